@@ -1,0 +1,169 @@
+package planner
+
+import "time"
+
+// NICType is the kind of a network interface as the planner sees it.
+type NICType string
+
+const (
+	NICInfiniBand NICType = "infiniband"
+	NICRoCE       NICType = "roce"
+	NICEthernet   NICType = "ethernet"
+)
+
+// RDMA reports whether the NIC type can carry NCCL's IB transport.
+func (t NICType) RDMA() bool { return t == NICInfiniBand || t == NICRoCE }
+
+// ClusterFile is the on-disk (YAML) cluster description that users write and
+// `pipette-launch probe` produces. Units are part of every field name.
+type ClusterFile struct {
+	// Clusters are islands of identical hosts that share a fabric.
+	Clusters []IslandSpec `yaml:"clusters" json:"clusters"`
+	// Links describe the connection between two islands; without one, islands
+	// are assumed to reach each other over their Ethernet NICs only.
+	Links []LinkSpec `yaml:"links,omitempty" json:"links,omitempty"`
+	// Measured, when present, overrides nominal host-to-host figures.
+	Measured *MeasuredBandwidth `yaml:"measured,omitempty" json:"measured,omitempty"`
+}
+
+// IslandSpec describes a group of identical hosts on one fabric.
+type IslandSpec struct {
+	Name string `yaml:"name" json:"name"`
+	// Hosts lists the hosts: a hostlist expression ("node[01-16]") or a list
+	// whose items are names or {name, address, user, port} maps.
+	Hosts       HostEntries  `yaml:"hosts" json:"hosts"`
+	GPUsPerHost int          `yaml:"gpus_per_host" json:"gpus_per_host"`
+	GPU         GPUSpec      `yaml:"gpu" json:"gpu"`
+	IntraHost   IntraHostBus `yaml:"intra_host" json:"intra_host"`
+	NICs        []NICSpec    `yaml:"nics" json:"nics"`
+	// Fabric names the RDMA fabric the island's RDMA NICs sit on; islands
+	// with the same non-empty fabric can use RDMA between them.
+	Fabric        string  `yaml:"fabric,omitempty" json:"fabric,omitempty"`
+	HostMemoryGiB float64 `yaml:"host_memory_gib" json:"host_memory_gib"`
+	CPUCores      int     `yaml:"cpu_cores" json:"cpu_cores"`
+	// PCIeGen is the GPU-to-host PCIe generation (3, 4, 5); 0 means unknown.
+	PCIeGen int `yaml:"pcie_gen,omitempty" json:"pcie_gen,omitempty"`
+	// HostMemoryBandwidthGBytesPerS is the host DRAM bandwidth (CPU Adam).
+	HostMemoryBandwidthGBytesPerS float64 `yaml:"host_memory_bandwidth_gbyte_per_s,omitempty" json:"host_memory_bandwidth_gbyte_per_s,omitempty"`
+}
+
+// HostEntry is one host of an island. Address is how other hosts and the
+// launcher reach it (defaults to Name).
+type HostEntry struct {
+	Name    string `yaml:"name" json:"name"`
+	Address string `yaml:"address,omitempty" json:"address,omitempty"`
+	User    string `yaml:"user,omitempty" json:"user,omitempty"`
+	Port    int    `yaml:"port,omitempty" json:"port,omitempty"`
+}
+
+// HostEntries is a list of hosts that also accepts a hostlist expression in
+// YAML (see UnmarshalYAML in cluster_yaml.go).
+type HostEntries []HostEntry
+
+// GPUSpec names a GPU model; zero fields are filled from the built-in catalog.
+type GPUSpec struct {
+	Model                 string  `yaml:"model" json:"model"`
+	MemoryGiB             float64 `yaml:"memory_gib,omitempty" json:"memory_gib,omitempty"`
+	PeakTFLOPS            float64 `yaml:"peak_bf16_tflops,omitempty" json:"peak_bf16_tflops,omitempty"`
+	MemoryBandwidthTBPerS float64 `yaml:"memory_bandwidth_tbyte_per_s,omitempty" json:"memory_bandwidth_tbyte_per_s,omitempty"`
+}
+
+// IntraHostBus is how GPUs in one host talk to each other.
+type IntraHostBus struct {
+	// Type is nvlink, nvswitch or pcie.
+	Type string `yaml:"type" json:"type"`
+	// BandwidthGBytesPerS is the per-GPU unidirectional bus bandwidth.
+	BandwidthGBytesPerS float64 `yaml:"bandwidth_gbyte_per_s,omitempty" json:"bandwidth_gbyte_per_s,omitempty"`
+}
+
+// NICSpec describes the NICs of one type on each host of an island.
+type NICSpec struct {
+	Type         NICType `yaml:"type" json:"type"`
+	Count        int     `yaml:"count" json:"count"`
+	RateGbitPerS float64 `yaml:"rate_gbit_per_s" json:"rate_gbit_per_s"`
+	// Devices are RDMA device names with port (mlx5_0:1), for NCCL_IB_HCA.
+	Devices []string `yaml:"devices,omitempty" json:"devices,omitempty"`
+	// Netdevs are the network interfaces (eth0, ib0), for NCCL_SOCKET_IFNAME.
+	Netdevs []string `yaml:"netdevs,omitempty" json:"netdevs,omitempty"`
+	// GIDIndex is the RoCE GID index when known.
+	GIDIndex *int `yaml:"roce_gid_index,omitempty" json:"roce_gid_index,omitempty"`
+}
+
+// LinkSpec is the connection between two islands.
+type LinkSpec struct {
+	Between             [2]string `yaml:"between" json:"between"`
+	Type                NICType   `yaml:"type" json:"type"`
+	BandwidthGbitPerS   float64   `yaml:"bandwidth_gbit_per_s" json:"bandwidth_gbit_per_s"`
+	LatencyMicroseconds float64   `yaml:"latency_us,omitempty" json:"latency_us,omitempty"`
+}
+
+// MeasuredBandwidth is a host-to-host attained bandwidth matrix.
+type MeasuredBandwidth struct {
+	MeasuredAt time.Time `yaml:"measured_at" json:"measured_at"`
+	Tool       string    `yaml:"tool,omitempty" json:"tool,omitempty"`
+	Hosts      []string  `yaml:"hosts" json:"hosts"`
+	// GbitPerS[i][j] is the attained rate from Hosts[i] to Hosts[j].
+	GbitPerS [][]float64 `yaml:"gbit_per_s" json:"gbit_per_s"`
+}
+
+// Cluster is the resolved form the planner computes on: every host expanded,
+// every GPU filled from the catalog, every host pair given a link.
+type Cluster struct {
+	Islands []Island
+	Hosts   []Host
+	// bw[i][j] bytes/s and lat[i][j] seconds between distinct hosts i and j.
+	bw  [][]float64
+	lat [][]float64
+}
+
+// Island is a resolved IslandSpec.
+type Island struct {
+	Spec  IslandSpec
+	Hosts []int // indices into Cluster.Hosts
+	// RDMA reports whether the island has an RDMA NIC.
+	RDMA bool
+}
+
+// Host is one resolved host.
+type Host struct {
+	HostEntry
+	Island int
+	GPUs   int
+	GPU    GPUSpec // resolved from the catalog
+	// IntraBytesPerS is GPU-to-GPU bandwidth inside the host.
+	IntraBytesPerS float64
+	// NICBytesPerS is the host's aggregate inter-host bandwidth.
+	NICBytesPerS float64
+	// MemoryBytes is host DRAM; PCIeBytesPerS is one GPU's host link.
+	MemoryBytes   float64
+	PCIeBytesPerS float64
+	CPUCores      int
+	// HostMemBytesPerS is host DRAM bandwidth (drives CPU Adam time).
+	HostMemBytesPerS float64
+}
+
+// Link is the bandwidth and latency of a path between two GPUs' hosts.
+type Link struct {
+	BytesPerS float64
+	LatencyS  float64
+}
+
+// LinkBetween returns the link from host a to host b; a == b is the
+// intra-host bus.
+func (c *Cluster) LinkBetween(a, b int) Link {
+	if a == b {
+		return Link{BytesPerS: c.Hosts[a].IntraBytesPerS, LatencyS: intraHostLatencyS}
+	}
+	return Link{BytesPerS: c.bw[a][b], LatencyS: c.lat[a][b]}
+}
+
+// TotalGPUs is the number of GPUs in the cluster.
+func (c *Cluster) TotalGPUs() int {
+	n := 0
+	for _, h := range c.Hosts {
+		n += h.GPUs
+	}
+	return n
+}
+
+const intraHostLatencyS = 5e-6

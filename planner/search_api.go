@@ -1,0 +1,38 @@
+package planner
+
+import "time"
+
+// Constraints pin parts of the search space (user-fixed flags). Zero values
+// leave a dimension free.
+type Constraints struct {
+	TP, PP, DP, CP, VPP, MicroBatch int
+	Recompute                       Recompute // "" = free
+	ZeroStage                       int       // -1 = free
+	SequenceParallel                *bool
+	DistributedOptimizer            *bool
+	// NoOffload forbids CPU offload; ForceOffload asks for it.
+	NoOffload, ForceOffload bool
+}
+
+// SearchOptions are the inputs of Search besides the cluster and model.
+type SearchOptions struct {
+	Framework   Framework
+	GlobalBatch int
+	Fixed       Constraints
+	// TopK plans are returned, best first (default 10).
+	TopK int
+	// Seed makes placement deterministic.
+	Seed int64
+	// PlacementBudget bounds the placement optimiser per candidate.
+	PlacementBudget time.Duration
+	// IgnoreIslands plans as if the cluster were one flat fabric (for the
+	// comparison row in the plan table); the prediction still uses real links.
+	IgnoreIslands bool
+}
+
+// NewCluster builds a resolved cluster from hosts and a full host-to-host
+// bandwidth (bytes/s) and latency (s) matrix. Islands are derived from
+// Host.Island. It is how tests and the YAML resolver construct clusters.
+func NewCluster(islands []Island, hosts []Host, bwBytesPerS, latencyS [][]float64) *Cluster {
+	return &Cluster{Islands: islands, Hosts: hosts, bw: bwBytesPerS, lat: latencyS}
+}

@@ -1,0 +1,54 @@
+// Package templates renders a plan into what runs: per-rank argv and
+// environment (torchrun-compatible), Megatron-LM and DeepSpeed arguments,
+// ds_config.json, DeepSpeed hostfiles, per-host NCCL settings and per-host
+// launch scripts. Templates are embedded text/templates with a shell-quoting
+// function; nothing here connects to hosts.
+package templates
+
+// Job is everything needed to start one training job on every host. The
+// launcher executes it; --dry-run prints it; --output-dir writes it.
+type Job struct {
+	// Name identifies the job (used for log and work directory names).
+	Name string
+	// Hosts in node-rank order.
+	Hosts []HostJob
+	// Files are uploaded to every host before any rank starts (ds_config.json,
+	// hostfile). Paths are relative to WorkDir.
+	Files []File
+	// WorkDir is the directory on each host where Files land and ranks start.
+	WorkDir string
+}
+
+// HostJob is one host's part of a job.
+type HostJob struct {
+	Name     string // as in the cluster file
+	Address  string // how the launcher connects (default Name)
+	User     string
+	Port     int
+	NodeRank int
+	// Ranks run on this host, in local-rank order.
+	Ranks []RankJob
+	// Script is a standalone POSIX sh launch script for this host that
+	// starts its ranks (what --output-dir writes).
+	Script string
+}
+
+// RankJob is one process.
+type RankJob struct {
+	Rank      int
+	LocalRank int
+	// Env is the full set of variables pipette-launch sets (sorted by name).
+	Env []EnvVar
+	// Argv is the program and its arguments, unquoted.
+	Argv []string
+}
+
+// EnvVar is one environment variable.
+type EnvVar struct{ Name, Value string }
+
+// File is one file the job needs on every host.
+type File struct {
+	Path    string
+	Mode    uint32
+	Content []byte
+}
