@@ -1,0 +1,60 @@
+package planner
+
+// This file holds the signatures that the planner-core work implements
+// (cluster and model parsing, memory estimation, offload cost). The owner
+// deletes this file as real implementations land.
+
+import "errors"
+
+var errPendingCore = errors.New("planner: not implemented yet (pending planner-core)")
+
+// ParseClusterFile parses and validates a cluster YAML document. Errors name
+// the offending field (e.g. `clusters[1].gpus_per_host: must be > 0`).
+func ParseClusterFile(data []byte) (*ClusterFile, error) { return nil, errPendingCore }
+
+// Resolve expands host lists, fills GPUs from the catalog and computes every
+// host pair's link (measured matrix > inter-island link spec > NIC rates).
+func (f *ClusterFile) Resolve() (*Cluster, error) { return nil, errPendingCore }
+
+// Preset returns a built-in model shape by name (e.g. "gpt3-13b", "llama2-70b").
+func Preset(name string) (Model, error) { return Model{}, errPendingCore }
+
+// PresetNames lists the built-in model names.
+func PresetNames() []string { return nil }
+
+// ParseModelFile parses and validates a model YAML document.
+func ParseModelFile(data []byte) (Model, error) { return Model{}, errPendingCore }
+
+// ModelFromMegatronArgs reads the model shape from a Megatron-LM argument
+// list (--num-layers, --hidden-size, ...). found is false when the list has
+// no shape flags at all. The returned Constraints hold parallelism flags the
+// user fixed (--tensor-model-parallel-size, ...), plus batch sizes via the
+// second return of MegatronBatchArgs.
+func ModelFromMegatronArgs(args []string) (m Model, fixed Constraints, found bool, err error) {
+	return Model{}, Constraints{}, false, errPendingCore
+}
+
+// EstimateStageMemory returns the per-GPU bytes of pipeline rank ppRank
+// (0..PP-1) of cfg under framework f.
+func EstimateStageMemory(m Model, cfg Config, f Framework, ppRank int) MemoryBreakdown {
+	return MemoryBreakdown{}
+}
+
+// HostBytesPerNode is the host memory a node running ranksPerHost ranks of
+// cfg needs (offloaded states, pinned buffers, per-process overhead).
+func HostBytesPerNode(m Model, cfg Config, f Framework, ranksPerHost int) float64 { return 0 }
+
+// OffloadCost is the per-iteration cost of CPU offload for one rank.
+type OffloadCost struct {
+	PCIeSeconds    float64 // gradients down + parameters up over PCIe
+	CPUAdamSeconds float64 // optimizer step on the host's CPU
+	// ExposedSeconds is what stays on the critical path after the overlap
+	// the framework achieves.
+	ExposedSeconds float64
+}
+
+// EstimateOffload returns the offload cost of cfg for one rank on host h
+// shared by ranksPerHost ranks. Zero when cfg offloads nothing.
+func EstimateOffload(m Model, cfg Config, f Framework, h Host, ranksPerHost int) OffloadCost {
+	return OffloadCost{}
+}
