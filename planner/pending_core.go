@@ -8,13 +8,6 @@ import "errors"
 
 var errPendingCore = errors.New("planner: not implemented yet (pending planner-core)")
 
-// ParseClusterFile parses and validates a cluster YAML document. Errors name
-// the offending field (e.g. `clusters[1].gpus_per_host: must be > 0`).
-func ParseClusterFile(data []byte) (*ClusterFile, error) { return nil, errPendingCore }
-
-// Resolve expands host lists, fills GPUs from the catalog and computes every
-// host pair's link (measured matrix > inter-island link spec > NIC rates).
-func (f *ClusterFile) Resolve() (*Cluster, error) { return nil, errPendingCore }
 
 // Preset returns a built-in model shape by name (e.g. "gpt3-13b", "llama2-70b").
 func Preset(name string) (Model, error) { return Model{}, errPendingCore }
