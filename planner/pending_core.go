@@ -9,14 +9,6 @@ import "errors"
 var errPendingCore = errors.New("planner: not implemented yet (pending planner-core)")
 
 
-// Preset returns a built-in model shape by name (e.g. "gpt3-13b", "llama2-70b").
-func Preset(name string) (Model, error) { return Model{}, errPendingCore }
-
-// PresetNames lists the built-in model names.
-func PresetNames() []string { return nil }
-
-// ParseModelFile parses and validates a model YAML document.
-func ParseModelFile(data []byte) (Model, error) { return Model{}, errPendingCore }
 
 // ModelFromMegatronArgs reads the model shape from a Megatron-LM argument
 // list (--num-layers, --hidden-size, ...). found is false when the list has
