@@ -10,14 +10,6 @@ var errPendingCore = errors.New("planner: not implemented yet (pending planner-c
 
 
 
-// ModelFromMegatronArgs reads the model shape from a Megatron-LM argument
-// list (--num-layers, --hidden-size, ...). found is false when the list has
-// no shape flags at all. The returned Constraints hold parallelism flags the
-// user fixed (--tensor-model-parallel-size, ...), plus batch sizes via the
-// second return of MegatronBatchArgs.
-func ModelFromMegatronArgs(args []string) (m Model, fixed Constraints, found bool, err error) {
-	return Model{}, Constraints{}, false, errPendingCore
-}
 
 // EstimateStageMemory returns the per-GPU bytes of pipeline rank ppRank
 // (0..PP-1) of cfg under framework f.
