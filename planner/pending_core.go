@@ -11,15 +11,7 @@ var errPendingCore = errors.New("planner: not implemented yet (pending planner-c
 
 
 
-// EstimateStageMemory returns the per-GPU bytes of pipeline rank ppRank
-// (0..PP-1) of cfg under framework f.
-func EstimateStageMemory(m Model, cfg Config, f Framework, ppRank int) MemoryBreakdown {
-	return MemoryBreakdown{}
-}
 
-// HostBytesPerNode is the host memory a node running ranksPerHost ranks of
-// cfg needs (offloaded states, pinned buffers, per-process overhead).
-func HostBytesPerNode(m Model, cfg Config, f Framework, ranksPerHost int) float64 { return 0 }
 
 // OffloadCost is the per-iteration cost of CPU offload for one rank.
 type OffloadCost struct {
