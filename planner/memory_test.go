@@ -212,9 +212,10 @@ func TestDeepSpeedEstimators(t *testing.T) {
 		{"zero3 offload all", 3, Offload{OptimizerFraction: 1, Params: true}, L, 18 * p, 0},
 		// ZeRO-3 offload optimizer: GPU = L + 2P/G; CPU = 16P.
 		{"zero3 offload optimizer", 3, Offload{OptimizerFraction: 1}, L + 2*p/G, 16 * p, 0},
-		// ZeRO-3 without offload: GPU = L + 18P/G. DeepSpeed counts the
-		// fp32 gradient partition (2 of the 18 x ... = 4P/G fp32 minus the
-		// 16-bit grads we count): we hold 16P/G, 2P/G less.
+		// ZeRO-3 without offload: GPU = L + 18P/G, where DeepSpeed's 18 is
+		// 16-bit params 2 + fp32 params, m, v and grads 16. We count 16-bit
+		// params 2 + 16-bit grads 2 + 12 = 16: 2P/G less (the fp32 grad
+		// partition exists only during the step, after activations are freed).
 		{"zero3", 3, Offload{}, L + 18*p/G, -1, 2 * p / G},
 		// ZeRO-2 without offload: GPU = 4P + 16P/G. DeepSpeed also counts
 		// full 16-bit grads (2P) and the fp32 grad partition (4P/G) built at
