@@ -97,3 +97,13 @@ func TestResolveGPUExplicitOverrides(t *testing.T) {
 		t.Errorf("unknown complete GPU: %+v %v", got, complete)
 	}
 }
+
+// The probe writes the catalog name back into cluster files, so every
+// catalog name must resolve to its own entry.
+func TestCatalogNamesResolveToThemselves(t *testing.T) {
+	for _, e := range gpuCatalog {
+		if got, ok := LookupGPU(e.spec.Model); !ok || got != e.spec {
+			t.Errorf("LookupGPU(%q) = %+v, %v", e.spec.Model, got, ok)
+		}
+	}
+}

@@ -49,6 +49,14 @@ const (
 	cpuGradBytes = 4
 )
 
+// withStages normalises cfg and fixes its stage layers once, so the
+// per-rank helpers do not rebuild an even split on every call.
+func withStages(m Model, cfg Config) Config {
+	cfg = normalized(cfg)
+	cfg.StageLayers = StageLayersOf(m, cfg)
+	return cfg
+}
+
 // normalized fills zero sizes with 1 so callers may leave them unset.
 func normalized(cfg Config) Config {
 	for _, p := range []*int{&cfg.TP, &cfg.PP, &cfg.DP, &cfg.CP, &cfg.VPP, &cfg.MicroBatch} {
@@ -347,7 +355,7 @@ func otherBytes(rest float64, cfg Config, f Framework) float64 {
 // EstimateStageMemory returns the per-GPU bytes of pipeline rank ppRank
 // (0..PP-1) of cfg under framework f.
 func EstimateStageMemory(m Model, cfg Config, f Framework, ppRank int) MemoryBreakdown {
-	cfg = normalized(cfg)
+	cfg = withStages(m, cfg)
 	st := computeModelStates(m, cfg, f, ppRank)
 	b := MemoryBreakdown{
 		Weights:     st.weights,
@@ -374,7 +382,7 @@ func hostBytesPerRank(m Model, cfg Config, f Framework, ppRank int) float64 {
 // cfg needs. Which pipeline ranks share a node depends on placement, so it
 // takes the worst rank times ranksPerHost (an upper bound).
 func HostBytesPerNode(m Model, cfg Config, f Framework, ranksPerHost int) float64 {
-	cfg = normalized(cfg)
+	cfg = withStages(m, cfg)
 	worst := 0.0
 	for r := range cfg.PP {
 		worst = math.Max(worst, hostBytesPerRank(m, cfg, f, r))
@@ -387,7 +395,7 @@ func HostBytesPerNode(m Model, cfg Config, f Framework, ranksPerHost int) float6
 // the host need of ranksPerHost ranks per node. hostBytes 0 means unknown
 // (MemoryEstimate.Fits then ignores host memory).
 func EstimatePlanMemory(m Model, cfg Config, f Framework, gpuBytes, hostBytes float64, ranksPerHost int) MemoryEstimate {
-	cfg = normalized(cfg)
+	cfg = withStages(m, cfg)
 	est := MemoryEstimate{
 		GPUCapacityBytes:  gpuBytes,
 		HostCapacityBytes: hostBytes,

@@ -383,3 +383,13 @@ func TestEstimatePlanMemory(t *testing.T) {
 		t.Errorf("13B ZeRO-3 + optimizer offload on 4x40GB: %.1f GiB GPU, %.1f GiB host", e.PeakBytesPerGPU/gib, e.HostBytesPerNode/gib)
 	}
 }
+
+// BenchmarkEstimatePlanMemory is the call the search makes per candidate.
+func BenchmarkEstimatePlanMemory(b *testing.B) {
+	m, _ := Preset("gpt3-175b")
+	cfg := Config{TP: 8, PP: 16, DP: 8, VPP: 3, MicroBatch: 1, NumMicroBatches: 128, SequenceParallel: true,
+		Recompute: RecomputeSelective, DistributedOptimizer: true}
+	for b.Loop() {
+		EstimatePlanMemory(m, cfg, FrameworkMegatron, 80*gib, 1024*gib, 8)
+	}
+}

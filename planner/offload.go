@@ -92,7 +92,7 @@ func cpuAdamSeconds(params float64, h Host, ranksPerHost int) float64 {
 // the copies with the CPU step by parameter group, exposing the slower of
 // the two.
 func EstimateOffloadRank(m Model, cfg Config, f Framework, h Host, ranksPerHost, ppRank int) OffloadCost {
-	cfg = normalized(cfg)
+	cfg = withStages(m, cfg)
 	if cfg.Offload.OptimizerFraction <= 0 && !cfg.Offload.Params {
 		return OffloadCost{}
 	}
@@ -115,7 +115,7 @@ func EstimateOffloadRank(m Model, cfg Config, f Framework, h Host, ranksPerHost,
 // time, since the slowest rank holds up the iteration. Zero when cfg
 // offloads nothing.
 func EstimateOffload(m Model, cfg Config, f Framework, h Host, ranksPerHost int) OffloadCost {
-	cfg = normalized(cfg)
+	cfg = withStages(m, cfg)
 	var worst OffloadCost
 	for r := range cfg.PP {
 		if c := EstimateOffloadRank(m, cfg, f, h, ranksPerHost, r); c.ExposedSeconds > worst.ExposedSeconds {
