@@ -18,6 +18,8 @@ func TestLookupGPUNames(t *testing.T) {
 		{"NVIDIA H200", "H200", 140.4},
 		{"NVIDIA L40S", "L40S", 45},
 		{"NVIDIA L4", "L4", 22.5},
+		{"NVIDIA L40", "L40", 45},
+		{"NVIDIA GH200 480GB", "GH200", 95.6},
 		{"NVIDIA A10", "A10", 22.5},
 		{"NVIDIA A10G", "A10", 22.5},
 		{"NVIDIA A100-SXM4-80GB", "A100-80GB-SXM", 80},
