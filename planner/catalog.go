@@ -88,6 +88,9 @@ func lookupCatalog(name string) (gpuCatalogEntry, bool) {
 	return gpuCatalogEntry{}, false
 }
 
+// MemoryBytes is the GPU's memory in bytes (MemoryGiB is binary GiB).
+func (g GPUSpec) MemoryBytes() float64 { return g.MemoryGiB * gib }
+
 // LookupGPU finds a GPU in the built-in catalog by any common spelling,
 // including the names nvidia-smi prints ("NVIDIA H100 80GB HBM3",
 // "NVIDIA A100-SXM4-80GB"). The returned spec's Model is the catalog name.

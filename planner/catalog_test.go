@@ -109,3 +109,9 @@ func TestCatalogNamesResolveToThemselves(t *testing.T) {
 		}
 	}
 }
+
+func TestGPUSpecMemoryBytes(t *testing.T) {
+	if got := (GPUSpec{MemoryGiB: 80}).MemoryBytes(); got != 80*1024*1024*1024 {
+		t.Errorf("80 GiB = %g bytes", got)
+	}
+}
