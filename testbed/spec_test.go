@@ -46,6 +46,8 @@ func TestValidate(t *testing.T) {
 		{"bad name", Spec{Hosts: []HostSpec{{Name: "A_1"}}}, "lower-case"},
 		{"bad rdma", Spec{Hosts: []HostSpec{{Name: "a", RDMA: "ib"}}}, `RDMA "ib"`},
 		{"bad shape", Spec{Hosts: []HostSpec{{Name: "a"}}, GroupShape: "fast"}, "group shape"},
+		{"state root in /tmp", Spec{Hosts: []HostSpec{{Name: "a"}}, StateRoot: "/tmp/x"}, "outside /tmp"},
+		{"relative state root", Spec{Hosts: []HostSpec{{Name: "a"}}, StateRoot: "state"}, "absolute path"},
 		{"bad host shape", Spec{Hosts: []HostSpec{{Name: "a", Shape: "1x"}}}, "host a shape"},
 	}
 	for _, tt := range tests {

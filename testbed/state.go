@@ -199,6 +199,8 @@ type Info struct {
 	OwnerAlive bool
 	Ready      bool
 	Hosts      []Host
+	// SshdAlive counts the instance's sshd processes still running.
+	SshdAlive int
 }
 
 // List describes every instance under root ("" = DefaultStateRoot), sorted
@@ -223,7 +225,13 @@ func List(root string) ([]Info, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Info{
+		alive := 0
+		for _, o := range s.Sshd {
+			if o.alive() {
+				alive++
+			}
+		}
+		out = append(out, Info{SshdAlive: alive,
 			Index: s.Index, Name: s.Name, Dir: s.dir, Created: s.Created,
 			Persistent: s.Owner == nil, OwnerAlive: s.Owner == nil || s.Owner.alive(),
 			Ready: s.Ready, Hosts: s.Hosts,
