@@ -142,11 +142,19 @@ func allocate(spec Spec) (*state, error) {
 		return nil, err
 	}
 	defer unlock()
+	// Reclaim every abandoned instance, not only those below the first free
+	// index: their sshd processes would otherwise run until `down --all`.
+	busy := map[int]bool{}
 	for k := minIndex; k <= maxIndex; k++ {
-		dir := filepath.Join(root, strconv.Itoa(k))
-		if err := reclaimIfAbandoned(dir); err != nil {
+		if reclaimIfAbandoned(filepath.Join(root, strconv.Itoa(k))) != nil {
+			busy[k] = true
+		}
+	}
+	for k := minIndex; k <= maxIndex; k++ {
+		if busy[k] {
 			continue
 		}
+		dir := filepath.Join(root, strconv.Itoa(k))
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			if errors.Is(err, os.ErrExist) {
 				continue

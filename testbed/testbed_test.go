@@ -57,8 +57,10 @@ test -e /tmp/only-on-ib1 && echo tmp-shared || echo tmp-private`
 	if _, err := os.Stat("/tmp/only-on-ib1"); err == nil {
 		t.Errorf("the machine's /tmp sees the host's file")
 	}
-	if got := sshOut(t, tb, "roce1", "cat /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3 /sys/class/infiniband/mlx5_0/device/net/eth0/operstate"); got != "RoCE v2\nup" {
-		t.Errorf("roce1 gid type 3 + netdev state = %q", got)
+	// RoCE v2 GID, the HCA's netdev, and other hosts' names resolving
+	got := sshOut(t, tb, "roce1", "cat /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3 /sys/class/infiniband/mlx5_0/device/net/eth0/operstate; getent hosts ib1")
+	if want := "RoCE v2\nup\n" + tb.Hosts[0].Addr + "     ib1"; got != want {
+		t.Errorf("roce1: %q, want %q", got, want)
 	}
 }
 
@@ -223,6 +225,16 @@ func TestDownAfterCrashFromStateDir(t *testing.T) {
 	t.Cleanup(func() { DownDir(m.dir) })
 	dir := tb.Dir
 	tb = nil // the process that made it is gone; only the state dir remains
+	// and it crashed right after creating its last namespace, before
+	// recording it
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Netns = st.Netns[:len(st.Netns)-1]
+	if err := st.save(); err != nil {
+		t.Fatal(err)
+	}
 	if err := DownDir(dir); err != nil {
 		t.Fatalf("DownDir: %v", err)
 	}
@@ -354,5 +366,13 @@ func TestWrongHostKeyRefused(t *testing.T) {
 	out, err := exec.Command("ssh", args...).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "HOST IDENTIFICATION HAS CHANGED") {
 		t.Errorf("ssh with wrong host key: err=%v out=%s", err, out)
+	}
+}
+
+func TestPrerequisitesNamePackage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := CheckPrerequisites()
+	if err == nil || !strings.Contains(err.Error(), "install the Debian package iproute2") {
+		t.Errorf("CheckPrerequisites with empty PATH = %v, want it to name iproute2", err)
 	}
 }
