@@ -17,9 +17,10 @@
 // one host's own link in both directions.
 //
 // Each host runs `sshd -D` in its namespace plus fresh mount and UTS
-// namespaces: hostname = host name, a private copy of /sys/class (with
-// /sys/class/infiniband/mlx5_0 for IB or RoCE hosts), a tmpfs /tmp, and an
-// /etc/hosts naming every host. Hosts share the machine's pid namespace and
+// namespaces: hostname = host name, a private /sys/class holding only net
+// (the host's lo and eth0) and, for IB or RoCE hosts, infiniband/mlx5_0
+// (other classes are hidden), a tmpfs /tmp, and an /etc/hosts naming every
+// host. Hosts share the machine's pid namespace and
 // file system otherwise (so `ps` on a host shows every process; use
 // Testbed.Processes for one host's).
 //
