@@ -135,9 +135,12 @@ func splitBySpeed(group []*HostProbe, m *planner.MeasuredBandwidth, nameOf func(
 		return parent[i]
 	}
 	for i := range group {
+		if _, measured := idx[nameOf(group[i])]; !measured {
+			parent[find(i)] = find(0)
+			continue
+		}
 		for j := i + 1; j < len(group); j++ {
-			r, ok := rate(group[i], group[j])
-			if !ok || r*SlowLinkFactor >= best {
+			if r, ok := rate(group[i], group[j]); ok && r*SlowLinkFactor >= best {
 				parent[find(j)] = find(i)
 			}
 		}
