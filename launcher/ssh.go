@@ -139,6 +139,7 @@ type Conn struct {
 type resolved struct {
 	HostTarget
 	identities []string
+	knownHosts string // UserKnownHostsFile from ssh config (first one)
 }
 
 // Dial connects to target, verifies its host key, authenticates and starts
@@ -163,7 +164,7 @@ func Dial(ctx context.Context, target HostTarget, opts SSHOptions) (*Conn, error
 	if opts.InsecureIgnoreHostKey {
 		cfg.HostKeyCallback = ssh.InsecureIgnoreHostKey()
 	} else {
-		cb, algos, err := hostKeyCheck(knownHostsPath(opts), hostport)
+		cb, algos, err := hostKeyCheck(knownHostsPath(opts, r), hostport)
 		if err != nil {
 			return nil, err
 		}
@@ -291,6 +292,9 @@ func resolveTarget(t HostTarget, opts SSHOptions) (resolved, error) {
 		if hn := get("HostName"); hn != "" {
 			r.Addr = expandTokens(hn, t.Name, r)
 		}
+	}
+	if kh := strings.Fields(get("UserKnownHostsFile")); len(kh) > 0 && kh[0] != "none" {
+		r.knownHosts = expandTokens(kh[0], t.Name, r)
 	}
 	r.identities = append(r.identities, opts.IdentityFiles...)
 	if cfg != nil {
@@ -436,9 +440,12 @@ func loadKey(p string) (ssh.Signer, error) {
 	return s, nil
 }
 
-func knownHostsPath(opts SSHOptions) string {
+func knownHostsPath(opts SSHOptions, r resolved) string {
 	if opts.KnownHostsFile != "" {
 		return opts.KnownHostsFile
+	}
+	if r.knownHosts != "" {
+		return r.knownHosts
 	}
 	return filepath.Join(homeDir(), ".ssh", "known_hosts")
 }
