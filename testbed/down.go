@@ -1,0 +1,196 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long processes get between SIGTERM and SIGKILL.
+const stopGrace = 2 * time.Second
+
+// DownDir removes the instance whose state directory is dir: every process
+// in its hosts' namespaces, the namespaces, its root-namespace link, and dir.
+// It works from any process, also after the one that made it crashed, and
+// removes only what the state file records.
+func DownDir(dir string) error {
+	dir = filepath.Clean(dir)
+	unlock, err := lockRoot(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	st, err := loadState(dir)
+	if err != nil {
+		return err
+	}
+	return teardown(st)
+}
+
+// DownName removes every instance under root ("" = DefaultStateRoot) named
+// name; it is an error when there is none.
+func DownName(root, name string) error {
+	infos, err := List(root)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	found := false
+	for _, in := range infos {
+		if in.Name == name {
+			found = true
+			errs = append(errs, DownDir(in.Dir))
+		}
+	}
+	if !found {
+		return fmt.Errorf("no test-bed named %q under %s: see `pipette-testbed status`", name, rootOrDefault(root))
+	}
+	return errors.Join(errs...)
+}
+
+// DownAll removes every instance under root ("" = DefaultStateRoot) except,
+// unless includeLive, those still owned by a running process (a test in
+// progress). It returns the directories removed.
+func DownAll(root string, includeLive bool) ([]string, error) {
+	infos, err := List(root)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, in := range infos {
+		if !in.Persistent && in.OwnerAlive && !includeLive {
+			continue
+		}
+		if err := DownDir(in.Dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, in.Dir)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func rootOrDefault(root string) string {
+	if root == "" {
+		return DefaultStateRoot
+	}
+	return root
+}
+
+// teardown undoes what st records, in reverse order of creation. The state
+// directory is kept when something could not be removed, so a retry works.
+func teardown(st *state) error {
+	var errs []error
+	var victims []owner
+	seen := map[int]bool{}
+	for _, ns := range st.Netns {
+		if !netnsExists(ns) {
+			continue
+		}
+		pids, err := netnsPids(ns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, p := range pids {
+			if t, err := processStartTime(p); err == nil && !seen[p] {
+				seen[p] = true
+				victims = append(victims, owner{Pid: p, StartTime: t})
+			}
+		}
+	}
+	for _, o := range st.Sshd {
+		if !seen[o.Pid] && o.alive() {
+			seen[o.Pid] = true
+			victims = append(victims, o)
+		}
+	}
+	if err := stopProcesses(victims); err != nil {
+		errs = append(errs, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := len(st.Netns) - 1; i >= 0; i-- {
+		if ns := st.Netns[i]; netnsExists(ns) {
+			if err := run(ctx, "ip", "netns", "del", ns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// The root link is a veth whose peer lived in the switch namespace, so
+	// it is normally gone already.
+	for _, l := range st.Links {
+		if run(ctx, "ip", "link", "show", "dev", l) == nil {
+			if err := run(ctx, "ip", "link", "del", "dev", l); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("test-bed %d (%s): %w", st.Index, st.dir, errors.Join(errs...))
+	}
+	if err := os.RemoveAll(st.dir); err != nil {
+		return fmt.Errorf("test-bed %d: remove %s: %w", st.Index, st.dir, err)
+	}
+	return nil
+}
+
+func netnsExists(ns string) bool {
+	_, err := os.Stat(filepath.Join("/run/netns", ns))
+	return err == nil
+}
+
+// stopProcesses sends SIGTERM, waits stopGrace, then SIGKILLs survivors.
+func stopProcesses(procs []owner) error {
+	signalAll(procs, syscall.SIGTERM)
+	if waitGone(procs, stopGrace) {
+		return nil
+	}
+	signalAll(procs, syscall.SIGKILL)
+	if waitGone(procs, stopGrace) {
+		return nil
+	}
+	var left []int
+	for _, o := range procs {
+		if o.alive() {
+			left = append(left, o.Pid)
+		}
+	}
+	return fmt.Errorf("processes %v survived SIGKILL", left)
+}
+
+func signalAll(procs []owner, sig syscall.Signal) {
+	for _, o := range procs {
+		if o.alive() { // never signal a reused pid
+			syscall.Kill(o.Pid, sig)
+		}
+	}
+}
+
+func waitGone(procs []owner, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		alive := false
+		for _, o := range procs {
+			if o.alive() {
+				alive = true
+				break
+			}
+		}
+		if !alive {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
