@@ -8,31 +8,8 @@ import "errors"
 
 var errPendingCore = errors.New("planner: not implemented yet (pending planner-core)")
 
-// ParseClusterFile parses and validates a cluster YAML document. Errors name
-// the offending field (e.g. `clusters[1].gpus_per_host: must be > 0`).
-func ParseClusterFile(data []byte) (*ClusterFile, error) { return nil, errPendingCore }
 
-// Resolve expands host lists, fills GPUs from the catalog and computes every
-// host pair's link (measured matrix > inter-island link spec > NIC rates).
-func (f *ClusterFile) Resolve() (*Cluster, error) { return nil, errPendingCore }
 
-// Preset returns a built-in model shape by name (e.g. "gpt3-13b", "llama2-70b").
-func Preset(name string) (Model, error) { return Model{}, errPendingCore }
-
-// PresetNames lists the built-in model names.
-func PresetNames() []string { return nil }
-
-// ParseModelFile parses and validates a model YAML document.
-func ParseModelFile(data []byte) (Model, error) { return Model{}, errPendingCore }
-
-// ModelFromMegatronArgs reads the model shape from a Megatron-LM argument
-// list (--num-layers, --hidden-size, ...). found is false when the list has
-// no shape flags at all. The returned Constraints hold parallelism flags the
-// user fixed (--tensor-model-parallel-size, ...), plus batch sizes via the
-// second return of MegatronBatchArgs.
-func ModelFromMegatronArgs(args []string) (m Model, fixed Constraints, found bool, err error) {
-	return Model{}, Constraints{}, false, errPendingCore
-}
 
 // EstimateStageMemory returns the per-GPU bytes of pipeline rank ppRank
 // (0..PP-1) of cfg under framework f.
