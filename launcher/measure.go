@@ -111,7 +111,7 @@ func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*plann
 		m.GbitPerS[i] = make([]float64, n)
 	}
 	rounds := RoundRobinRounds(n)
-	var errs []error
+	errs := &HostErrors{}
 	for r, pairs := range rounds {
 		o.Progress.Update("measure: round %d/%d (%d pairs)", r+1, len(rounds), len(pairs))
 		var wg sync.WaitGroup
@@ -127,14 +127,18 @@ func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*plann
 			}()
 		}
 		wg.Wait()
-		errs = append(errs, roundErrs...)
+		for i, err := range roundErrs {
+			if err != nil {
+				errs.Add(hosts[pairs[i][0]].Name+"<->"+hosts[pairs[i][1]].Name, err)
+			}
+		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
 	o.Progress.Done()
-	if err := collectErrors(errs); err != nil {
-		return m, err
+	if err := errs.ErrorOrNil(); err != nil {
+		return m, fmt.Errorf("measure: %w", err)
 	}
 	return m, nil
 }
@@ -190,7 +194,7 @@ func iperfOnce(ctx context.Context, client, server MeasureHost, o MeasureOptions
 		gbit, perr := ParseIperf3JSON(stdout)
 		if perr == nil {
 			if serr := <-serverDone; serr != nil {
-				return gbit, fmt.Errorf("measure %s: iperf3 server on %s: %w", dir, server.Name, serr)
+				return gbit, fmt.Errorf("%s: iperf3 server on %s: %w", dir, server.Name, serr)
 			}
 			return gbit, nil
 		}
@@ -204,11 +208,11 @@ func iperfOnce(ctx context.Context, client, server MeasureHost, o MeasureOptions
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("measure %s: %w", dir, ctx.Err())
+			return 0, fmt.Errorf("%s: %w", dir, ctx.Err())
 		case err := <-serverDone:
-			return 0, fmt.Errorf("measure %s: iperf3 server on %s exited early: %v", dir, server.Name, err)
+			return 0, fmt.Errorf("%s: iperf3 server on %s exited early: %v", dir, server.Name, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return 0, fmt.Errorf("measure %s: %w", dir, lastErr)
+	return 0, fmt.Errorf("%s: %w", dir, lastErr)
 }

@@ -145,8 +145,8 @@ func TestEthernetNICsFixture(t *testing.T) {
 	if !reflect.DeepEqual(got, []NIC{wantFixtureEth}) {
 		t.Errorf("got %+v, want %+v", got, wantFixtureEth)
 	}
-	// eth0 as an RDMA device's netdev belongs to that NIC, not to Ethernet.
-	if got := EthernetNICs(v, []NIC{{Netdev: "eth0"}}, "eth0"); len(got) != 0 {
-		t.Errorf("RDMA netdev listed as Ethernet too: %+v", got)
+	// eth0 as a RoCE port's netdev belongs to that NIC, not to Ethernet.
+	if got := EthernetNICs(v, []NIC{{Type: planner.NICRoCE, Netdev: "eth0"}}, "eth0"); len(got) != 0 {
+		t.Errorf("RoCE netdev listed as Ethernet too: %+v", got)
 	}
 }

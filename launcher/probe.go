@@ -3,11 +3,11 @@ package launcher
 import (
 	"context"
 	"fmt"
-	"sort"
+	"errors"
 	"strings"
 	"sync"
 
-	"github.com/hashicorp/go-multierror"
+	"github.com/pipette-launch/pipette-launch/planner"
 )
 
 // HostProbe is what one host reported.
@@ -27,25 +27,22 @@ type HostProbe struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Runner runs one command line on a host and returns its output; the SSH
-// pool's connections satisfy it.
+// Runner runs one command line on a host and returns its output; *Conn
+// satisfies it.
 type Runner interface {
 	Run(ctx context.Context, cmd string) (stdout, stderr []byte, err error)
 }
 
-// DialFunc returns the Runner for a host target (usually a pooled SSH
-// connection).
-type DialFunc func(ctx context.Context, target string) (Runner, error)
-
 // ProbeHost runs the probe command on one host and parses its output.
+// target names the host in the result.
 func ProbeHost(ctx context.Context, target string, r Runner) (*HostProbe, error) {
 	stdout, stderr, err := r.Run(ctx, ProbeCommand())
 	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w%s", target, err, stderrSuffix(stderr))
+		return nil, fmt.Errorf("probe: %w%s", err, stderrSuffix(stderr))
 	}
 	hp, err := ParseProbeOutput(string(stdout))
 	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w%s", target, err, stderrSuffix(stderr))
+		return nil, fmt.Errorf("probe: %w%s", err, stderrSuffix(stderr))
 	}
 	hp.Target = target
 	return hp, nil
@@ -62,70 +59,59 @@ func stderrSuffix(stderr []byte) string {
 	return " (stderr: " + s + ")"
 }
 
-// ProbeAll probes every target with at most fanout hosts at once (fanout <=
-// 0 means all at once). Results keep the targets' order; failed hosts are
-// nil and named in the returned error, one line per host, sorted.
-func ProbeAll(ctx context.Context, targets []string, dial DialFunc, fanout int, progress *Progress) ([]*HostProbe, error) {
-	if fanout <= 0 || fanout > len(targets) {
-		fanout = len(targets)
-	}
-	results := make([]*HostProbe, len(targets))
-	errs := make([]error, len(targets))
-	sem := make(chan struct{}, max(fanout, 1))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
-	for i, t := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i], errs[i] = probeOne(ctx, t, dial)
-			mu.Lock()
-			done++
-			progress.Update("probe: %d/%d hosts", done, len(targets))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	progress.Done()
-	return results, collectErrors(errs)
-}
-
-func probeOne(ctx context.Context, target string, dial DialFunc) (*HostProbe, error) {
-	r, err := dial(ctx, target)
-	if err != nil {
-		return nil, fmt.Errorf("probe %s: %w", target, err)
-	}
-	return ProbeHost(ctx, target, r)
-}
-
-// collectErrors joins per-host errors sorted by text, identical ones once.
-func collectErrors(errs []error) error {
-	seen := map[string]bool{}
-	var msgs []string
-	var uniq []error
-	for _, e := range errs {
-		if e == nil || seen[e.Error()] {
-			continue
+// ProbeHosts connects to every target through pool (at most pool.Fanout at
+// once) and probes it. Results keep the targets' order, each HostProbe's
+// Target being the target's Name; hosts that failed are nil and named in
+// the returned *HostErrors.
+func ProbeHosts(ctx context.Context, pool *Pool, targets []HostTarget, progress *Progress) ([]*HostProbe, error) {
+	errs := &HostErrors{}
+	addHostErrors := func(err error) error {
+		var he *HostErrors
+		if err != nil && !errors.As(err, &he) {
+			return err
 		}
-		seen[e.Error()] = true
-		msgs = append(msgs, e.Error())
-		uniq = append(uniq, e)
-	}
-	if len(uniq) == 0 {
+		if he != nil {
+			errs.Errs = append(errs.Errs, he.Errs...)
+		}
 		return nil
 	}
-	sort.Slice(uniq, func(a, b int) bool { return uniq[a].Error() < uniq[b].Error() })
-	var me *multierror.Error
-	me = multierror.Append(me, uniq...)
-	me.ErrorFormat = func(es []error) string {
-		lines := make([]string, len(es))
-		for i, e := range es {
-			lines[i] = e.Error()
-		}
-		return strings.Join(lines, "\n")
+	progress.Update("probe: connecting to %d hosts", len(targets))
+	if err := addHostErrors(pool.DialAll(ctx, targets)); err != nil {
+		return nil, err
 	}
-	return me
+	results := make([]*HostProbe, len(targets))
+	index := map[HostTarget]int{}
+	for i, t := range targets {
+		index[t] = i
+	}
+	var mu sync.Mutex
+	done := 0
+	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
+		c := pool.Conn(t)
+		if c == nil {
+			return nil // its dial error is already recorded
+		}
+		hp, err := ProbeHost(ctx, t.Name, c)
+		mu.Lock()
+		defer mu.Unlock()
+		results[index[t]] = hp
+		done++
+		progress.Update("probe: %d/%d hosts", done, len(targets))
+		return err
+	})
+	progress.Done()
+	if err := addHostErrors(err); err != nil {
+		return nil, err
+	}
+	return results, errs.ErrorOrNil()
+}
+
+// HostEntries returns the cluster-file entry (name, user, port) of each
+// target, keyed by Name, for ClusterOptions.Entries.
+func HostEntries(targets []HostTarget) map[string]planner.HostEntry {
+	m := map[string]planner.HostEntry{}
+	for _, t := range targets {
+		m[t.Name] = planner.HostEntry{Name: t.Name, User: t.User, Port: t.Port}
+	}
+	return m
 }

@@ -30,7 +30,17 @@ type ClusterOptions struct {
 	// Measured, when set, is stored in the file and splits a hardware group
 	// whose hosts are joined by links much slower than the group's best.
 	Measured *planner.MeasuredBandwidth
+	// CPUSlotTFLOPS is the compute figure written for one process slot of
+	// a GPU-less host (default DefaultCPUSlotTFLOPS).
+	CPUSlotTFLOPS float64
 }
+
+// DefaultCPUSlotTFLOPS is a nominal bf16 TFLOP/s for one process slot on a
+// GPU-less host. The planner needs a figure for every "GPU"; CPU-only
+// clusters (test-beds, gloo jobs) only compare hosts of the same kind, so
+// the value sets the time scale of predictions, not which plan wins. Edit
+// the file (or pass --cpu-tflops) for real CPU training estimates.
+const DefaultCPUSlotTFLOPS = 1.0
 
 func (o ClusterOptions) entry(hp *HostProbe) planner.HostEntry {
 	if e, ok := o.Entries[hp.Target]; ok {
@@ -205,7 +215,7 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) planner.Islan
 	}
 	if h.gpuCount == 0 {
 		is.GPUsPerHost = o.NProcPerNode
-		is.GPU = planner.GPUSpec{Model: CPUModel}
+		is.GPU = cpuSlotSpec(h.memGiBExact, o)
 	} else {
 		is.GPU = gpuSpec(hosts[0].GPUs[0])
 	}
@@ -217,6 +227,17 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) planner.Islan
 		is.Hosts = append(is.Hosts, e)
 	}
 	return is
+}
+
+// cpuSlotSpec describes one process slot of a GPU-less host: its share of
+// host memory and a nominal compute rate.
+func cpuSlotSpec(hostMemGiB float64, o ClusterOptions) planner.GPUSpec {
+	tflops := o.CPUSlotTFLOPS
+	if tflops <= 0 {
+		tflops = DefaultCPUSlotTFLOPS
+	}
+	perSlot := math.Floor(hostMemGiB/float64(o.NProcPerNode)*10) / 10
+	return planner.GPUSpec{Model: CPUModel, MemoryGiB: perSlot, PeakTFLOPS: tflops}
 }
 
 // gpuSpec names the GPU as nvidia-smi does and gives the memory it reports;

@@ -197,13 +197,16 @@ func roceGIDs(v sysView, port string) []RoCEGID {
 // EthernetNICs lists the interfaces under /sys/class/net that count as
 // Ethernet NICs. Kept: Ethernet-type interfaces backed by a device (PCI),
 // and whatever interface holds the host's own address (on the test-bed and
-// in containers that is a veth without a `device`). Ignored: lo, IPoIB and
-// RoCE netdevs (they belong to their RDMA NIC), and virtual interfaces
+// in containers that is a veth without a `device`). Ignored: lo, IPoIB
+// (type 32) and RoCE netdevs (they belong to their RDMA NIC), and virtual interfaces
 // (bridges, veth, docker0, tunnels) that do not hold the host's address.
 func EthernetNICs(v sysView, rdma []NIC, addrNetdev string) []NIC {
+	// A RoCE port's netdev is that same Ethernet port: listing it twice
+	// would count its bandwidth twice. (An IB port's netdev is IPoIB, type
+	// 32, which is skipped anyway.)
 	owned := map[string]bool{}
 	for _, r := range rdma {
-		if r.Netdev != "" {
+		if r.Type == planner.NICRoCE && r.Netdev != "" {
 			owned[r.Netdev] = true
 		}
 	}
