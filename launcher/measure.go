@@ -85,8 +85,14 @@ type MeasureOptions struct {
 	// Seconds per direction per pair (iperf3 -t); default 2.
 	Seconds int
 	// Port the iperf3 server listens on; default 5201.
-	Port     int
-	Progress *Progress
+	Port int
+	// PairsAtOnce limits how many pairs of a round run together; 0 runs
+	// the whole round at once. Pairs whose paths share a bottleneck (an
+	// uplink between racks) split it when they run together, which is what
+	// a pipeline's concurrent stage-to-stage traffic sees; 1 measures each
+	// pair alone.
+	PairsAtOnce int
+	Progress    *Progress
 }
 
 // MeasureTool names the tool in MeasuredBandwidth.Tool.
@@ -116,10 +122,16 @@ func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*plann
 		o.Progress.Update("measure: round %d/%d (%d pairs)", r+1, len(rounds), len(pairs))
 		var wg sync.WaitGroup
 		roundErrs := make([]error, len(pairs))
+		sem := make(chan struct{}, max(o.PairsAtOnce, len(pairs), 1))
+		if o.PairsAtOnce > 0 {
+			sem = make(chan struct{}, o.PairsAtOnce)
+		}
 		for i, p := range pairs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
 				a, b := hosts[p[0]], hosts[p[1]]
 				ab, ba, err := measurePair(ctx, a, b, o)
 				m.GbitPerS[p[0]][p[1]], m.GbitPerS[p[1]][p[0]] = ab, ba

@@ -2,8 +2,8 @@ package launcher
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 

@@ -167,13 +167,15 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 			if i == j {
 				continue
 			}
+			// The two pairs of a round that cross groups share the shaped
+			// uplink, so each may see half of 100 Mbit/s.
 			r := m.GbitPerS[i][j]
 			if group(a) == group(b) {
 				if r < 1 {
 					t.Errorf("%s->%s inside a group: %.3f Gbit/s, want > 1 (unshaped veth)", a, b, r)
 				}
-			} else if r < 0.05 || r > 0.15 {
-				t.Errorf("%s->%s between groups: %.3f Gbit/s, want about 0.1 (shaped to 100mbit)", a, b, r)
+			} else if r < 0.02 || r > 0.11 {
+				t.Errorf("%s->%s between groups: %.3f Gbit/s, want 0.02-0.11 (shaped to 100mbit)", a, b, r)
 			}
 		}
 	}
