@@ -145,19 +145,7 @@ func splitBySpeed(group []*HostProbe, m *planner.MeasuredBandwidth, nameOf func(
 			}
 		}
 	}
-	var out [][]*HostProbe
-	pos := map[int]int{}
-	for i, hp := range group {
-		root := find(i)
-		k, ok := pos[root]
-		if !ok {
-			k = len(out)
-			pos[root] = k
-			out = append(out, nil)
-		}
-		out[k] = append(out[k], hp)
-	}
-	return out
+	return groupInOrder(group, func(i int, _ *HostProbe) int { return find(i) })
 }
 
 // MatrixTable renders a measured matrix as an aligned text table (Gbit/s).

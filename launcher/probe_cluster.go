@@ -175,21 +175,12 @@ func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFi
 }
 
 func groupHosts(probes []*HostProbe, o ClusterOptions) [][]*HostProbe {
-	var groups [][]*HostProbe
-	index := map[string]int{}
-	for _, hp := range probes {
-		key := hardwareOf(hp).key()
+	groups := groupInOrder(probes, func(_ int, hp *HostProbe) string {
 		if o.Group == GroupPerHost {
-			key = hp.Target
+			return hp.Target
 		}
-		i, ok := index[key]
-		if !ok {
-			i = len(groups)
-			index[key] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], hp)
-	}
+		return hardwareOf(hp).key()
+	})
 	if o.Measured == nil {
 		return groups
 	}
@@ -198,6 +189,23 @@ func groupHosts(probes []*HostProbe, o ClusterOptions) [][]*HostProbe {
 		split = append(split, splitBySpeed(g, o.Measured, o.entryName)...)
 	}
 	return split
+}
+
+// groupInOrder groups hosts by key, groups and members in first-seen order.
+func groupInOrder[K comparable](hosts []*HostProbe, key func(int, *HostProbe) K) [][]*HostProbe {
+	var groups [][]*HostProbe
+	index := map[K]int{}
+	for i, hp := range hosts {
+		k := key(i, hp)
+		g, ok := index[k]
+		if !ok {
+			g = len(groups)
+			index[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], hp)
+	}
+	return groups
 }
 
 func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) planner.IslandSpec {
