@@ -15,16 +15,22 @@ type GPU struct {
 	Name      string `json:"name"`
 	MemoryMiB int    `json:"memory_mib"`
 	BusID     string `json:"bus_id"`
+	// PCIeGenMax is the GPU's PCIe generation (pcie.link.gen.max); 0 when
+	// nvidia-smi reports [N/A] or the column is absent.
+	PCIeGenMax int `json:"pcie_gen_max,omitempty"`
 }
 
 // GPUQueryFields is the --query-gpu list the probe asks for; ParseGPUQuery
 // reads its noheader,nounits form and also the header form nvidia-smi prints
 // without noheader (columns found by name, units such as " MiB" dropped).
-const GPUQueryFields = "index,name,memory.total,pci.bus_id"
+const GPUQueryFields = "index,name,memory.total,pci.bus_id,pcie.link.gen.max"
 
-// ParseGPUQuery parses `nvidia-smi --query-gpu=index,name,memory.total,pci.bus_id
+// requiredGPUFields must be in a header; the rest are optional.
+var requiredGPUFields = []string{"index", "name", "memory.total", "pci.bus_id"}
+
+// ParseGPUQuery parses `nvidia-smi --query-gpu=GPUQueryFields
 // --format=csv[,noheader][,nounits]`. Without a header the columns are taken
-// in GPUQueryFields order.
+// in GPUQueryFields order; pcie.link.gen.max may be missing.
 func ParseGPUQuery(out string) ([]GPU, error) {
 	r := csv.NewReader(strings.NewReader(strings.TrimSpace(out)))
 	r.TrimLeadingSpace = true
@@ -33,7 +39,10 @@ func ParseGPUQuery(out string) ([]GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nvidia-smi --query-gpu output: %w", err)
 	}
-	col := map[string]int{"index": 0, "name": 1, "memory.total": 2, "pci.bus_id": 3}
+	col := map[string]int{}
+	for i, f := range strings.Split(GPUQueryFields, ",") {
+		col[f] = i
+	}
 	if len(rows) > 0 && isGPUQueryHeader(rows[0]) {
 		col = map[string]int{}
 		for i, h := range rows[0] {
@@ -41,7 +50,7 @@ func ParseGPUQuery(out string) ([]GPU, error) {
 			name, _, _ := strings.Cut(h, " [")
 			col[strings.TrimSpace(name)] = i
 		}
-		for _, want := range strings.Split(GPUQueryFields, ",") {
+		for _, want := range requiredGPUFields {
 			if _, ok := col[want]; !ok {
 				return nil, fmt.Errorf("nvidia-smi --query-gpu output: no %q column in header", want)
 			}
@@ -100,6 +109,11 @@ func gpuFromRow(row []string, col map[string]int) (GPU, error) {
 	}
 	if g.BusID, err = field("pci.bus_id"); err != nil {
 		return g, err
+	}
+	if _, ok := col["pcie.link.gen.max"]; ok {
+		if gen, err := field("pcie.link.gen.max"); err == nil {
+			g.PCIeGenMax, _ = strconv.Atoi(gen) // "[N/A]" stays 0
+		}
 	}
 	return g, nil
 }
@@ -299,16 +313,4 @@ func (t *Topology) NearestNICs() map[string][]string {
 		}
 	}
 	return out
-}
-
-// NVLinked reports whether any two GPUs are connected by NVLink.
-func (t *Topology) NVLinked() bool {
-	for a, row := range t.Link {
-		for b, v := range row {
-			if a != b && strings.HasPrefix(a, "GPU") && strings.HasPrefix(b, "GPU") && strings.HasPrefix(v, "NV") {
-				return true
-			}
-		}
-	}
-	return false
 }

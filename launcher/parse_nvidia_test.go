@@ -16,11 +16,12 @@ var nvidiaFixtures = []struct {
 	memMiB int
 	busID  string
 	cpus   string
+	gen    int
 }{
-	{"nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", 81559, "00000000:00:09.0", "0-19"},
-	{"nvidia-h200", "NVIDIA H200", 143771, "00000000:83:00.0", "0-23"},
-	{"nvidia-l40s", "NVIDIA L40S", 46068, "00000000:01:00.0", "0-7"},
-	{"nvidia-geforce-rtx-4080-super", "NVIDIA GeForce RTX 4080 SUPER", 16376, "00000000:01:00.0", "0-15"},
+	{"nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", 81559, "00000000:00:09.0", "0-19", 5},
+	{"nvidia-h200", "NVIDIA H200", 143771, "00000000:83:00.0", "0-23", 5},
+	{"nvidia-l40s", "NVIDIA L40S", 46068, "00000000:01:00.0", "0-7", 4},
+	{"nvidia-geforce-rtx-4080-super", "NVIDIA GeForce RTX 4080 SUPER", 16376, "00000000:01:00.0", "0-15", 4},
 }
 
 func readTestdata(t *testing.T, parts ...string) string {
@@ -39,7 +40,7 @@ func TestParseGPUQueryWideCSVCaptures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []GPU{{Index: 0, Name: f.name, MemoryMiB: f.memMiB, BusID: f.busID}}
+			want := []GPU{{Index: 0, Name: f.name, MemoryMiB: f.memMiB, BusID: f.busID, PCIeGenMax: f.gen}}
 			if !reflect.DeepEqual(gpus, want) {
 				t.Errorf("got %+v, want %+v", gpus, want)
 			}
@@ -51,14 +52,14 @@ func TestParseGPUQueryWideCSVCaptures(t *testing.T) {
 // four columns, no units. The rows below are the captures' values in that
 // form (two GPUs, to check multi-row output).
 func TestParseGPUQueryNoHeader(t *testing.T) {
-	out := "0, NVIDIA H100 80GB HBM3, 81559, 00000000:00:09.0\n1, NVIDIA H100 80GB HBM3, 81559, 00000000:00:0A.0\n"
+	out := "0, NVIDIA H100 80GB HBM3, 81559, 00000000:00:09.0, 5\n1, NVIDIA H100 80GB HBM3, 81559, 00000000:00:0A.0, [N/A]\n"
 	gpus, err := ParseGPUQuery(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []GPU{
-		{0, "NVIDIA H100 80GB HBM3", 81559, "00000000:00:09.0"},
-		{1, "NVIDIA H100 80GB HBM3", 81559, "00000000:00:0A.0"},
+		{0, "NVIDIA H100 80GB HBM3", 81559, "00000000:00:09.0", 5},
+		{1, "NVIDIA H100 80GB HBM3", 81559, "00000000:00:0A.0", 0},
 	}
 	if !reflect.DeepEqual(gpus, want) {
 		t.Errorf("got %+v, want %+v", gpus, want)
@@ -125,8 +126,8 @@ func TestParseTopologyCaptures(t *testing.T) {
 			if got := topo.NUMAAffinity["GPU0"]; got != "0" {
 				t.Errorf("NUMA affinity %q, want 0", got)
 			}
-			if topo.NVLinked() || len(topo.NearestNICs()) != 0 {
-				t.Error("one GPU without NICs: want no NVLink and no NIC affinity")
+			if len(topo.NearestNICs()) != 0 {
+				t.Error("one GPU without NICs: want no NIC affinity")
 			}
 		})
 	}
@@ -155,10 +156,42 @@ func TestParseTopologyNICAffinity(t *testing.T) {
 	if got := topo.NearestNICs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("nearest NICs %v, want %v", got, want)
 	}
-	if !topo.NVLinked() {
-		t.Error("NV18 between GPUs: want NVLinked")
+	hp := &HostProbe{GPUs: make([]GPU, 2), Topology: topo}
+	if got := intraHostType(hp); got != "nvlink" {
+		t.Errorf("two GPUs joined by NV18: intra-host %q, want nvlink", got)
 	}
 	if topo.CPUAffinity["GPU1"] != "56-111" || topo.NUMAAffinity["GPU1"] != "1" {
 		t.Errorf("GPU1 affinity %q/%q", topo.CPUAffinity["GPU1"], topo.NUMAAffinity["GPU1"])
+	}
+}
+
+func TestIntraHostType(t *testing.T) {
+	matrix := func(links ...string) *Topology {
+		// links fill the upper triangle of a 3-GPU matrix: 0-1, 0-2, 1-2.
+		t := &Topology{Devices: []string{"GPU0", "GPU1", "GPU2"}, Link: map[string]map[string]string{}}
+		for _, d := range t.Devices {
+			t.Link[d] = map[string]string{d: "X"}
+		}
+		pairs := [][2]string{{"GPU0", "GPU1"}, {"GPU0", "GPU2"}, {"GPU1", "GPU2"}}
+		for i, p := range pairs {
+			t.Link[p[0]][p[1]], t.Link[p[1]][p[0]] = links[i], links[i]
+		}
+		return t
+	}
+	three := make([]GPU, 3)
+	for _, tc := range []struct {
+		name string
+		hp   *HostProbe
+		want string
+	}{
+		{"all NVLink", &HostProbe{GPUs: three, Topology: matrix("NV12", "NV12", "NV12")}, "nvswitch"},
+		{"some NVLink", &HostProbe{GPUs: three, Topology: matrix("NV2", "SYS", "PIX")}, "nvlink"},
+		{"PCIe", &HostProbe{GPUs: three, Topology: matrix("PIX", "SYS", "NODE")}, "pcie"},
+		{"no matrix", &HostProbe{GPUs: three}, ""},
+		{"one GPU", &HostProbe{GPUs: three[:1]}, "pcie"},
+	} {
+		if got := intraHostType(tc.hp); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

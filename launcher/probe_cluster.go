@@ -63,7 +63,8 @@ type hostHardware struct {
 	gpuModel    string
 	gpuCount    int
 	gpuMemMiB   int
-	nvlink      bool
+	intraType   string
+	pcieGen     int
 	nics        string // canonical list of active NICs
 	memGiB      int
 	cpuCores    int
@@ -72,7 +73,7 @@ type hostHardware struct {
 }
 
 func (h hostHardware) key() string {
-	return fmt.Sprintf("%s|%d|%d|%v|%s|%d|%d", h.gpuModel, h.gpuCount, h.gpuMemMiB, h.nvlink, h.nics, h.memGiB, h.cpuCores)
+	return fmt.Sprintf("%s|%d|%d|%s|%d|%s|%d|%d", h.gpuModel, h.gpuCount, h.gpuMemMiB, h.intraType, h.pcieGen, h.nics, h.memGiB, h.cpuCores)
 }
 
 func hardwareOf(hp *HostProbe) hostHardware {
@@ -88,13 +89,14 @@ func hardwareOf(hp *HostProbe) hostHardware {
 	if len(hp.GPUs) > 0 {
 		h.gpuModel = hp.GPUs[0].Name
 		h.gpuMemMiB = hp.GPUs[0].MemoryMiB
+		h.pcieGen = hp.GPUs[0].PCIeGenMax
 		for _, g := range hp.GPUs[1:] {
 			if g.Name != h.gpuModel {
 				h.gpuModel += "+" + g.Name // mixed GPUs never match a uniform host
 			}
 		}
 	}
-	h.nvlink = hp.Topology != nil && hp.Topology.NVLinked()
+	h.intraType = intraHostType(hp)
 	var parts []string
 	for _, s := range h.nicSpecs {
 		gid := ""
@@ -156,22 +158,26 @@ func nicSpecs(nics []NIC) []planner.NICSpec {
 }
 
 // BuildClusterFile groups probed hosts into islands and writes every
-// host-level value into the island's fields.
-func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFile, error) {
+// host-level value into the island's fields. Warnings name what the file
+// still needs by hand (a GPU the catalog lacks).
+func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFile, []string, error) {
 	if len(probes) == 0 {
-		return nil, fmt.Errorf("no hosts probed")
+		return nil, nil, fmt.Errorf("no hosts probed")
 	}
 	for _, hp := range probes {
 		if len(hp.GPUs) == 0 && o.NProcPerNode <= 0 {
-			return nil, fmt.Errorf("host %s has no GPUs: pass --nproc-per-node N to give each GPU-less host N process slots", hp.Target)
+			return nil, nil, fmt.Errorf("host %s has no GPUs: pass --nproc-per-node N to give each GPU-less host N process slots", hp.Target)
 		}
 	}
 	groups := groupHosts(probes, o)
 	f := &planner.ClusterFile{Measured: o.Measured}
+	var warnings []string
 	for i, g := range groups {
-		f.Clusters = append(f.Clusters, islandSpec(fmt.Sprintf("cluster%d", i+1), g, o))
+		is, w := islandSpec(fmt.Sprintf("cluster%d", i+1), g, o)
+		f.Clusters = append(f.Clusters, is)
+		warnings = append(warnings, w...)
 	}
-	return f, nil
+	return f, warnings, nil
 }
 
 func groupHosts(probes []*HostProbe, o ClusterOptions) [][]*HostProbe {
@@ -208,7 +214,7 @@ func groupInOrder[K comparable](hosts []*HostProbe, key func(int, *HostProbe) K)
 	return groups
 }
 
-func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) planner.IslandSpec {
+func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (planner.IslandSpec, []string) {
 	h := hardwareOf(hosts[0])
 	is := planner.IslandSpec{
 		Name:          name,
@@ -216,16 +222,19 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) planner.Islan
 		NICs:          h.nicSpecs,
 		HostMemoryGiB: math.Round(h.memGiBExact*10) / 10,
 		CPUCores:      h.cpuCores,
-		IntraHost:     planner.IntraHostBus{Type: "pcie"},
+		IntraHost:     planner.IntraHostBus{Type: h.intraType},
 	}
-	if h.nvlink {
-		is.IntraHost.Type = "nvlink"
-	}
+	var warnings []string
 	if h.gpuCount == 0 {
 		is.GPUsPerHost = o.NProcPerNode
 		is.GPU = cpuSlotSpec(h.memGiBExact, o)
 	} else {
-		is.GPU = gpuSpec(hosts[0].GPUs[0])
+		g := hosts[0].GPUs[0]
+		var known bool
+		if is.GPU, known = gpuSpec(g); !known {
+			warnings = append(warnings, fmt.Sprintf("%s: GPU %q is not in the planner's catalog: add gpu.peak_bf16_tflops to the cluster file", name, g.Name))
+		}
+		is.PCIeGen = g.PCIeGenMax
 	}
 	for _, hp := range hosts {
 		e := o.entry(hp)
@@ -234,7 +243,7 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) planner.Islan
 		}
 		is.Hosts = append(is.Hosts, e)
 	}
-	return is
+	return is, warnings
 }
 
 // cpuSlotSpec describes one process slot of a GPU-less host: its share of
@@ -248,8 +257,52 @@ func cpuSlotSpec(hostMemGiB float64, o ClusterOptions) planner.GPUSpec {
 	return planner.GPUSpec{Model: CPUModel, MemoryGiB: perSlot, PeakTFLOPS: tflops}
 }
 
-// gpuSpec names the GPU as nvidia-smi does and gives the memory it reports;
-// the planner fills TFLOP/s and bandwidth from its catalog by that name.
-func gpuSpec(g GPU) planner.GPUSpec {
-	return planner.GPUSpec{Model: g.Name, MemoryGiB: math.Round(float64(g.MemoryMiB)/1024*10) / 10}
+// gpuSpec is the catalog entry for the GPU (TFLOP/s, memory bandwidth) with
+// the memory nvidia-smi reports. An unknown model keeps nvidia-smi's name
+// and memory; ok is false and the file needs peak_bf16_tflops by hand.
+func gpuSpec(g GPU) (spec planner.GPUSpec, ok bool) {
+	mem := math.Round(float64(g.MemoryMiB)/1024*10) / 10
+	spec, ok = planner.LookupGPU(g.Name)
+	if !ok {
+		return planner.GPUSpec{Model: g.Name, MemoryGiB: mem}, false
+	}
+	spec.MemoryGiB = mem
+	return spec, true
+}
+
+// intraHostType reads the GPU-to-GPU bus from `nvidia-smi topo -m`: NVLink
+// between every pair of 3+ GPUs is an NVSwitch system, NVLink between some
+// pairs a direct NVLink mesh, none PCIe. Without a matrix it stays empty
+// and the planner takes the catalog's usual server for the GPU.
+func intraHostType(hp *HostProbe) string {
+	t := hp.Topology
+	if t == nil || len(hp.GPUs) < 2 {
+		if len(hp.GPUs) < 2 {
+			return "pcie"
+		}
+		return ""
+	}
+	var gpus []string
+	for _, d := range t.Devices {
+		if strings.HasPrefix(d, "GPU") {
+			gpus = append(gpus, d)
+		}
+	}
+	pairs, nv := 0, 0
+	for i, a := range gpus {
+		for _, b := range gpus[i+1:] {
+			pairs++
+			if strings.HasPrefix(t.Link[a][b], "NV") {
+				nv++
+			}
+		}
+	}
+	switch {
+	case nv == 0:
+		return "pcie"
+	case nv == pairs && len(gpus) > 2:
+		return "nvswitch"
+	default:
+		return "nvlink"
+	}
 }

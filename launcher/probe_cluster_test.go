@@ -32,13 +32,16 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		probeOfCaptures(t, "cpu1", "", "198.18.0.12"),
 		probeOfCaptures(t, "gpu2", "nvidia-h100-80gb-hbm3", "198.18.0.13"),
 	}
-	if _, err := BuildClusterFile(probes, ClusterOptions{}); err == nil || !strings.Contains(err.Error(), "--nproc-per-node") {
+	if _, _, err := BuildClusterFile(probes, ClusterOptions{}); err == nil || !strings.Contains(err.Error(), "--nproc-per-node") {
 		t.Fatalf("GPU-less host without --nproc-per-node: err = %v", err)
 	}
-	f, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2,
+	f, warnings, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2,
 		Entries: map[string]planner.HostEntry{"gpu2": {Name: "gpu2", User: "ops", Port: 2222}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings %q for a catalogued GPU", warnings)
 	}
 	if len(f.Clusters) != 2 {
 		t.Fatalf("%d clusters, want 2 (GPU hosts, CPU host)", len(f.Clusters))
@@ -48,10 +51,13 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 	if !reflect.DeepEqual(gpu.Hosts, wantHosts) {
 		t.Errorf("GPU island hosts %+v, want %+v", gpu.Hosts, wantHosts)
 	}
-	if gpu.GPUsPerHost != 1 || gpu.GPU.Model != "NVIDIA H100 80GB HBM3" || gpu.GPU.MemoryGiB != 79.6 {
-		t.Errorf("GPU island: %d x %+v", gpu.GPUsPerHost, gpu.GPU)
+	// From the catalog by nvidia-smi's name, with nvidia-smi's memory.
+	wantGPU := planner.GPUSpec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35}
+	if gpu.GPUsPerHost != 1 || gpu.GPU != wantGPU || gpu.PCIeGen != 5 {
+		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpu.GPUsPerHost, gpu.GPU, gpu.PCIeGen, wantGPU)
 	}
-	if cpu.GPUsPerHost != 2 || cpu.GPU.Model != CPUModel || len(cpu.Hosts) != 1 {
+	if cpu.GPUsPerHost != 2 || cpu.GPU.Model != CPUModel || cpu.GPU.PeakTFLOPS != DefaultCPUSlotTFLOPS ||
+		cpu.GPU.MemoryGiB <= 0 || cpu.GPU.MemoryGiB > cpu.HostMemoryGiB/2 || len(cpu.Hosts) != 1 {
 		t.Errorf("CPU island: %d x %+v, hosts %+v", cpu.GPUsPerHost, cpu.GPU, cpu.Hosts)
 	}
 	// The captured tree: hfi1_0:1 100G, mlx4_0:1+2 40G, mlx5_0:1 25G IB;
@@ -69,8 +75,22 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		t.Errorf("host-level fields: mem %v cores %d bus %q", gpu.HostMemoryGiB, gpu.CPUCores, gpu.IntraHost.Type)
 	}
 
-	perHost, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2, Group: GroupPerHost})
+	perHost, _, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2, Group: GroupPerHost})
 	if err != nil || len(perHost.Clusters) != 3 {
 		t.Errorf("per-host grouping: %v clusters, %v", len(perHost.Clusters), err)
+	}
+}
+
+func TestBuildClusterFileUnknownGPUWarns(t *testing.T) {
+	hp := &HostProbe{Target: "x1", GPUs: []GPU{{Name: "NVIDIA Quadro FX 580", MemoryMiB: 512}}, CPUCores: 4, MemoryBytes: 8 << 30}
+	f, warnings, err := BuildClusterFile([]*HostProbe{hp}, ClusterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "peak_bf16_tflops") {
+		t.Errorf("warnings %q, want one asking for peak_bf16_tflops", warnings)
+	}
+	if g := f.Clusters[0].GPU; g.Model != "NVIDIA Quadro FX 580" || g.MemoryGiB != 0.5 {
+		t.Errorf("unknown GPU written as %+v", g)
 	}
 }

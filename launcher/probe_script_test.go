@@ -111,7 +111,7 @@ func TestProbeScriptGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []GPU{{0, "NVIDIA H100 80GB HBM3", 81559, "00000000:00:09.0"}}
+	want := []GPU{{0, "NVIDIA H100 80GB HBM3", 81559, "00000000:00:09.0", 5}}
 	if !reflect.DeepEqual(hp.GPUs, want) {
 		t.Errorf("GPUs %+v, want %+v", hp.GPUs, want)
 	}

@@ -119,7 +119,7 @@ func TestProbeTestbedNICTypes(t *testing.T) {
 	for _, h := range tb.Hosts {
 		list = append(list, probes[h.Name])
 	}
-	f, err := BuildClusterFile(list, ClusterOptions{NProcPerNode: 2})
+	f, _, err := BuildClusterFile(list, ClusterOptions{NProcPerNode: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 			}
 		}
 	}
-	f, err := BuildClusterFile(list, ClusterOptions{NProcPerNode: 1, Measured: m})
+	f, _, err := BuildClusterFile(list, ClusterOptions{NProcPerNode: 1, Measured: m})
 	if err != nil {
 		t.Fatal(err)
 	}

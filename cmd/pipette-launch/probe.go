@@ -167,9 +167,12 @@ func runProbe(opts *ProbeOptions) error {
 			return err
 		}
 	}
-	f, err := launcher.BuildClusterFile(probes, co)
+	f, warnings, err := launcher.BuildClusterFile(probes, co)
 	if err != nil {
 		return probeInputError{fmt.Errorf("probe: %w", err)}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
 	}
 	warnNoRDMA(opts.IO, f)
 	if err := writeClusterFile(opts, f); err != nil {
