@@ -214,6 +214,9 @@ func iperfOnce(ctx context.Context, client, server MeasureHost, o MeasureOptions
 		if err != nil && len(stdout) == 0 {
 			// No JSON at all: iperf3 missing, or the session failed.
 			lastErr = fmt.Errorf("%w%s", err, stderrSuffix(stderr))
+			if strings.Contains(string(stderr), "not found") {
+				lastErr = fmt.Errorf("iperf3 is not installed on %s (Debian/Ubuntu: apt-get install iperf3): %w", client.Name, lastErr)
+			}
 		}
 		if !strings.Contains(lastErr.Error(), "refused") && !strings.Contains(lastErr.Error(), "unable to connect") {
 			break

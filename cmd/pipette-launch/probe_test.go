@@ -123,4 +123,22 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 	if strings.Contains(stderr, "using the measurement of") || !again.Measured.MeasuredAt.After(m.MeasuredAt) {
 		t.Errorf("--reprobe reused the cache (at %v, first %v)", again.Measured.MeasuredAt, m.MeasuredAt)
 	}
+
+	// A host that refuses connections (a closed port on loopback): the
+	// error names it, the exit status is 1, and no file is written.
+	bad := filepath.Join(dir, "bad.yaml")
+	var stdout, errOut bytes.Buffer
+	err := runProbe(&ProbeOptions{
+		IO:    &IOStreams{Out: &stdout, ErrOut: &errOut},
+		Hosts: "ib1,root@127.0.0.1:1",
+		SSH: launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
+			IdentityFiles: []string{tb.KeyFile}},
+		NProcPerNode: 1, Output: bad,
+	})
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "ib1") || probeExit(err) != 1 {
+		t.Errorf("unreachable host: err = %v (exit %d), want it named alone, exit 1", err, probeExit(err))
+	}
+	if _, statErr := os.Stat(bad); statErr == nil {
+		t.Error("a cluster file was written although a host failed")
+	}
 }
