@@ -20,7 +20,7 @@ import (
 //	@@pipette-NONCE pgid PGID       first, before any rank starts
 //	@@pipette-NONCE wd PID          the watchdog's pid (own group)
 //	RANK <output line>              every line a rank writes (stdout+stderr)
-//	@@pipette-NONCE exit RANK CODE  when a rank ends
+//	RANK @@pipette-NONCE exit RANK CODE  when a rank ends (after its output)
 //	@@pipette-NONCE done            when all ranks have ended
 //
 // The nonce keeps a rank's own output from faking control lines. A

@@ -357,10 +357,6 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 			r.mu.Lock()
 			r.wd, _ = strconv.Atoi(f[1])
 			r.mu.Unlock()
-		case len(f) == 3 && f[0] == "exit":
-			rank, _ := strconv.Atoi(f[1])
-			code, _ := strconv.Atoi(f[2])
-			events <- event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
 		case len(f) == 1 && f[0] == "done":
 			r.mu.Lock()
 			r.done = true
@@ -373,6 +369,16 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	if !ok || err != nil {
 		out.hostLine(r.target.Name, line)
 		return
+	}
+	// A rank's exit line travels through its own output pipe, after its
+	// last output line, so it is tagged with the rank like its output.
+	if rest, ok := strings.CutPrefix(text, tag+"exit "); ok {
+		f := strings.Fields(rest)
+		if len(f) == 2 && f[0] == rs {
+			code, _ := strconv.Atoi(f[1])
+			events <- event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
+			return
+		}
 	}
 	out.rankLine(r.target.Name, rank, text)
 }
