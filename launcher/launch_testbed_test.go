@@ -140,13 +140,17 @@ func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
 				t.Fatalf("processes on %s: %v", h, err)
 			}
 			for _, p := range procs {
-				if strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") {
-					if time.Now().Before(deadline) {
-						left = append(left, h+": "+p.Cmdline)
-					}
+				// sshd's per-connection processes, and processes that are
+				// exiting (empty cmdline), may take a moment to go.
+				lingering := strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") || p.Cmdline == ""
+				if lingering && time.Now().Before(deadline) {
+					left = append(left, h+": "+p.Cmdline)
 					continue
 				}
-				t.Errorf("left running on %s: pid %d %q", h, p.Pid, p.Cmdline)
+				if p.Cmdline == "" || !lingering {
+					stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
+					t.Errorf("left running on %s: pid %d %q (%s)", h, p.Pid, p.Cmdline, strings.TrimSpace(string(stat)))
+				}
 			}
 		}
 		if len(left) == 0 || time.Now().After(deadline) || t.Failed() {

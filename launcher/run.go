@@ -499,17 +499,20 @@ func stopHost(c *Conn, pgid, wd int, sess *Session, grace time.Duration) error {
 
 // stopCommand is the remote shell line that stops a process group: the
 // watchdog first (it would race us), TERM, wait up to grace, KILL, and
-// fail if anything survives.
+// fail if anything survives. Signals are written "kill -SIG -PGID": dash's
+// kill builtin rejects "--".
 func stopCommand(pgid, wd int, grace time.Duration) string {
 	ticks := int(grace / (100 * time.Millisecond))
 	pg := "-" + strconv.Itoa(pgid)
 	cmd := ""
 	if wd > 1 {
-		cmd = fmt.Sprintf("kill -KILL -- -%d 2>/dev/null; ", wd)
+		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
 	}
-	return cmd + fmt.Sprintf("kill -TERM -- %[1]s 2>/dev/null; i=0; "+
-		"while kill -0 -- %[1]s 2>/dev/null && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
-		"kill -KILL -- %[1]s 2>/dev/null; i=0; "+
-		"while kill -0 -- %[1]s 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"if kill -0 -- %[1]s 2>/dev/null; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks)
+	script := cmd + fmt.Sprintf("kill -TERM %[1]s 2>/dev/null; i=0; "+
+		"while kill -0 %[1]s 2>/dev/null && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
+		"kill -KILL %[1]s 2>/dev/null; i=0; "+
+		"while kill -0 %[1]s 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
+		"if kill -0 %[1]s 2>/dev/null; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks)
+	// The login shell may not be POSIX (fish, csh): run it under sh.
+	return "exec /bin/sh -c " + shellquote.Quote(script)
 }
