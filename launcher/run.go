@@ -433,7 +433,7 @@ func hostFailure(job templates.Job, ev event) *JobFailure {
 	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: -1, LocalRank: -1, ExitCode: -1}
 	switch {
 	case errors.Is(ev.err, ErrConnLost):
-		f.Reason = "lost the connection to the host: " + ev.err.Error()
+		f.Reason = ev.err.Error()
 		f.hostLost = true
 	case ev.err != nil:
 		f.Reason = "the agent on the host ended unexpectedly: " + ev.err.Error()
@@ -461,7 +461,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopHost(r.conn, pgid, wd, sess, opts.Grace); err != nil {
+			if err := stopHost(r, pgid, wd, sess, opts); err != nil {
 				mu.Lock()
 				errs.Add(r.target.Name, err)
 				mu.Unlock()
@@ -476,7 +476,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	return nil
 }
 
-func stopHost(c *Conn, pgid, wd int, sess *Session, grace time.Duration) error {
+func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error {
 	defer func() {
 		sess.CloseStdin()
 		select {
@@ -488,10 +488,21 @@ func stopHost(c *Conn, pgid, wd int, sess *Session, grace time.Duration) error {
 	if pgid <= 1 {
 		return fmt.Errorf("agent never reported its process group")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), grace+15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
 	defer cancel()
-	_, _, err := c.Run(ctx, stopCommand(pgid, wd, grace))
-	if err != nil {
+	c := r.conn
+	if c.Err() != nil {
+		// The connection that started the ranks is gone; a new one may
+		// still get through (sshd restarted, a network blip). If not, the
+		// agent's watchdog stops the ranks once sshd drops the session.
+		nc, err := Dial(ctx, r.target, opts.SSH)
+		if err != nil {
+			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its watchdog stops it once sshd notices the lost session", pgid, err)
+		}
+		defer nc.Close()
+		c = nc
+	}
+	if _, _, err := c.Run(ctx, stopCommand(pgid, wd, opts.Grace)); err != nil {
 		return fmt.Errorf("stopping process group %d: %w", pgid, err)
 	}
 	return nil
