@@ -7,6 +7,8 @@ hostname), joins the process group, and all-reduces (rank + 1): the sum must
 be WORLD_SIZE*(WORLD_SIZE+1)/2, else it exits 1.
 
   --fail-rank R --exit-code C   rank R exits with code C after the all_reduce
+  --fail-restarts K             ... only while TORCHELASTIC_RESTART_COUNT < K
+                                (so --max-restarts K recovers)
   --sleep S                     every rank sleeps S seconds before finishing
                                 (a long run to interrupt)
   --expect-world N              exit 1 unless WORLD_SIZE == N
@@ -22,6 +24,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--fail-rank", type=int, default=-1)
     p.add_argument("--exit-code", type=int, default=3)
+    p.add_argument("--fail-restarts", type=int, default=-1)
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--expect-world", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0)
@@ -52,7 +55,8 @@ def main():
         return 1
     print(f"ALLREDUCE OK rank={rank} sum={got:g}", flush=True)
 
-    if rank == a.fail_rank:
+    restart = int(env["TORCHELASTIC_RESTART_COUNT"] or 0)
+    if rank == a.fail_rank and (a.fail_restarts < 0 or restart < a.fail_restarts):
         print(f"rank {rank}: failing on purpose with exit code {a.exit_code}", file=sys.stderr, flush=True)
         os._exit(a.exit_code)
     if a.sleep > 0:

@@ -20,7 +20,7 @@ import (
 //	@@pipette-NONCE pgid PGID       first, before any rank starts
 //	@@pipette-NONCE wd PID          the watchdog's pid (own group)
 //	RANK <output line>              every line a rank writes (stdout+stderr)
-//	@@pipette-NONCE exit RANK CODE  when a rank ends
+//	RANK @@pipette-NONCE exit RANK CODE  when a rank ends (after its output)
 //	@@pipette-NONCE done            when all ranks have ended
 //
 // The nonce keeps a rank's own output from faking control lines. A
@@ -39,36 +39,44 @@ func agentScript(h templates.HostJob, workDir, nonce string, grace int) string {
 	b.WriteString(`exec 3<&0 </dev/null
 echo "$T pgid $$"
 PG=$$
+# Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
 # Watchdog: own session, so stopping the group does not stop it first.
 setsid /bin/sh -c '
   cat <&3 >/dev/null 2>&1
-  kill -0 -- -$1 2>/dev/null || exit 0
-  kill -TERM -- -$1 2>/dev/null
+  kill -0 -$1 2>/dev/null || exit 0
+  kill -TERM -$1 2>/dev/null
   i=0
-  while kill -0 -- -$1 2>/dev/null && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
-  kill -KILL -- -$1 2>/dev/null
+  while kill -0 -$1 2>/dev/null && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
+  kill -KILL -$1 2>/dev/null
 ' pipette-watchdog "$PG" "$G" >/dev/null 2>&1 &
 WDP=$!
 exec 3<&-
 echo "$T wd $WDP"
+S=$(mktemp -d "${TMPDIR:-/tmp}/pipette-status.XXXXXX") || exit 98
+# tagged prefixes each line with the rank, then reports the rank's exit
+# code, which its pipeline left in $S: only once the rank's output has
+# ended, so the exit line comes after its last line even without a final
+# newline.
 tagged() {
   r=$1
   while IFS= read -r l || [ -n "$l" ]; do
     printf '%s %s\n' "$r" "$l"
   done
+  printf '%s %s exit %s %s\n' "$r" "$T" "$r" "$(cat "$S/$r" 2>/dev/null || echo 255)"
 }
 P=
 `)
 	for _, r := range h.Ranks {
-		fmt.Fprintf(&b, "{ ( cd \"$WD\" && exec %s ) </dev/null 2>&1; echo \"$T exit %d $?\"; } | tagged %d &\nP=\"$P $!\"\n",
+		fmt.Fprintf(&b, "{ ( cd \"$WD\" && exec %s ) </dev/null 2>&1; echo $? >\"$S/%d\"; } | tagged %d &\nP=\"$P $!\"\n",
 			rankCommand(r), r.Rank, r.Rank)
 	}
 	b.WriteString(`wait $P
-kill -KILL -- -"$WDP" 2>/dev/null
+rm -rf "$S"
+kill -KILL -"$WDP" 2>/dev/null
 echo "$T done"
 # Stop whatever the ranks left behind in the group (daemonised children).
 trap '' TERM
-kill -TERM -- -$$ 2>/dev/null
+kill -TERM -$$ 2>/dev/null
 exit 0
 `)
 	return b.String()

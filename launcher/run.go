@@ -357,10 +357,6 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 			r.mu.Lock()
 			r.wd, _ = strconv.Atoi(f[1])
 			r.mu.Unlock()
-		case len(f) == 3 && f[0] == "exit":
-			rank, _ := strconv.Atoi(f[1])
-			code, _ := strconv.Atoi(f[2])
-			events <- event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
 		case len(f) == 1 && f[0] == "done":
 			r.mu.Lock()
 			r.done = true
@@ -373,6 +369,16 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	if !ok || err != nil {
 		out.hostLine(r.target.Name, line)
 		return
+	}
+	// A rank's exit line travels through its own output pipe, after its
+	// last output line, so it is tagged with the rank like its output.
+	if rest, ok := strings.CutPrefix(text, tag+"exit "); ok {
+		f := strings.Fields(rest)
+		if len(f) == 2 && f[0] == rs {
+			code, _ := strconv.Atoi(f[1])
+			events <- event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
+			return
+		}
 	}
 	out.rankLine(r.target.Name, rank, text)
 }
@@ -427,7 +433,7 @@ func hostFailure(job templates.Job, ev event) *JobFailure {
 	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: -1, LocalRank: -1, ExitCode: -1}
 	switch {
 	case errors.Is(ev.err, ErrConnLost):
-		f.Reason = "lost the connection to the host: " + ev.err.Error()
+		f.Reason = ev.err.Error()
 		f.hostLost = true
 	case ev.err != nil:
 		f.Reason = "the agent on the host ended unexpectedly: " + ev.err.Error()
@@ -455,7 +461,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopHost(r.conn, pgid, wd, sess, opts.Grace); err != nil {
+			if err := stopHost(r, pgid, wd, sess, opts); err != nil {
 				mu.Lock()
 				errs.Add(r.target.Name, err)
 				mu.Unlock()
@@ -470,7 +476,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	return nil
 }
 
-func stopHost(c *Conn, pgid, wd int, sess *Session, grace time.Duration) error {
+func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error {
 	defer func() {
 		sess.CloseStdin()
 		select {
@@ -482,10 +488,21 @@ func stopHost(c *Conn, pgid, wd int, sess *Session, grace time.Duration) error {
 	if pgid <= 1 {
 		return fmt.Errorf("agent never reported its process group")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), grace+15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
 	defer cancel()
-	_, _, err := c.Run(ctx, stopCommand(pgid, wd, grace))
-	if err != nil {
+	c := r.conn
+	if c.Err() != nil {
+		// The connection that started the ranks is gone; a new one may
+		// still get through (sshd restarted, a network blip). If not, the
+		// agent's watchdog stops the ranks once sshd drops the session.
+		nc, err := Dial(ctx, r.target, opts.SSH)
+		if err != nil {
+			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its watchdog stops it once sshd notices the lost session", pgid, err)
+		}
+		defer nc.Close()
+		c = nc
+	}
+	if _, _, err := c.Run(ctx, stopCommand(pgid, wd, opts.Grace)); err != nil {
 		return fmt.Errorf("stopping process group %d: %w", pgid, err)
 	}
 	return nil
@@ -493,17 +510,20 @@ func stopHost(c *Conn, pgid, wd int, sess *Session, grace time.Duration) error {
 
 // stopCommand is the remote shell line that stops a process group: the
 // watchdog first (it would race us), TERM, wait up to grace, KILL, and
-// fail if anything survives.
+// fail if anything survives. Signals are written "kill -SIG -PGID": dash's
+// kill builtin rejects "--".
 func stopCommand(pgid, wd int, grace time.Duration) string {
 	ticks := int(grace / (100 * time.Millisecond))
 	pg := "-" + strconv.Itoa(pgid)
 	cmd := ""
 	if wd > 1 {
-		cmd = fmt.Sprintf("kill -KILL -- -%d 2>/dev/null; ", wd)
+		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
 	}
-	return cmd + fmt.Sprintf("kill -TERM -- %[1]s 2>/dev/null; i=0; "+
-		"while kill -0 -- %[1]s 2>/dev/null && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
-		"kill -KILL -- %[1]s 2>/dev/null; i=0; "+
-		"while kill -0 -- %[1]s 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"if kill -0 -- %[1]s 2>/dev/null; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks)
+	script := cmd + fmt.Sprintf("kill -TERM %[1]s 2>/dev/null; i=0; "+
+		"while kill -0 %[1]s 2>/dev/null && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
+		"kill -KILL %[1]s 2>/dev/null; i=0; "+
+		"while kill -0 %[1]s 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
+		"if kill -0 %[1]s 2>/dev/null; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks)
+	// The login shell may not be POSIX (fish, csh): run it under sh.
+	return "exec /bin/sh -c " + shellquote.Quote(script)
 }

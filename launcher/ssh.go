@@ -197,7 +197,7 @@ func dialHandshake(ctx context.Context, hostport string, cfg *ssh.ClientConfig, 
 	d := net.Dialer{Timeout: opts.ConnectTimeout}
 	nc, err := d.DialContext(ctx, "tcp", hostport)
 	if err != nil {
-		return nil, dialError(err)
+		return nil, dialError(err, opts.ConnectTimeout)
 	}
 	_ = nc.SetDeadline(time.Now().Add(opts.HandshakeTimeout))
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
@@ -220,11 +220,11 @@ func dialHandshake(ctx context.Context, hostport string, cfg *ssh.ClientConfig, 
 
 // dialError drops the address from net errors so identical failures on
 // many hosts fold into one line ("node1, node2: connect: connection refused").
-func dialError(err error) error {
+func dialError(err error, timeout time.Duration) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		if oe.Timeout() {
-			return fmt.Errorf("connect: timed out")
+			return fmt.Errorf("connect: no answer within %s (host down, unreachable or firewalled)", timeout)
 		}
 		if oe.Err != nil {
 			return fmt.Errorf("%s: %w", oe.Op, oe.Err)
@@ -347,8 +347,6 @@ func expandTokens(s, alias string, r resolved) string {
 	return b.String()
 }
 
-var sshConfigCache sync.Map // path -> *ssh_config.Config
-
 func loadSSHConfig(file string) (*ssh_config.Config, error) {
 	explicit := file != ""
 	if file == "none" {
@@ -356,9 +354,6 @@ func loadSSHConfig(file string) (*ssh_config.Config, error) {
 	}
 	if !explicit {
 		file = filepath.Join(homeDir(), ".ssh", "config")
-	}
-	if c, ok := sshConfigCache.Load(file); ok {
-		return c.(*ssh_config.Config), nil
 	}
 	f, err := os.Open(file)
 	if err != nil {
@@ -372,7 +367,6 @@ func loadSSHConfig(file string) (*ssh_config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ssh config %s: %w", file, err)
 	}
-	sshConfigCache.Store(file, c)
 	return c, nil
 }
 
@@ -418,12 +412,7 @@ func authMethods(identities []string, explicit bool) ([]ssh.AuthMethod, func(), 
 	return methods, closeAgent, nil
 }
 
-var keyCache sync.Map // path -> ssh.Signer
-
 func loadKey(p string) (ssh.Signer, error) {
-	if s, ok := keyCache.Load(p); ok {
-		return s.(ssh.Signer), nil
-	}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return nil, err
@@ -436,7 +425,6 @@ func loadKey(p string) (ssh.Signer, error) {
 		}
 		return nil, err
 	}
-	keyCache.Store(p, s)
 	return s, nil
 }
 
