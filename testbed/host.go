@@ -17,12 +17,15 @@ import (
 
 // sshdScript runs inside the host's network namespace and fresh mount and
 // UTS namespaces (testbed.md step 3). The private /sys/class is mounted
-// before the private /tmp because the class dir lives outside /tmp anyway
-// and must stay reachable. exec keeps sshd's pid the one Go started.
+// before the private /tmp, as testbed.md prescribes. The host's /etc/hosts
+// names every test-bed host, so names resolve on the hosts as on a real
+// cluster (gloo and MASTER_ADDR=<name> need that). exec keeps sshd's pid the
+// one Go started.
 const sshdScript = `set -e
 hostname "$1"
 mount --bind "$2" /sys/class
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount --bind "$6" /etc/hosts
 exec "$3" -D -f "$4" -E "$5"`
 
 // copyClassScript copies the namespace's /sys/class (symlinks into
@@ -190,7 +193,8 @@ func (b *builder) startSshd(h *Host, cfg string) error {
 	}
 	defer out.Close()
 	cmd := exec.Command("ip", "netns", "exec", h.Netns, "unshare", "-m", "-u", "--propagation", "private",
-		"sh", "-c", sshdScript, "sh", h.Name, filepath.Join(dir, "class"), sshdPath, cfg, filepath.Join(dir, "sshd.log"))
+		"sh", "-c", sshdScript, "sh", h.Name, filepath.Join(dir, "class"), sshdPath, cfg, filepath.Join(dir, "sshd.log"),
+		filepath.Join(b.st.dir, hostsInsideFile))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -257,11 +261,15 @@ func (b *builder) sshdLogTail(name string) string {
 	return strings.Join(parts, "; ")
 }
 
+// hostsInsideFile is bind-mounted over /etc/hosts on every host.
+const hostsInsideFile = "etc-hosts.inside"
+
 // writeClientFiles writes known_hosts (each key under name and address),
 // ssh_config, and the host lists pipette-launch and /etc/hosts users want.
 func (b *builder) writeClientFiles(hosts []Host) error {
 	d := b.st.dir
 	var kh, cfg, names, addrs, etc strings.Builder
+	inside := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	fmt.Fprintf(&cfg, "# pipette-testbed %q: use with ssh -F %s\n", b.st.Name, filepath.Join(d, "ssh_config"))
 	for _, h := range hosts {
 		pub, err := os.ReadFile(filepath.Join(b.hostDir(h.Name), "ssh_host_ed25519_key.pub"))
@@ -282,6 +290,7 @@ func (b *builder) writeClientFiles(hosts []Host) error {
 	for name, content := range map[string]string{
 		"known_hosts": kh.String(), "ssh_config": cfg.String(),
 		"hosts": names.String(), "hosts.addr": addrs.String(), "etc-hosts": etc.String(),
+		hostsInsideFile: inside + etc.String(),
 	} {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
 			return err

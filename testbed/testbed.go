@@ -118,13 +118,13 @@ func (b *builder) build(ctx context.Context) (*Testbed, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := b.writeClientFiles(hosts); err != nil {
+		return nil, fmt.Errorf("client files: %w", err)
+	}
 	for i := range hosts {
 		if err := b.startSshd(&hosts[i], cfgs[i]); err != nil {
 			return nil, err
 		}
-	}
-	if err := b.writeClientFiles(hosts); err != nil {
-		return nil, fmt.Errorf("client files: %w", err)
 	}
 	if err := forEach(len(hosts), func(i int) error {
 		return b.waitSshd(ctx, hosts[i], sshdReadyTimeout)
