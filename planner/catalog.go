@@ -36,6 +36,8 @@ func gpu(model string, memGiB, tflops, tbps float64, match, intra string, intraG
 // smaller-memory variant (A100 -> 40GB, V100 -> 16GB) so that an ambiguous
 // name never overstates capacity.
 var gpuCatalog = []gpuCatalogEntry{
+	// GH200 before H200 ("gh200" contains "h200"); the 96 GB HBM3 variant.
+	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5),
 	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5),
 	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5),
 	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5),
@@ -49,6 +51,7 @@ var gpuCatalog = []gpuCatalogEntry{
 	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3),
 	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3),
 	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4),
+	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4),
 	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4),
 	gpu("A10", 22.5, 125, 0.6, `(^|[^0-9])a10($|[^0-9])|a10g`, "pcie", 0, 4),
 	gpu("RTX-A6000", 48, 154.8, 0.768, `a6000`, "pcie", 0, 4),
@@ -84,6 +87,9 @@ func lookupCatalog(name string) (gpuCatalogEntry, bool) {
 	}
 	return gpuCatalogEntry{}, false
 }
+
+// MemoryBytes is the GPU's memory in bytes (MemoryGiB is binary GiB).
+func (g GPUSpec) MemoryBytes() float64 { return g.MemoryGiB * gib }
 
 // LookupGPU finds a GPU in the built-in catalog by any common spelling,
 // including the names nvidia-smi prints ("NVIDIA H100 80GB HBM3",

@@ -18,6 +18,8 @@ func TestLookupGPUNames(t *testing.T) {
 		{"NVIDIA H200", "H200", 140.4},
 		{"NVIDIA L40S", "L40S", 45},
 		{"NVIDIA L4", "L4", 22.5},
+		{"NVIDIA L40", "L40", 45},
+		{"NVIDIA GH200 480GB", "GH200", 95.6},
 		{"NVIDIA A10", "A10", 22.5},
 		{"NVIDIA A10G", "A10", 22.5},
 		{"NVIDIA A100-SXM4-80GB", "A100-80GB-SXM", 80},
@@ -95,5 +97,21 @@ func TestResolveGPUExplicitOverrides(t *testing.T) {
 	got, _, complete = resolveGPU(GPUSpec{Model: "Mystery-9000", MemoryGiB: 10, PeakTFLOPS: 50})
 	if !complete || got.MemoryBandwidthTBPerS != defaultGPUMemoryBandwidthTBPerS {
 		t.Errorf("unknown complete GPU: %+v %v", got, complete)
+	}
+}
+
+// The probe writes the catalog name back into cluster files, so every
+// catalog name must resolve to its own entry.
+func TestCatalogNamesResolveToThemselves(t *testing.T) {
+	for _, e := range gpuCatalog {
+		if got, ok := LookupGPU(e.spec.Model); !ok || got != e.spec {
+			t.Errorf("LookupGPU(%q) = %+v, %v", e.spec.Model, got, ok)
+		}
+	}
+}
+
+func TestGPUSpecMemoryBytes(t *testing.T) {
+	if got := (GPUSpec{MemoryGiB: 80}).MemoryBytes(); got != 80*1024*1024*1024 {
+		t.Errorf("80 GiB = %g bytes", got)
 	}
 }
