@@ -2,9 +2,7 @@ package launcher
 
 import (
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -20,34 +18,14 @@ import (
 func bedTargets(tb *testbed.Testbed) []HostTarget {
 	var ts []HostTarget
 	for _, h := range tb.Hosts {
-		// Addr given: the names need no resolver (and no traffic leaves the test-bed).
-		ts = append(ts, HostTarget{Name: h.Name, Addr: h.Addr})
+		ts = append(ts, HostTarget{Name: h.Name})
 	}
 	return ts
 }
 
-// probeSSH reaches the test-bed by address with a copy of its key: the SSH
-// layer caches keys and ssh_config by path, and test-beds rebuilt in one
-// process reuse their state paths with new keys.
-func probeSSH(t *testing.T, tb *testbed.Testbed) SSHOptions {
-	t.Helper()
-	key, err := os.ReadFile(tb.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyCopy := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(keyCopy, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o := bedSSH(tb)
-	o.SSHConfigFile = "none"
-	o.IdentityFiles = []string{keyCopy}
-	return o
-}
-
 func probeBed(t *testing.T, tb *testbed.Testbed) (map[string]*HostProbe, *Pool) {
 	t.Helper()
-	pool := NewPool(probeSSH(t, tb), 0)
+	pool := NewPool(bedSSH(tb), 0)
 	t.Cleanup(func() { pool.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -152,7 +130,7 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 	for _, h := range tb.Hosts {
 		hp := probes[h.Name]
 		list = append(list, hp)
-		hosts = append(hosts, MeasureHost{Name: h.Name, Addr: hp.Addr, Runner: pool.Conn(HostTarget{Name: h.Name, Addr: h.Addr})})
+		hosts = append(hosts, MeasureHost{Name: h.Name, Addr: hp.Addr, Runner: pool.Conn(HostTarget{Name: h.Name})})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
