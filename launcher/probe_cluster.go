@@ -266,7 +266,9 @@ func gpuSpec(g GPU) (spec planner.GPUSpec, ok bool) {
 	if !ok {
 		return planner.GPUSpec{Model: g.Name, MemoryGiB: mem}, false
 	}
-	spec.MemoryGiB = mem
+	if g.MemoryMiB > 0 {
+		spec.MemoryGiB = mem
+	}
 	return spec, true
 }
 

@@ -75,6 +75,23 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		t.Errorf("host-level fields: mem %v cores %d bus %q", gpu.HostMemoryGiB, gpu.CPUCores, gpu.IntraHost.Type)
 	}
 
+	// The planner reads the file back and resolves it (catalog, links).
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := planner.ParseClusterFile(data)
+	if err != nil {
+		t.Fatalf("probed file does not parse: %v\n%s", err, data)
+	}
+	c, err := back.Resolve()
+	if err != nil {
+		t.Fatalf("probed file does not resolve: %v\n%s", err, data)
+	}
+	if c.TotalGPUs() != 1+2+1 {
+		t.Errorf("resolved cluster has %d GPUs/slots, want 4", c.TotalGPUs())
+	}
+
 	perHost, _, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2, Group: GroupPerHost})
 	if err != nil || len(perHost.Clusters) != 3 {
 		t.Errorf("per-host grouping: %v clusters, %v", len(perHost.Clusters), err)

@@ -27,7 +27,8 @@ sec cpuinfo; grep '^processor' /proc/cpuinfo 2>/dev/null
 sec meminfo; grep '^MemTotal:' /proc/meminfo
 sec ipaddr; ip -o -4 addr show 2>/dev/null
 if command -v nvidia-smi >/dev/null 2>&1; then
-  sec gpus; nvidia-smi --query-gpu=` + GPUQueryFields + ` --format=csv,noheader,nounits 2>&1; sec gpus_rc "$?"
+  sec gpus; nvidia-smi --query-gpu=` + GPUQueryFields + ` --format=csv,noheader,nounits 2>&1; rc=$?; sec gpus_rc "$rc"
+  if [ "$rc" != 0 ]; then sec gpulist; nvidia-smi -L 2>&1; sec gpulist_rc "$?"; fi
   sec topo; nvidia-smi topo -m 2>/dev/null
 fi
 for d in "$R"/sys/class/infiniband/*; do
@@ -215,6 +216,17 @@ func (hp *HostProbe) parseGPUs(po *probeOutput) error {
 		return nil // no nvidia-smi: a CPU-only host
 	}
 	if rc := strings.TrimSpace(po.sections["gpus_rc"]); rc != "0" {
+		if strings.TrimSpace(po.sections["gpulist_rc"]) == "0" {
+			// An nvidia-smi that rejects a query field still lists GPUs:
+			// names only, memory then comes from the planner's catalog.
+			if l, err := ParseGPUList(po.sections["gpulist"]); err == nil && len(l) > 0 {
+				for _, g := range l {
+					hp.GPUs = append(hp.GPUs, GPU{Index: g.Index, Name: g.Name})
+				}
+				hp.Warnings = append(hp.Warnings, fmt.Sprintf("nvidia-smi --query-gpu failed (exit %s: %s); GPUs from nvidia-smi -L, memory from the catalog", rc, firstLine(out)))
+				return nil
+			}
+		}
 		// Installed but failing (no driver loaded): no usable GPUs.
 		hp.Warnings = append(hp.Warnings, fmt.Sprintf("nvidia-smi failed (exit %s): %s", rc, firstLine(out)))
 		return nil

@@ -94,8 +94,15 @@ func fakeNvidiaSMI(t *testing.T, capture string, fail bool) string {
 case "$1" in
   --query-gpu=*) cat '%s.query-gpu.csv' ;;
   topo) cat '%s.topo-m.txt' ;;
+  -L) cat '%s.L.txt' ;;
 esac
-`, abs, abs)
+`, abs, abs, abs)
+	if strings.HasSuffix(capture, "+old") {
+		// An nvidia-smi that rejects the query (as an old one rejects an
+		// unknown field) but lists GPUs.
+		abs = strings.TrimSuffix(abs, "+old")
+		script = fmt.Sprintf("#!/bin/sh\ncase \"$1\" in\n  -L) cat '%s.L.txt' ;;\n  *) echo 'Field \"pcie.link.gen.max\" is not a valid field to query.'; exit 2 ;;\nesac\n", abs)
+	}
 	if fail {
 		script = "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\nexit 9\n"
 	}
@@ -120,6 +127,14 @@ func TestProbeScriptGPUs(t *testing.T) {
 	}
 	if hp.Addr != "198.18.0.11" {
 		t.Errorf("address %q, want the SSH_CONNECTION server address", hp.Addr)
+	}
+
+	hp, err = ParseProbeOutput(runProbeScript(t, "", fakeNvidiaSMI(t, "nvidia-l40s+old", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []GPU{{Index: 0, Name: "NVIDIA L40S"}}; !reflect.DeepEqual(hp.GPUs, want) || len(hp.Warnings) != 1 {
+		t.Errorf("query rejected: GPUs %+v warnings %q; want %+v from -L and one warning", hp.GPUs, hp.Warnings, want)
 	}
 
 	hp, err = ParseProbeOutput(runProbeScript(t, "", fakeNvidiaSMI(t, "", true)))

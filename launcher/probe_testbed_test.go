@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"math"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -178,7 +179,24 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 	}
 	back, err := planner.ParseClusterFile(data)
 	if err != nil || back.Measured == nil || len(back.Measured.GbitPerS) != 4 {
-		t.Errorf("cluster file with the matrix does not round-trip: %v\n%s", err, data)
+		t.Fatalf("cluster file with the matrix does not round-trip: %v\n%s", err, data)
+	}
+	// The planner takes the measured figures for the host pairs.
+	c, err := back.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := map[string]int{}
+	for i, h := range m.Hosts {
+		idx[h] = i
+	}
+	for i := range c.Hosts {
+		for j := range c.Hosts {
+			mi, mj := idx[c.Hosts[i].Name], idx[c.Hosts[j].Name]
+			if got, want := c.LinkBetween(i, j).BytesPerS, m.GbitPerS[mi][mj]*1e9/8; i != j && math.Abs(got-want) > 1e-6*want {
+				t.Errorf("planner link %s->%s %.0f B/s, want the measured %.0f", c.Hosts[i].Name, c.Hosts[j].Name, got, want)
+			}
+		}
 	}
 	// The one-off servers exit after their test: nothing left on any host.
 	for _, h := range tb.Hosts {
