@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -149,4 +151,85 @@ func TestEthernetNICsFixture(t *testing.T) {
 	if got := EthernetNICs(v, []NIC{{Type: planner.NICRoCE, Netdev: "eth0"}}, "eth0"); len(got) != 0 {
 		t.Errorf("RoCE netdev listed as Ethernet too: %+v", got)
 	}
+}
+
+// bondAndBridgeTree lays out a /sys/class/net the way the kernel shows a
+// bond of two 25G ports (bond0 reports their sum) and a bridge over a 10G
+// port (br0 reports no speed), plus docker0. Built for this test: the
+// captured fixtures have neither.
+func bondAndBridgeTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	net := filepath.Join(root, "sys", "class", "net")
+	ifc := func(name string, files map[string]string, device bool, master string) {
+		dir := filepath.Join(net, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range files {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if device {
+			os.MkdirAll(filepath.Join(dir, "device"), 0o755)
+		}
+		if master != "" {
+			if err := os.Symlink("../"+master, filepath.Join(dir, "master")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	up := func(speed string) map[string]string {
+		m := map[string]string{"type": "1", "operstate": "up", "mtu": "9000", "carrier": "1"}
+		if speed != "" {
+			m["speed"] = speed
+		}
+		return m
+	}
+	ifc("bond0", up("50000"), false, "")
+	ifc("br0", up(""), false, "")
+	ifc("docker0", up("10000"), false, "")
+	ifc("eth0", up("25000"), true, "bond0")
+	ifc("eth1", up("25000"), true, "bond0")
+	ifc("eth2", up("10000"), true, "br0")
+	ifc("eth3", up("100000"), true, "")
+	return root
+}
+
+func TestEthernetNICsBondsAndBridges(t *testing.T) {
+	root := bondAndBridgeTree(t)
+	// The host's address on bond0, then on br0; eth3 is a free port.
+	for _, tc := range []struct {
+		addrIface string
+		want      map[string]float64
+	}{
+		{"bond0", map[string]float64{"bond0": 50, "eth3": 100}},
+		{"br0", map[string]float64{"br0": 10, "eth3": 100}},
+	} {
+		for _, v := range []struct {
+			name string
+			view sysView
+		}{
+			{"local", dirView{Root: root}},
+			{"script", mustSplit(t, runProbeScript(t, root)).view},
+		} {
+			got := map[string]float64{}
+			for _, n := range EthernetNICs(v.view, nil, tc.addrIface) {
+				got[n.Name] = n.RateGbitPerS
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%s, address on %s: %v, want %v", v.name, tc.addrIface, got, tc.want)
+			}
+		}
+	}
+}
+
+func mustSplit(t *testing.T, out string) *probeOutput {
+	t.Helper()
+	po, err := splitProbeOutput(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return po
 }

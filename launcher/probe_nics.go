@@ -41,8 +41,19 @@ type sysView interface {
 // dirView is a sysfs tree on the local file system below Root.
 type dirView struct{ Root string }
 
+// ReadFile returns a file's first line; for a link to a directory (sysfs'
+// master, device) it returns the name the link points to, as the probe
+// script prints it.
 func (d dirView) ReadFile(p string) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(d.Root, p))
+	full := filepath.Join(d.Root, p)
+	if st, err := os.Stat(full); err == nil && st.IsDir() {
+		target, err := os.Readlink(full)
+		if err != nil {
+			return "", false
+		}
+		return filepath.Base(target), true
+	}
+	b, err := os.ReadFile(full)
 	if err != nil {
 		return "", false
 	}
@@ -195,8 +206,9 @@ func roceGIDs(v sysView, port string) []RoCEGID {
 }
 
 // EthernetNICs lists the interfaces under /sys/class/net that count as
-// Ethernet NICs. Kept: Ethernet-type interfaces backed by a device (PCI),
-// and whatever interface holds the host's own address (on the test-bed and
+// Ethernet NICs. Kept: Ethernet-type interfaces backed by a device (PCI)
+// that are not ports of a bond or bridge, and whatever interface holds the
+// host's own address (on the test-bed and
 // in containers that is a veth without a `device`). Ignored: lo, IPoIB
 // (type 32) and RoCE netdevs (they belong to their RDMA NIC), and virtual interfaces
 // (bridges, veth, docker0, tunnels) that do not hold the host's address.
@@ -211,6 +223,7 @@ func EthernetNICs(v sysView, rdma []NIC, addrNetdev string) []NIC {
 		}
 	}
 	var nics []NIC
+	slaveRate := map[string]float64{} // master -> fastest enslaved port
 	for _, ifc := range v.ReadDir(sysNet) {
 		p := sysNet + "/" + ifc
 		t, _ := v.ReadFile(p + "/type")
@@ -218,10 +231,23 @@ func EthernetNICs(v sysView, rdma []NIC, addrNetdev string) []NIC {
 		if ifc == "lo" || typ != ARPHRDEther || owned[ifc] {
 			continue
 		}
+		if master, ok := v.ReadFile(p + "/master"); ok && master != "" {
+			// A bond or bridge port carries traffic as its master: counting
+			// both would count the bandwidth twice.
+			slaveRate[master] = max(slaveRate[master], ethernetNIC(v, ifc).RateGbitPerS)
+			continue
+		}
 		if !v.Exists(p+"/device") && ifc != addrNetdev {
 			continue
 		}
 		nics = append(nics, ethernetNIC(v, ifc))
+	}
+	for i := range nics {
+		// A bridge reports no speed (a bond reports its ports' sum): take
+		// its fastest port's.
+		if nics[i].RateGbitPerS == 0 {
+			nics[i].RateGbitPerS = slaveRate[nics[i].Name]
+		}
 	}
 	return nics
 }

@@ -50,6 +50,7 @@ for i in "$R"/sys/class/net/*; do
   [ -e "$i" ] || continue
   for f in type operstate mtu address speed carrier dev_port; do val "$i/$f"; done
   [ -e "$i/device" ] && { sec file "${i#"$R"}/device"; echo present; }
+  [ -e "$i/master" ] && { m2=$(readlink "$i/master"); sec file "${i#"$R"}/master"; printf '%s\n' "${m2##*/}"; }
 done
 sec end
 `
