@@ -85,7 +85,7 @@ disjoint pairs, both directions) and stores the matrix; a measurement younger th
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Context = ctx
-			return exitCode(runProbe(opts))
+			return probeExitStatus(runProbe(opts))
 		},
 	}
 }
@@ -95,12 +95,12 @@ type probeInputError struct{ error }
 
 func (e probeInputError) Unwrap() error { return e.error }
 
-func inputErrorf(format string, args ...any) error {
+func probeInputErrorf(format string, args ...any) error {
 	return probeInputError{fmt.Errorf(format, args...)}
 }
 
-// exitCode turns input errors into exit status 2 and others into 1.
-func exitCode(err error) error {
+// probeExitStatus turns input errors into exit status 2 and others into 1.
+func probeExitStatus(err error) error {
 	var in probeInputError
 	switch {
 	case err == nil:
@@ -115,15 +115,15 @@ func exitCode(err error) error {
 func (o *ProbeOptions) validate() error {
 	switch {
 	case o.Group != "" && o.Group != launcher.GroupByHardware && o.Group != launcher.GroupPerHost:
-		return inputErrorf("--group %q: want %s or %s", o.Group, launcher.GroupByHardware, launcher.GroupPerHost)
+		return probeInputErrorf("--group %q: want %s or %s", o.Group, launcher.GroupByHardware, launcher.GroupPerHost)
 	case o.NProcPerNode < 0:
-		return inputErrorf("--nproc-per-node %d: want a positive number", o.NProcPerNode)
+		return probeInputErrorf("--nproc-per-node %d: want a positive number", o.NProcPerNode)
 	case o.MeasureSeconds < 0 || o.MeasureSeconds > 600:
-		return inputErrorf("--measure-seconds %d: want 1-600", o.MeasureSeconds)
+		return probeInputErrorf("--measure-seconds %d: want 1-600", o.MeasureSeconds)
 	case o.MeasurePort < 0 || o.MeasurePort > 65535:
-		return inputErrorf("--measure-port %d: want 1-65535", o.MeasurePort)
+		return probeInputErrorf("--measure-port %d: want 1-65535", o.MeasurePort)
 	case o.Output == "":
-		return inputErrorf("-o: give the cluster file to write (or - for stdout)")
+		return probeInputErrorf("-o: give the cluster file to write (or - for stdout)")
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 
 func probeExit(err error) int {
 	var ec cli.ExitCoder
-	if errors.As(exitCode(err), &ec) {
+	if errors.As(probeExitStatus(err), &ec) {
 		return ec.ExitCode()
 	}
 	return 0
