@@ -199,10 +199,11 @@ type hostRun struct {
 	sess   *Session
 	lines  *lineSplitter
 
-	mu   sync.Mutex
-	pgid int
-	wd   int
-	done bool // agent reported all ranks ended
+	mu       sync.Mutex
+	pgid     int
+	wd       int
+	done     bool // agent reported all ranks ended
+	stopping bool // stopAll has begun on this host
 
 	started chan struct{} // closed when the pgid line arrived
 }
@@ -296,7 +297,16 @@ func newNonce() string {
 func startHost(ctx context.Context, r *hostRun, agent, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
 	tag := "@@pipette-" + nonce + " "
 	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
-	stderr := &lineSplitter{fn: func(line string) { out.hostLine(r.target.Name, line) }}
+	stderr := &lineSplitter{fn: func(line string) {
+		r.mu.Lock()
+		stopping := r.stopping
+		r.mu.Unlock()
+		// setsid -w reports the agent's death by our own signal: not news.
+		if stopping && strings.HasPrefix(line, "setsid: child ") {
+			return
+		}
+		out.hostLine(r.target.Name, line)
+	}}
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
 	sess, err := r.conn.Start(context.Background(), agentStartCommand(agent, len(script)), r.lines, stderr)
@@ -462,6 +472,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	for _, r := range runs {
 		r.mu.Lock()
 		pgid, wd, sess := r.pgid, r.wd, r.sess
+		r.stopping = true
 		r.mu.Unlock()
 		if sess == nil {
 			continue
@@ -494,7 +505,7 @@ func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error
 		}
 	}()
 	if pgid <= 1 {
-		return fmt.Errorf("agent never reported its process group")
+		return nil // the agent prints its group before starting any rank: none started
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
 	defer cancel()
