@@ -499,3 +499,31 @@ func TestConnKeepaliveDetectsDeadHost(t *testing.T) {
 		t.Errorf("Run on a lost connection = %v, want ErrConnLost", err)
 	}
 }
+
+// A host where the agent cannot start while others already run: the
+// others are stopped, the error names the host, nothing is left.
+func TestLaunchStartFailsHalfway(t *testing.T) {
+	tb := newBed(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// On node3 a file sits where the work directory should be.
+	if out, err := tb.ExecInHost(ctx, "node3", "touch", "/tmp/pipette-halfstart"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	job := templates.Job{Name: "halfstart"}
+	for i, h := range tb.Names() {
+		job.Hosts = append(job.Hosts, templates.HostJob{Name: h, NodeRank: i,
+			Ranks: []templates.RankJob{{Rank: i, Argv: []string{"sleep", "60"}}}})
+	}
+	var out syncBuffer
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 2 * time.Second})
+	var he *HostErrors
+	if !errors.As(err, &he) || strings.Join(he.Hosts(), ",") != "node3" {
+		t.Fatalf("Launch = %v, want a start error for node3 only\noutput:\n%s", err, out.String())
+	}
+	if !strings.Contains(err.Error(), "every rank started was stopped") {
+		t.Errorf("error: %v", err)
+	}
+	t.Logf("error: %v\noutput:\n%s", err, out.String())
+	assertNothingLeft(t, tb)
+}

@@ -199,10 +199,11 @@ type hostRun struct {
 	sess   *Session
 	lines  *lineSplitter
 
-	mu   sync.Mutex
-	pgid int
-	wd   int
-	done bool // agent reported all ranks ended
+	mu       sync.Mutex
+	pgid     int
+	wd       int
+	done     bool // agent reported all ranks ended
+	stopping bool // stopAll has begun on this host
 
 	started chan struct{} // closed when the pgid line arrived
 }
@@ -239,8 +240,6 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 	}
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
 
-	// Upload every agent before starting any, so a host that cannot take
-	// the upload fails the job before anything runs.
 	agentPath := func(r *hostRun) string {
 		return path.Join(job.WorkDir, ".pipette-agent-"+safeName(r.target.Name)+".sh")
 	}
@@ -249,15 +248,8 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 		if r.conn == nil {
 			return fmt.Errorf("not connected")
 		}
-		return r.conn.Upload(ctx, []byte(agentScript(r.job, job.WorkDir, nonce, graceSec)), agentPath(r), 0o700)
-	})
-	if err != nil {
-		return fmt.Errorf("job %s: upload agent: %w", job.Name, err)
-	}
-
-	err = pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
-		r := byName[t.Name]
-		return startHost(ctx, r, agentPath(r), nonce, opts, out, events)
+		script := agentScript(r.job, job.WorkDir, nonce, graceSec)
+		return startHost(ctx, r, agentPath(r), script, nonce, opts, out, events)
 	})
 	if err != nil {
 		stopErr := stopAll(runs, opts, out)
@@ -302,15 +294,28 @@ func newNonce() string {
 
 // startHost starts the host's agent and waits until it reports its
 // process group, so that it can be stopped.
-func startHost(ctx context.Context, r *hostRun, agent, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
+func startHost(ctx context.Context, r *hostRun, agent, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
 	tag := "@@pipette-" + nonce + " "
 	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
-	stderr := &lineSplitter{fn: func(line string) { out.hostLine(r.target.Name, line) }}
+	stderr := &lineSplitter{fn: func(line string) {
+		r.mu.Lock()
+		stopping := r.stopping
+		r.mu.Unlock()
+		// setsid -w reports the agent's death by our own signal: not news.
+		if stopping && strings.HasPrefix(line, "setsid: child ") {
+			return
+		}
+		out.hostLine(r.target.Name, line)
+	}}
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
-	sess, err := r.conn.Start(context.Background(), "exec setsid -w /bin/sh "+shellquote.Quote(agent), r.lines, stderr)
+	sess, err := r.conn.Start(context.Background(), agentStartCommand(agent, len(script)), r.lines, stderr)
 	if err != nil {
 		return err
+	}
+	if err := sess.WriteStdin([]byte(script)); err != nil {
+		sess.Close()
+		return fmt.Errorf("send agent: %w", err)
 	}
 	r.mu.Lock()
 	r.sess = sess
@@ -341,6 +346,19 @@ func startHost(ctx context.Context, r *hostRun, agent, nonce string, opts Launch
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// agentStartCommand writes the agent (the first n bytes of stdin) to a
+// file and runs it under setsid, all in one session: one login-shell start
+// per host instead of two. The rest of stdin stays open for the watchdog.
+// head -c stops at n bytes and nothing follows them, so it cannot eat into
+// what the agent reads.
+func agentStartCommand(agent string, n int) string {
+	a := shellquote.Quote(agent)
+	tmp := shellquote.Quote(agent + ".tmp")
+	// umask only for the agent file: ranks keep the login's umask.
+	return fmt.Sprintf("(umask 077 && mkdir -p %s && head -c %d > %s) && mv -f %s %s && exec setsid -w /bin/sh %s",
+		shellquote.Quote(path.Dir(agent)), n, tmp, tmp, a, a)
 }
 
 // handleAgentLine sorts one line of agent output: control line or rank output.
@@ -454,6 +472,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	for _, r := range runs {
 		r.mu.Lock()
 		pgid, wd, sess := r.pgid, r.wd, r.sess
+		r.stopping = true
 		r.mu.Unlock()
 		if sess == nil {
 			continue
@@ -486,7 +505,7 @@ func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error
 		}
 	}()
 	if pgid <= 1 {
-		return fmt.Errorf("agent never reported its process group")
+		return nil // the agent prints its group before starting any rank: none started
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
 	defer cancel()

@@ -713,6 +713,15 @@ func (s *Session) Wait() error {
 // Done is closed when the command has ended.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
+// WriteStdin writes p to the remote command's stdin (sessions from Start).
+func (s *Session) WriteStdin(p []byte) error {
+	if s.stdin == nil {
+		return fmt.Errorf("session has no stdin pipe")
+	}
+	_, err := s.stdin.Write(p)
+	return err
+}
+
 // CloseStdin sends EOF to the remote command's stdin.
 func (s *Session) CloseStdin() error {
 	if s.stdin == nil {
