@@ -92,17 +92,18 @@ func teardown(st *state) error {
 	var errs []error
 	var victims []owner
 	seen := map[int]bool{}
-	netns := madeNetns(st)
+	var netns []string
+	for _, ns := range madeNetns(st) {
+		if netnsExists(ns) {
+			netns = append(netns, ns)
+		}
+	}
+	by, err := pidsByNetns(netns)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, ns := range netns {
-		if !netnsExists(ns) {
-			continue
-		}
-		pids, err := netnsPids(ns)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, p := range pids {
+		for _, p := range by[ns] {
 			if t, err := processStartTime(p); err == nil && !seen[p] {
 				seen[p] = true
 				victims = append(victims, owner{Pid: p, StartTime: t})
@@ -120,12 +121,12 @@ func teardown(st *state) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var del []string
 	for i := len(netns) - 1; i >= 0; i-- {
-		if ns := netns[i]; netnsExists(ns) {
-			if err := run(ctx, "ip", "netns", "del", ns); err != nil {
-				errs = append(errs, err)
-			}
-		}
+		del = append(del, "netns del "+netns[i])
+	}
+	if err := batch(ctx, "ip", "", del); err != nil {
+		errs = append(errs, err)
 	}
 	// The root link is a veth whose peer lived in the switch namespace, so
 	// it is normally gone already.

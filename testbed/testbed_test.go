@@ -376,3 +376,28 @@ func TestPrerequisitesNamePackage(t *testing.T) {
 		t.Errorf("CheckPrerequisites with empty PATH = %v, want it to name iproute2", err)
 	}
 }
+
+// BenchmarkUpDown16 measures building and removing a 16-host test-bed (the
+// size of the launcher's fan-out benchmark).
+func BenchmarkUpDown16(b *testing.B) {
+	spec := Spec{Name: "bench"}
+	for i := 1; i <= 16; i++ {
+		spec.Hosts = append(spec.Hosts, HostSpec{Name: fmt.Sprintf("node%02d", i)})
+	}
+	var up, down time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		tb, err := Up(context.Background(), spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := tb.Down(); err != nil {
+			b.Fatal(err)
+		}
+		up += t1.Sub(t0)
+		down += time.Since(t1)
+	}
+	b.ReportMetric(up.Seconds()/float64(b.N), "up-s/op")
+	b.ReportMetric(down.Seconds()/float64(b.N), "down-s/op")
+}

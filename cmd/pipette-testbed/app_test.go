@@ -170,3 +170,68 @@ func TestUpStatusDown(t *testing.T) {
 		t.Errorf("down of a missing test-bed: exit %d, want 1", code)
 	}
 }
+
+// TestHelperProcessUp is not a test: TestUpOutlivesItsProcess runs the test
+// binary with it to get `pipette-testbed up` in a process of its own.
+func TestHelperProcessUp(t *testing.T) {
+	name := os.Getenv("PIPETTE_TESTBED_HELPER_UP")
+	if name == "" {
+		return
+	}
+	os.Exit(run([]string{"pipette-testbed", "up", "--name", name, "--hosts", "2"}, os.Stdout, os.Stderr))
+}
+
+// TestUpOutlivesItsProcess: the hosts made by `up` keep running after the
+// command exits, and `down` from another process removes them.
+func TestUpOutlivesItsProcess(t *testing.T) {
+	if err := testbed.CheckPrerequisites(); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("cli-exit-%d", os.Getpid())
+	t.Cleanup(func() { testbed.DownName("", name) })
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcessUp$")
+	cmd.Env = append(os.Environ(), "PIPETTE_TESTBED_HELPER_UP="+name)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("up in a child process: %v: %s", err, out)
+	}
+	infos, err := testbed.List("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	for _, in := range infos {
+		if in.Name == name {
+			dir = in.Dir
+			if !in.Persistent || in.SshdAlive != 2 {
+				t.Fatalf("after up exited: persistent=%v sshd alive %d/2", in.Persistent, in.SshdAlive)
+			}
+		}
+	}
+	if dir == "" {
+		t.Fatalf("test-bed %s not listed after up exited", name)
+	}
+	tb, err := testbed.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ssh", append(tb.SSHArgs("node02"), "hostname")...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "node02" {
+		t.Fatalf("ssh node02 after up exited: %v: %s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"pipette-testbed", "down", "--dir", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("down --dir: exit %d: %s", code, stderr.String())
+	}
+	for _, h := range tb.Hosts {
+		if _, err := os.Stat("/run/netns/" + h.Netns); err == nil {
+			t.Errorf("netns %s left after down", h.Netns)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", h.SshdPid)); err == nil {
+			if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", h.SshdPid)); strings.Contains(string(st), "sshd") {
+				t.Errorf("sshd %d of %s left after down", h.SshdPid, h.Name)
+			}
+		}
+	}
+}
