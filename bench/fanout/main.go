@@ -1,0 +1,164 @@
+// Command fanout compares starting and finishing a trivial command on many
+// test-bed hosts with pipette-launch's SSH pool and Launch against
+// `pdsh -R ssh`. It builds its own test-bed (needs root) and removes it.
+//
+//	go run ./bench/fanout -hosts 16 -n 10
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/testbed"
+)
+
+func main() {
+	hosts := flag.Int("hosts", 16, "test-bed hosts")
+	n := flag.Int("n", 10, "repetitions of each variant")
+	cmd := flag.String("cmd", "hostname", "the trivial command")
+	flag.Parse()
+	if err := run(*hosts, *n, *cmd); err != nil {
+		fmt.Fprintln(os.Stderr, "fanout:", err)
+		os.Exit(1)
+	}
+}
+
+func run(nHosts, n int, command string) error {
+	if _, err := exec.LookPath("pdsh"); err != nil {
+		return fmt.Errorf("pdsh not found: install the Debian package pdsh")
+	}
+	spec := testbed.Spec{Name: "bench-fanout"}
+	for i := 1; i <= nHosts; i++ {
+		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tb, err := testbed.Up(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer tb.Down()
+
+	sshOpts := launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
+		IdentityFiles: []string{tb.KeyFile}}
+	var targets []launcher.HostTarget
+	for _, h := range tb.Names() {
+		targets = append(targets, launcher.HostTarget{Name: h})
+	}
+
+	variants := []struct {
+		name string
+		fn   func() error
+	}{
+		{"pipette pool (dial+run+close)", func() error { return poolRun(ctx, targets, sshOpts, command) }},
+		{"pipette Launch (dial+upload agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
+		{"pdsh -R ssh", func() error { return pdshRun(ctx, tb, command) }},
+	}
+	times := make([][]time.Duration, len(variants))
+	for rep := 0; rep < n; rep++ {
+		for i, v := range variants { // interleaved, so drift hits all alike
+			start := time.Now()
+			if err := v.fn(); err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			times[i] = append(times[i], time.Since(start))
+		}
+	}
+	fmt.Printf("%d hosts, %q, %d repetitions each (interleaved)\n", nHosts, command, n)
+	meds := make([]time.Duration, len(variants))
+	for i, v := range variants {
+		meds[i] = median(times[i])
+		fmt.Printf("  %-52s median %7.1f ms  (min %.1f, max %.1f)\n", v.name, ms(meds[i]), ms(minD(times[i])), ms(maxD(times[i])))
+	}
+	pdsh := meds[len(meds)-1]
+	for i, v := range variants[:len(variants)-1] {
+		fmt.Printf("  ratio %s / pdsh = %.2f\n", strings.Fields(v.name)[1], float64(meds[i])/float64(pdsh))
+	}
+	return nil
+}
+
+func poolRun(ctx context.Context, targets []launcher.HostTarget, opts launcher.SSHOptions, command string) error {
+	p := launcher.NewPool(opts, 64)
+	defer p.Close()
+	if err := p.DialAll(ctx, targets); err != nil {
+		return err
+	}
+	return p.Each(ctx, targets, func(ctx context.Context, t launcher.HostTarget) error {
+		out, _, err := p.Conn(t).Run(ctx, command)
+		if err == nil && command == "hostname" && strings.TrimSpace(string(out)) != t.Name {
+			err = fmt.Errorf("hostname = %q", out)
+		}
+		return err
+	})
+}
+
+func launchRun(ctx context.Context, tb *testbed.Testbed, opts launcher.SSHOptions, command string) error {
+	job := templates.Job{Name: "bench", WorkDir: "/tmp/pipette-bench"}
+	for i, h := range tb.Names() {
+		job.Hosts = append(job.Hosts, templates.HostJob{Name: h, NodeRank: i,
+			Ranks: []templates.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", command}}}})
+	}
+	var out strings.Builder
+	err := launcher.Launch(ctx, job, launcher.LaunchOptions{SSH: opts, Out: &out})
+	if err == nil && command == "hostname" {
+		for i, h := range tb.Names() {
+			if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: %s\n", h, i, h)) {
+				return fmt.Errorf("no output from %s:\n%s", h, out.String())
+			}
+		}
+	}
+	return err
+}
+
+func pdshRun(ctx context.Context, tb *testbed.Testbed, command string) error {
+	c := exec.CommandContext(ctx, "pdsh", "-R", "ssh", "-f", "64", "-S", "-w", strings.Join(tb.Names(), ","), command)
+	// OpenSSH finds ~/.ssh through the password database: pass everything.
+	c.Env = append(os.Environ(), "PDSH_SSH_ARGS_APPEND=-F "+tb.SSHConfigFile+" -o UserKnownHostsFile="+tb.KnownHostsFile+
+		" -o IdentityFile="+tb.KeyFile+" -o StrictHostKeyChecking=yes -o BatchMode=yes")
+	// Stdout only: the hosts' shell start-up files may print noise on stderr.
+	out, err := c.Output()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	if command == "hostname" {
+		for _, h := range tb.Names() {
+			if !strings.Contains(string(out), h+": "+h+"\n") {
+				return fmt.Errorf("no output from %s:\n%s", h, out)
+			}
+		}
+	}
+	return nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minD(d []time.Duration) time.Duration {
+	m := d[0]
+	for _, x := range d {
+		m = min(m, x)
+	}
+	return m
+}
+func maxD(d []time.Duration) time.Duration {
+	m := d[0]
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
+}
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// ProbeOptions are the inputs of `pipette-launch probe`.
+type ProbeOptions struct {
+	IO *IOStreams
+	// Context cancels probing and measuring (SIGINT/SIGTERM in the CLI);
+	// nil means context.Background().
+	Context context.Context
+
+	Hosts    string
+	Hostfile string
+	// Getenv reads SLURM_JOB_NODELIST (os.Getenv when nil).
+	Getenv func(string) string
+	SSH    launcher.SSHOptions
+	Fanout int
+
+	NProcPerNode  int
+	Group         string
+	CPUSlotTFLOPS float64
+
+	Measure        bool
+	MeasureSeconds int
+	MeasurePort    int
+	PairsAtOnce    int
+	Reprobe        bool
+	MaxAge         time.Duration
+	CacheDir       string
+
+	// Output is the cluster file to write; "-" writes it to IO.Out.
+	Output string
+}
+
+func newProbeCmd(io *IOStreams) *cli.Command {
+	opts := &ProbeOptions{IO: io}
+	return &cli.Command{
+		Name:  "probe",
+		Usage: "probe hosts over SSH (GPUs, NICs, memory, CPUs, optionally link bandwidth) and write a cluster file",
+		Description: `Runs one command per host over SSH and reads nvidia-smi, /sys/class/infiniband,
+/sys/class/net, /proc/meminfo and the host's address. Hosts with identical hardware form
+one cluster (island). --measure runs iperf3 between every pair of hosts (n-1 rounds of
+disjoint pairs, both directions) and stores the matrix; a measurement younger than
+--max-age is reused unless --reprobe.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-16],gpu3; user@host:port accepted)", Destination: &opts.Hosts},
+			&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile or one host per line", Destination: &opts.Hostfile},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "cluster.yaml", Usage: "cluster file to write (- for stdout)", Destination: &opts.Output},
+			&cli.IntFlag{Name: "nproc-per-node", Usage: "process slots on hosts without GPUs", Destination: &opts.NProcPerNode},
+			&cli.StringFlag{Name: "group", Value: launcher.GroupByHardware, Usage: "form clusters by identical `hardware`, or one per `host`", Destination: &opts.Group},
+			&cli.Float64Flag{Name: "cpu-tflops", Value: launcher.DefaultCPUSlotTFLOPS, Usage: "nominal TFLOP/s of one slot on a GPU-less host", Destination: &opts.CPUSlotTFLOPS},
+			&cli.BoolFlag{Name: "measure", Usage: "measure pairwise bandwidth with iperf3 (must be installed on the hosts)", Destination: &opts.Measure},
+			&cli.IntFlag{Name: "measure-seconds", Value: 2, Usage: "seconds per direction per pair", Destination: &opts.MeasureSeconds},
+			&cli.IntFlag{Name: "measure-port", Value: 5201, Usage: "TCP port of the iperf3 servers", Destination: &opts.MeasurePort},
+			&cli.IntFlag{Name: "measure-pairs-at-once", Usage: "pairs measured together per round (0: all n/2; 1: each pair alone)", Destination: &opts.PairsAtOnce},
+			&cli.BoolFlag{Name: "reprobe", Usage: "measure again even when a fresh cached measurement exists", Destination: &opts.Reprobe},
+			&cli.DurationFlag{Name: "max-age", Value: launcher.DefaultMeasureMaxAge, Usage: "reuse a cached measurement younger than this", Destination: &opts.MaxAge},
+			&cli.StringFlag{Name: "cache-dir", Usage: "where measurements are cached (default: the user cache dir)", Destination: &opts.CacheDir},
+			&cli.StringFlag{Name: "ssh-config", Usage: "ssh_config file (default ~/.ssh/config; none to read none)", Destination: &opts.SSH.SSHConfigFile},
+			&cli.StringFlag{Name: "known-hosts", Usage: "known_hosts file (default ~/.ssh/known_hosts)", Destination: &opts.SSH.KnownHostsFile},
+			&cli.BoolFlag{Name: "insecure-skip-host-key-check", Usage: "do not verify host keys (unsafe)", Destination: &opts.SSH.InsecureIgnoreHostKey},
+			&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "SSH private key file (repeatable)"},
+			&cli.StringFlag{Name: "user", Usage: "SSH user for hosts that name none", Destination: &opts.SSH.User},
+			&cli.IntFlag{Name: "fanout", Value: launcher.DefaultFanout, Usage: "hosts contacted at once", Destination: &opts.Fanout},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit(fmt.Sprintf("probe: unexpected argument %q (hosts go in --hosts or --hostfile)", c.Args().First()), 2)
+			}
+			opts.SSH.IdentityFiles = c.StringSlice("identity")
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Context = ctx
+			return probeExitStatus(runProbe(opts))
+		},
+	}
+}
+
+// probeInputError marks bad flags or input: the CLI exits 2 for them.
+type probeInputError struct{ error }
+
+func (e probeInputError) Unwrap() error { return e.error }
+
+func probeInputErrorf(format string, args ...any) error {
+	return probeInputError{fmt.Errorf(format, args...)}
+}
+
+// probeExitStatus turns input errors into exit status 2 and others into 1.
+func probeExitStatus(err error) error {
+	var in probeInputError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &in):
+		return cli.Exit(err.Error(), 2)
+	default:
+		return cli.Exit(err.Error(), 1)
+	}
+}
+
+func (o *ProbeOptions) validate() error {
+	switch {
+	case o.Group != "" && o.Group != launcher.GroupByHardware && o.Group != launcher.GroupPerHost:
+		return probeInputErrorf("--group %q: want %s or %s", o.Group, launcher.GroupByHardware, launcher.GroupPerHost)
+	case o.NProcPerNode < 0:
+		return probeInputErrorf("--nproc-per-node %d: want a positive number", o.NProcPerNode)
+	case o.MeasureSeconds < 0 || o.MeasureSeconds > 600:
+		return probeInputErrorf("--measure-seconds %d: want 1-600", o.MeasureSeconds)
+	case o.MeasurePort < 0 || o.MeasurePort > 65535:
+		return probeInputErrorf("--measure-port %d: want 1-65535", o.MeasurePort)
+	case o.Output == "":
+		return probeInputErrorf("-o: give the cluster file to write (or - for stdout)")
+	}
+	return nil
+}
+
+// runProbe probes the hosts, optionally measures them, and writes the
+// cluster file.
+func runProbe(opts *ProbeOptions) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	specs, err := launcher.ResolveHosts(launcher.HostSources{Hosts: opts.Hosts, Hostfile: opts.Hostfile, Getenv: opts.Getenv})
+	if err != nil {
+		return probeInputError{fmt.Errorf("probe: %w", err)}
+	}
+	targets := launcher.Targets(specs)
+	progress := launcher.NewProgress(opts.IO.ErrOut)
+	pool := launcher.NewPool(opts.SSH, opts.Fanout)
+	defer pool.Close()
+
+	probes, err := launcher.ProbeHosts(ctx, pool, targets, progress)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	for _, hp := range probes {
+		for _, w := range hp.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "warning: %s: %s\n", hp.Target, w)
+		}
+	}
+	co := launcher.ClusterOptions{
+		NProcPerNode:  opts.NProcPerNode,
+		Group:         opts.Group,
+		Entries:       launcher.HostEntries(targets),
+		CPUSlotTFLOPS: opts.CPUSlotTFLOPS,
+	}
+	if opts.Measure {
+		if co.Measured, err = measureHosts(ctx, opts, pool, targets, probes, progress); err != nil {
+			return err
+		}
+	}
+	f, warnings, err := launcher.BuildClusterFile(probes, co)
+	if err != nil {
+		return probeInputError{fmt.Errorf("probe: %w", err)}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
+	}
+	warnNoRDMA(opts.IO, f)
+	if err := writeClusterFile(opts, f); err != nil {
+		return err
+	}
+	printProbeSummary(opts, f)
+	return nil
+}
+
+func measureHosts(ctx context.Context, opts *ProbeOptions, pool *launcher.Pool, targets []launcher.HostTarget,
+	probes []*launcher.HostProbe, progress *launcher.Progress) (*planner.MeasuredBandwidth, error) {
+	if len(targets) < 2 {
+		fmt.Fprintln(opts.IO.ErrOut, "measure: one host, no links to measure")
+		return nil, nil
+	}
+	hosts := make([]launcher.MeasureHost, len(targets))
+	for i, t := range targets {
+		hosts[i] = launcher.MeasureHost{Name: t.Name, Addr: probes[i].Addr, Runner: pool.Conn(t)}
+		if hosts[i].Addr == "" {
+			return nil, fmt.Errorf("measure: %s: the probe found no IPv4 address other hosts could reach", t.Name)
+		}
+	}
+	dir := opts.CacheDir
+	if dir == "" {
+		var err error
+		if dir, err = launcher.DefaultMeasureCacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	cache := launcher.MeasureCache{Dir: dir}
+	maxAge := opts.MaxAge
+	if maxAge <= 0 {
+		maxAge = launcher.DefaultMeasureMaxAge
+	}
+	if !opts.Reprobe {
+		if m, ok := cache.Load(hosts, maxAge, time.Now()); ok {
+			fmt.Fprintf(opts.IO.ErrOut, "measure: using the measurement of %s (%s old; --reprobe measures again)\n",
+				m.MeasuredAt.Format(time.RFC3339), time.Since(m.MeasuredAt).Round(time.Second))
+			return m, nil
+		}
+	}
+	m, err := launcher.Measure(ctx, hosts, launcher.MeasureOptions{
+		Seconds: opts.MeasureSeconds, Port: opts.MeasurePort, PairsAtOnce: opts.PairsAtOnce, Progress: progress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := cache.Save(hosts, m); err != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %v\n", err)
+	}
+	return m, nil
+}
+
+// warnNoRDMA says so when no host has an RDMA NIC: jobs will use sockets.
+func warnNoRDMA(io *IOStreams, f *planner.ClusterFile) {
+	for _, c := range f.Clusters {
+		for _, n := range c.NICs {
+			if n.Type.RDMA() {
+				return
+			}
+		}
+	}
+	fmt.Fprintln(io.ErrOut, "warning: no host has an active InfiniBand or RoCE NIC: NCCL will use TCP sockets")
+}
+
+func writeClusterFile(opts *ProbeOptions, f *planner.ClusterFile) error {
+	data, err := f.Marshal()
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	header := fmt.Sprintf("# written by pipette-launch probe at %s\n", time.Now().UTC().Format(time.RFC3339))
+	data = append([]byte(header), data...)
+	if opts.Output == "-" {
+		_, err := opts.IO.Out.Write(data)
+		return err
+	}
+	if err := os.WriteFile(opts.Output, data, 0o644); err != nil {
+		return fmt.Errorf("probe: write cluster file: %w", err)
+	}
+	return nil
+}
+
+// printProbeSummary lists the clusters found (and the matrix) on stderr
+// when the file goes to stdout, else on stdout.
+func printProbeSummary(opts *ProbeOptions, f *planner.ClusterFile) {
+	w := opts.IO.Out
+	if opts.Output == "-" {
+		w = opts.IO.ErrOut
+	}
+	for _, c := range f.Clusters {
+		var names []string
+		for _, h := range c.Hosts {
+			names = append(names, h.Name)
+		}
+		var nics []string
+		for _, n := range c.NICs {
+			nics = append(nics, fmt.Sprintf("%dx %s %g Gbit/s", n.Count, n.Type, n.RateGbitPerS))
+		}
+		fmt.Fprintf(w, "%s: %d hosts (%s): %d x %s, %s, %.1f GiB, %d cores\n", c.Name, len(c.Hosts),
+			strings.Join(names, ", "), c.GPUsPerHost, c.GPU.Model, strings.Join(nics, ", "), c.HostMemoryGiB, c.CPUCores)
+	}
+	if f.Measured != nil {
+		fmt.Fprintf(w, "measured with %s at %s:\n%s", f.Measured.Tool, f.Measured.MeasuredAt.Format(time.RFC3339), launcher.MatrixTable(f.Measured))
+	}
+	if opts.Output != "-" {
+		fmt.Fprintf(w, "wrote %s\n", opts.Output)
+	}
+}

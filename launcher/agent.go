@@ -1,0 +1,121 @@
+package launcher
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// The agent is a POSIX sh script uploaded to each host and started as
+//
+//	exec setsid -w /bin/sh AGENT
+//
+// so it leads a new session and process group: killing -PGID stops every
+// rank on the host (OpenSSH refuses signal requests for root, so this is the
+// only reliable way). Its stdout carries, line by line:
+//
+//	@@pipette-NONCE pgid PGID       first, before any rank starts
+//	@@pipette-NONCE wd PID          the watchdog's pid (own group)
+//	RANK <output line>              every line a rank writes (stdout+stderr)
+//	RANK @@pipette-NONCE exit RANK CODE  when a rank ends (after its output)
+//	@@pipette-NONCE done            when all ranks have ended
+//
+// The nonce keeps a rank's own output from faking control lines. A
+// watchdog in its own session waits for EOF on the agent's stdin, which
+// happens when the SSH session ends for any reason (launcher killed,
+// network gone); it then stops the group itself (TERM, KILL after the grace
+// period), so a lost launcher leaves nothing running.
+
+// agentScript renders the agent for one host.
+func agentScript(h templates.HostJob, workDir, nonce string, grace int) string {
+	var b strings.Builder
+	tag := "@@pipette-" + nonce
+	q := shellquote.Quote
+	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch agent for host %s (generated; started by pipette-launch run)\n", oneLine(h.Name))
+	fmt.Fprintf(&b, "T=%s\nWD=%s\nG=%d\n", q(tag), q(workDir), grace)
+	b.WriteString(`exec 3<&0 </dev/null
+echo "$T pgid $$"
+PG=$$
+# Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
+# Watchdog: own session, so stopping the group does not stop it first.
+setsid /bin/sh -c '
+  cat <&3 >/dev/null 2>&1
+  kill -0 -$1 2>/dev/null || exit 0
+  kill -TERM -$1 2>/dev/null
+  i=0
+  while kill -0 -$1 2>/dev/null && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
+  kill -KILL -$1 2>/dev/null
+' pipette-watchdog "$PG" "$G" >/dev/null 2>&1 &
+WDP=$!
+exec 3<&-
+echo "$T wd $WDP"
+S=$(mktemp -d "${TMPDIR:-/tmp}/pipette-status.XXXXXX") || exit 98
+# tagged prefixes each line with the rank, then reports the rank's exit
+# code, which its pipeline left in $S: only once the rank's output has
+# ended, so the exit line comes after its last line even without a final
+# newline.
+tagged() {
+  r=$1
+  while IFS= read -r l || [ -n "$l" ]; do
+    printf '%s %s\n' "$r" "$l"
+  done
+  printf '%s %s exit %s %s\n' "$r" "$T" "$r" "$(cat "$S/$r" 2>/dev/null || echo 255)"
+}
+P=
+`)
+	for _, r := range h.Ranks {
+		fmt.Fprintf(&b, "{ ( cd \"$WD\" && exec %s ) </dev/null 2>&1; echo $? >\"$S/%d\"; } | tagged %d &\nP=\"$P $!\"\n",
+			rankCommand(r), r.Rank, r.Rank)
+	}
+	b.WriteString(`wait $P
+rm -rf "$S"
+kill -KILL -"$WDP" 2>/dev/null
+echo "$T done"
+# Stop whatever the ranks left behind in the group (daemonised children).
+trap '' TERM
+kill -TERM -$$ 2>/dev/null
+exit 0
+`)
+	return b.String()
+}
+
+// rankCommand is env K=V ... argv, every word quoted.
+func rankCommand(r templates.RankJob) string {
+	words := []string{"env"}
+	for _, e := range r.Env {
+		words = append(words, e.Name+"="+e.Value)
+	}
+	if len(r.Argv) > 0 && strings.Contains(r.Argv[0], "=") {
+		// env would take it for an assignment.
+		words = append(words, "--")
+	}
+	words = append(words, r.Argv...)
+	return shellquote.Join(words)
+}
+
+func oneLine(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
+
+// withRestartEnv returns ranks' env with the torchrun restart variables set.
+func withRestartEnv(env []templates.EnvVar, restart, maxRestarts int) []templates.EnvVar {
+	set := map[string]string{
+		"TORCHELASTIC_RESTART_COUNT": strconv.Itoa(restart),
+		"TORCHELASTIC_MAX_RESTARTS":  strconv.Itoa(maxRestarts),
+	}
+	out := make([]templates.EnvVar, 0, len(env)+len(set))
+	for _, e := range env {
+		if v, ok := set[e.Name]; ok {
+			e.Value = v
+			delete(set, e.Name)
+		}
+		out = append(out, e)
+	}
+	for _, n := range []string{"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"} {
+		if v, ok := set[n]; ok {
+			out = append(out, templates.EnvVar{Name: n, Value: v})
+		}
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package launcher
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// runAgent runs a rendered agent under setsid, as Launch does over SSH,
+// and returns its stdout lines; stdin stays open until closeAfter.
+func startAgent(t *testing.T, h templates.HostJob, grace int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	wd := t.TempDir()
+	cmd := exec.Command("setsid", "-w", "/bin/sh", "-c", agentScript(h, wd, "N0NCE", grace))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("setsid (util-linux) needed: %v", err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return cmd, stdin, bufio.NewScanner(stdout)
+}
+
+func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
+	weird := `it's "quoted" $HOME ; rm -rf / * \n`
+	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+		{Rank: 4, LocalRank: 0, Env: []templates.EnvVar{{Name: "RANK", Value: "4"}, {Name: "ODD", Value: weird}},
+			Argv: []string{"/bin/sh", "-c", `printf '%s|%s|%s\n' "$RANK" "$ODD" "$1"; pwd; printf 'no newline at end'`, "sh", weird}},
+		{Rank: 5, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "echo to-stderr >&2; exit 3"}},
+	}}
+	_, stdin, sc := startAgent(t, h, 2)
+	defer stdin.Close()
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "@@pipette-N0NCE pgid ") || !strings.HasPrefix(lines[1], "@@pipette-N0NCE wd ") {
+		t.Fatalf("agent must report pgid then watchdog first; got %q", lines)
+	}
+	got := strings.Join(lines[2:], "\n")
+	for _, want := range []string{
+		"4 4|" + weird + "|" + weird,
+		"4 no newline at end",
+		"4 @@pipette-N0NCE exit 4 0",
+		"5 to-stderr",
+		"5 @@pipette-N0NCE exit 5 3",
+		"@@pipette-N0NCE done",
+	} {
+		if !strings.Contains(got, want+"\n") && !strings.HasSuffix(got, want) {
+			t.Errorf("agent output lacks %q:\n%s", want, got)
+		}
+	}
+	if !strings.HasSuffix(got, "@@pipette-N0NCE done") {
+		t.Errorf("done must come last:\n%s", got)
+	}
+	// Each rank's exit line follows its own output.
+	if strings.Index(got, "4 no newline at end") > strings.Index(got, "4 @@pipette-N0NCE exit 4 0") {
+		t.Errorf("rank 4's exit line came before its output:\n%s", got)
+	}
+}
+
+func TestAgentWatchdogStopsGroupOnStdinEOF(t *testing.T) {
+	// A rank that ignores TERM: the watchdog must KILL it after the grace.
+	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+		{Rank: 0, Argv: []string{"/bin/sh", "-c", "trap '' TERM; echo up; while :; do sleep 0.2; done"}},
+		{Rank: 1, Argv: []string{"sleep", "300"}},
+	}}
+	cmd, stdin, sc := startAgent(t, h, 1)
+	var pgid int
+	for sc.Scan() {
+		l := sc.Text()
+		if p, ok := strings.CutPrefix(l, "@@pipette-N0NCE pgid "); ok {
+			pgid, _ = strconv.Atoi(p)
+		}
+		if l == "0 up" {
+			break
+		}
+	}
+	if pgid <= 1 {
+		t.Fatal("no pgid reported")
+	}
+	if err := syscall.Kill(-pgid, 0); err != nil {
+		t.Fatalf("process group %d not running: %v", pgid, err)
+	}
+	start := time.Now()
+	stdin.Close() // what happens when the SSH session dies
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("process group %d still alive 10s after stdin EOF", pgid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("group gone after %s: the TERM-ignoring rank should have lasted the 1s grace", d)
+	}
+	<-done
+}
+
+func TestRankCommandQuotes(t *testing.T) {
+	r := templates.RankJob{Env: []templates.EnvVar{{Name: "A", Value: "x y"}, {Name: "B", Value: "it's"}},
+		Argv: []string{"/usr/bin/python3", "train.py", "--cfg", `{"a": 1}`}}
+	want := `env 'A=x y' 'B=it'"'"'s' /usr/bin/python3 train.py --cfg '{"a": 1}'`
+	if got := rankCommand(r); got != want {
+		t.Errorf("rankCommand = %s\nwant         %s", got, want)
+	}
+	r = templates.RankJob{Argv: []string{"X=1", "prog"}}
+	if got := rankCommand(r); got != "env -- X=1 prog" {
+		t.Errorf("argv[0] with '=' must follow --: %s", got)
+	}
+}
+
+func TestWithRestartEnv(t *testing.T) {
+	env := []templates.EnvVar{{Name: "A", Value: "1"}, {Name: "TORCHELASTIC_RESTART_COUNT", Value: "0"}}
+	got := withRestartEnv(env, 2, 3)
+	want := []templates.EnvVar{{Name: "A", Value: "1"}, {Name: "TORCHELASTIC_RESTART_COUNT", Value: "2"}, {Name: "TORCHELASTIC_MAX_RESTARTS", Value: "3"}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+	if env[1].Value != "0" {
+		t.Errorf("input env modified")
+	}
+}

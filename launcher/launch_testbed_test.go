@@ -1,0 +1,529 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/testbed"
+)
+
+// These tests run real jobs over real sshd on a test-bed (network
+// namespaces, one sshd per host) and real torch.distributed (gloo) ranks.
+
+const python = "/usr/bin/python3" // root's PATH may find a python without torch first
+
+func newBed(t *testing.T, n int) *testbed.Testbed {
+	t.Helper()
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s missing: install the Debian package python3-torch", python)
+	}
+	spec := testbed.Spec{}
+	for i := 1; i <= n; i++ {
+		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
+	}
+	return testbed.New(t, spec)
+}
+
+func bedSSH(tb *testbed.Testbed) SSHOptions {
+	return SSHOptions{
+		SSHConfigFile:  tb.SSHConfigFile,
+		KnownHostsFile: tb.KnownHostsFile,
+		IdentityFiles:  []string{tb.KeyFile},
+		ConnectTimeout: 5 * time.Second,
+		KeepAlive:      2 * time.Second,
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for Launch's concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func allreduceScript(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../examples/torch_allreduce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// allreduceJob builds by hand what the render step would: hosts x perHost
+// ranks of examples/torch_allreduce.py with torchrun's environment.
+func allreduceJob(t *testing.T, tb *testbed.Testbed, name string, hosts []string, perHost int, args ...string) templates.Job {
+	t.Helper()
+	world := len(hosts) * perHost
+	master, err := tb.Host(hosts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := templates.Job{
+		Name:    name,
+		WorkDir: "/tmp/pipette-" + name,
+		Files:   []templates.File{{Path: "torch_allreduce.py", Mode: 0o644, Content: allreduceScript(t)}},
+	}
+	for n, h := range hosts {
+		hj := templates.HostJob{Name: h, NodeRank: n}
+		for l := 0; l < perHost; l++ {
+			rank := n*perHost + l
+			env := map[string]string{
+				"RANK": strconv.Itoa(rank), "LOCAL_RANK": strconv.Itoa(l), "WORLD_SIZE": strconv.Itoa(world),
+				"LOCAL_WORLD_SIZE": strconv.Itoa(perHost), "GROUP_RANK": strconv.Itoa(n),
+				"MASTER_ADDR": master.Addr, "MASTER_PORT": "29512", "GLOO_SOCKET_IFNAME": "eth0",
+				"OMP_NUM_THREADS": "1",
+			}
+			var ev []templates.EnvVar
+			for _, k := range sortedKeys(env) {
+				ev = append(ev, templates.EnvVar{Name: k, Value: env[k]})
+			}
+			argv := append([]string{python, "torch_allreduce.py", "--expect-world", strconv.Itoa(world)}, args...)
+			hj.Ranks = append(hj.Ranks, templates.RankJob{Rank: rank, LocalRank: l, Env: ev, Argv: argv})
+		}
+		job.Hosts = append(job.Hosts, hj)
+	}
+	return job
+}
+
+func sortedKeys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := range ks {
+		for j := i + 1; j < len(ks); j++ {
+			if ks[j] < ks[i] {
+				ks[i], ks[j] = ks[j], ks[i]
+			}
+		}
+	}
+	return ks
+}
+
+// assertNothingLeft fails if any host runs anything but sshd.
+func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
+	t.Helper()
+	// Per-connection sshd processes exit right after Launch closes its
+	// connections; only they may linger, briefly.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var left []string
+		for _, h := range tb.Names() {
+			procs, err := tb.Processes(h)
+			if err != nil {
+				t.Fatalf("processes on %s: %v", h, err)
+			}
+			for _, p := range procs {
+				// sshd's per-connection processes, and processes that are
+				// exiting (empty cmdline), may take a moment to go.
+				lingering := strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") || p.Cmdline == ""
+				if lingering && time.Now().Before(deadline) {
+					left = append(left, h+": "+p.Cmdline)
+					continue
+				}
+				if p.Cmdline == "" || !lingering {
+					stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
+					t.Errorf("left running on %s: pid %d %q (%s)", h, p.Pid, p.Cmdline, strings.TrimSpace(string(stat)))
+				}
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) || t.Failed() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestLaunchAllreduce4x2(t *testing.T) {
+	tb := newBed(t, 4)
+	job := allreduceJob(t, tb, "ar4x2", tb.Names(), 2)
+	var out syncBuffer
+	logDir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, LogDir: logDir})
+	if err != nil {
+		t.Fatalf("Launch: %v\noutput:\n%s", err, out.String())
+	}
+	master := tb.Hosts[0].Addr
+	text := out.String()
+	for _, h := range job.Hosts {
+		for _, r := range h.Ranks {
+			prefix := fmt.Sprintf("%s:%d: ", h.Name, r.Rank)
+			wantEnv := fmt.Sprintf("%sENV RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 MASTER_ADDR=%s MASTER_PORT=29512 TORCHELASTIC_RESTART_COUNT=0 HOST=%s",
+				prefix, r.Rank, r.LocalRank, master, h.Name)
+			if !strings.Contains(text, wantEnv+"\n") {
+				t.Errorf("missing %q", wantEnv)
+			}
+			if want := fmt.Sprintf("%sALLREDUCE OK rank=%d sum=36\n", prefix, r.Rank); !strings.Contains(text, want) {
+				t.Errorf("missing %q", want)
+			}
+			log, err := os.ReadFile(filepath.Join(logDir, fmt.Sprintf("%s.%d.log", h.Name, r.Rank)))
+			if err != nil {
+				t.Errorf("log file: %v", err)
+			} else if !strings.Contains(string(log), fmt.Sprintf("DONE rank=%d\n", r.Rank)) || strings.Contains(string(log), prefix) {
+				t.Errorf("log of %s rank %d = %q, want its own unprefixed lines", h.Name, r.Rank, log)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", text)
+	}
+	assertNothingLeft(t, tb)
+}
+
+func TestLaunchRankExit3StopsEverything(t *testing.T) {
+	tb := newBed(t, 4)
+	// Rank 5 (node3, local rank 1) exits 3 after the all_reduce while the
+	// others sleep a minute: only the launcher can end them early.
+	job := allreduceJob(t, tb, "fail3", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3", "--sleep", "60")
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 5 * time.Second})
+	returned := time.Now()
+	var jf *JobFailure
+	if !errors.As(err, &jf) {
+		t.Fatalf("Launch = %v, want a *JobFailure\noutput:\n%s", err, out.String())
+	}
+	if jf.Host != "node3" || jf.Rank != 5 || jf.LocalRank != 1 || jf.ExitCode != 3 {
+		t.Errorf("failure = host %s rank %d local %d exit %d, want node3 rank 5 local 1 exit 3", jf.Host, jf.Rank, jf.LocalRank, jf.ExitCode)
+	}
+	if d := returned.Sub(jf.Time); d > 8*time.Second {
+		t.Errorf("Launch returned %s after the failure, want a few seconds", d)
+	}
+	msg := err.Error()
+	for _, want := range []string{"fail3 FAILED", "host      : node3", "rank      : 5 (local_rank: 1)", "exitcode  : 3",
+		"rank 5: failing on purpose with exit code 3", "every rank on every host was stopped"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("summary lacks %q:\n%s", want, msg)
+		}
+	}
+	assertNothingLeft(t, tb)
+}
+
+func TestLaunchCancelStopsEverything(t *testing.T) {
+	tb := newBed(t, 4)
+	job := allreduceJob(t, tb, "cancel", tb.Names(), 2, "--sleep", "120")
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Cancel once every rank is sleeping, as SIGTERM to pipette-launch would.
+	go func() {
+		for range 600 {
+			if strings.Count(out.String(), "sleeping 120s") == 8 {
+				cancel()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+	}()
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 5 * time.Second})
+	var jf *JobFailure
+	if !errors.As(err, &jf) || !jf.Interrupted() {
+		t.Fatalf("Launch = %v, want an interrupted *JobFailure\noutput:\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), "sleeping 120s"); n != 8 {
+		t.Fatalf("only %d ranks were running when cancelled; output:\n%s", n, out.String())
+	}
+	if d := time.Since(jf.Time); d > 8*time.Second {
+		t.Errorf("Launch returned %s after cancel", d)
+	}
+	if !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("summary %q does not say interrupted", err)
+	}
+	assertNothingLeft(t, tb)
+}
+
+func TestLaunchUnreachableAndBadHostKeys(t *testing.T) {
+	tb := newBed(t, 4)
+	// known_hosts: node2's key replaced by another key, node3 removed.
+	kh, err := os.ReadFile(tb.KnownHostsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	other, _ := ssh.NewPublicKey(pub)
+	otherKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(other)))
+	n2, _ := tb.Host("node2")
+	n3, _ := tb.Host("node3")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(kh)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		switch bedHostOf(tb, f[0]) {
+		case "node2":
+			lines = append(lines, f[0]+" "+otherKey)
+		case "node3":
+		default:
+			lines = append(lines, l)
+		}
+	}
+	badKH := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(badKH, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An address in the test-bed subnet where no host answers.
+	ghostAddr := strings.Join(strings.Split(n3.Addr, ".")[:3], ".") + ".250"
+
+	job := allreduceJob(t, tb, "badhosts", tb.Names(), 1)
+	job.Hosts = append(job.Hosts, templates.HostJob{Name: "ghost", Address: ghostAddr, NodeRank: 4,
+		Ranks: []templates.RankJob{{Rank: 4, Argv: []string{"true"}}}})
+	opts := bedSSH(tb)
+	opts.KnownHostsFile = badKH
+	opts.ConnectTimeout = 3 * time.Second
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = Launch(ctx, job, LaunchOptions{SSH: opts, Out: &out})
+	var he *HostErrors
+	if !errors.As(err, &he) {
+		t.Fatalf("Launch = %v, want per-host errors", err)
+	}
+	if got := strings.Join(he.Hosts(), ","); got != "ghost,node2,node3" {
+		t.Errorf("failed hosts = %s, want ghost,node2,node3", got)
+	}
+	var mm *HostKeyMismatchError
+	var unk *UnknownHostKeyError
+	if !errors.As(err, &mm) || !strings.Contains(mm.Host, n2.Addr) {
+		t.Errorf("no HostKeyMismatchError for node2 (%s) in %v", n2.Addr, err)
+	}
+	if !errors.As(err, &unk) || !strings.Contains(unk.Host, n3.Addr) {
+		t.Errorf("no UnknownHostKeyError for node3 (%s) in %v", n3.Addr, err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"node2: HOST KEY MISMATCH", "possible man-in-the-middle", "node3: host key for " + n3.Addr,
+		"is not in " + badKH, "--insecure-skip-host-key-check", "ghost: connect: no answer within 3s"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "node1") || strings.Contains(msg, "node4") {
+		t.Errorf("error blames a good host:\n%s", msg)
+	}
+	t.Logf("error:\n%s", msg)
+	assertNothingLeft(t, tb)
+}
+
+// bedHostOf returns the test-bed host a known_hosts host field names (by
+// name or address), or "".
+func bedHostOf(tb *testbed.Testbed, field string) string {
+	for _, f := range strings.Split(field, ",") {
+		f = strings.TrimPrefix(f, "[")
+		if i := strings.Index(f, "]"); i >= 0 {
+			f = f[:i]
+		}
+		for _, h := range tb.Hosts {
+			if f == h.Name || f == h.Addr {
+				return h.Name
+			}
+		}
+	}
+	return ""
+}
+
+func TestLaunchHostWithoutScript(t *testing.T) {
+	tb := newBed(t, 3)
+	// The script sits in a directory the job does not upload, on every
+	// host but node2, as on a cluster where one node missed the rsync.
+	job := allreduceJob(t, tb, "noscript", tb.Names(), 2)
+	job.Files = nil
+	src, _ := filepath.Abs("../examples/torch_allreduce.py")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, h := range []string{"node1", "node3"} {
+		if out, err := tb.ExecInHost(ctx, h, "sh", "-c", "mkdir -p /tmp/pipette-noscript && cp "+src+" /tmp/pipette-noscript/"); err != nil {
+			t.Fatalf("%s: %v %s", h, err, out)
+		}
+	}
+	var out syncBuffer
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 3 * time.Second})
+	var jf *JobFailure
+	if !errors.As(err, &jf) {
+		t.Fatalf("Launch = %v, want *JobFailure\noutput:\n%s", err, out.String())
+	}
+	if jf.Host != "node2" || jf.ExitCode != 2 || (jf.Rank != 2 && jf.Rank != 3) {
+		t.Errorf("failure = %s rank %d exit %d, want node2 rank 2 or 3, exit 2", jf.Host, jf.Rank, jf.ExitCode)
+	}
+	if !strings.Contains(err.Error(), "can't open file") {
+		t.Errorf("summary lacks python's message:\n%v", err)
+	}
+	t.Logf("summary:\n%v", err)
+	assertNothingLeft(t, tb)
+}
+
+func TestLaunchMaxRestarts(t *testing.T) {
+	tb := newBed(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// Rank 1 fails on the first attempt only: one restart recovers.
+	job := allreduceJob(t, tb, "restart", tb.Names(), 1, "--fail-rank", "1", "--exit-code", "3", "--fail-restarts", "1")
+	var out syncBuffer
+	logDir := t.TempDir()
+	if err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, MaxRestarts: 2, Grace: 3 * time.Second, LogDir: logDir}); err != nil {
+		t.Fatalf("Launch with --max-restarts 2: %v\noutput:\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"node2:1: rank 1: failing on purpose with exit code 3",
+		"restarting the whole job (restart 1 of 2)",
+		"node1:0: ENV RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 MASTER_ADDR=" + tb.Hosts[0].Addr + " MASTER_PORT=29512 TORCHELASTIC_RESTART_COUNT=1",
+		"node2:1: DONE rank=1",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "restart 2 of 2") {
+		t.Errorf("restarted twice:\n%s", text)
+	}
+	log, _ := os.ReadFile(filepath.Join(logDir, "node2.1.log"))
+	if !strings.Contains(string(log), "=== pipette-launch: restart 1 ===") {
+		t.Errorf("node2.1.log does not mark the restart:\n%s", log)
+	}
+	assertNothingLeft(t, tb)
+
+	// Failing every time: gives up after the restarts, saying so.
+	job = allreduceJob(t, tb, "restart2", tb.Names(), 1, "--fail-rank", "0", "--exit-code", "3")
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), MaxRestarts: 1, Grace: 3 * time.Second})
+	var jf *JobFailure
+	if !errors.As(err, &jf) || jf.Restarts != 1 || jf.Rank != 0 || jf.ExitCode != 3 {
+		t.Fatalf("Launch = %v, want rank 0 exit 3 after 1 restart", err)
+	}
+	if !strings.Contains(err.Error(), "restarts  : 1") {
+		t.Errorf("summary lacks the restart count:\n%v", err)
+	}
+	assertNothingLeft(t, tb)
+}
+
+// A host whose SSH connection drops mid-run: the job stops everywhere, the
+// summary names the host, and its own ranks are stopped by the agent's
+// watchdog when sshd closes the session.
+func TestLaunchLostConnection(t *testing.T) {
+	tb := newBed(t, 3)
+	job := allreduceJob(t, tb, "lost", tb.Names(), 1, "--sleep", "120")
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n2, _ := tb.Host("node2")
+	go func() {
+		for ctx.Err() == nil {
+			if strings.Count(out.String(), "sleeping 120s") == 3 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// Kill node2's per-connection sshd processes (not its listener):
+		// the connection drops as when sshd dies or the host reboots.
+		procs, _ := tb.Processes("node2")
+		for _, p := range procs {
+			if p.Pid != n2.SshdPid && strings.HasPrefix(p.Cmdline, "sshd: ") {
+				syscall.Kill(p.Pid, syscall.SIGKILL)
+			}
+		}
+	}()
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 3 * time.Second})
+	var jf *JobFailure
+	if !errors.As(err, &jf) || jf.Host != "node2" || !jf.HostLost() {
+		t.Fatalf("Launch = %v, want node2 lost\noutput:\n%s", err, out.String())
+	}
+	if !strings.Contains(err.Error(), "connection lost") || jf.StopErr != nil {
+		t.Errorf("summary:\n%v", err)
+	}
+	t.Logf("summary:\n%v", err)
+	// Launch re-dialled node2 to stop its ranks.
+	assertNothingLeft(t, tb)
+}
+
+func TestConnKeepaliveDetectsDeadHost(t *testing.T) {
+	tb := newBed(t, 1)
+	opts := bedSSH(tb)
+	opts.KeepAlive, opts.KeepAliveMax = 500*time.Millisecond, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, HostTarget{Name: "node1"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if out, _, err := c.Run(ctx, "hostname"); err != nil || strings.TrimSpace(string(out)) != "node1" {
+		t.Fatalf("hostname = %q, %v", out, err)
+	}
+	// Silence the host: its interface goes down, no RST, no FIN.
+	if out, err := tb.Exec(ctx, "node1", "ip", "link", "set", "eth0", "down"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	defer tb.Exec(context.Background(), "node1", "ip", "link", "set", "eth0", "up")
+	start := time.Now()
+	select {
+	case <-c.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection to a silent host not declared lost within 10s")
+	}
+	if !errors.Is(c.Err(), ErrConnLost) || !strings.Contains(c.Err().Error(), "keepalive") {
+		t.Errorf("Err = %v, want a keepalive ErrConnLost", c.Err())
+	}
+	t.Logf("lost after %s: %v", time.Since(start), c.Err())
+	if _, _, err := c.Run(ctx, "true"); !errors.Is(err, ErrConnLost) {
+		t.Errorf("Run on a lost connection = %v, want ErrConnLost", err)
+	}
+}
+
+// A host where the agent cannot start while others already run: the
+// others are stopped, the error names the host, nothing is left.
+func TestLaunchStartFailsHalfway(t *testing.T) {
+	tb := newBed(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// On node3 a file sits where the work directory should be.
+	if out, err := tb.ExecInHost(ctx, "node3", "touch", "/tmp/pipette-halfstart"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	job := templates.Job{Name: "halfstart"}
+	for i, h := range tb.Names() {
+		job.Hosts = append(job.Hosts, templates.HostJob{Name: h, NodeRank: i,
+			Ranks: []templates.RankJob{{Rank: i, Argv: []string{"sleep", "60"}}}})
+	}
+	var out syncBuffer
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 2 * time.Second})
+	var he *HostErrors
+	if !errors.As(err, &he) || strings.Join(he.Hosts(), ",") != "node3" {
+		t.Fatalf("Launch = %v, want a start error for node3 only\noutput:\n%s", err, out.String())
+	}
+	if !strings.Contains(err.Error(), "every rank started was stopped") {
+		t.Errorf("error: %v", err)
+	}
+	t.Logf("error: %v\noutput:\n%s", err, out.String())
+	assertNothingLeft(t, tb)
+}

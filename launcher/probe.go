@@ -1,0 +1,117 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// HostProbe is what one host reported.
+type HostProbe struct {
+	// Target is the host as the user named it (hostlist entry); Hostname is
+	// what the host calls itself.
+	Target   string `json:"target"`
+	Hostname string `json:"hostname"`
+	// Addr is the IPv4 address other hosts reach this one on.
+	Addr        string    `json:"addr"`
+	GPUs        []GPU     `json:"gpus,omitempty"`
+	NICs        []NIC     `json:"nics,omitempty"`
+	MemoryBytes int64     `json:"memory_bytes"`
+	CPUCores    int       `json:"cpu_cores"`
+	Topology    *Topology `json:"-"`
+	// Warnings are things that did not stop the probe (nvidia-smi failing).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Runner runs one command line on a host and returns its output; *Conn
+// satisfies it.
+type Runner interface {
+	Run(ctx context.Context, cmd string) (stdout, stderr []byte, err error)
+}
+
+// ProbeHost runs the probe command on one host and parses its output.
+// target names the host in the result.
+func ProbeHost(ctx context.Context, target string, r Runner) (*HostProbe, error) {
+	stdout, stderr, err := r.Run(ctx, ProbeCommand())
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w%s", err, stderrSuffix(stderr))
+	}
+	hp, err := ParseProbeOutput(string(stdout))
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w%s", err, stderrSuffix(stderr))
+	}
+	hp.Target = target
+	return hp, nil
+}
+
+func stderrSuffix(stderr []byte) string {
+	s := strings.TrimSpace(string(stderr))
+	if s == "" {
+		return ""
+	}
+	if len(s) > 400 {
+		s = "..." + s[len(s)-400:]
+	}
+	return " (stderr: " + s + ")"
+}
+
+// ProbeHosts connects to every target through pool (at most pool.Fanout at
+// once) and probes it. Results keep the targets' order, each HostProbe's
+// Target being the target's Name; hosts that failed are nil and named in
+// the returned *HostErrors.
+func ProbeHosts(ctx context.Context, pool *Pool, targets []HostTarget, progress *Progress) ([]*HostProbe, error) {
+	errs := &HostErrors{}
+	addHostErrors := func(err error) error {
+		var he *HostErrors
+		if err != nil && !errors.As(err, &he) {
+			return err
+		}
+		if he != nil {
+			errs.Errs = append(errs.Errs, he.Errs...)
+		}
+		return nil
+	}
+	progress.Update("probe: connecting to %d hosts", len(targets))
+	if err := addHostErrors(pool.DialAll(ctx, targets)); err != nil {
+		return nil, err
+	}
+	results := make([]*HostProbe, len(targets))
+	index := map[HostTarget]int{}
+	for i, t := range targets {
+		index[t] = i
+	}
+	var mu sync.Mutex
+	done := 0
+	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
+		c := pool.Conn(t)
+		if c == nil {
+			return nil // its dial error is already recorded
+		}
+		hp, err := ProbeHost(ctx, t.Name, c)
+		mu.Lock()
+		defer mu.Unlock()
+		results[index[t]] = hp
+		done++
+		progress.Update("probe: %d/%d hosts", done, len(targets))
+		return err
+	})
+	progress.Done()
+	if err := addHostErrors(err); err != nil {
+		return nil, err
+	}
+	return results, errs.ErrorOrNil()
+}
+
+// HostEntries returns the cluster-file entry (name, user, port) of each
+// target, keyed by Name, for ClusterOptions.Entries.
+func HostEntries(targets []HostTarget) map[string]planner.HostEntry {
+	m := map[string]planner.HostEntry{}
+	for _, t := range targets {
+		m[t.Name] = planner.HostEntry{Name: t.Name, User: t.User, Port: t.Port}
+	}
+	return m
+}

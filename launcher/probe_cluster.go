@@ -1,0 +1,310 @@
+package launcher
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// Grouping modes for BuildClusterFile.
+const (
+	// GroupByHardware puts hosts with identical hardware in one island.
+	GroupByHardware = "hardware"
+	// GroupPerHost gives every host its own island.
+	GroupPerHost = "host"
+)
+
+// ClusterOptions controls how probes become a cluster file.
+type ClusterOptions struct {
+	// NProcPerNode is the number of process slots on a host without GPUs
+	// (and overrides nothing on GPU hosts).
+	NProcPerNode int
+	// Group is GroupByHardware (default) or GroupPerHost.
+	Group string
+	// Entries gives the host entry (user, port) for a target; missing
+	// targets become {Name: target}.
+	Entries map[string]planner.HostEntry
+	// Measured, when set, is stored in the file and splits a hardware group
+	// whose hosts are joined by links much slower than the group's best.
+	Measured *planner.MeasuredBandwidth
+	// CPUSlotTFLOPS is the compute figure written for one process slot of
+	// a GPU-less host (default DefaultCPUSlotTFLOPS).
+	CPUSlotTFLOPS float64
+}
+
+// DefaultCPUSlotTFLOPS is a nominal bf16 TFLOP/s for one process slot on a
+// GPU-less host. The planner needs a figure for every "GPU"; CPU-only
+// clusters (test-beds, gloo jobs) only compare hosts of the same kind, so
+// the value sets the time scale of predictions, not which plan wins. Edit
+// the file (or pass --cpu-tflops) for real CPU training estimates.
+const DefaultCPUSlotTFLOPS = 1.0
+
+func (o ClusterOptions) entry(hp *HostProbe) planner.HostEntry {
+	if e, ok := o.Entries[hp.Target]; ok {
+		return e
+	}
+	return planner.HostEntry{Name: hp.Target}
+}
+
+// entryName is the host's name in the cluster file (and in the measured
+// matrix).
+func (o ClusterOptions) entryName(hp *HostProbe) string { return o.entry(hp).Name }
+
+// CPUModel is the GPU model name written for hosts without GPUs, whose
+// process slots come from --nproc-per-node.
+const CPUModel = "cpu"
+
+// hostHardware is the part of a probe that must match for two hosts to
+// share an island.
+type hostHardware struct {
+	gpuModel    string
+	gpuCount    int
+	gpuMemMiB   int
+	intraType   string
+	pcieGen     int
+	nics        string // canonical list of active NICs
+	memGiB      int
+	cpuCores    int
+	nicSpecs    []planner.NICSpec
+	memGiBExact float64
+}
+
+func (h hostHardware) key() string {
+	return fmt.Sprintf("%s|%d|%d|%s|%d|%s|%d|%d", h.gpuModel, h.gpuCount, h.gpuMemMiB, h.intraType, h.pcieGen, h.nics, h.memGiB, h.cpuCores)
+}
+
+func hardwareOf(hp *HostProbe) hostHardware {
+	h := hostHardware{
+		gpuCount:    len(hp.GPUs),
+		cpuCores:    hp.CPUCores,
+		memGiBExact: float64(hp.MemoryBytes) / (1 << 30),
+		nicSpecs:    nicSpecs(hp.NICs),
+	}
+	// MemTotal differs by a few MiB between identical hosts (kernel
+	// reservations): compare whole GiB.
+	h.memGiB = int(math.Round(h.memGiBExact))
+	if len(hp.GPUs) > 0 {
+		h.gpuModel = hp.GPUs[0].Name
+		h.gpuMemMiB = hp.GPUs[0].MemoryMiB
+		h.pcieGen = hp.GPUs[0].PCIeGenMax
+		for _, g := range hp.GPUs[1:] {
+			if g.Name != h.gpuModel {
+				h.gpuModel += "+" + g.Name // mixed GPUs never match a uniform host
+			}
+		}
+	}
+	h.intraType = intraHostType(hp)
+	var parts []string
+	for _, s := range h.nicSpecs {
+		gid := ""
+		if s.GIDIndex != nil {
+			gid = fmt.Sprint(*s.GIDIndex)
+		}
+		parts = append(parts, fmt.Sprintf("%s/%d/%g/%s/%s/%s", s.Type, s.Count, s.RateGbitPerS,
+			strings.Join(s.Devices, ","), strings.Join(s.Netdevs, ","), gid))
+	}
+	h.nics = strings.Join(parts, ";")
+	return h
+}
+
+// nicSpecs summarises a host's active NICs: one spec per type and rate, in
+// the order InfiniBand, RoCE, Ethernet. Inactive ports are left out: a
+// down port carries nothing.
+func nicSpecs(nics []NIC) []planner.NICSpec {
+	type k struct {
+		t    planner.NICType
+		rate float64
+	}
+	byKey := map[k]*planner.NICSpec{}
+	var keys []k
+	for _, n := range nics {
+		if !n.Active {
+			continue
+		}
+		key := k{n.Type, n.RateGbitPerS}
+		s := byKey[key]
+		if s == nil {
+			s = &planner.NICSpec{Type: n.Type, RateGbitPerS: n.RateGbitPerS}
+			byKey[key] = s
+			keys = append(keys, key)
+		}
+		s.Count++
+		if n.Type.RDMA() {
+			s.Devices = append(s.Devices, n.Name)
+		}
+		if n.Netdev != "" {
+			s.Netdevs = append(s.Netdevs, n.Netdev)
+		}
+		if n.GIDIndex != nil && s.GIDIndex == nil {
+			g := *n.GIDIndex
+			s.GIDIndex = &g
+		}
+	}
+	order := map[planner.NICType]int{planner.NICInfiniBand: 0, planner.NICRoCE: 1, planner.NICEthernet: 2}
+	sort.SliceStable(keys, func(a, b int) bool {
+		if order[keys[a].t] != order[keys[b].t] {
+			return order[keys[a].t] < order[keys[b].t]
+		}
+		return keys[a].rate > keys[b].rate
+	})
+	out := make([]planner.NICSpec, 0, len(keys))
+	for _, key := range keys {
+		out = append(out, *byKey[key])
+	}
+	return out
+}
+
+// BuildClusterFile groups probed hosts into islands and writes every
+// host-level value into the island's fields. Warnings name what the file
+// still needs by hand (a GPU the catalog lacks).
+func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFile, []string, error) {
+	if len(probes) == 0 {
+		return nil, nil, fmt.Errorf("no hosts probed")
+	}
+	for _, hp := range probes {
+		if len(hp.GPUs) == 0 && o.NProcPerNode <= 0 {
+			return nil, nil, fmt.Errorf("host %s has no GPUs: pass --nproc-per-node N to give each GPU-less host N process slots", hp.Target)
+		}
+	}
+	groups := groupHosts(probes, o)
+	f := &planner.ClusterFile{Measured: o.Measured}
+	var warnings []string
+	for i, g := range groups {
+		is, w := islandSpec(fmt.Sprintf("cluster%d", i+1), g, o)
+		f.Clusters = append(f.Clusters, is)
+		warnings = append(warnings, w...)
+	}
+	return f, warnings, nil
+}
+
+func groupHosts(probes []*HostProbe, o ClusterOptions) [][]*HostProbe {
+	groups := groupInOrder(probes, func(_ int, hp *HostProbe) string {
+		if o.Group == GroupPerHost {
+			return hp.Target
+		}
+		return hardwareOf(hp).key()
+	})
+	if o.Measured == nil {
+		return groups
+	}
+	var split [][]*HostProbe
+	for _, g := range groups {
+		split = append(split, splitBySpeed(g, o.Measured, o.entryName)...)
+	}
+	return split
+}
+
+// groupInOrder groups hosts by key, groups and members in first-seen order.
+func groupInOrder[K comparable](hosts []*HostProbe, key func(int, *HostProbe) K) [][]*HostProbe {
+	var groups [][]*HostProbe
+	index := map[K]int{}
+	for i, hp := range hosts {
+		k := key(i, hp)
+		g, ok := index[k]
+		if !ok {
+			g = len(groups)
+			index[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], hp)
+	}
+	return groups
+}
+
+func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (planner.IslandSpec, []string) {
+	h := hardwareOf(hosts[0])
+	is := planner.IslandSpec{
+		Name:          name,
+		GPUsPerHost:   h.gpuCount,
+		NICs:          h.nicSpecs,
+		HostMemoryGiB: math.Round(h.memGiBExact*10) / 10,
+		CPUCores:      h.cpuCores,
+		IntraHost:     planner.IntraHostBus{Type: h.intraType},
+	}
+	var warnings []string
+	if h.gpuCount == 0 {
+		is.GPUsPerHost = o.NProcPerNode
+		is.GPU = cpuSlotSpec(h.memGiBExact, o)
+	} else {
+		g := hosts[0].GPUs[0]
+		var known bool
+		if is.GPU, known = gpuSpec(g); !known {
+			warnings = append(warnings, fmt.Sprintf("%s: GPU %q is not in the planner's catalog: add gpu.peak_bf16_tflops to the cluster file", name, g.Name))
+		}
+		is.PCIeGen = g.PCIeGenMax
+	}
+	for _, hp := range hosts {
+		e := o.entry(hp)
+		if e.Address == "" && hp.Addr != "" && hp.Addr != e.Name {
+			e.Address = hp.Addr
+		}
+		is.Hosts = append(is.Hosts, e)
+	}
+	return is, warnings
+}
+
+// cpuSlotSpec describes one process slot of a GPU-less host: its share of
+// host memory and a nominal compute rate.
+func cpuSlotSpec(hostMemGiB float64, o ClusterOptions) planner.GPUSpec {
+	tflops := o.CPUSlotTFLOPS
+	if tflops <= 0 {
+		tflops = DefaultCPUSlotTFLOPS
+	}
+	perSlot := math.Floor(hostMemGiB/float64(o.NProcPerNode)*10) / 10
+	return planner.GPUSpec{Model: CPUModel, MemoryGiB: perSlot, PeakTFLOPS: tflops}
+}
+
+// gpuSpec is the catalog entry for the GPU (TFLOP/s, memory bandwidth) with
+// the memory nvidia-smi reports. An unknown model keeps nvidia-smi's name
+// and memory; ok is false and the file needs peak_bf16_tflops by hand.
+func gpuSpec(g GPU) (spec planner.GPUSpec, ok bool) {
+	mem := math.Round(float64(g.MemoryMiB)/1024*10) / 10
+	spec, ok = planner.LookupGPU(g.Name)
+	if !ok {
+		return planner.GPUSpec{Model: g.Name, MemoryGiB: mem}, false
+	}
+	if g.MemoryMiB > 0 {
+		spec.MemoryGiB = mem
+	}
+	return spec, true
+}
+
+// intraHostType reads the GPU-to-GPU bus from `nvidia-smi topo -m`: NVLink
+// between every pair of 3+ GPUs is an NVSwitch system, NVLink between some
+// pairs a direct NVLink mesh, none PCIe. Without a matrix it stays empty
+// and the planner takes the catalog's usual server for the GPU.
+func intraHostType(hp *HostProbe) string {
+	t := hp.Topology
+	if t == nil || len(hp.GPUs) < 2 {
+		if len(hp.GPUs) < 2 {
+			return "pcie"
+		}
+		return ""
+	}
+	var gpus []string
+	for _, d := range t.Devices {
+		if strings.HasPrefix(d, "GPU") {
+			gpus = append(gpus, d)
+		}
+	}
+	pairs, nv := 0, 0
+	for i, a := range gpus {
+		for _, b := range gpus[i+1:] {
+			pairs++
+			if strings.HasPrefix(t.Link[a][b], "NV") {
+				nv++
+			}
+		}
+	}
+	switch {
+	case nv == 0:
+		return "pcie"
+	case nv == pairs && len(gpus) > 2:
+		return "nvswitch"
+	default:
+		return "nvlink"
+	}
+}

@@ -1,0 +1,113 @@
+package launcher
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// probeOfCaptures runs the probe script over the captured sysfs tree with
+// an nvidia-smi replaying a real capture (empty: no GPUs).
+func probeOfCaptures(t *testing.T, target, gpuCapture, addr string) *HostProbe {
+	t.Helper()
+	root, _ := filepath.Abs(sysfsFixture)
+	env := []string{"SSH_CONNECTION=198.18.0.1 40000 " + addr + " 22", "PATH=/usr/bin:/bin"}
+	if gpuCapture != "" {
+		env[1] = fakeNvidiaSMI(t, gpuCapture, false)
+	}
+	hp, err := ParseProbeOutput(runProbeScript(t, root, env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp.Target = target
+	return hp
+}
+
+func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
+	probes := []*HostProbe{
+		probeOfCaptures(t, "gpu1", "nvidia-h100-80gb-hbm3", "198.18.0.11"),
+		probeOfCaptures(t, "cpu1", "", "198.18.0.12"),
+		probeOfCaptures(t, "gpu2", "nvidia-h100-80gb-hbm3", "198.18.0.13"),
+	}
+	if _, _, err := BuildClusterFile(probes, ClusterOptions{}); err == nil || !strings.Contains(err.Error(), "--nproc-per-node") {
+		t.Fatalf("GPU-less host without --nproc-per-node: err = %v", err)
+	}
+	f, warnings, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2,
+		Entries: map[string]planner.HostEntry{"gpu2": {Name: "gpu2", User: "ops", Port: 2222}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings %q for a catalogued GPU", warnings)
+	}
+	if len(f.Clusters) != 2 {
+		t.Fatalf("%d clusters, want 2 (GPU hosts, CPU host)", len(f.Clusters))
+	}
+	gpu, cpu := f.Clusters[0], f.Clusters[1]
+	wantHosts := planner.HostEntries{{Name: "gpu1", Address: "198.18.0.11"}, {Name: "gpu2", Address: "198.18.0.13", User: "ops", Port: 2222}}
+	if !reflect.DeepEqual(gpu.Hosts, wantHosts) {
+		t.Errorf("GPU island hosts %+v, want %+v", gpu.Hosts, wantHosts)
+	}
+	// From the catalog by nvidia-smi's name, with nvidia-smi's memory.
+	wantGPU := planner.GPUSpec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35}
+	if gpu.GPUsPerHost != 1 || gpu.GPU != wantGPU || gpu.PCIeGen != 5 {
+		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpu.GPUsPerHost, gpu.GPU, gpu.PCIeGen, wantGPU)
+	}
+	if cpu.GPUsPerHost != 2 || cpu.GPU.Model != CPUModel || cpu.GPU.PeakTFLOPS != DefaultCPUSlotTFLOPS ||
+		cpu.GPU.MemoryGiB <= 0 || cpu.GPU.MemoryGiB > cpu.HostMemoryGiB/2 || len(cpu.Hosts) != 1 {
+		t.Errorf("CPU island: %d x %+v, hosts %+v", cpu.GPUsPerHost, cpu.GPU, cpu.Hosts)
+	}
+	// The captured tree: hfi1_0:1 100G, mlx4_0:1+2 40G, mlx5_0:1 25G IB;
+	// eth0 1G holds the host's address only when it is the SSH address,
+	// which it is not here (no ip addr in the capture): no Ethernet NIC.
+	wantNICs := []planner.NICSpec{
+		{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 100, Devices: []string{"hfi1_0:1"}},
+		{Type: planner.NICInfiniBand, Count: 2, RateGbitPerS: 40, Devices: []string{"mlx4_0:1", "mlx4_0:2"}},
+		{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 25, Devices: []string{"mlx5_0:1"}},
+	}
+	if !reflect.DeepEqual(gpu.NICs, wantNICs) {
+		t.Errorf("NICs\n%+v\nwant\n%+v", gpu.NICs, wantNICs)
+	}
+	if gpu.HostMemoryGiB <= 0 || gpu.CPUCores <= 0 || gpu.IntraHost.Type != "pcie" {
+		t.Errorf("host-level fields: mem %v cores %d bus %q", gpu.HostMemoryGiB, gpu.CPUCores, gpu.IntraHost.Type)
+	}
+
+	// The planner reads the file back and resolves it (catalog, links).
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := planner.ParseClusterFile(data)
+	if err != nil {
+		t.Fatalf("probed file does not parse: %v\n%s", err, data)
+	}
+	c, err := back.Resolve()
+	if err != nil {
+		t.Fatalf("probed file does not resolve: %v\n%s", err, data)
+	}
+	if c.TotalGPUs() != 1+2+1 {
+		t.Errorf("resolved cluster has %d GPUs/slots, want 4", c.TotalGPUs())
+	}
+
+	perHost, _, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2, Group: GroupPerHost})
+	if err != nil || len(perHost.Clusters) != 3 {
+		t.Errorf("per-host grouping: %v clusters, %v", len(perHost.Clusters), err)
+	}
+}
+
+func TestBuildClusterFileUnknownGPUWarns(t *testing.T) {
+	hp := &HostProbe{Target: "x1", GPUs: []GPU{{Name: "NVIDIA Quadro FX 580", MemoryMiB: 512}}, CPUCores: 4, MemoryBytes: 8 << 30}
+	f, warnings, err := BuildClusterFile([]*HostProbe{hp}, ClusterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "peak_bf16_tflops") {
+		t.Errorf("warnings %q, want one asking for peak_bf16_tflops", warnings)
+	}
+	if g := f.Clusters[0].GPU; g.Model != "NVIDIA Quadro FX 580" || g.MemoryGiB != 0.5 {
+		t.Errorf("unknown GPU written as %+v", g)
+	}
+}

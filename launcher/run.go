@@ -1,0 +1,548 @@
+package launcher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// LaunchOptions control how a job is started and supervised.
+type LaunchOptions struct {
+	SSH    SSHOptions
+	Fanout int // hosts driven at once; DefaultFanout when 0
+	// Pool reuses connections (e.g. the probe's); Launch dials hosts it
+	// lacks and does not close it. When nil Launch uses its own.
+	Pool *Pool
+	// Out receives every shown output line as "host:rank: line"; nil
+	// discards. Launch's own notes (restarts, stop problems) go here too.
+	Out io.Writer
+	// LogDir, when set, keeps one file per rank: LogDir/<host>.<rank>.log.
+	LogDir string
+	// LocalRanksFilter shows only these local ranks on Out (like torchrun's
+	// --local-ranks-filter); nil shows all. QuietRanks hides these global
+	// ranks. Hidden output still goes to LogDir and into failure summaries.
+	LocalRanksFilter []int
+	QuietRanks       []int
+	// Grace is how long ranks get between TERM and KILL (default 10s).
+	Grace time.Duration
+	// MaxRestarts restarts the whole job up to this many times after a
+	// rank fails (not after a cancel or a lost host that cannot be reached).
+	MaxRestarts int
+	// StartTimeout bounds how long a host's agent may take to come up
+	// (default 30s).
+	StartTimeout time.Duration
+	// TailLines is how many last output lines of the failed rank the
+	// summary shows (default 20).
+	TailLines int
+	// KeepPythonBuffering leaves PYTHONUNBUFFERED unset; by default it is
+	// set to 1 (unless the job sets it) so output streams live and the
+	// last lines before a crash are not lost in a buffer.
+	KeepPythonBuffering bool
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+}
+
+func (o LaunchOptions) withDefaults() LaunchOptions {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Grace <= 0 {
+		o.Grace = 10 * time.Second
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.TailLines <= 0 {
+		o.TailLines = 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// DefaultWorkDir is where a job's files land when Job.WorkDir is empty.
+func DefaultWorkDir(jobName string) string {
+	return "/tmp/pipette-" + safeName(jobName)
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func safeName(s string) string {
+	s = unsafeChars.ReplaceAllString(s, "_")
+	if s == "" || s == "." || s == ".." {
+		return "job"
+	}
+	return s
+}
+
+// Launch starts job on every host and supervises it until every rank has
+// exited 0 (nil), a rank fails, a host is lost or ctx is cancelled. In the
+// failure cases every rank on every host is stopped (TERM to each host's
+// process group, KILL after Grace) before Launch returns a *JobFailure
+// naming the first failure. Connection, upload and start problems are
+// reported per host (*HostErrors inside the returned error) and leave
+// nothing running.
+func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
+	opts = opts.withDefaults()
+	if err := validateJob(job); err != nil {
+		return err
+	}
+	if job.WorkDir == "" {
+		job.WorkDir = DefaultWorkDir(job.Name)
+	}
+	pool := opts.Pool
+	if pool == nil {
+		pool = NewPool(opts.SSH, opts.Fanout)
+		defer pool.Close()
+	}
+	targets := jobTargets(job)
+	if err := pool.DialAll(ctx, targets); err != nil {
+		return fmt.Errorf("job %s: connect: %w", job.Name, err)
+	}
+	if err := uploadFiles(ctx, pool, job, targets); err != nil {
+		return fmt.Errorf("job %s: upload: %w", job.Name, err)
+	}
+	out := newOutput(job, opts)
+	defer out.close()
+	if err := out.openLogs(); err != nil {
+		return fmt.Errorf("job %s: %w", job.Name, err)
+	}
+	for attempt := 0; ; attempt++ {
+		err := runAttempt(ctx, pool, job, targets, opts, out, attempt)
+		var jf *JobFailure
+		if err == nil || !errors.As(err, &jf) {
+			return err
+		}
+		jf.Restarts = attempt
+		if !jf.restartable() || attempt >= opts.MaxRestarts || ctx.Err() != nil {
+			return err
+		}
+		out.note("pipette-launch: %s; restarting the whole job (restart %d of %d)", jf.headline(), attempt+1, opts.MaxRestarts)
+		out.logAttempt(attempt + 1)
+	}
+}
+
+func validateJob(job templates.Job) error {
+	if len(job.Hosts) == 0 {
+		return fmt.Errorf("job %s has no hosts", job.Name)
+	}
+	seen := map[string]bool{}
+	ranks := map[int]string{}
+	for _, h := range job.Hosts {
+		if h.Name == "" {
+			return fmt.Errorf("job %s: a host has no name", job.Name)
+		}
+		if seen[h.Name] {
+			return fmt.Errorf("job %s: host %s appears twice", job.Name, h.Name)
+		}
+		seen[h.Name] = true
+		for _, r := range h.Ranks {
+			if len(r.Argv) == 0 {
+				return fmt.Errorf("job %s: rank %d on %s has no command", job.Name, r.Rank, h.Name)
+			}
+			if prev, dup := ranks[r.Rank]; dup {
+				return fmt.Errorf("job %s: rank %d is on both %s and %s", job.Name, r.Rank, prev, h.Name)
+			}
+			ranks[r.Rank] = h.Name
+		}
+	}
+	for _, f := range job.Files {
+		if path.IsAbs(f.Path) || strings.HasPrefix(path.Clean(f.Path), "..") {
+			return fmt.Errorf("job %s: file %q must be relative to the work directory", job.Name, f.Path)
+		}
+	}
+	return nil
+}
+
+func jobTargets(job templates.Job) []HostTarget {
+	out := make([]HostTarget, len(job.Hosts))
+	for i, h := range job.Hosts {
+		out[i] = HostTarget{Name: h.Name, Addr: h.Address, User: h.User, Port: h.Port}
+	}
+	return out
+}
+
+func uploadFiles(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget) error {
+	return pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
+		c := pool.Conn(t)
+		for _, f := range job.Files {
+			mode := f.Mode
+			if mode == 0 {
+				mode = 0o644
+			}
+			if err := c.Upload(ctx, f.Content, path.Join(job.WorkDir, f.Path), fsMode(mode)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// hostRun is one host's agent during one attempt.
+type hostRun struct {
+	job    templates.HostJob
+	target HostTarget
+	conn   *Conn
+	sess   *Session
+	lines  *lineSplitter
+
+	mu       sync.Mutex
+	pgid     int
+	wd       int
+	done     bool // agent reported all ranks ended
+	stopping bool // stopAll has begun on this host
+
+	started chan struct{} // closed when the pgid line arrived
+}
+
+type eventKind int
+
+const (
+	evRankExit eventKind = iota
+	evHostEnded
+)
+
+type event struct {
+	kind eventKind
+	host *hostRun
+	rank int
+	code int
+	err  error // evHostEnded: how the session ended
+	at   time.Time
+}
+
+func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int) error {
+	nonce := newNonce()
+	runs := make([]*hostRun, len(job.Hosts))
+	nRanks := 0
+	for i, h := range job.Hosts {
+		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
+		nRanks += len(h.Ranks)
+		runs[i] = &hostRun{job: h, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
+	}
+	events := make(chan event, 2*nRanks+4*len(runs))
+	byName := map[string]*hostRun{}
+	for _, r := range runs {
+		byName[r.target.Name] = r
+	}
+	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
+
+	agentPath := func(r *hostRun) string {
+		return path.Join(job.WorkDir, ".pipette-agent-"+safeName(r.target.Name)+".sh")
+	}
+	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
+		r := byName[t.Name]
+		if r.conn == nil {
+			return fmt.Errorf("not connected")
+		}
+		script := agentScript(r.job, job.WorkDir, nonce, graceSec)
+		return startHost(ctx, r, agentPath(r), script, nonce, opts, out, events)
+	})
+	if err != nil {
+		stopErr := stopAll(runs, opts, out)
+		return errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", job.Name, err), stopErr)
+	}
+
+	failure := supervise(ctx, job, runs, events, opts, out)
+	if failure == nil {
+		return nil
+	}
+	failure.StopErr = stopAll(runs, opts, out)
+	return failure
+}
+
+// prepareRanks adds the restart counters and PYTHONUNBUFFERED.
+func prepareRanks(ranks []templates.RankJob, attempt int, opts LaunchOptions) []templates.RankJob {
+	out := make([]templates.RankJob, len(ranks))
+	for i, r := range ranks {
+		r.Env = withRestartEnv(r.Env, attempt, opts.MaxRestarts)
+		if !opts.KeepPythonBuffering && !hasEnv(r.Env, "PYTHONUNBUFFERED") {
+			r.Env = append(r.Env, templates.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"})
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func hasEnv(env []templates.EnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startHost starts the host's agent and waits until it reports its
+// process group, so that it can be stopped.
+func startHost(ctx context.Context, r *hostRun, agent, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
+	tag := "@@pipette-" + nonce + " "
+	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
+	stderr := &lineSplitter{fn: func(line string) {
+		r.mu.Lock()
+		stopping := r.stopping
+		r.mu.Unlock()
+		// setsid -w reports the agent's death by our own signal: not news.
+		if stopping && strings.HasPrefix(line, "setsid: child ") {
+			return
+		}
+		out.hostLine(r.target.Name, line)
+	}}
+	// The session must outlive ctx: on cancel we still stop the ranks
+	// through it (and its stdin keeps the watchdog waiting).
+	sess, err := r.conn.Start(context.Background(), agentStartCommand(agent, len(script)), r.lines, stderr)
+	if err != nil {
+		return err
+	}
+	if err := sess.WriteStdin([]byte(script)); err != nil {
+		sess.Close()
+		return fmt.Errorf("send agent: %w", err)
+	}
+	r.mu.Lock()
+	r.sess = sess
+	r.mu.Unlock()
+	go func() {
+		err := sess.Wait()
+		r.lines.flush()
+		stderr.flush()
+		events <- event{kind: evHostEnded, host: r, err: err, at: opts.Now()}
+	}()
+	t := time.NewTimer(opts.StartTimeout)
+	defer t.Stop()
+	select {
+	case <-r.started:
+		return nil
+	case <-sess.Done():
+		select {
+		case <-r.started:
+			return nil // ended quickly after starting: the supervisor sees why
+		default:
+		}
+		if err := sess.Wait(); err != nil {
+			return fmt.Errorf("agent did not start: %w", err)
+		}
+		return fmt.Errorf("agent ended before reporting its process group")
+	case <-t.C:
+		return fmt.Errorf("agent did not report its process group within %s", opts.StartTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// agentStartCommand writes the agent (the first n bytes of stdin) to a
+// file and runs it under setsid, all in one session: one login-shell start
+// per host instead of two. The rest of stdin stays open for the watchdog.
+// head -c stops at n bytes and nothing follows them, so it cannot eat into
+// what the agent reads.
+func agentStartCommand(agent string, n int) string {
+	a := shellquote.Quote(agent)
+	tmp := shellquote.Quote(agent + ".tmp")
+	// umask only for the agent file: ranks keep the login's umask.
+	return fmt.Sprintf("(umask 077 && mkdir -p %s && head -c %d > %s) && mv -f %s %s && exec setsid -w /bin/sh %s",
+		shellquote.Quote(path.Dir(agent)), n, tmp, tmp, a, a)
+}
+
+// handleAgentLine sorts one line of agent output: control line or rank output.
+func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *output, events chan<- event) {
+	if rest, ok := strings.CutPrefix(line, tag); ok {
+		f := strings.Fields(rest)
+		switch {
+		case len(f) == 2 && f[0] == "pgid":
+			r.mu.Lock()
+			r.pgid, _ = strconv.Atoi(f[1])
+			r.mu.Unlock()
+			close(r.started)
+		case len(f) == 2 && f[0] == "wd":
+			r.mu.Lock()
+			r.wd, _ = strconv.Atoi(f[1])
+			r.mu.Unlock()
+		case len(f) == 1 && f[0] == "done":
+			r.mu.Lock()
+			r.done = true
+			r.mu.Unlock()
+		}
+		return
+	}
+	rs, text, ok := strings.Cut(line, " ")
+	rank, err := strconv.Atoi(rs)
+	if !ok || err != nil {
+		out.hostLine(r.target.Name, line)
+		return
+	}
+	// A rank's exit line travels through its own output pipe, after its
+	// last output line, so it is tagged with the rank like its output.
+	if rest, ok := strings.CutPrefix(text, tag+"exit "); ok {
+		f := strings.Fields(rest)
+		if len(f) == 2 && f[0] == rs {
+			code, _ := strconv.Atoi(f[1])
+			events <- event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
+			return
+		}
+	}
+	out.rankLine(r.target.Name, rank, text)
+}
+
+// supervise waits for the job to finish or fail; nil means every rank
+// exited 0.
+func supervise(ctx context.Context, job templates.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *JobFailure {
+	ended := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return &JobFailure{Job: job.Name, Time: opts.Now(), Rank: -1, ExitCode: -1,
+				Reason: "interrupted: " + context.Cause(ctx).Error(), interrupted: true}
+		case ev := <-events:
+			switch ev.kind {
+			case evRankExit:
+				if ev.code != 0 {
+					return rankFailure(job, ev, out)
+				}
+			case evHostEnded:
+				ev.host.mu.Lock()
+				done := ev.host.done
+				ev.host.mu.Unlock()
+				if !done || ev.err != nil {
+					return hostFailure(job, ev)
+				}
+				ended++
+				if ended == len(runs) {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+func rankFailure(job templates.Job, ev event, out *output) *JobFailure {
+	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: ev.rank, LocalRank: -1,
+		ExitCode: ev.code, LastLines: out.tail(ev.host.target.Name, ev.rank)}
+	for _, r := range ev.host.job.Ranks {
+		if r.Rank == ev.rank {
+			f.LocalRank = r.LocalRank
+		}
+	}
+	f.Reason = fmt.Sprintf("exit code %d", ev.code)
+	if ev.code > 128 {
+		f.Reason += fmt.Sprintf(" (killed by signal %d?)", ev.code-128)
+	}
+	return f
+}
+
+func hostFailure(job templates.Job, ev event) *JobFailure {
+	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: -1, LocalRank: -1, ExitCode: -1}
+	switch {
+	case errors.Is(ev.err, ErrConnLost):
+		f.Reason = ev.err.Error()
+		f.hostLost = true
+	case ev.err != nil:
+		f.Reason = "the agent on the host ended unexpectedly: " + ev.err.Error()
+	default:
+		f.Reason = "the agent on the host ended before its ranks reported their exit"
+	}
+	return f
+}
+
+// stopAll stops every started host's ranks at once: TERM to the process
+// group, KILL after the grace period, then waits for the agent sessions to
+// end. Hosts that cannot be reached are reported; their watchdog stops the
+// ranks once sshd notices the dropped session.
+func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
+	var wg sync.WaitGroup
+	errs := &HostErrors{}
+	var mu sync.Mutex
+	for _, r := range runs {
+		r.mu.Lock()
+		pgid, wd, sess := r.pgid, r.wd, r.sess
+		r.stopping = true
+		r.mu.Unlock()
+		if sess == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := stopHost(r, pgid, wd, sess, opts); err != nil {
+				mu.Lock()
+				errs.Add(r.target.Name, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errs.ErrorOrNil(); err != nil {
+		out.note("pipette-launch: could not confirm every rank stopped: %v", err)
+		return fmt.Errorf("stop: %w", err)
+	}
+	return nil
+}
+
+func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error {
+	defer func() {
+		sess.CloseStdin()
+		select {
+		case <-sess.Done():
+		case <-time.After(5 * time.Second):
+			sess.Close()
+		}
+	}()
+	if pgid <= 1 {
+		return nil // the agent prints its group before starting any rank: none started
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
+	defer cancel()
+	c := r.conn
+	if c.Err() != nil {
+		// The connection that started the ranks is gone; a new one may
+		// still get through (sshd restarted, a network blip). If not, the
+		// agent's watchdog stops the ranks once sshd drops the session.
+		nc, err := Dial(ctx, r.target, opts.SSH)
+		if err != nil {
+			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its watchdog stops it once sshd notices the lost session", pgid, err)
+		}
+		defer nc.Close()
+		c = nc
+	}
+	if _, _, err := c.Run(ctx, stopCommand(pgid, wd, opts.Grace)); err != nil {
+		return fmt.Errorf("stopping process group %d: %w", pgid, err)
+	}
+	return nil
+}
+
+// stopCommand is the remote shell line that stops a process group: the
+// watchdog first (it would race us), TERM, wait up to grace, KILL, and
+// fail if anything survives. Signals are written "kill -SIG -PGID": dash's
+// kill builtin rejects "--".
+func stopCommand(pgid, wd int, grace time.Duration) string {
+	ticks := int(grace / (100 * time.Millisecond))
+	pg := "-" + strconv.Itoa(pgid)
+	cmd := ""
+	if wd > 1 {
+		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
+	}
+	script := cmd + fmt.Sprintf("kill -TERM %[1]s 2>/dev/null; i=0; "+
+		"while kill -0 %[1]s 2>/dev/null && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
+		"kill -KILL %[1]s 2>/dev/null; i=0; "+
+		"while kill -0 %[1]s 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
+		"if kill -0 %[1]s 2>/dev/null; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks)
+	// The login shell may not be POSIX (fish, csh): run it under sh.
+	return "exec /bin/sh -c " + shellquote.Quote(script)
+}

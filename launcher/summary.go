@@ -1,0 +1,79 @@
+package launcher
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// JobFailure is why a job stopped: the first failure observed. Its message
+// is a torchrun-like summary.
+type JobFailure struct {
+	Job       string
+	Time      time.Time
+	Host      string // empty when interrupted
+	Rank      int    // -1 when no rank is to blame (host lost, interrupted)
+	LocalRank int
+	ExitCode  int // -1 when no rank exited
+	Reason    string
+	LastLines []string
+	Restarts  int   // restarts done before this failure
+	StopErr   error // ranks that could not be confirmed stopped
+
+	interrupted bool
+	hostLost    bool
+}
+
+// Interrupted reports whether the job was stopped by cancellation (signal).
+func (f *JobFailure) Interrupted() bool { return f.interrupted }
+
+// HostLost reports whether the failure is a lost connection to a host.
+func (f *JobFailure) HostLost() bool { return f.hostLost }
+
+func (f *JobFailure) restartable() bool { return !f.interrupted && !f.hostLost }
+
+func (f *JobFailure) headline() string {
+	switch {
+	case f.Rank >= 0:
+		return fmt.Sprintf("rank %d (local_rank %d) on %s failed: %s", f.Rank, f.LocalRank, f.Host, f.Reason)
+	case f.Host != "":
+		return fmt.Sprintf("host %s failed: %s", f.Host, f.Reason)
+	}
+	return f.Reason
+}
+
+func (f *JobFailure) Error() string {
+	var b strings.Builder
+	name := f.Job
+	if name == "" {
+		name = "job"
+	}
+	fmt.Fprintf(&b, "%s FAILED: %s\n", name, f.headline())
+	b.WriteString("Root Cause (first observed failure):\n")
+	fmt.Fprintf(&b, "  time      : %s\n", f.Time.UTC().Format("2006-01-02_15:04:05.000"))
+	if f.Host != "" {
+		fmt.Fprintf(&b, "  host      : %s\n", f.Host)
+	}
+	if f.Rank >= 0 {
+		fmt.Fprintf(&b, "  rank      : %d (local_rank: %d)\n", f.Rank, f.LocalRank)
+	}
+	if f.ExitCode >= 0 {
+		fmt.Fprintf(&b, "  exitcode  : %d\n", f.ExitCode)
+	}
+	fmt.Fprintf(&b, "  reason    : %s\n", f.Reason)
+	if f.Restarts > 0 {
+		fmt.Fprintf(&b, "  restarts  : %d\n", f.Restarts)
+	}
+	if len(f.LastLines) > 0 {
+		fmt.Fprintf(&b, "  last %d lines of output:\n", len(f.LastLines))
+		for _, l := range f.LastLines {
+			fmt.Fprintf(&b, "    %s\n", l)
+		}
+	}
+	if f.StopErr != nil {
+		fmt.Fprintf(&b, "  WARNING   : %v\n", f.StopErr)
+	} else {
+		b.WriteString("  every rank on every host was stopped\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
