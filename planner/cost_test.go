@@ -14,7 +14,7 @@ func predictFixed(t *testing.T, c *Cluster, m Model, cfg Config) Prediction {
 		t.Fatalf("test config invalid: %v", err)
 	}
 	e := newPlanEval(c, m, cfg, FrameworkMegatron)
-	pl := newPlacer(e, hostSymmetry(c))
+	pl := newPlacer(e, hostSymmetry(c), startOrders(c))
 	order := make([]int, len(c.Hosts))
 	for i := range order {
 		order[i] = i

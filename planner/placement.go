@@ -27,15 +27,16 @@ const exactNodeLimit = 400000
 
 type placer struct {
 	e       *planEval
-	slots   []int // TP blocks each host holds
-	sym     []int // symmetry class per host (interchangeable hosts)
+	starts  [][]int // construction orders local search starts from
+	slots   []int   // TP blocks each host holds
+	sym     []int   // symmetry class per host (interchangeable hosts)
 	scratch evalScratch
 	buf     []int
 	evals   int
 }
 
-func newPlacer(e *planEval, sym []int) *placer {
-	pl := &placer{e: e, sym: sym, slots: make([]int, len(e.c.Hosts)), buf: make([]int, e.nBlocks)}
+func newPlacer(e *planEval, sym []int, starts [][]int) *placer {
+	pl := &placer{e: e, sym: sym, starts: starts, slots: make([]int, len(e.c.Hosts)), buf: make([]int, e.nBlocks)}
 	for h, host := range e.c.Hosts {
 		pl.slots[h] = host.GPUs / e.cfg.TP
 	}
@@ -106,8 +107,8 @@ func hostSymmetry(c *Cluster) []int {
 type PlaceOptions struct {
 	Seed   int64
 	Budget time.Duration // 0 = no time limit (evaluation caps still apply)
-	// MaxEvals caps heuristic evaluations (0 = 40 per host squared, at
-	// least 4000).
+	// MaxEvals caps local-search evaluations (0 = 4 per host squared,
+	// between 2000 and 20000).
 	MaxEvals int
 }
 
@@ -171,15 +172,14 @@ func (pl *placer) exact(incumbent []int, best float64, deadline time.Time) ([]in
 // startOrders are the constructions local search starts from: the file
 // order, islands kept together (fastest GPUs first), and a chain that always
 // continues over the fastest link from the last host.
-func (pl *placer) startOrders() [][]int {
-	c := pl.e.c
+func startOrders(c *Cluster) [][]int {
 	n := len(c.Hosts)
 	file := make([]int, n)
 	for i := range file {
 		file[i] = i
 	}
 	islands := append([]int(nil), file...)
-	speed := func(h int) float64 { return pl.e.classes[pl.e.classOf[h]].layerTotal }
+	speed := func(h int) float64 { return -gpuPeakFLOPS(c.Hosts[h].GPU) }
 	slices.SortStableFunc(islands, func(a, b int) int {
 		ia, ib := c.Hosts[a].Island, c.Hosts[b].Island
 		if ia != ib {
@@ -215,7 +215,7 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 	n := len(pl.e.c.Hosts)
 	var order []int
 	best := math.Inf(1)
-	for _, s := range pl.startOrders() {
+	for _, s := range pl.starts {
 		if c := pl.cost(s); c < best {
 			best, order = c, s
 		}
@@ -225,12 +225,12 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 	}
 	maxEvals := o.MaxEvals
 	if maxEvals <= 0 {
-		maxEvals = max(4000, 40*n*n)
+		maxEvals = min(20000, max(2000, 4*n*n))
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
 	cand := make([]int, n)
 	stale := 0
-	for it := 0; it < maxEvals && stale < 4*n*n; it++ {
+	for it := 0; it < maxEvals && stale < 2*n*n; it++ {
 		if !deadline.IsZero() && it%64 == 0 && time.Now().After(deadline) {
 			break
 		}

@@ -331,10 +331,34 @@ func stageMemory(m Model, cfg Config, f Framework, capOf func(r int) float64) (M
 	return est, worstMiss
 }
 
+// candidate is a config that fits: lb is its placement-free lower bound,
+// quick its cost on the best construction order (the ranking key).
 type candidate struct {
-	cfg Config
-	lb  float64
-	key string
+	cfg       Config
+	lb, quick float64
+	key       string
+}
+
+// quickEstimate prices a config on the best start order, with layers
+// rebalanced for heterogeneous hosts, without local search.
+func quickEstimate(e *planEval, sym []int, starts [][]int, o SearchOptions) float64 {
+	pl := newPlacer(e, sym, starts)
+	if allSame(sym) { // every order costs the same
+		return pl.cost(starts[0])
+	}
+	best, order := math.Inf(1), starts[0]
+	for _, s := range starts {
+		if c := pl.cost(s); c < best {
+			best, order = c, s
+		}
+	}
+	if split := rebalance(e, pl, order, o.Framework); split != nil {
+		cfg := e.cfg
+		cfg.StageLayers = split
+		e2 := newPlanEval(e.c, e.m, cfg, e.f)
+		best = math.Min(best, newPlacer(e2, sym, starts).cost(order))
+	}
+	return best
 }
 
 func configKey(c Config) string {
@@ -377,6 +401,8 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	}
 	var cands []candidate
 	miss := noFit{best: math.Inf(1)}
+	sym := hostSymmetry(c)
+	starts := startOrders(c)
 	for _, cfg0 := range configs {
 		_, baseMiss := stageMemory(m, cfg0, o.Framework, func(int) float64 { return maxCap })
 		for _, off := range offloadChoices(o.Framework, cfg0, o.Fixed, baseMiss > 0) {
@@ -392,19 +418,18 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 			}
 			e := newPlanEval(c, m, cfg, o.Framework)
 			lb := e.cost(unplaced(e.nBlocks), &evalScratch{})
-			cands = append(cands, candidate{cfg: cfg, lb: lb, key: configKey(cfg)})
+			cands = append(cands, candidate{cfg: cfg, lb: lb, quick: quickEstimate(e, sym, starts, o), key: configKey(cfg)})
 		}
 	}
 	if len(cands) == 0 {
 		return nil, miss.err(m, world)
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {
-		if a.lb != b.lb {
-			return cmpFloat(a.lb, b.lb)
+		if a.quick != b.quick {
+			return cmpFloat(a.quick, b.quick)
 		}
 		return strings.Compare(a.key, b.key)
 	})
-	sym := hostSymmetry(c)
 	var plans []Plan
 	placed := 0
 	for _, cand := range cands {
@@ -412,10 +437,10 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 			break
 		}
 		if len(plans) >= topK && cand.lb >= plans[topK-1].Predicted.IterationSeconds {
-			break
+			continue
 		}
 		placed++
-		plan, ok, over := placeAndPredict(c, m, cand.cfg, o, sym)
+		plan, ok, over := placeAndPredict(c, m, cand.cfg, o, sym, starts)
 		if !ok {
 			res.RejectedMemory++
 			miss.note(cand.cfg, over, plan.Memory.Breakdown)
@@ -479,10 +504,10 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 // placeAndPredict places cfg (naively when the options ignore islands),
 // rebalances layers over heterogeneous stages, checks memory against the
 // GPUs each stage landed on and predicts the iteration.
-func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int) (Plan, bool, float64) {
+func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, starts [][]int) (Plan, bool, float64) {
 	po := PlaceOptions{Seed: o.Seed, Budget: o.PlacementBudget}
 	e := newPlanEval(c, m, cfg, o.Framework)
-	pl := newPlacer(e, sym)
+	pl := newPlacer(e, sym, starts)
 	var order []int
 	if o.IgnoreIslands {
 		order = make([]int, len(c.Hosts))
@@ -495,7 +520,7 @@ func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int
 			cfg2 := cfg
 			cfg2.StageLayers = split
 			e2 := newPlanEval(c, m, cfg2, o.Framework)
-			pl2 := newPlacer(e2, sym)
+			pl2 := newPlacer(e2, sym, starts)
 			order2, cost2 := pl2.placeOrder(po)
 			if cost2 < pl2.cost(order) && cost2 < pl.cost(order) {
 				e, pl, order, cfg = e2, pl2, order2, cfg2
