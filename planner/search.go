@@ -15,7 +15,6 @@ const (
 	// ranked by their placement-free lower bound only and cut.
 	maxPlaced     = 48
 	maxMicroBatch = 8
-	gib           = 1 << 30
 )
 
 // ValidateMegatron applies the start-up checks of Megatron-LM's
@@ -312,7 +311,7 @@ func offloadChoices(f Framework, cfg Config, fx Constraints, needed bool) []Offl
 	return out
 }
 
-func gpuCapacityBytes(h Host) float64 { return h.GPU.MemoryGiB * gib }
+func gpuCapacityBytes(h Host) float64 { return h.GPU.MemoryBytes() }
 
 // stageMemory is the memory of every pipeline rank, and the worst rank's
 // overshoot against the capacity of the GPUs it lands on (capOf(r)).
