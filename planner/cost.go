@@ -572,7 +572,10 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		scratch.finish[r] = 0
 	}
 	for r := 0; r < e.p; r++ {
-		scratch.dpx[r], scratch.perMB[r] = e.dpExposed(blockHost, r, 0, scratch.hosts)
+		scratch.perMB[r] = 0
+		if e.f == FrameworkDeepSpeed && e.cfg.ZeroStage >= 2 {
+			_, scratch.perMB[r] = e.dpExposed(blockHost, r, 0, scratch.hosts)
+		}
 	}
 	for d := 0; d < e.dp; d++ {
 		period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
@@ -610,16 +613,15 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 }
 
 type evalScratch struct {
-	work                        []stageWork
-	hosts                       []int
-	finish, dpx, perMB, lastBwd []float64
+	work                   []stageWork
+	hosts                  []int
+	finish, perMB, lastBwd []float64
 }
 
 func (s *evalScratch) ensure(e *planEval) {
 	if len(s.work) < e.p {
 		s.work = make([]stageWork, e.p)
 		s.finish = make([]float64, e.p)
-		s.dpx = make([]float64, e.p)
 		s.perMB = make([]float64, e.p)
 		s.lastBwd = make([]float64, e.p)
 	}
