@@ -184,3 +184,36 @@ func TestSearchIslandsBeatNaive(t *testing.T) {
 	}
 	t.Logf("island-aware %+v vs naive %+v", res.Plans[0].Config, naive.Plans[0].Config)
 }
+
+func TestSearchNoFitSaysByHowMuch(t *testing.T) {
+	c := dgxA100(1)
+	_, err := Search(c, gpt3_175b, SearchOptions{GlobalBatch: 64, Fixed: Constraints{ZeroStage: -1, NoOffload: true}})
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("175B on 8 GPUs: %v, want a NoFitError", err)
+	}
+	if nf.BestMissBytes <= 0 || len(nf.Suggestions) == 0 || !strings.Contains(nf.Message, "GiB") {
+		t.Fatalf("no-fit error lacks size or advice: %+v", nf)
+	}
+	if !strings.Contains(nf.Message, "more GPUs") {
+		t.Fatalf("no-fit error does not suggest more GPUs: %s", nf.Message)
+	}
+}
+
+// Property: with the pipeline fixed, more micro-batches (a bigger global
+// batch) give a lower bubble fraction.
+func TestMoreMicroBatchesLowerBubbleInPlans(t *testing.T) {
+	c := dgxA100(2)
+	prev := 1.0
+	for _, gbs := range []int{8, 16, 32, 64} {
+		res, err := Search(c, llama2_13b, SearchOptions{GlobalBatch: gbs, TopK: 1, Fixed: Constraints{TP: 4, PP: 4, VPP: 1, MicroBatch: 1, ZeroStage: -1, Recompute: RecomputeFull}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := res.Plans[0].Predicted.BubbleFraction
+		if b >= prev {
+			t.Fatalf("global batch %d: bubble %g not below %g", gbs, b, prev)
+		}
+		prev = b
+	}
+}
