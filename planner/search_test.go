@@ -95,6 +95,8 @@ func TestSearchPlansAreValid(t *testing.T) {
 		o    SearchOptions
 	}{
 		{"megatron-2islands", twoIslands(), llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
+		{"mixed-memory", testCluster([]islandDef{{hosts: 2, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200}, {hosts: 2, gpus: 8, gpu: gpuA10, intraGBs: 32, nicGbit: 100}}, 25),
+			llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 64, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
 		{"deepspeed", dgxA100(2), llama2_13b, SearchOptions{Framework: FrameworkDeepSpeed, GlobalBatch: 64, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
 		{"long-seq-cp", dgxA100(2), Model{Name: "8k", NumLayers: 32, Hidden: 4096, Heads: 32, QueryGroups: 8, FFNHidden: 14336, SwiGLU: true, SeqLength: 16384, Vocab: 128256},
 			SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 32, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
