@@ -486,10 +486,11 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 	switch {
 	case c == nil || len(c.Hosts) == 0:
 		return fmt.Errorf("cluster has no hosts")
-	case m.NumLayers <= 0 || m.Hidden <= 0 || m.Heads <= 0 || m.SeqLength <= 0 || m.Vocab <= 0:
-		return fmt.Errorf("model %q: num_layers, hidden_size, num_attention_heads, seq_length and vocab_size must be > 0", m.Name)
 	case o.GlobalBatch <= 0:
 		return fmt.Errorf("global batch size must be > 0 (got %d)", o.GlobalBatch)
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("model %q: %w", m.Name, err)
 	}
 	for i, h := range c.Hosts {
 		if h.GPUs <= 0 {

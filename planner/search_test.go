@@ -219,3 +219,35 @@ func TestMoreMicroBatchesLowerBubbleInPlans(t *testing.T) {
 		prev = b
 	}
 }
+
+// Uneven splits follow GPU speed: a stage on H100s never holds fewer
+// layers than one on A100s (Holmes' heterogeneous pipeline stages).
+func TestSearchFasterIslandGetsMoreLayers(t *testing.T) {
+	c := twoIslands()
+	res, err := Search(c, llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, TopK: 5, Fixed: Constraints{ZeroStage: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uneven := false
+	for _, p := range res.Plans {
+		minFast, maxSlow := 1<<30, 0
+		for r := 0; r < p.PP; r++ {
+			host := c.Hosts[p.Placement[r*p.TP*p.CP*p.DP].HostIndex]
+			n := p.StageLayers[r] // chunk 0 of rank r; all chunks of a rank are equal
+			if host.GPU == gpuH100 {
+				minFast = min(minFast, n)
+			} else {
+				maxSlow = max(maxSlow, n)
+			}
+		}
+		if maxSlow > 0 && minFast < 1<<30 {
+			uneven = true
+			if minFast < maxSlow {
+				t.Errorf("plan %+v: an H100 stage has %d layers, an A100 stage %d", p.Config, minFast, maxSlow)
+			}
+		}
+	}
+	if !uneven {
+		t.Fatal("no top plan spans both islands; the test needs one")
+	}
+}
