@@ -90,7 +90,11 @@ func TestPlanJSONKeys(t *testing.T) {
 
 func TestPlanTwoIslandsHasNaiveRow(t *testing.T) {
 	var out bytes.Buffer
-	err := runPlan(planOpts(&out, func(o *PlanOptions) { o.ClusterFile = "../../examples/two-clusters.yaml"; o.Model = "llama3-8b"; o.GlobalBatch = 64 }))
+	err := runPlan(planOpts(&out, func(o *PlanOptions) {
+		o.ClusterFile = "../../examples/two-clusters.yaml"
+		o.Model = "llama3-8b"
+		o.GlobalBatch = 64
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
