@@ -513,7 +513,7 @@ type orderCache struct {
 // fullSearchShapes is how many distinct shapes get the full local search;
 // later shapes and repeats get shortEvalsPerHost evaluations per host.
 const (
-	fullSearchShapes  = 6
+	fullSearchShapes  = 3
 	shortEvalsPerHost = 8
 )
 
