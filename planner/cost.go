@@ -304,34 +304,95 @@ func stageParams(m Model, layers int, first, last bool) float64 {
 }
 
 // dpCommSeconds is the data-parallel gradient synchronisation of one GPU
-// holding params parameters (already divided by TP), over dp members whose
-// slowest ring hop is link. It returns the total wire time, the part that
-// only starts after the last backward (what overlap cannot hide), and the
-// per-micro-batch communication DeepSpeed ZeRO-2/3 pay inside every step.
-func dpCommSeconds(cfg Config, f Framework, params float64, link Link) (total, tail, perMB float64) {
+// holding params parameters (already divided by TP); allReduce prices an
+// all-reduce of a buffer over the group (an all-gather or reduce-scatter is
+// half of it, exactly so for rings). It returns the total wire time, the
+// part that only starts after the last backward (what overlap cannot
+// hide), and the per-micro-batch communication DeepSpeed ZeRO-2/3 pay
+// inside every step.
+func dpCommSeconds(cfg Config, f Framework, params float64, allReduce func(bytes float64) float64) (total, tail, perMB float64) {
 	n := cfg.DP * cfg.CP // gradients are reduced over DP x CP in Megatron
 	if n <= 1 {
 		return 0, 0, 0
 	}
 	bytes := params * bytesPerElem
-	total = AllReduceSeconds(bytes, n, link) // RS + AG moves the same bytes
+	total = allReduce(bytes) // RS + AG (distributed optimizer) moves the same bytes
+	gather := total / 2
 	bucket := min(1, dpBucketParams/max(params, 1))
 	tail = total * bucket
 	if f == FrameworkDeepSpeed && cfg.ZeroStage >= 2 {
 		// ZeRO-2 reduce-scatters gradients at every micro-batch; ZeRO-3 also
 		// all-gathers parameters for forward and backward.
-		rs := AllGatherSeconds(bytes, n, link)
-		perMB = rs
+		perMB = gather
 		if cfg.ZeroStage == 3 {
-			perMB += 2 * AllGatherSeconds(bytes, n, link)
+			perMB += 2 * gather
 		}
-		total = perMB*float64(cfg.NumMicroBatches) + AllGatherSeconds(bytes, n, link)
-		tail = rs * bucket
+		total = perMB*float64(cfg.NumMicroBatches) + gather
+		tail = gather * bucket
 		if cfg.ZeroStage == 2 {
-			tail += AllGatherSeconds(bytes, n, link) // parameter all-gather after the step
+			tail += gather // parameter all-gather after the step
 		}
 	}
 	return total, tail, perMB
+}
+
+// dpAllReduceSeconds prices an all-reduce over the ring of hosts (group
+// order): NCCL's flat ring, limited by its slowest hop, or, when the group
+// has k > 1 members on each of several hosts, the hierarchical form
+// (reduce-scatter inside hosts, all-reduce of 1/k across hosts over k
+// sub-rings sharing the NIC, all-gather inside hosts), whichever is faster.
+// Both move the same bytes across the NIC; the hierarchical one pays far
+// fewer latency steps.
+//
+// While any member is unplaced the result is 0: the best completion may
+// pick either form, and 0 keeps partial costs lower bounds.
+func (e *planEval) dpAllReduceSeconds(bytes float64, hosts []int) float64 {
+	if slices.Contains(hosts, -1) {
+		return 0
+	}
+	n := len(hosts)
+	flat := AllReduceSeconds(bytes, n, e.ringLink(hosts))
+	distinct, k := hostRuns(hosts)
+	if k <= 1 || len(distinct) <= 1 {
+		return flat
+	}
+	intra := Link{BytesPerS: math.Inf(1)}
+	for _, h := range distinct {
+		l := e.link(h, h)
+		intra.BytesPerS = min(intra.BytesPerS, l.BytesPerS)
+		intra.LatencyS = max(intra.LatencyS, l.LatencyS)
+	}
+	inter := e.ringLink(distinct)
+	inter.BytesPerS /= float64(k)
+	hier := 2*AllGatherSeconds(bytes, k, intra) + AllReduceSeconds(bytes/float64(k), len(distinct), inter)
+	return min(flat, hier)
+}
+
+// hostRuns returns the hosts of consecutive runs and the run length when
+// every run is equally long (else k = 0).
+func hostRuns(hosts []int) (distinct []int, k int) {
+	run := 0
+	for i, h := range hosts {
+		if i > 0 && h == hosts[i-1] {
+			run++
+			continue
+		}
+		if i > 0 {
+			if k == 0 {
+				k = run
+			} else if run != k {
+				return nil, 0
+			}
+		}
+		distinct = append(distinct, h)
+		run = 1
+	}
+	if k == 0 {
+		k = run
+	} else if run != k {
+		return nil, 0
+	}
+	return distinct, k
 }
 
 // exposedDP is what stays on the critical path after backward: Megatron's
@@ -612,7 +673,7 @@ func (e *planEval) dpExposed(blockHost []int, r int, lastBwd float64, hosts []in
 			hosts = append(hosts, blockHost[e.block(r, d, c)])
 		}
 	}
-	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], e.ringLink(hosts))
+	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], func(b float64) float64 { return e.dpAllReduceSeconds(b, hosts) })
 	return exposedDP(total, tail, lastBwd), perMB
 }
 
