@@ -352,7 +352,8 @@ func (e *planEval) dpAllReduceSeconds(bytes float64, hosts []int) float64 {
 	}
 	n := len(hosts)
 	flat := AllReduceSeconds(bytes, n, e.ringLink(hosts))
-	distinct, k := hostRuns(hosts)
+	distinct, k := hostRuns(hosts, e.runBuf[:0])
+	e.runBuf = distinct[:0]
 	if k <= 1 || len(distinct) <= 1 {
 		return flat
 	}
@@ -370,8 +371,9 @@ func (e *planEval) dpAllReduceSeconds(bytes float64, hosts []int) float64 {
 
 // hostRuns returns the hosts of consecutive runs and the run length when
 // every run is equally long (else k = 0).
-func hostRuns(hosts []int) (distinct []int, k int) {
+func hostRuns(hosts, buf []int) (distinct []int, k int) {
 	run := 0
+	distinct = buf
 	for i, h := range hosts {
 		if i > 0 && h == hosts[i-1] {
 			run++
@@ -444,6 +446,8 @@ type planEval struct {
 	// sums[k*p+r] is rank r's per-micro-batch work on host class k when
 	// CP = 1 (then it depends on nothing else), for the fast objective.
 	sums []stageSum
+	// runBuf is scratch for hostRuns (a planEval is used by one goroutine).
+	runBuf []int
 }
 
 type stageSum struct{ total, lastBwd float64 }

@@ -251,7 +251,7 @@ func TestHierarchicalDPAllReduce(t *testing.T) {
 	if got := e.dpAllReduceSeconds(bytes, hosts); !approx(got, hier, 1e-12) {
 		t.Fatalf("DP all-reduce %g, want hierarchical %g (flat %g)", got, hier, flat)
 	}
-	if d, k := hostRuns([]int{0, 0, 1, 1, 1}); d != nil || k != 0 {
+	if d, k := hostRuns([]int{0, 0, 1, 1, 1}, nil); d != nil || k != 0 {
 		t.Fatalf("uneven runs: %v %d", d, k)
 	}
 }
