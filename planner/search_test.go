@@ -251,3 +251,29 @@ func TestSearchFasterIslandGetsMoreLayers(t *testing.T) {
 		t.Fatal("no top plan spans both islands; the test needs one")
 	}
 }
+
+// Property: doubling every inter-host link never makes the best plan
+// slower (placement is exact on these 6 hosts).
+func TestSearchFasterLinksNeverSlower(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		slow := randomCluster(6, 8, seed)
+		fast := randomCluster(6, 8, seed)
+		for a := range fast.bw {
+			for b := range fast.bw[a] {
+				fast.bw[a][b] *= 2
+			}
+		}
+		o := SearchOptions{GlobalBatch: 96, Seed: 1, TopK: 1, Fixed: Constraints{ZeroStage: -1}}
+		rs, err := Search(slow, llama2_13b, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rf, err := Search(fast, llama2_13b, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, f := rs.Plans[0].Predicted.IterationSeconds, rf.Plans[0].Predicted.IterationSeconds; f > s*(1+1e-9) {
+			t.Fatalf("seed %d: best plan %g s with faster links, %g s before", seed, f, s)
+		}
+	}
+}
