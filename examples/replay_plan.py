@@ -75,10 +75,15 @@ def fail_usage(msg):
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description="Replay a training plan's TP/PP/DP communication with gloo.")
-    p.add_argument("--tp", type=int, required=True, help="tensor-parallel size T")
-    p.add_argument("--pp", type=int, required=True, help="pipeline-parallel size P")
+    # Megatron's spellings are aliases so that a launcher that reads a
+    # script's Megatron flags as plan constraints sees the replayed sizes.
+    p.add_argument("--tp", "--tensor-model-parallel-size", dest="tp", type=int, required=True,
+                   help="tensor-parallel size T")
+    p.add_argument("--pp", "--pipeline-model-parallel-size", dest="pp", type=int, required=True,
+                   help="pipeline-parallel size P")
     p.add_argument("--dp", type=int, required=True, help="data-parallel size D")
-    p.add_argument("--cp", type=int, default=1, help="context-parallel size (only 1 is replayed)")
+    p.add_argument("--cp", "--context-parallel-size", dest="cp", type=int, default=1,
+                   help="context-parallel size (only 1 is replayed)")
     p.add_argument("--micro-batches", type=int, required=True, help="micro-batches per step M")
     p.add_argument("--tp-bytes", type=int, required=True, help="bytes of each TP all-reduce")
     p.add_argument("--pp-bytes", type=int, required=True, help="bytes of each PP send (activation or gradient)")
