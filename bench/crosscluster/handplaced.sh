@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The same comparison as run.sh with pipette-launch left out: two islands of
-# two hosts (network namespaces with their own hostname, islands joined by a
-# tc-shaped link), ranks of examples/replay_plan.py started directly in the
-# namespaces with a placement written by hand. It measures what the two rank
-# orders cost on such links; run.sh measures what pipette-launch chooses.
+# run.sh's comparison without pipette-launch: the same test-bed (two islands,
+# shaped link between them), but the ranks of examples/replay_plan.py are
+# started over plain ssh with a placement written by hand. It measures what
+# the two rank orders cost on such links; run.sh measures what pipette-launch
+# chooses and launches.
 #
-# Usage: sudo bench/crosscluster/handplaced.sh     (as root; settings by env)
+# Usage: sudo bench/crosscluster/handplaced.sh    (settings by env; TB=path
+# of a pipette-testbed binary, else ./cmd/pipette-testbed is built)
 set -euo pipefail
 
+TB_NAME=${TB_NAME:-handplaced}
 INTER_RATE=${INTER_RATE:-100mbit}
 NPROC=${NPROC:-2}
 STEPS=${STEPS:-3}
@@ -18,91 +20,70 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 # 2048, sequence 1024, TP2 PP2 DP2, 16 micro-batches of 1, sizes / 64.
 REPLAY_ARGS=${REPLAY_ARGS:---tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 --tp-bytes 1572864 --pp-bytes 131072 --dp-bytes 18750000 --compute-ms 300}
 
-HOST_ORDER=(a1 b1 a2 b2) # the hosts file order: islands interleaved
-declare -A ISLAND=([a1]=A [a2]=A [b1]=B [b2]=B)
-declare -A ADDR=([a1]=198.19.250.11 [b1]=198.19.250.12 [a2]=198.19.250.13 [b2]=198.19.250.14)
+TB_GROUPS=${TB_GROUPS:-A:2:ib,B:2:eth}
+TB_PREFIX=${TB_PREFIX:-node}
+TB_STATE_ROOT=${TB_STATE_ROOT:-/var/lib/pipette-testbed}
+# Hosts file order: islands interleaved, as in run.sh.
+HOST_ORDER=("${TB_PREFIX}01" "${TB_PREFIX}03" "${TB_PREFIX}02" "${TB_PREFIX}04")
+declare -A HOST_ISLAND=(["${TB_PREFIX}01"]=A ["${TB_PREFIX}02"]=A ["${TB_PREFIX}03"]=B ["${TB_PREFIX}04"]=B)
 # Planned: island-major, so TP stays in a host, DP in an island and only the
-# pipeline crosses. Naive: rank r on host r/NPROC in file order (torchrun,
-# DeepSpeed), which puts every DP group across the islands.
-PLANNED=(a1 a2 b1 b2)
+# pipeline crosses (what the planner should choose for TP2 PP2 DP2). Naive:
+# rank r on host r/NPROC in file order (torchrun, DeepSpeed), which puts
+# every DP group across the islands.
+PLANNED=("${TB_PREFIX}01" "${TB_PREFIX}02" "${TB_PREFIX}03" "${TB_PREFIX}04")
 NAIVE=("${HOST_ORDER[@]}")
-PREFIX=xc # namespaces xcsw, xca1, ...: not the test-bed's pl<k>*
-
-die() { printf 'handplaced: %s\n' "$*" >&2; exit 1; }
-[[ $(id -u) == 0 ]] || die "run as root (network namespaces)"
-"$PYTHON" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
-	die "$PYTHON cannot import torch.distributed with gloo: apt-get install python3-torch"
-for ns in "${PREFIX}sw" "${HOST_ORDER[@]/#/$PREFIX}"; do
-	[[ ! -e /run/netns/$ns ]] || die "namespace $ns exists: another handplaced.sh is running, or remove it (ip netns del $ns)"
-done
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SCRIPT=$HERE/../../examples/replay_plan.py
-WORK=$(mktemp -d /var/tmp/pipette-handplaced.XXXXXX)
-MADE=()
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+cc_require
+SCRIPT=$REPO/examples/replay_plan.py
+WORK=$(mktemp -d /var/tmp/pipette-handplaced.XXXXXX) # not /tmp: hosts have a private one
 PIDS=()
-cleanup() {
-	local rc=$?
+stop() {
+	local rc=$? p
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for ns in "${MADE[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-	echo "handplaced: files kept in $WORK" >&2
+	cc_tb_down # also ends every process left in the hosts' namespaces
 	exit "$rc"
 }
-trap cleanup EXIT
+trap stop EXIT
 trap 'exit 130' INT TERM
 
-# The bridges live in their own namespace; the root namespace gets nothing.
-sw=${PREFIX}sw
-ip netns add "$sw" && MADE+=("$sw")
-ip -n "$sw" link set lo up
-for i in A B; do ip -n "$sw" link add "br$i" type bridge && ip -n "$sw" link set "br$i" up; done
-ip -n "$sw" link add upA type veth peer name upB
-ip -n "$sw" link set upA master brA up
-ip -n "$sw" link set upB master brB up
-for d in upA upB; do # both directions
-	ip netns exec "$sw" tc qdisc add dev "$d" root tbf rate "$INTER_RATE" burst 64kb latency 50ms
-done
-i=0
-for h in "${HOST_ORDER[@]}"; do
-	i=$((i + 1))
-	ns=$PREFIX$h
-	ip netns add "$ns" && MADE+=("$ns")
-	ip link add "port$i" netns "$sw" type veth peer name eth0 netns "$ns"
-	ip -n "$sw" link set "port$i" master "br${ISLAND[$h]}" up
-	ip -n "$ns" addr add "${ADDR[$h]}/24" dev eth0
-	ip -n "$ns" link set eth0 up
-	ip -n "$ns" link set lo up
-done
+if [[ -z ${TB:-} ]]; then
+	(cd "$REPO" && go build -o "$WORK/bin/pipette-testbed" ./cmd/pipette-testbed)
+	TB=$WORK/bin/pipette-testbed
+fi
+cc_tb_up
+
+# squote WORD: WORD in POSIX single quotes for the remote shell.
+squote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 run() { # name host...  (one host per NPROC consecutive ranks)
 	local name=$1
 	shift
 	local hosts=() h r
 	for h in "$@"; do for ((r = 0; r < NPROC; r++)); do hosts+=("$h"); done; done
-	local world=${#hosts[@]} master=${ADDR[$1]} pids=()
-	echo "== $name: ranks on hosts ${hosts[*]}"
+	local world=${#hosts[@]} master pids=() line a
+	master=$(cc_tb_addr "$1")
+	cc_say "$name: ranks on hosts ${hosts[*]}"
 	for ((r = 0; r < world; r++)); do
-		h=${hosts[$r]}
-		# shellcheck disable=SC2086 # REPLAY_ARGS is meant to split
-		ip netns exec "$PREFIX$h" unshare -u sh -c 'hostname "$0"; exec "$@"' "$h" \
-			env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % NPROC)) MASTER_ADDR="$master" MASTER_PORT=29500 \
-			GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 "$PYTHON" "$SCRIPT" $REPLAY_ARGS \
-			--steps "$STEPS" --warmup "$WARMUP" --timeout-s 300 --json-out "$WORK/$name.json" \
-			>"$WORK/$name.$r.log" 2>&1 &
+		line="env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % NPROC)) MASTER_ADDR=$master MASTER_PORT=29500"
+		line+=" GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 $(squote "$PYTHON") $(squote "$SCRIPT")"
+		for a in $REPLAY_ARGS --steps "$STEPS" --warmup "$WARMUP" --timeout-s 300 --json-out "$WORK/$name.json"; do
+			line+=" $(squote "$a")"
+		done
+		ssh -F "$TB_DIR/ssh_config" -o UserKnownHostsFile="$TB_DIR/known_hosts" \
+			-o IdentityFile="$TB_DIR/id_ed25519" "${hosts[$r]}" "$line" >"$WORK/$name.$r.log" 2>&1 &
 		pids+=($!)
 		PIDS+=($!)
 	done
 	local rc=0
 	for p in "${pids[@]}"; do wait "$p" || rc=1; done
 	cat "$WORK/$name".*.log >"$WORK/$name.log"
-	((rc == 0)) || die "$name: a rank failed; see $WORK/$name.*.log"
+	((rc == 0)) || cc_die "$name: a rank failed; see $WORK/$name.*.log"
 	grep -E '^(step|\{)' "$WORK/$name.0.log"
 }
 run planned "${PLANNED[@]}"
 run naive "${NAIVE[@]}"
-
-islands=""
-for h in "${HOST_ORDER[@]}"; do islands+="${islands:+,}$h=${ISLAND[$h]}"; done
-echo "== result"
-"$PYTHON" "$HERE/report.py" --islands "$islands" --min-ratio "$MIN_RATIO" \
-	"planned=$WORK/planned.log:$WORK/planned.json" "naive=$WORK/naive.log:$WORK/naive.json"
+cc_report ""

@@ -26,21 +26,20 @@ WARMUP=${WARMUP:-1}
 MIN_RATIO=${MIN_RATIO:-2}                  # exit 1 when naive/planned is below this
 PYTHON=${PYTHON:-/usr/bin/python3}         # Debian's, with torch (testbed.md)
 
-# Host order of the hostfile: it interleaves the islands on purpose (see README).
-HOST_ORDER=(a1 b1 a2 b2)
-declare -A HOST_ISLAND=([a1]=A [a2]=A [b1]=B [b2]=B)
-declare -A HOST_RDMA=([a1]=infiniband [a2]=infiniband [b1]= [b2]=)
+# pipette-testbed names hosts PREFIX01.. in group order: A gets node01 and
+# node02 (fake InfiniBand), B node03 and node04 (plain Ethernet). The hostfile
+# given to pipette-launch interleaves the islands on purpose (see README).
+TB_GROUPS=${TB_GROUPS:-A:2:ib,B:2:eth}
+TB_PREFIX=${TB_PREFIX:-node}
+HOST_ORDER=("${TB_PREFIX}01" "${TB_PREFIX}03" "${TB_PREFIX}02" "${TB_PREFIX}04")
+declare -A HOST_ISLAND=(["${TB_PREFIX}01"]=A ["${TB_PREFIX}02"]=A ["${TB_PREFIX}03"]=B ["${TB_PREFIX}04"]=B)
+TB_STATE_ROOT=${TB_STATE_ROOT:-/var/lib/pipette-testbed} # testbed.DefaultStateRoot
 
-# ---- CLI spellings (assumed; the CLIs were written in parallel) ------------
-# pipette-testbed: `up` with one --host NAME:GROUP[:RDMA] per host and the
-# rate of links between groups; `down --name`.
-TB_HOST_FLAG=${TB_HOST_FLAG:---host}
-TB_SHAPE_FLAG=${TB_SHAPE_FLAG:---group-shape}
-TB_NAME_FLAG=${TB_NAME_FLAG:---name}
-TB_STATE_ROOT=${TB_STATE_ROOT:-/var/lib/pipette-testbed}   # testbed.DefaultStateRoot
-# pipette-launch: how it is told the test-bed's ssh_config (which also names
-# the key and known_hosts), the hostfile, and the switches used below.
-PL_SSH_FLAGS_TMPL=${PL_SSH_FLAGS_TMPL:---ssh-config {ssh_config}}
+# ---- pipette-launch flag spellings -----------------------------------------
+# pipette-testbed's flags (lib.sh) are its real ones. These were written
+# while pipette-launch's CLI was being built: override them if they differ.
+# @SSH_CONFIG@ and @KNOWN_HOSTS@ are replaced by the test-bed's files.
+PL_SSH_FLAGS_TMPL=${PL_SSH_FLAGS_TMPL:---ssh-config @SSH_CONFIG@ --known-hosts @KNOWN_HOSTS@}
 PL_HOSTFILE_FLAG=${PL_HOSTFILE_FLAG:---hostfile}
 PL_MEASURE_FLAG=${PL_MEASURE_FLAG:---measure}
 PL_OUT_FLAG=${PL_OUT_FLAG:--o}
@@ -50,79 +49,36 @@ PL_PLAN_FLAGS=(--model "$MODEL" --global-batch-size "$GLOBAL_BATCH" --seq-length
 PL_EXTRA_PROBE_FLAGS=${PL_EXTRA_PROBE_FLAGS:-}
 PL_EXTRA_RUN_FLAGS=${PL_EXTRA_RUN_FLAGS:-}
 
-# ---- helpers ---------------------------------------------------------------
-say() { printf '\n== %s\n' "$*"; }
-die() { printf 'crosscluster: %s\n' "$*" >&2; exit 1; }
-
-[[ $(id -u) == 0 ]] || die "run as root: the test-bed makes network namespaces and starts sshd"
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || die "go not found (install Go or put /usr/local/go/bin on PATH)"
-"$PYTHON" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
-	die "$PYTHON cannot import torch.distributed with gloo: apt-get install python3-torch"
-
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+cc_require
+
 SCRIPT=$REPO/examples/replay_plan.py
 # Outside /tmp: every test-bed host mounts a private /tmp, and rank 0 (on
 # some test-bed host) writes its result file here.
 WORK=$(mktemp -d /var/tmp/pipette-crosscluster.XXXXXX)
-TB_UP=0
-cleanup() {
-	local rc=$?
-	if [[ $TB_UP == 1 ]]; then
-		"$WORK/bin/pipette-testbed" down "$TB_NAME_FLAG" "$TB_NAME" || echo "crosscluster: pipette-testbed down failed; run it by hand" >&2
-	fi
-	echo "crosscluster: files kept in $WORK" >&2
-	exit "$rc"
-}
-trap cleanup EXIT
+trap cc_tb_down EXIT
 trap 'exit 130' INT TERM
 
 # ---- 1. build --------------------------------------------------------------
-say "build pipette-launch and pipette-testbed into $WORK/bin"
+cc_say "build pipette-launch and pipette-testbed into $WORK/bin"
 (cd "$REPO" && go build -o "$WORK/bin/pipette-launch" ./cmd/pipette-launch &&
 	go build -o "$WORK/bin/pipette-testbed" ./cmd/pipette-testbed)
 PL=$WORK/bin/pipette-launch
 TB=$WORK/bin/pipette-testbed
 
 # ---- 2. test-bed -----------------------------------------------------------
-say "test-bed $TB_NAME: hosts ${HOST_ORDER[*]} (A=InfiniBand, B=Ethernet), $INTER_RATE between islands"
-up_args=(up "$TB_NAME_FLAG" "$TB_NAME" "$TB_SHAPE_FLAG" "$INTER_RATE")
-for h in "${HOST_ORDER[@]}"; do
-	spec=$h:${HOST_ISLAND[$h]}
-	[[ -n ${HOST_RDMA[$h]} ]] && spec+=:${HOST_RDMA[$h]}
-	up_args+=("$TB_HOST_FLAG" "$spec")
-done
-TB_UP=1 # down is harmless if up failed before making anything
-"$TB" "${up_args[@]}"
-
-# Find the instance's files from its state record rather than from up's
-# printed text: testbed/state.go keeps one directory per instance.
-TB_DIR=$("$PYTHON" - "$TB_STATE_ROOT" "$TB_NAME" <<'EOF'
-import json, os, sys
-root, name = sys.argv[1], sys.argv[2]
-found = []
-for d in sorted(os.listdir(root)):
-    p = os.path.join(root, d, "state.json")
-    try:
-        st = json.load(open(p))
-    except (OSError, ValueError):
-        continue
-    if st.get("name") == name and st.get("ready"):
-        found.append(os.path.join(root, d))
-if len(found) != 1:
-    sys.exit("crosscluster: want exactly one ready test-bed named %r under %s, found %d" % (name, root, len(found)))
-print(found[0])
-EOF
-)
-SSH_CONFIG=$TB_DIR/ssh_config
+cc_tb_up
 HOSTFILE=$WORK/hostfile
 printf '%s\n' "${HOST_ORDER[@]}" >"$HOSTFILE" # the order is the point: not the test-bed's own list
-read -r -a PL_SSH_FLAGS <<<"${PL_SSH_FLAGS_TMPL//\{ssh_config\}/$SSH_CONFIG}"
-echo "test-bed state: $TB_DIR; hostfile order: $(tr '\n' ' ' <"$HOSTFILE")"
+ssh_flags=${PL_SSH_FLAGS_TMPL//@SSH_CONFIG@/$TB_DIR/ssh_config}
+read -r -a PL_SSH_FLAGS <<<"${ssh_flags//@KNOWN_HOSTS@/$TB_DIR/known_hosts}"
+echo "test-bed state: $TB_DIR; hostfile order: ${HOST_ORDER[*]}"
 
 # ---- 3. probe --measure ----------------------------------------------------
-say "probe --measure"
+cc_say "probe --measure"
 CLUSTER=$WORK/cluster.yaml
 # shellcheck disable=SC2086 # extra flags are meant to split
 "$PL" probe "$PL_HOSTFILE_FLAG" "$HOSTFILE" "${PL_SSH_FLAGS[@]}" "$PL_NPROC_FLAG" "$NPROC" \
@@ -131,11 +87,10 @@ echo "--- $CLUSTER"
 cat "$CLUSTER"
 
 # ---- 4. plan ---------------------------------------------------------------
-say "plan (with islands, and ignoring them for comparison)"
+cc_say "plan (with islands, and ignoring them for comparison)"
 "$PL" plan --cluster "$CLUSTER" "${PL_PLAN_FLAGS[@]}"
 "$PL" plan --cluster "$CLUSTER" "${PL_PLAN_FLAGS[@]}" "$PL_IGNORE_ISLANDS_FLAG" || true
 "$PL" plan --cluster "$CLUSTER" "${PL_PLAN_FLAGS[@]}" --json >"$WORK/plan.json"
-
 # Replay sizes from the plan; the arithmetic is in replay_sizes.py's doc.
 REPLAY_ARGS=$("$PYTHON" "$HERE/replay_sizes.py" "$WORK/plan.json" --index "$PLAN_INDEX" --scale "$BYTES_SCALE" \
 	--max-micro "$MAX_MICRO" --compute-ms "$COMPUTE_MS" --placement-out "$WORK/plan.placement")
@@ -145,20 +100,16 @@ echo "replay args: $REPLAY_ARGS"
 run_replay() { # name [extra pipette-launch flags...]
 	local name=$1
 	shift
-	say "run: $name"
+	cc_say "run: $name"
 	# shellcheck disable=SC2086 # REPLAY_ARGS and extra flags are meant to split
 	"$PL" run --cluster "$CLUSTER" "${PL_SSH_FLAGS[@]}" --framework torch --python "$PYTHON" \
 		"$PL_NPROC_FLAG" "$NPROC" "${PL_PLAN_FLAGS[@]}" "$@" $PL_EXTRA_RUN_FLAGS \
 		"$SCRIPT" $REPLAY_ARGS --steps "$STEPS" --warmup "$WARMUP" --json-out "$WORK/$name.json" \
 		2>&1 | tee "$WORK/$name.log"
-	[[ -s $WORK/$name.json ]] || die "$name: rank 0 wrote no $WORK/$name.json (see $WORK/$name.log)"
+	[[ -s $WORK/$name.json ]] || cc_die "$name: rank 0 wrote no $WORK/$name.json (see $WORK/$name.log)"
 }
 run_replay planned
 run_replay naive "$PL_IGNORE_ISLANDS_FLAG"
 
 # ---- 6. report -------------------------------------------------------------
-say "result"
-islands=""
-for h in "${HOST_ORDER[@]}"; do islands+="${islands:+,}$h=${HOST_ISLAND[$h]}"; done
-"$PYTHON" "$HERE/report.py" --islands "$islands" --min-ratio "$MIN_RATIO" --placement "$WORK/plan.placement" \
-	"planned=$WORK/planned.log:$WORK/planned.json" "naive=$WORK/naive.log:$WORK/naive.json"
+cc_report "$WORK/plan.placement"
