@@ -78,7 +78,7 @@ type rankRun struct {
 func runJob(t *testing.T, tp, pp, dp int, args ...string) (result, []string) {
 	t.Helper()
 	world := tp * pp * dp
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	port := freePort(t)
 	jsonOut := filepath.Join(t.TempDir(), "result.json")
@@ -212,12 +212,12 @@ func TestReplayTP2PP2DP2(t *testing.T) {
 		t.Errorf("median step %.4fs is not above the compute of a step %.3fs", small.MedianStepSeconds, floor)
 	}
 
-	big, _ := runJob(t, tp, pp, dp, commonArgs(4<<20, 4<<20, 16<<20)...)
+	big, _ := runJob(t, tp, pp, dp, commonArgs(8<<20, 8<<20, 32<<20)...)
 	t.Logf("median step: tiny messages %.4fs, MB messages %.4fs (%.2fx)",
 		small.MedianStepSeconds, big.MedianStepSeconds, big.MedianStepSeconds/small.MedianStepSeconds)
 	// Each step moves 16 TP all-reduces and 8 activation/gradient sends of
-	// 4 MiB per rank plus a 16 MiB DP all-reduce: at any loopback speed that
-	// is well over a quarter of a 60 ms step (about 3x on a 2-core VM).
+	// 8 MiB per rank plus a 32 MiB DP all-reduce: at any loopback speed that
+	// is well over a quarter of a 60 ms step (about 10x on a 2-core VM).
 	if big.MedianStepSeconds < 1.25*small.MedianStepSeconds {
 		t.Errorf("median step with MB messages %.4fs is not clearly slower than with 4-byte messages %.4fs",
 			big.MedianStepSeconds, small.MedianStepSeconds)
