@@ -300,10 +300,11 @@ def main(argv):
     t_rank, d_rank, p_rank = layout.coords(rank)
     # One line per rank: where it runs and whom it talks to (tests parse it).
     print("replay: rank=%d local_rank=%d host=%s tp_rank=%d dp_rank=%d pp_rank=%d tp_group=%s dp_group=%s "
-          "pp_prev=%s pp_next=%s" % (rank, local_rank, socket.gethostname(), t_rank, d_rank, p_rank,
-                                     ",".join(map(str, tp[1])), ",".join(map(str, dp[1])),
-                                     "-" if rep.prev is None else rep.prev,
-                                     "-" if rep.next is None else rep.next), flush=True)
+          "pp_prev=%s pp_next=%s gloo_socket_ifname=%s"
+          % (rank, local_rank, socket.gethostname(), t_rank, d_rank, p_rank,
+             ",".join(map(str, tp[1])), ",".join(map(str, dp[1])),
+             "-" if rep.prev is None else rep.prev, "-" if rep.next is None else rep.next,
+             os.environ.get("GLOO_SOCKET_IFNAME") or "-"), flush=True)
     self_check(torch, dist, rank, layout, tp, dp, rep.prev, rep.next)
 
     times = []

@@ -172,6 +172,21 @@ func rankFields(t *testing.T, rank int, out string) map[string]string {
 	return nil
 }
 
+// checkGroups compares every rank's printed groups with megatronGroups.
+func checkGroups(t *testing.T, lines []string, tp, pp, dp int) {
+	t.Helper()
+	for r, out := range lines {
+		f := rankFields(t, r, out)
+		tg, dg, prev, next := megatronGroups(r, tp, dp, pp)
+		want := map[string]string{"rank": strconv.Itoa(r), "tp_group": tg, "dp_group": dg, "pp_prev": prev, "pp_next": next}
+		for k, v := range want {
+			if f[k] != v {
+				t.Errorf("rank %d: %s=%q, want %q (Megatron order tp-cp-ep-dp-pp)", r, k, f[k], v)
+			}
+		}
+	}
+}
+
 const computeMS = 60
 
 func commonArgs(tpBytes, ppBytes, dpBytes int) []string {
@@ -195,16 +210,7 @@ func TestReplayTP2PP2DP2(t *testing.T) {
 	if len(small.Steps) != 3 {
 		t.Errorf("JSON has %d steps, want 3 (--steps 3, warmup excluded)", len(small.Steps))
 	}
-	for r, out := range lines {
-		f := rankFields(t, r, out)
-		tg, dg, prev, next := megatronGroups(r, tp, dp, pp)
-		want := map[string]string{"rank": strconv.Itoa(r), "tp_group": tg, "dp_group": dg, "pp_prev": prev, "pp_next": next}
-		for k, v := range want {
-			if f[k] != v {
-				t.Errorf("rank %d: %s=%q, want %q (Megatron order tp-cp-ep-dp-pp)", r, k, f[k], v)
-			}
-		}
-	}
+	checkGroups(t, lines, tp, pp, dp)
 	// 1F1B: every stage sleeps the whole compute of a step, so no step is
 	// shorter; the pipeline adds a bubble of (P-1)/M on top.
 	floor := float64(computeMS) / 1000
@@ -221,6 +227,24 @@ func TestReplayTP2PP2DP2(t *testing.T) {
 	if big.MedianStepSeconds < 1.25*small.MedianStepSeconds {
 		t.Errorf("median step with MB messages %.4fs is not clearly slower than with 4-byte messages %.4fs",
 			big.MedianStepSeconds, small.MedianStepSeconds)
+	}
+}
+
+// TestReplayDeepPipelineWaitsForNeighbours: with 4 stages and 2
+// micro-batches (fewer than stages), 1F1B cannot beat its dependency chain,
+// (M+P-1) * (F+B) = 5 * (10+20) ms = 150 ms, whatever the overhead. Stages
+// that did not wait for their neighbours would take about 60 ms.
+func TestReplayDeepPipelineWaitsForNeighbours(t *testing.T) {
+	requireTorch(t)
+	const tp, pp, dp, micro = 1, 4, 1, 2
+	args := []string{"--micro-batches", strconv.Itoa(micro), "--compute-ms", strconv.Itoa(computeMS),
+		"--steps", "3", "--warmup", "1", "--tp-bytes", "4", "--pp-bytes", "4", "--dp-bytes", "4"}
+	res, lines := runJob(t, tp, pp, dp, args...)
+	checkGroups(t, lines, tp, pp, dp)
+	floor := float64(computeMS) / 1000 * float64(micro+pp-1) / micro
+	if res.MedianStepSeconds < floor {
+		t.Errorf("median step %.4fs is below the pipeline's dependency chain %.3fs: stages did not wait for each other",
+			res.MedianStepSeconds, floor)
 	}
 }
 
