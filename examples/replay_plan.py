@@ -46,6 +46,15 @@ time.perf_counter() on rank 0. Rank 0 prints each measured step and, last, one
 JSON line {"median_step_seconds": ..., "steps": [...], "world": ..., ...},
 also written to --json-out when given.
 
+Megatron-LM's model, batch and plan flags (--num-layers, --hidden-size,
+--micro-batch-size, --global-batch-size, --pipeline-model-parallel-layout,
+--bf16, ...) are accepted and ignored, so that a launcher can plan this job
+from the same arguments as the real training and append its plan's flags;
+--tensor-model-parallel-size, --pipeline-model-parallel-size and
+--context-parallel-size are aliases of --tp, --pp and --cp (the last one
+given wins, as in argparse). Flags that change the rank order or add expert
+parallelism are rejected.
+
 Environment (torchrun / pipette-launch env://): RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT. gloo picks its interface from GLOO_SOCKET_IFNAME
 itself when that is set. Runs on torch 1.13 (Debian's python3-torch).
@@ -74,7 +83,7 @@ def fail_usage(msg):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        description="Replay a training plan's TP/PP/DP communication with gloo.")
+        description="Replay a training plan's TP/PP/DP communication with gloo.", allow_abbrev=False)
     # Megatron's spellings are aliases so that a launcher that reads a
     # script's Megatron flags as plan constraints sees the replayed sizes.
     p.add_argument("--tp", "--tensor-model-parallel-size", dest="tp", type=int, required=True,
@@ -95,7 +104,13 @@ def parse_args(argv):
     p.add_argument("--json-out", help="rank 0 writes the result JSON here too")
     p.add_argument("--timeout-s", type=float, default=600.0,
                    help="gloo timeout for any one operation (default 600)")
+    add_megatron_flags(p)
     args = p.parse_args(argv)
+    if args.expert_model_parallel_size not in (None, 1):
+        fail_usage("--expert-model-parallel-size %d: expert parallelism is not replayed"
+                   % args.expert_model_parallel_size)
+    if args.use_tp_pp_dp_mapping:
+        fail_usage("--use-tp-pp-dp-mapping: only Megatron's default order tp-cp-ep-dp-pp is replayed")
     for name in ("tp", "pp", "dp", "cp", "micro_batches", "steps"):
         if getattr(args, name) < 1:
             fail_usage("--%s must be at least 1, got %d" % (name.replace("_", "-"), getattr(args, name)))
@@ -109,6 +124,36 @@ def parse_args(argv):
     if args.timeout_s <= 0:
         fail_usage("--timeout-s must be positive, got %r" % args.timeout_s)
     return args
+
+
+# Megatron-LM's own flags are accepted and ignored (the traffic comes from
+# --tp-bytes and friends): a launcher reads the model shape and the pinned
+# sizes from them to plan this job as it would plan the real training, and
+# appends the flags of its plan when it renders a Megatron launch.
+MEGATRON_VALUE_FLAGS = (
+    "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups", "--ffn-hidden-size",
+    "--seq-length", "--max-position-embeddings", "--vocab-size", "--tokenizer-type",
+    "--micro-batch-size", "--global-batch-size",
+    "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+    "--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+    "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+    "--optimizer-offload-fraction", "--distributed-backend",
+)
+MEGATRON_SWITCHES = (
+    "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+    "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--overlap-cpu-optimizer-d2h-h2d",
+    "--bf16", "--fp16", "--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
+)
+
+
+def add_megatron_flags(p):
+    g = p.add_argument_group("Megatron-LM flags (accepted, not replayed)")
+    for f in MEGATRON_VALUE_FLAGS:
+        g.add_argument(f, metavar="V", help=argparse.SUPPRESS)
+    for f in MEGATRON_SWITCHES:
+        g.add_argument(f, action="store_true", help=argparse.SUPPRESS)
+    g.add_argument("--expert-model-parallel-size", type=int, help="must be 1")
+    g.add_argument("--use-tp-pp-dp-mapping", action="store_true", help="rejected: another rank order")
 
 
 def env_int(name):

@@ -52,14 +52,15 @@ func writeJSON(t *testing.T, dir, name string, v any) string {
 
 // planJSON is the shape of `plan --json` that replay_sizes.py reads: a
 // 1.2e9-parameter model of 24 layers, hidden 2048, sequence 1024.
+// shapeArgs is that model and batch in Megatron's flags.
 func planJSON(mutate func(plan, model map[string]any)) map[string]any {
 	plan := map[string]any{
-		"tp": 2, "pp": 2, "dp": 2, "cp": 1, "vpp": 1, "micro_batch_size": 1, "num_micro_batches": 16,
+		"tp": 2, "pp": 2, "dp": 2, "cp": 1, "vpp": 1, "micro_batch_size": 1, "num_micro_batches": 16, "global_batch_size": 32,
 		"sequence_parallel": false, "stage_layers": []int{12, 12},
 		"placement": []map[string]any{{"rank": 0, "host": "a1"}, {"rank": 1, "host": "a1"}},
 	}
 	model := map[string]any{"name": "m", "parameters": 1200000000,
-		"shape": map[string]any{"num_layers": 24, "hidden_size": 2048, "seq_length": 1024}}
+		"shape": map[string]any{"num_layers": 24, "hidden_size": 2048, "num_attention_heads": 16, "seq_length": 1024, "vocab_size": 50257}}
 	if mutate != nil {
 		mutate(plan, model)
 	}
@@ -69,6 +70,9 @@ func planJSON(mutate func(plan, model map[string]any)) map[string]any {
 // TestReplaySizes checks the plan-to-bytes arithmetic against hand-computed
 // values: act = 1024*1*2048*2 = 4194304; 16 micro-batches replayed as 8
 // doubles PP and TP messages; everything is divided by 64.
+const shapeArgs = "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 1024 --vocab-size 50257 " +
+	"--micro-batch-size 1 --global-batch-size 32 "
+
 func TestReplaySizes(t *testing.T) {
 	requirePython(t)
 	cases := []struct {
@@ -82,21 +86,28 @@ func TestReplaySizes(t *testing.T) {
 		{
 			name: "tp2 pp2 dp2",
 			// tp = act*12*2/64, pp = act*2/64, dp = 1.2e9*12/24/2*4/64
-			want: "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
+			want: shapeArgs + "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
 				"--tp-bytes 1572864 --pp-bytes 131072 --dp-bytes 18750000 --compute-ms 300",
 		},
 		{
 			name:   "sequence parallel sends act/tp",
 			mutate: func(p, _ map[string]any) { p["sequence_parallel"] = true },
-			want: "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
+			want: shapeArgs + "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
 				"--tp-bytes 1572864 --pp-bytes 65536 --dp-bytes 18750000 --compute-ms 300",
 		},
 		{
-			name:   "uneven stages use the largest; few micro-batches kept",
-			mutate: func(p, _ map[string]any) { p["stage_layers"] = []int{16, 8}; p["num_micro_batches"] = 4 },
-			args:   []string{"--scale", "1", "--compute-ms", "50"},
+			name: "uneven stages use the largest; few micro-batches kept; GQA and SwiGLU flags",
+			mutate: func(p, m map[string]any) {
+				p["stage_layers"] = []int{16, 8}
+				p["num_micro_batches"], p["global_batch_size"] = 4, 8
+				sh := m["shape"].(map[string]any)
+				sh["num_query_groups"], sh["swiglu"], sh["ffn_hidden_size"] = 4, true, 5504
+			},
+			args: []string{"--scale", "1", "--compute-ms", "50"},
 			// tp = act*16, pp = act, dp = 1.2e9*16/24/2*4
-			want: "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 4 " +
+			want: "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --group-query-attention --num-query-groups 4 " +
+				"--ffn-hidden-size 5504 --swiglu --seq-length 1024 --vocab-size 50257 --micro-batch-size 1 --global-batch-size 8 " +
+				"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 4 " +
 				"--tp-bytes 67108864 --pp-bytes 4194304 --dp-bytes 1600000000 --compute-ms 50",
 		},
 		{
@@ -138,7 +149,23 @@ func TestReplaySizes(t *testing.T) {
 			if err != nil || string(b) != "0 a1\n1 a1\n" {
 				t.Errorf("placement file %q (%v), want the plan's rank-host pairs", b, err)
 			}
+			replayAccepts(t, strings.Fields(stdout))
 		})
+	}
+}
+
+// replayAccepts runs examples/replay_plan.py with args (plus the step
+// counts run.sh adds) and a WORLD_SIZE of
+// 3: it parses every argument first, so the world-size error (exit 2)
+// proves it accepted them all, before any torch import or network use.
+func replayAccepts(t *testing.T, args []string) {
+	t.Helper()
+	argv := append([]string{"../../examples/replay_plan.py"}, args...)
+	cmd := exec.Command(python, append(argv, "--steps", "1", "--warmup", "0")...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "RANK=0", "WORLD_SIZE=3", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "WORLD_SIZE=3 but --tp 2 x --pp 2 x --dp 2") {
+		t.Errorf("replay_plan.py did not accept the arguments %q:\n%s", args, out)
 	}
 }
 

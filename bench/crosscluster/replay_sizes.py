@@ -18,6 +18,13 @@ activations, Megatron defaults):
                              (this rank's share of the gradients, reduced in
                               fp32 as Megatron does under --bf16)
 
+The line starts with the model and batch in Megatron-LM's flags
+(--num-layers, --hidden-size, ..., --micro-batch-size, --global-batch-size)
+and the plan's TP and PP as --tensor-model-parallel-size and
+--pipeline-model-parallel-size: replay_plan.py ignores the shape, and
+`pipette-launch run` plans from these flags exactly as for the real
+training, with TP, PP and the micro-batch pinned to the replayed plan's.
+
 The replay runs min(num_micro_batches, M) micro-batches; PP and TP messages
 grow by num_micro_batches / replayed so each step still moves the plan's bytes.
 Every size is then divided by S. Exit status 2 on unusable input.
@@ -73,6 +80,27 @@ def sizes(result, index, scale, max_micro):
     return out, info, plan.get("placement") or []
 
 
+def megatron_shape_args(result, plan):
+    """The model and batch as Megatron-LM flags (what run plans from)."""
+    sh = result["model"]["shape"]
+    a = ["--num-layers", sh["num_layers"], "--hidden-size", sh["hidden_size"],
+         "--num-attention-heads", sh["num_attention_heads"]]
+    groups = sh.get("num_query_groups") or 0
+    if groups and groups != sh["num_attention_heads"]:
+        a += ["--group-query-attention", "--num-query-groups", groups]
+    if sh.get("ffn_hidden_size"):
+        a += ["--ffn-hidden-size", sh["ffn_hidden_size"]]
+    if sh.get("swiglu"):
+        a.append("--swiglu")
+    a += ["--seq-length", sh["seq_length"], "--vocab-size", sh["vocab_size"]]
+    if sh.get("max_position_embeddings"):
+        a += ["--max-position-embeddings", sh["max_position_embeddings"]]
+    if sh.get("untie_embeddings_and_output_weights"):
+        a.append("--untie-embeddings-and-output-weights")
+    a += ["--micro-batch-size", plan["micro_batch_size"], "--global-batch-size", plan["global_batch_size"]]
+    return " ".join(str(x) for x in a)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("plan_json")
@@ -93,7 +121,11 @@ def main(argv):
     print("replay_sizes.py: " + info, file=sys.stderr)
     # Megatron's spellings for TP and PP, so a launcher that reads them as
     # plan constraints places the sizes that are replayed.
-    print("--tensor-model-parallel-size %d --pipeline-model-parallel-size %d --dp %d --micro-batches %d "
+    try:
+        shape_args = megatron_shape_args(result, result["plans"][a.index])
+    except KeyError as e:
+        fail("plan JSON lacks %s" % e)
+    print(shape_args + " --tensor-model-parallel-size %d --pipeline-model-parallel-size %d --dp %d --micro-batches %d "
           "--tp-bytes %d --pp-bytes %d --dp-bytes %d --compute-ms %g"
           % (out["tp"], out["pp"], out["dp"], out["micro_batches"], out["tp_bytes"], out["pp_bytes"],
              out["dp_bytes"], a.compute_ms))

@@ -3,8 +3,9 @@
 # two islands of two hosts (A: fake InfiniBand, B: plain Ethernet) joined by a
 # shaped link; probe --measure; plan; then examples/replay_plan.py (a real
 # gloo job replaying the plan's traffic) twice through pipette-launch run:
-# with the planned placement and with the naive rank order (--ignore-islands:
-# hosts in file order, rank r on host r/nproc). Prints both median step times
+# with the planned placement (--cluster) and with torchrun's rank order for
+# the same hosts file (--hostfile: hosts in file order, rank r on host
+# r/nproc). Prints both median step times
 # and their ratio. See README.md beside this file.
 #
 # Usage: sudo bench/crosscluster/run.sh        (settings below, overridable by env)
@@ -36,17 +37,22 @@ declare -A HOST_ISLAND=(["${TB_PREFIX}01"]=A ["${TB_PREFIX}02"]=A ["${TB_PREFIX}
 TB_STATE_ROOT=${TB_STATE_ROOT:-/var/lib/pipette-testbed} # testbed.DefaultStateRoot
 
 # ---- pipette-launch flag spellings -----------------------------------------
-# pipette-testbed's flags (lib.sh) are its real ones. These were written
-# while pipette-launch's CLI was being built: override them if they differ.
-# @SSH_CONFIG@ and @KNOWN_HOSTS@ are replaced by the test-bed's files.
+# probe's and plan's flags are the real ones (main / branch render). run's SSH
+# flags were not on any branch yet when this was written: override if they
+# differ. @SSH_CONFIG@ and @KNOWN_HOSTS@ become the test-bed's files.
 PL_SSH_FLAGS_TMPL=${PL_SSH_FLAGS_TMPL:---ssh-config @SSH_CONFIG@ --known-hosts @KNOWN_HOSTS@}
-PL_HOSTFILE_FLAG=${PL_HOSTFILE_FLAG:---hostfile}
-PL_MEASURE_FLAG=${PL_MEASURE_FLAG:---measure}
-PL_OUT_FLAG=${PL_OUT_FLAG:--o}
-PL_NPROC_FLAG=${PL_NPROC_FLAG:---nproc-per-node}
-PL_IGNORE_ISLANDS_FLAG=${PL_IGNORE_ISLANDS_FLAG:---ignore-islands}
-PL_PLAN_FLAGS=(--model "$MODEL" --global-batch-size "$GLOBAL_BATCH" --seq-length "$SEQ_LENGTH")
-PL_EXTRA_PROBE_FLAGS=${PL_EXTRA_PROBE_FLAGS:-}
+PL_RUN_SSH_FLAGS_TMPL=${PL_RUN_SSH_FLAGS_TMPL:-$PL_SSH_FLAGS_TMPL}
+# --reprobe: a cached measurement of same-named hosts from another test-bed
+# (other shaping) must not be reused.
+PL_EXTRA_PROBE_FLAGS=${PL_EXTRA_PROBE_FLAGS:---reprobe}
+PL_PLAN_FLAGS=(--model "$MODEL" --global-batch-size "$GLOBAL_BATCH")
+[[ -n $SEQ_LENGTH ]] && PL_PLAN_FLAGS+=(--seq-length "$SEQ_LENGTH")
+# Planned: run plans from the cluster file; only a Megatron launch is planned
+# (plain torch jobs get torchrun's order), so the replay runs as one, with
+# the model and pinned sizes in Megatron's flags (replay_sizes.py).
+PL_PLANNED_RUN_FLAGS=${PL_PLANNED_RUN_FLAGS:---framework megatron}
+# Naive: a hostfile in the given order, no planning: torchrun's rank order.
+PL_NAIVE_RUN_FLAGS=${PL_NAIVE_RUN_FLAGS:---framework torch --nproc-per-node $NPROC}
 PL_EXTRA_RUN_FLAGS=${PL_EXTRA_RUN_FLAGS:-}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,25 +77,29 @@ TB=$WORK/bin/pipette-testbed
 
 # ---- 2. test-bed -----------------------------------------------------------
 cc_tb_up
+# The order is the point: not the test-bed's own (island-ordered) hosts file.
 HOSTFILE=$WORK/hostfile
-printf '%s\n' "${HOST_ORDER[@]}" >"$HOSTFILE" # the order is the point: not the test-bed's own list
-ssh_flags=${PL_SSH_FLAGS_TMPL//@SSH_CONFIG@/$TB_DIR/ssh_config}
-read -r -a PL_SSH_FLAGS <<<"${ssh_flags//@KNOWN_HOSTS@/$TB_DIR/known_hosts}"
+printf '%s slots='"$NPROC"'\n' "${HOST_ORDER[@]}" >"$HOSTFILE"
+fill() { # template -> words, with the test-bed's files filled in
+	local f=${1//@SSH_CONFIG@/$TB_DIR/ssh_config}
+	echo "${f//@KNOWN_HOSTS@/$TB_DIR/known_hosts}"
+}
+read -r -a PL_SSH_FLAGS <<<"$(fill "$PL_SSH_FLAGS_TMPL")"
+read -r -a PL_RUN_SSH_FLAGS <<<"$(fill "$PL_RUN_SSH_FLAGS_TMPL")"
 echo "test-bed state: $TB_DIR; hostfile order: ${HOST_ORDER[*]}"
 
 # ---- 3. probe --measure ----------------------------------------------------
 cc_say "probe --measure"
 CLUSTER=$WORK/cluster.yaml
 # shellcheck disable=SC2086 # extra flags are meant to split
-"$PL" probe "$PL_HOSTFILE_FLAG" "$HOSTFILE" "${PL_SSH_FLAGS[@]}" "$PL_NPROC_FLAG" "$NPROC" \
-	"$PL_MEASURE_FLAG" $PL_EXTRA_PROBE_FLAGS "$PL_OUT_FLAG" "$CLUSTER"
+"$PL" probe --hostfile "$HOSTFILE" "${PL_SSH_FLAGS[@]}" --nproc-per-node "$NPROC" --measure \
+	$PL_EXTRA_PROBE_FLAGS -o "$CLUSTER"
 echo "--- $CLUSTER"
 cat "$CLUSTER"
 
 # ---- 4. plan ---------------------------------------------------------------
-cc_say "plan (with islands, and ignoring them for comparison)"
+cc_say "plan (the table also shows the best plan ignoring the islands)"
 "$PL" plan --cluster "$CLUSTER" "${PL_PLAN_FLAGS[@]}"
-"$PL" plan --cluster "$CLUSTER" "${PL_PLAN_FLAGS[@]}" "$PL_IGNORE_ISLANDS_FLAG" || true
 "$PL" plan --cluster "$CLUSTER" "${PL_PLAN_FLAGS[@]}" --json >"$WORK/plan.json"
 # Replay sizes from the plan; the arithmetic is in replay_sizes.py's doc.
 REPLAY_ARGS=$("$PYTHON" "$HERE/replay_sizes.py" "$WORK/plan.json" --index "$PLAN_INDEX" --scale "$BYTES_SCALE" \
@@ -97,19 +107,20 @@ REPLAY_ARGS=$("$PYTHON" "$HERE/replay_sizes.py" "$WORK/plan.json" --index "$PLAN
 echo "replay args: $REPLAY_ARGS"
 
 # ---- 5. two runs -----------------------------------------------------------
-run_replay() { # name [extra pipette-launch flags...]
+run_replay() { # name pipette-launch-flags...
 	local name=$1
 	shift
 	cc_say "run: $name"
 	# shellcheck disable=SC2086 # REPLAY_ARGS and extra flags are meant to split
-	"$PL" run --cluster "$CLUSTER" "${PL_SSH_FLAGS[@]}" --framework torch --python "$PYTHON" \
-		"$PL_NPROC_FLAG" "$NPROC" "${PL_PLAN_FLAGS[@]}" "$@" $PL_EXTRA_RUN_FLAGS \
+	"$PL" run "$@" "${PL_RUN_SSH_FLAGS[@]}" --python "$PYTHON" $PL_EXTRA_RUN_FLAGS \
 		"$SCRIPT" $REPLAY_ARGS --steps "$STEPS" --warmup "$WARMUP" --json-out "$WORK/$name.json" \
 		2>&1 | tee "$WORK/$name.log"
 	[[ -s $WORK/$name.json ]] || cc_die "$name: rank 0 wrote no $WORK/$name.json (see $WORK/$name.log)"
 }
-run_replay planned
-run_replay naive "$PL_IGNORE_ISLANDS_FLAG"
+# shellcheck disable=SC2086 # the flag variables are meant to split
+run_replay planned --cluster "$CLUSTER" $PL_PLANNED_RUN_FLAGS
+# shellcheck disable=SC2086
+run_replay naive --hostfile "$HOSTFILE" $PL_NAIVE_RUN_FLAGS
 
 # ---- 6. report -------------------------------------------------------------
 cc_report "$WORK/plan.placement"

@@ -238,7 +238,9 @@ func TestReplayDeepPipelineWaitsForNeighbours(t *testing.T) {
 	requireTorch(t)
 	const tp, pp, dp, micro = 1, 4, 1, 2
 	args := []string{"--micro-batches", strconv.Itoa(micro), "--compute-ms", strconv.Itoa(computeMS),
-		"--steps", "3", "--warmup", "1", "--tp-bytes", "4", "--pp-bytes", "4", "--dp-bytes", "4"}
+		"--steps", "3", "--warmup", "1", "--tp-bytes", "4", "--pp-bytes", "4", "--dp-bytes", "4",
+		// Megatron's flags, as a launcher plans and renders them, are accepted.
+		"--num-layers", "24", "--micro-batch-size", "1", "--pipeline-model-parallel-layout", "Et*6|t*6|t*6|t*6L", "--bf16"}
 	res, lines := runJob(t, tp, pp, dp, args...)
 	checkGroups(t, lines, tp, pp, dp)
 	floor := float64(computeMS) / 1000 * float64(micro+pp-1) / micro
@@ -264,6 +266,8 @@ func TestReplayBadInput(t *testing.T) {
 		{"cp not replayed", map[string]string{"cp": "2"}, rankEnv(0, 4, 1), "only --cp 1 is replayed"},
 		{"no launcher env", nil, []string{"PATH=/usr/bin:/bin"}, "environment variable RANK is not set"},
 		{"rank out of range", nil, rankEnv(5, 2, 1), "RANK=5 is outside 0..WORLD_SIZE-1"},
+		{"other rank order", map[string]string{"use-tp-pp-dp-mapping": ""}, rankEnv(0, 2, 1), "only Megatron's default order"},
+		{"misspelt flag", map[string]string{"num-layer": "24"}, rankEnv(0, 2, 1), "unrecognized arguments: --num-layer 24"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -276,6 +280,14 @@ func TestReplayBadInput(t *testing.T) {
 				argv = append(argv, "--"+k, v)
 			}
 			argv = append(argv, commonArgs(4, 4, 4)...)
+			for k, v := range tc.override { // flags beyond the sizes; "" = a switch
+				if _, size := good[k]; !size {
+					argv = append(argv, "--"+k)
+					if v != "" {
+						argv = append(argv, v)
+					}
+				}
+			}
 			cmd := exec.Command(python, argv...)
 			cmd.Env = tc.env
 			out, err := cmd.CombinedOutput()
