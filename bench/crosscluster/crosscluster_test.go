@@ -92,7 +92,7 @@ func TestReplaySizes(t *testing.T) {
 		{
 			name:   "sequence parallel sends act/tp",
 			mutate: func(p, _ map[string]any) { p["sequence_parallel"] = true },
-			want: shapeArgs + "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
+			want: shapeArgs + "--sequence-parallel --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
 				"--tp-bytes 1572864 --pp-bytes 65536 --dp-bytes 18750000 --compute-ms 300",
 		},
 		{
@@ -109,6 +109,22 @@ func TestReplaySizes(t *testing.T) {
 				"--ffn-hidden-size 5504 --swiglu --seq-length 1024 --vocab-size 50257 --micro-batch-size 1 --global-batch-size 8 " +
 				"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 4 " +
 				"--tp-bytes 67108864 --pp-bytes 4194304 --dp-bytes 1600000000 --compute-ms 50",
+		},
+		{
+			name: "interleaved: a rank's virtual stages add up, each boundary crossed vpp times",
+			mutate: func(p, _ map[string]any) {
+				p["vpp"], p["stage_layers"], p["distributed_optimizer"] = 2, []int{6, 6, 5, 7}, true
+			},
+			// ranks hold stages {0,2} = 11 and {1,3} = 13 layers: tp = act*13*2/64,
+			// pp = act*2(vpp)*2/64, dp = 1.2e9*13/24/2*4/64
+			want: shapeArgs + "--num-virtual-stages-per-pipeline-rank 2 --use-distributed-optimizer " +
+				"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --dp 2 --micro-batches 8 " +
+				"--tp-bytes 1703936 --pp-bytes 262144 --dp-bytes 20312500 --compute-ms 300",
+		},
+		{
+			name:     "stage list does not match pp*vpp",
+			mutate:   func(p, _ map[string]any) { p["vpp"] = 3 },
+			wantCode: 2, wantErr: "plan has 2 stage_layers, want pp*vpp = 6",
 		},
 		{
 			name:     "no model shape",

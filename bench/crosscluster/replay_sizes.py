@@ -9,9 +9,12 @@ derived on stderr. Per message, from the plan and model.shape (bf16
 activations, Megatron defaults):
 
   activation  act = seq_length * micro_batch_size * hidden_size * 2 bytes
-  PP bytes    act            (act / tp with sequence parallelism: Megatron then
-                              sends the sequence-scattered tensor)
-  TP bytes    act * L        (L = layers of the largest stage: Megatron does 2
+  PP bytes    act * V        (act / tp with sequence parallelism: Megatron then
+                              sends the sequence-scattered tensor; V = virtual
+                              stages: interleaving crosses each boundary V
+                              times, the replay's plain 1F1B once)
+  TP bytes    act * L        (L = layers of the busiest pipeline rank, all its
+                              virtual stages together: Megatron does 2
                               all-reduces of act per layer per pass; the replay
                               does 2 per pass, so each carries L layers' worth)
   DP bytes    parameters * L / num_layers / tp * 4
@@ -23,7 +26,8 @@ The line starts with the model and batch in Megatron-LM's flags
 and the plan's TP and PP as --tensor-model-parallel-size and
 --pipeline-model-parallel-size: replay_plan.py ignores the shape, and
 `pipette-launch run` plans from these flags exactly as for the real
-training, with TP, PP and the micro-batch pinned to the replayed plan's.
+training, with TP, PP, the micro-batch, virtual stages, sequence parallelism
+and the distributed optimizer pinned to the replayed plan's.
 
 The replay runs min(num_micro_batches, M) micro-batches; PP and TP messages
 grow by num_micro_batches / replayed so each step still moves the plan's bytes.
@@ -38,6 +42,16 @@ import sys
 def fail(msg):
     print("replay_sizes.py: %s" % msg, file=sys.stderr)
     sys.exit(2)
+
+
+def rank_layers(stage_layers, pp, vpp, layers):
+    """Layers of the busiest pipeline rank: stage i = v*pp + rank, as in
+    Megatron's layout, so a rank holds stages rank, rank+pp, ..."""
+    if not stage_layers:
+        return layers // pp
+    if len(stage_layers) != pp * vpp:
+        fail("plan has %d stage_layers, want pp*vpp = %d" % (len(stage_layers), pp * vpp))
+    return max(sum(stage_layers[v * pp + r] for v in range(vpp)) for r in range(pp))
 
 
 def sizes(result, index, scale, max_micro):
@@ -59,11 +73,12 @@ def sizes(result, index, scale, max_micro):
         fail("plan JSON lacks %s" % e)
     if plan.get("cp", 1) != 1:
         fail("plan has cp=%d; replay_plan.py replays cp=1 only" % plan["cp"])
-    if plan.get("vpp", 1) not in (0, 1):
-        print("replay_sizes.py: plan has vpp=%d; replayed as plain 1F1B" % plan["vpp"], file=sys.stderr)
-    stage_layers = max(plan.get("stage_layers") or [layers // p])
+    vpp = max(1, plan.get("vpp") or 1)
+    stage_layers = rank_layers(plan.get("stage_layers"), p, vpp, layers)
     act = s * b * h * 2
-    pp_bytes = act // t if plan.get("sequence_parallel") else act
+    # Interleaved 1F1B sends each micro-batch across every rank's boundary
+    # once per virtual stage; the replay's plain 1F1B sends it once.
+    pp_bytes = (act // t if plan.get("sequence_parallel") else act) * vpp
     tp_bytes = act * stage_layers if t > 1 else 0
     dp_bytes = params * stage_layers // layers // t * 4 if d > 1 else 0
     replayed = min(m, max_micro)
@@ -98,6 +113,13 @@ def megatron_shape_args(result, plan):
     if sh.get("untie_embeddings_and_output_weights"):
         a.append("--untie-embeddings-and-output-weights")
     a += ["--micro-batch-size", plan["micro_batch_size"], "--global-batch-size", plan["global_batch_size"]]
+    # Pinned too, so run's search lands on the replayed plan's shape.
+    if (plan.get("vpp") or 1) > 1:
+        a += ["--num-virtual-stages-per-pipeline-rank", plan["vpp"]]
+    if plan.get("sequence_parallel"):
+        a.append("--sequence-parallel")
+    if plan.get("distributed_optimizer"):
+        a.append("--use-distributed-optimizer")
     return " ".join(str(x) for x in a)
 
 
