@@ -243,6 +243,9 @@ func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int)
 	case planner.FrameworkDeepSpeed:
 		user := parseFlags(o.Args).without(deepspeedManagedFlags)
 		if !megatronArgs {
+			if p.TP > 1 || p.PP > 1 || p.CP > 1 {
+				return nil, fmt.Errorf("the plan uses TP %d PP %d CP %d, which a plain DeepSpeed script (%s) cannot apply; pass Megatron-DeepSpeed arguments or plan with --framework deepspeed for data parallelism only", p.TP, p.PP, max(p.CP, 1), o.Script)
+			}
 			return append(user, deepspeedArgs(p.Config, false)...), nil
 		}
 		planned, err := megatronDeepSpeedPlanArgs(p.Config, numLayers)
@@ -282,7 +285,8 @@ func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	return parseFlags(a).without(map[string]bool{"--overlap-grad-reduce": true}), nil
+	// Megatron-DeepSpeed predates these flags; argparse would reject them.
+	return parseFlags(a).without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true}), nil
 }
 
 // renderHost builds one host's ranks.

@@ -1,0 +1,155 @@
+#!/bin/sh
+# pipette-launch: ranks of job vpp-run on host node01 (node rank 0 of 2).
+# Starts every rank in its own session (process group) with its environment
+# set on top of the inherited one, waits for all of them, and stops the
+# others as soon as one fails, as torchrun's agent does. Exit status: 0 when
+# every rank succeeded, else the first failing rank's own status.
+# PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
+# the launcher, across all hosts at once); PIPETTE_STOP_GRACE_S is how long
+# ranks get between SIGTERM and SIGKILL (default 30, as torchrun).
+set -u
+command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux) is needed on $(hostname)" >&2; exit 127; }
+restart_count=${PIPETTE_RESTART_COUNT:-0}
+grace=${PIPETTE_STOP_GRACE_S:-30}
+pids=
+killer=
+stopping=
+
+# Runs one rank: $0 is this script's pid, "$@" the env assignments and argv.
+rank_wrapper='env "$@"; rc=$?; [ "$rc" -eq 0 ] || kill -USR1 "$0" 2>/dev/null; exit "$rc"'
+
+stop_ranks() {
+	[ -n "$stopping" ] && return
+	stopping=1
+	for p in $pids; do kill -TERM -- "-$p" 2>/dev/null; done
+	( sleep "$grace"; for p in $pids; do kill -KILL -- "-$p" 2>/dev/null; done ) &
+	killer=$!
+}
+trap stop_ranks USR1 TERM INT HUP
+
+# rank 0, local rank 0
+setsid sh -c "$rank_wrapper" "$$" \
+	CUDA_DEVICE_MAX_CONNECTIONS=1 \
+	CUDA_DEVICE_ORDER=PCI_BUS_ID \
+	CUDA_VISIBLE_DEVICES=0,1,2,3 \
+	GLOO_SOCKET_IFNAME=eno1 \
+	GROUP_RANK=0 \
+	GROUP_WORLD_SIZE=2 \
+	LOCAL_RANK=0 \
+	LOCAL_WORLD_SIZE=4 \
+	MASTER_ADDR=198.18.0.10 \
+	MASTER_PORT=29600 \
+	NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 \
+	NCCL_SOCKET_IFNAME==eno1 \
+	OMP_NUM_THREADS=1 \
+	RANK=0 \
+	ROLE_NAME=default \
+	ROLE_RANK=0 \
+	ROLE_WORLD_SIZE=8 \
+	TORCHELASTIC_MAX_RESTARTS=0 \
+	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	TORCHELASTIC_RUN_ID=vpp-run \
+	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
+	WORLD_SIZE=8 \
+	python3 -u pretrain_gpt.py --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --bf16 --lr 3e-4 --train-iters 1000 --data-path 'my data/gpt_text_document' --tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --context-parallel-size 2 --pipeline-model-parallel-layout 'Et*7|t*6|t*6|t*5L' --micro-batch-size 1 --global-batch-size 16 --overlap-grad-reduce &
+pids="$pids $!"
+# rank 1, local rank 1
+setsid sh -c "$rank_wrapper" "$$" \
+	CUDA_DEVICE_MAX_CONNECTIONS=1 \
+	CUDA_DEVICE_ORDER=PCI_BUS_ID \
+	CUDA_VISIBLE_DEVICES=0,1,2,3 \
+	GLOO_SOCKET_IFNAME=eno1 \
+	GROUP_RANK=0 \
+	GROUP_WORLD_SIZE=2 \
+	LOCAL_RANK=1 \
+	LOCAL_WORLD_SIZE=4 \
+	MASTER_ADDR=198.18.0.10 \
+	MASTER_PORT=29600 \
+	NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 \
+	NCCL_SOCKET_IFNAME==eno1 \
+	OMP_NUM_THREADS=1 \
+	RANK=1 \
+	ROLE_NAME=default \
+	ROLE_RANK=1 \
+	ROLE_WORLD_SIZE=8 \
+	TORCHELASTIC_MAX_RESTARTS=0 \
+	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	TORCHELASTIC_RUN_ID=vpp-run \
+	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
+	WORLD_SIZE=8 \
+	python3 -u pretrain_gpt.py --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --bf16 --lr 3e-4 --train-iters 1000 --data-path 'my data/gpt_text_document' --tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --context-parallel-size 2 --pipeline-model-parallel-layout 'Et*7|t*6|t*6|t*5L' --micro-batch-size 1 --global-batch-size 16 --overlap-grad-reduce &
+pids="$pids $!"
+# rank 2, local rank 2
+setsid sh -c "$rank_wrapper" "$$" \
+	CUDA_DEVICE_MAX_CONNECTIONS=1 \
+	CUDA_DEVICE_ORDER=PCI_BUS_ID \
+	CUDA_VISIBLE_DEVICES=0,1,2,3 \
+	GLOO_SOCKET_IFNAME=eno1 \
+	GROUP_RANK=0 \
+	GROUP_WORLD_SIZE=2 \
+	LOCAL_RANK=2 \
+	LOCAL_WORLD_SIZE=4 \
+	MASTER_ADDR=198.18.0.10 \
+	MASTER_PORT=29600 \
+	NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 \
+	NCCL_SOCKET_IFNAME==eno1 \
+	OMP_NUM_THREADS=1 \
+	RANK=2 \
+	ROLE_NAME=default \
+	ROLE_RANK=2 \
+	ROLE_WORLD_SIZE=8 \
+	TORCHELASTIC_MAX_RESTARTS=0 \
+	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	TORCHELASTIC_RUN_ID=vpp-run \
+	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
+	WORLD_SIZE=8 \
+	python3 -u pretrain_gpt.py --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --bf16 --lr 3e-4 --train-iters 1000 --data-path 'my data/gpt_text_document' --tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --context-parallel-size 2 --pipeline-model-parallel-layout 'Et*7|t*6|t*6|t*5L' --micro-batch-size 1 --global-batch-size 16 --overlap-grad-reduce &
+pids="$pids $!"
+# rank 3, local rank 3
+setsid sh -c "$rank_wrapper" "$$" \
+	CUDA_DEVICE_MAX_CONNECTIONS=1 \
+	CUDA_DEVICE_ORDER=PCI_BUS_ID \
+	CUDA_VISIBLE_DEVICES=0,1,2,3 \
+	GLOO_SOCKET_IFNAME=eno1 \
+	GROUP_RANK=0 \
+	GROUP_WORLD_SIZE=2 \
+	LOCAL_RANK=3 \
+	LOCAL_WORLD_SIZE=4 \
+	MASTER_ADDR=198.18.0.10 \
+	MASTER_PORT=29600 \
+	NCCL_IB_HCA==mlx5_0:1,mlx5_1:1 \
+	NCCL_SOCKET_IFNAME==eno1 \
+	OMP_NUM_THREADS=1 \
+	RANK=3 \
+	ROLE_NAME=default \
+	ROLE_RANK=3 \
+	ROLE_WORLD_SIZE=8 \
+	TORCHELASTIC_MAX_RESTARTS=0 \
+	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	TORCHELASTIC_RUN_ID=vpp-run \
+	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
+	WORLD_SIZE=8 \
+	python3 -u pretrain_gpt.py --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --bf16 --lr 3e-4 --train-iters 1000 --data-path 'my data/gpt_text_document' --tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --context-parallel-size 2 --pipeline-model-parallel-layout 'Et*7|t*6|t*6|t*5L' --micro-batch-size 1 --global-batch-size 16 --overlap-grad-reduce &
+pids="$pids $!"
+
+status=0
+rank=0
+for p in $pids; do
+	wait "$p"
+	rc=$?
+	# A trapped signal interrupts wait with a status above 128 while the
+	# rank still runs: wait again until it has really exited.
+	while [ "$rc" -gt 128 ] && kill -0 "$p" 2>/dev/null; do
+		wait "$p"
+		rc=$?
+	done
+	if [ "$rc" -ne 0 ]; then
+		echo "pipette-launch: $(hostname): local rank $rank exited with status $rc" >&2
+		# Prefer a rank's own failure over the SIGTERM/SIGKILL we sent.
+		if [ "$status" -eq 0 ] || { [ "$status" -gt 128 ] && [ "$rc" -le 128 ]; }; then status=$rc; fi
+		stop_ranks
+	fi
+	rank=$((rank + 1))
+done
+[ -n "$killer" ] && kill "$killer" 2>/dev/null
+exit "$status"
