@@ -12,23 +12,30 @@ command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux)
 restart_count=${PIPETTE_RESTART_COUNT:-0}
 grace=${PIPETTE_STOP_GRACE_S:-30}
 pids=
-killer=
+killers=
 stopping=
+# Each rank's exit status lands in a file: the shell's own job table cannot
+# be trusted for it once a trap has interrupted wait.
+statusdir=$(mktemp -d "${TMPDIR:-/tmp}/pipette.XXXXXX") || exit 1
 
-# Runs one rank: $0 is this script's pid, "$@" the env assignments and argv.
-rank_wrapper='env "$@"; rc=$?; [ "$rc" -eq 0 ] || kill -USR1 "$0" 2>/dev/null; exit "$rc"'
+# Runs one rank: $0 is this script's pid, $1 the status file, the rest the
+# env assignments and argv. The TERM trap (reset by exec, unlike an ignored
+# signal) lets it outlive its rank long enough to record the status.
+rank_wrapper='trap : TERM INT HUP; f=$1; shift; env "$@"; rc=$?; echo "$rc" >"$f"; [ "$rc" -eq 0 ] || kill -USR1 "$0" 2>/dev/null; exit "$rc"'
 
 stop_ranks() {
-	[ -n "$stopping" ] && return
 	stopping=1
-	for p in $pids; do kill -TERM -- "-$p" 2>/dev/null; done
-	( sleep "$grace"; for p in $pids; do kill -KILL -- "-$p" 2>/dev/null; done ) &
-	killer=$!
+	[ -z "$pids" ] && return
+	for p in $pids; do kill -TERM "-$p" 2>/dev/null; done
+	# Its own session, fds closed: a pending SIGKILL must neither keep the
+	# caller's pipes (an SSH session) open nor outlive this script.
+	setsid sh -c 'sleep "$0"; for p; do kill -KILL "-$p" 2>/dev/null; done' "$grace" $pids </dev/null >/dev/null 2>&1 &
+	killers="$killers $!"
 }
 trap stop_ranks USR1 TERM INT HUP
 
 # rank 0, local rank 0
-setsid sh -c "$rank_wrapper" "$$" \
+setsid sh -c "$rank_wrapper" "$$" "$statusdir/0" \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -54,7 +61,7 @@ setsid sh -c "$rank_wrapper" "$$" \
 	python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --use-hetnet --hetero-mode pp --hetero-current-device-type ib --hetero-device-types ib roce --hetero-pipeline-stages 1 26 1 22 &
 pids="$pids $!"
 # rank 1, local rank 1
-setsid sh -c "$rank_wrapper" "$$" \
+setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -80,7 +87,7 @@ setsid sh -c "$rank_wrapper" "$$" \
 	python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --use-hetnet --hetero-mode pp --hetero-current-device-type ib --hetero-device-types ib roce --hetero-pipeline-stages 1 26 1 22 &
 pids="$pids $!"
 # rank 2, local rank 2
-setsid sh -c "$rank_wrapper" "$$" \
+setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -106,7 +113,7 @@ setsid sh -c "$rank_wrapper" "$$" \
 	python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --use-hetnet --hetero-mode pp --hetero-current-device-type ib --hetero-device-types ib roce --hetero-pipeline-stages 1 26 1 22 &
 pids="$pids $!"
 # rank 3, local rank 3
-setsid sh -c "$rank_wrapper" "$$" \
+setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -131,6 +138,8 @@ setsid sh -c "$rank_wrapper" "$$" \
 	WORLD_SIZE=16 \
 	python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --use-hetnet --hetero-mode pp --hetero-current-device-type ib --hetero-device-types ib roce --hetero-pipeline-stages 1 26 1 22 &
 pids="$pids $!"
+# A signal that came while ranks were starting missed the later ones.
+[ -n "$stopping" ] && stop_ranks
 
 status=0
 rank=0
@@ -143,13 +152,15 @@ for p in $pids; do
 		wait "$p"
 		rc=$?
 	done
+	[ -s "$statusdir/$rank" ] && rc=$(cat "$statusdir/$rank")
 	if [ "$rc" -ne 0 ]; then
 		echo "pipette-launch: $(hostname): local rank $rank exited with status $rc" >&2
 		# Prefer a rank's own failure over the SIGTERM/SIGKILL we sent.
 		if [ "$status" -eq 0 ] || { [ "$status" -gt 128 ] && [ "$rc" -le 128 ]; }; then status=$rc; fi
-		stop_ranks
+		[ -n "$stopping" ] || stop_ranks
 	fi
 	rank=$((rank + 1))
 done
-[ -n "$killer" ] && kill "$killer" 2>/dev/null
+for k in $killers; do kill -TERM "-$k" 2>/dev/null; done
+rm -rf "$statusdir"
 exit "$status"
