@@ -6,10 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"testing"
 	"strconv"
+	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner"
