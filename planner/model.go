@@ -15,10 +15,15 @@ type Model struct {
 	UntieEmbeddings       bool   `yaml:"untie_embeddings_and_output_weights,omitempty" json:"untie_embeddings_and_output_weights,omitempty"`
 }
 
-// FFN returns the FFN hidden size (4*Hidden when unset).
+// FFN returns the FFN hidden size. When unset it is Megatron's default:
+// 4*Hidden, or for SwiGLU 2/3 of that rounded down to a multiple of 64 (so
+// the gated MLP keeps about the same parameter count).
 func (m Model) FFN() int {
 	if m.FFNHidden > 0 {
 		return m.FFNHidden
+	}
+	if m.SwiGLU {
+		return 4 * m.Hidden * 2 / 3 / 64 * 64
 	}
 	return 4 * m.Hidden
 }

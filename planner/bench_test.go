@@ -1,0 +1,36 @@
+package planner
+
+import "testing"
+
+// BenchmarkPlan1024GPUs is the full search (enumeration, memory, latency
+// model, placement of the best candidates) for a 175B model on 128 DGX
+// A100 hosts (8 GPUs on NVSwitch at 300 GB/s, 8x200 Gbit/s InfiniBand).
+// Target: < 1 s/op on a 2-core machine.
+func BenchmarkPlan1024GPUs(b *testing.B) {
+	c := testCluster([]islandDef{{hosts: 128, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600}}, 0)
+	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 1536, TopK: 10, Seed: 1}
+	for i := 0; i < b.N; i++ {
+		res, err := Search(c, gpt3_175b, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Plans) == 0 {
+			b.Fatal("no plans")
+		}
+	}
+}
+
+// BenchmarkPlanTwoIslands is the heterogeneous case: 16 H100 hosts and 16
+// A100 hosts joined by 100 Gbit/s Ethernet.
+func BenchmarkPlanTwoIslands(b *testing.B) {
+	c := testCluster([]islandDef{
+		{hosts: 16, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200},
+		{hosts: 16, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600},
+	}, 100)
+	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 1024, TopK: 10, Seed: 1}
+	for i := 0; i < b.N; i++ {
+		if _, err := Search(c, gpt3_175b, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package planner
+
+import (
+	"regexp"
+	"strings"
+)
+
+// gpuCatalogEntry is one GPU model the planner knows. Figures are the
+// vendor datasheet values: dense (no sparsity) bf16 tensor TFLOP/s (fp16 for
+// V100, which has no bf16; fp32-accumulate rate for GeForce cards, which is
+// what mixed-precision training uses), memory as nvidia-smi reports it
+// (memory.total MiB / 1024), and HBM/GDDR bandwidth.
+type gpuCatalogEntry struct {
+	spec GPUSpec
+	// match is tried against the compacted name (lower case, only a-z0-9).
+	match *regexp.Regexp
+	// intraType and intraGBps are the default GPU-to-GPU bus of the usual
+	// server for this GPU (per-GPU unidirectional GB/s for NVLink/NVSwitch).
+	intraType string
+	intraGBps float64
+	pcieGen   int
+}
+
+func gpu(model string, memGiB, tflops, tbps float64, match, intra string, intraGBps float64, gen int) gpuCatalogEntry {
+	return gpuCatalogEntry{
+		spec:      GPUSpec{Model: model, MemoryGiB: memGiB, PeakTFLOPS: tflops, MemoryBandwidthTBPerS: tbps},
+		match:     regexp.MustCompile(match),
+		intraType: intra,
+		intraGBps: intraGBps,
+		pcieGen:   gen,
+	}
+}
+
+// gpuCatalog is ordered so that the first match wins: specific variants
+// come before their generic family. A bare family name resolves to the
+// smaller-memory variant (A100 -> 40GB, V100 -> 16GB) so that an ambiguous
+// name never overstates capacity.
+var gpuCatalog = []gpuCatalogEntry{
+	// GH200 before H200 ("gh200" contains "h200"); the 96 GB HBM3 variant.
+	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5),
+	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5),
+	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5),
+	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5),
+	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5),
+	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4),
+	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4),
+	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4),
+	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4),
+	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3),
+	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3),
+	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3),
+	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3),
+	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4),
+	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4),
+	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4),
+	gpu("A10", 22.5, 125, 0.6, `(^|[^0-9])a10($|[^0-9])|a10g`, "pcie", 0, 4),
+	gpu("RTX-A6000", 48, 154.8, 0.768, `a6000`, "pcie", 0, 4),
+	gpu("RTX-4090", 24, 165.2, 1.008, `4090`, "pcie", 0, 4),
+	gpu("RTX-4080-SUPER", 16, 104.4, 0.736, `4080super`, "pcie", 0, 4),
+	gpu("RTX-3090", 24, 71, 0.936, `3090`, "pcie", 0, 4),
+	// AMD: each MI250X GCD is its own device (64 GiB, half the package).
+	gpu("MI250X", 64, 191.5, 1.6, `mi250x`, "nvlink", 100, 4),
+	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5),
+}
+
+var nonAlnum = regexp.MustCompile(`[^a-z0-9]+`)
+
+// compactGPUName lower-cases a name and drops vendor words and punctuation,
+// so "NVIDIA GeForce RTX 4080 SUPER" and "rtx-4080-super" compare equal.
+func compactGPUName(name string) string {
+	s := strings.ToLower(name)
+	for _, w := range []string{"nvidia", "geforce", "tesla", "amd", "instinct", "radeon"} {
+		s = strings.ReplaceAll(s, w, " ")
+	}
+	return nonAlnum.ReplaceAllString(s, "")
+}
+
+func lookupCatalog(name string) (gpuCatalogEntry, bool) {
+	c := compactGPUName(name)
+	if c == "" {
+		return gpuCatalogEntry{}, false
+	}
+	for _, e := range gpuCatalog {
+		if e.match.MatchString(c) {
+			return e, true
+		}
+	}
+	return gpuCatalogEntry{}, false
+}
+
+// MemoryBytes is the GPU's memory in bytes (MemoryGiB is binary GiB).
+func (g GPUSpec) MemoryBytes() float64 { return g.MemoryGiB * gib }
+
+// LookupGPU finds a GPU in the built-in catalog by any common spelling,
+// including the names nvidia-smi prints ("NVIDIA H100 80GB HBM3",
+// "NVIDIA A100-SXM4-80GB"). The returned spec's Model is the catalog name.
+func LookupGPU(name string) (GPUSpec, bool) {
+	e, ok := lookupCatalog(name)
+	return e.spec, ok
+}
+
+// defaultGPUMemoryBandwidthTBPerS is used for a GPU that is not in the
+// catalog and whose bandwidth the file does not give; it only feeds the
+// latency model's memory-bound terms, so a middling value is safe.
+const defaultGPUMemoryBandwidthTBPerS = 1.0
+
+// resolveGPU fills the zero fields of s from the catalog. Explicit values
+// always win. An unknown model must give memory and TFLOP/s itself.
+func resolveGPU(s GPUSpec) (GPUSpec, gpuCatalogEntry, bool) {
+	e, ok := lookupCatalog(s.Model)
+	out := s
+	if ok {
+		if out.MemoryGiB == 0 {
+			out.MemoryGiB = e.spec.MemoryGiB
+		}
+		if out.PeakTFLOPS == 0 {
+			out.PeakTFLOPS = e.spec.PeakTFLOPS
+		}
+		if out.MemoryBandwidthTBPerS == 0 {
+			out.MemoryBandwidthTBPerS = e.spec.MemoryBandwidthTBPerS
+		}
+	} else if out.MemoryBandwidthTBPerS == 0 {
+		out.MemoryBandwidthTBPerS = defaultGPUMemoryBandwidthTBPerS
+	}
+	complete := out.MemoryGiB > 0 && out.PeakTFLOPS > 0
+	return out, e, complete
+}

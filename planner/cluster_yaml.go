@@ -1,0 +1,571 @@
+package planner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+)
+
+// ParseClusterFile parses and validates a cluster YAML document. Unknown
+// keys are errors (a typo must not silently drop a setting); validation
+// errors name the field path, e.g. `clusters[1].gpus_per_host: must be > 0`.
+func ParseClusterFile(data []byte) (*ClusterFile, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f ClusterFile
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("cluster file: empty document; it needs a `clusters:` list")
+		}
+		return nil, fmt.Errorf("cluster file: %w", err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// Marshal writes f as YAML that ParseClusterFile reads back unchanged.
+func (f *ClusterFile) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return nil, fmt.Errorf("marshal cluster file: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("marshal cluster file: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// UnmarshalYAML accepts a hostlist expression ("node[01-16]"), a list of
+// strings (each may be an expression) or a list of {name, address, user,
+// port} maps, in any mix.
+func (h *HostEntries) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return h.appendExpr(n)
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			if err := h.appendItem(item); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: hosts must be a hostlist expression or a list", n.Line)
+}
+
+func (h *HostEntries) appendItem(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return h.appendExpr(n)
+	case yaml.MappingNode:
+		if err := checkHostKeys(n); err != nil {
+			return err
+		}
+		var e HostEntry
+		if err := n.Decode(&e); err != nil {
+			return fmt.Errorf("line %d: host: %w", n.Line, err)
+		}
+		*h = append(*h, e)
+		return nil
+	}
+	return fmt.Errorf("line %d: a host must be a name or a {name, address, user, port} map", n.Line)
+}
+
+// checkHostKeys rejects unknown keys in a host map: Node.Decode does not
+// apply the decoder's KnownFields setting.
+func checkHostKeys(n *yaml.Node) error {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch k := n.Content[i].Value; k {
+		case "name", "address", "user", "port":
+		default:
+			return fmt.Errorf("line %d: host: unknown field %q (want name, address, user, port)", n.Content[i].Line, k)
+		}
+	}
+	return nil
+}
+
+func (h *HostEntries) appendExpr(n *yaml.Node) error {
+	names, err := hostlist.Expand(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: hosts %q: %w", n.Line, n.Value, err)
+	}
+	for _, name := range names {
+		*h = append(*h, HostEntry{Name: name})
+	}
+	return nil
+}
+
+// MarshalYAML writes plain names as strings and richer entries as maps.
+func (h HostEntries) MarshalYAML() (any, error) {
+	out := make([]any, len(h))
+	for i, e := range h {
+		if e.Address == "" && e.User == "" && e.Port == 0 {
+			out[i] = e.Name
+		} else {
+			out[i] = e
+		}
+	}
+	return out, nil
+}
+
+// fieldErrors collects validation errors so a user sees all of them at once.
+type fieldErrors []string
+
+func (e *fieldErrors) add(path, format string, args ...any) {
+	*e = append(*e, path+": "+fmt.Sprintf(format, args...))
+}
+
+func (e fieldErrors) err(what string) error {
+	if len(e) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", what, strings.Join(e, "; "))
+}
+
+// Validate checks every field and returns all problems, each naming its path.
+func (f *ClusterFile) Validate() error {
+	var errs fieldErrors
+	if len(f.Clusters) == 0 {
+		errs.add("clusters", "at least one cluster is required")
+	}
+	totalHosts := 0
+	for _, c := range f.Clusters {
+		totalHosts += len(c.Hosts)
+	}
+	names := map[string]int{}
+	hosts := map[string]string{}
+	for i, c := range f.Clusters {
+		p := fmt.Sprintf("clusters[%d]", i)
+		if c.Name == "" {
+			errs.add(p+".name", "required (links refer to clusters by name)")
+		} else if j, dup := names[c.Name]; dup {
+			errs.add(p+".name", "duplicate name %q (also clusters[%d])", c.Name, j)
+		} else {
+			names[c.Name] = i
+		}
+		validateHosts(&errs, p, c.Hosts, hosts)
+		validateIsland(&errs, p, c, totalHosts)
+	}
+	for i, l := range f.Links {
+		validateLink(&errs, fmt.Sprintf("links[%d]", i), l, names)
+	}
+	validateDuplicateLinks(&errs, f.Links)
+	if f.Measured != nil {
+		validateMeasured(&errs, f.Measured, hosts)
+	}
+	return errs.err("cluster file")
+}
+
+func validateHosts(errs *fieldErrors, p string, hs HostEntries, seen map[string]string) {
+	if len(hs) == 0 {
+		errs.add(p+".hosts", "at least one host is required")
+	}
+	for j, h := range hs {
+		hp := fmt.Sprintf("%s.hosts[%d]", p, j)
+		if h.Name == "" {
+			errs.add(hp+".name", "required")
+			continue
+		}
+		if where, dup := seen[h.Name]; dup {
+			errs.add(hp, "duplicate host %q (also %s)", h.Name, where)
+		}
+		seen[h.Name] = hp
+		if h.Port < 0 || h.Port > 65535 {
+			errs.add(hp+".port", "must be 0..65535, got %d", h.Port)
+		}
+	}
+}
+
+func validateIsland(errs *fieldErrors, p string, c IslandSpec, totalHosts int) {
+	if c.GPUsPerHost <= 0 {
+		errs.add(p+".gpus_per_host", "must be > 0, got %d", c.GPUsPerHost)
+	}
+	validateGPU(errs, p+".gpu", c.GPU)
+	switch c.IntraHost.Type {
+	case "", "nvlink", "nvswitch", "pcie":
+	default:
+		errs.add(p+".intra_host.type", "must be nvlink, nvswitch or pcie, got %q", c.IntraHost.Type)
+	}
+	nonNegative(errs, p+".intra_host.bandwidth_gbyte_per_s", c.IntraHost.BandwidthGBytesPerS)
+	if len(c.NICs) == 0 && totalHosts > 1 {
+		errs.add(p+".nics", "at least one NIC is required when the cluster has more than one host")
+	}
+	for k, n := range c.NICs {
+		validateNIC(errs, fmt.Sprintf("%s.nics[%d]", p, k), n)
+	}
+	nonNegative(errs, p+".host_memory_gib", c.HostMemoryGiB)
+	if c.CPUCores < 0 {
+		errs.add(p+".cpu_cores", "must be >= 0, got %d", c.CPUCores)
+	}
+	switch c.PCIeGen {
+	case 0, 3, 4, 5, 6:
+	default:
+		errs.add(p+".pcie_gen", "must be 3, 4, 5 or 6 (0 = unknown), got %d", c.PCIeGen)
+	}
+	nonNegative(errs, p+".host_memory_bandwidth_gbyte_per_s", c.HostMemoryBandwidthGBytesPerS)
+}
+
+func validateGPU(errs *fieldErrors, p string, g GPUSpec) {
+	if g.Model == "" {
+		errs.add(p+".model", "required (e.g. H100-SXM, A100-80GB-SXM, L40S)")
+		return
+	}
+	nonNegative(errs, p+".memory_gib", g.MemoryGiB)
+	nonNegative(errs, p+".peak_bf16_tflops", g.PeakTFLOPS)
+	nonNegative(errs, p+".memory_bandwidth_tbyte_per_s", g.MemoryBandwidthTBPerS)
+	if _, _, complete := resolveGPU(g); !complete {
+		errs.add(p+".model", "unknown GPU %q: give memory_gib and peak_bf16_tflops", g.Model)
+	}
+}
+
+func validateNIC(errs *fieldErrors, p string, n NICSpec) {
+	if !validNICType(n.Type) {
+		errs.add(p+".type", "must be infiniband, roce or ethernet, got %q", n.Type)
+	}
+	if n.Count <= 0 {
+		errs.add(p+".count", "must be > 0, got %d", n.Count)
+	}
+	if n.RateGbitPerS <= 0 {
+		errs.add(p+".rate_gbit_per_s", "must be > 0, got %g", n.RateGbitPerS)
+	}
+}
+
+func validNICType(t NICType) bool {
+	return t == NICInfiniBand || t == NICRoCE || t == NICEthernet
+}
+
+func nonNegative(errs *fieldErrors, p string, v float64) {
+	if v < 0 || math.IsNaN(v) {
+		errs.add(p, "must be >= 0, got %g", v)
+	}
+}
+
+func validateLink(errs *fieldErrors, p string, l LinkSpec, names map[string]int) {
+	for k, n := range l.Between {
+		if _, ok := names[n]; !ok {
+			errs.add(fmt.Sprintf("%s.between[%d]", p, k), "unknown cluster %q", n)
+		}
+	}
+	if l.Between[0] == l.Between[1] && l.Between[0] != "" {
+		errs.add(p+".between", "a link joins two different clusters, got %q twice", l.Between[0])
+	}
+	if !validNICType(l.Type) {
+		errs.add(p+".type", "must be infiniband, roce or ethernet, got %q", l.Type)
+	}
+	if l.BandwidthGbitPerS <= 0 {
+		errs.add(p+".bandwidth_gbit_per_s", "must be > 0, got %g", l.BandwidthGbitPerS)
+	}
+	nonNegative(errs, p+".latency_us", l.LatencyMicroseconds)
+}
+
+func validateDuplicateLinks(errs *fieldErrors, links []LinkSpec) {
+	seen := map[[2]string]int{}
+	for i, l := range links {
+		k := linkKey(l.Between[0], l.Between[1])
+		if j, dup := seen[k]; dup {
+			errs.add(fmt.Sprintf("links[%d]", i), "duplicate link between %q and %q (also links[%d])", k[0], k[1], j)
+		}
+		seen[k] = i
+	}
+}
+
+func linkKey(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+func validateMeasured(errs *fieldErrors, m *MeasuredBandwidth, hosts map[string]string) {
+	for i, h := range m.Hosts {
+		if _, ok := hosts[h]; !ok {
+			errs.add(fmt.Sprintf("measured.hosts[%d]", i), "unknown host %q", h)
+		}
+	}
+	if len(m.GbitPerS) != len(m.Hosts) {
+		errs.add("measured.gbit_per_s", "needs %d rows (one per measured host), got %d", len(m.Hosts), len(m.GbitPerS))
+	}
+	for i, row := range m.GbitPerS {
+		if len(row) != len(m.Hosts) {
+			errs.add(fmt.Sprintf("measured.gbit_per_s[%d]", i), "needs %d columns, got %d", len(m.Hosts), len(row))
+		}
+		for j, v := range row {
+			nonNegative(errs, fmt.Sprintf("measured.gbit_per_s[%d][%d]", i, j), v)
+		}
+	}
+}
+
+// Nominal figures used where the file says nothing. Latencies are one-way
+// small-message times NCCL sees: RDMA verbs ~2 us, kernel TCP sockets
+// ~20 us (10-30 us on typical data-centre Ethernet).
+const (
+	rdmaLatencyS     = 2e-6
+	ethernetLatencyS = 20e-6
+	// fallbackEthernetGbitPerS is assumed for the Ethernet side of a host
+	// that lists only InfiniBand NICs: such hosts almost always have a
+	// management/storage Ethernet port, 10 Gbit/s being the common floor.
+	fallbackEthernetGbitPerS = 10
+	// defaultHostMemBytesPerS is attained (STREAM-like) host DRAM bandwidth
+	// when the file does not give it: a dual-socket DDR4 server reaches
+	// 150-300 GB/s, a desktop 50-80; 100 GB/s errs on the slow side.
+	defaultHostMemBytesPerS = 100e9
+	// defaultCPUCoresPerGPU is assumed when cpu_cores is missing.
+	defaultCPUCoresPerGPU = 8
+	gib                   = 1 << 30
+)
+
+// pcieEffectiveBytesPerS is the attained host<->GPU copy rate of an x16 link
+// (about 80% of the raw 16/32/64/128 GB/s of gen 3/4/5/6).
+func pcieEffectiveBytesPerS(gen int) float64 {
+	switch gen {
+	case 3:
+		return 12e9
+	case 5:
+		return 50e9
+	case 6:
+		return 100e9
+	}
+	return 25e9
+}
+
+// Resolve expands host lists, fills GPUs from the catalog and computes every
+// host pair's link. For a pair of distinct hosts the first rule that applies
+// wins: (1) the measured matrix, when it has a non-zero figure for the pair;
+// (2) same island: the smaller of the two hosts' NIC aggregates (RDMA NICs
+// when the island has them, else its Ethernet NICs); (3) an inter-island
+// `links` entry (capped by both hosts' NICs of that type); (4) both islands
+// RDMA on the same non-empty `fabric`: RDMA at the smaller aggregate; (5)
+// Ethernet: the smaller of the two hosts' Ethernet rates (RoCE NICs count as
+// Ethernet for TCP; a host with only InfiniBand is assumed to have a
+// 10 Gbit/s Ethernet port).
+func (f *ClusterFile) Resolve() (*Cluster, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	var islands []Island
+	var hosts []Host
+	for i, spec := range f.Clusters {
+		isl, hs, err := resolveIsland(i, spec, len(hosts))
+		if err != nil {
+			return nil, err
+		}
+		islands = append(islands, isl)
+		hosts = append(hosts, hs...)
+	}
+	bw, lat := f.linkMatrix(islands, hosts)
+	return NewCluster(islands, hosts, bw, lat), nil
+}
+
+func resolveIsland(i int, spec IslandSpec, firstHost int) (Island, []Host, error) {
+	g, entry, _ := resolveGPU(spec.GPU)
+	intra, err := intraBytesPerS(spec, entry)
+	if err != nil {
+		return Island{}, nil, fmt.Errorf("clusters[%d].intra_host: %w", i, err)
+	}
+	isl := Island{Spec: spec, RDMA: hasRDMA(spec.NICs)}
+	var hosts []Host
+	for k, e := range spec.Hosts {
+		if e.Address == "" {
+			e.Address = e.Name
+		}
+		hosts = append(hosts, Host{
+			HostEntry:        e,
+			Island:           i,
+			GPUs:             spec.GPUsPerHost,
+			GPU:              g,
+			IntraBytesPerS:   intra,
+			NICBytesPerS:     ncclNICBytesPerS(spec.NICs),
+			MemoryBytes:      spec.HostMemoryGiB * gib,
+			PCIeBytesPerS:    pcieEffectiveBytesPerS(pcieGen(spec, entry)),
+			CPUCores:         cpuCores(spec),
+			HostMemBytesPerS: hostMemBytesPerS(spec),
+		})
+		isl.Hosts = append(isl.Hosts, firstHost+k)
+	}
+	return isl, hosts, nil
+}
+
+func pcieGen(spec IslandSpec, e gpuCatalogEntry) int {
+	if spec.PCIeGen > 0 {
+		return spec.PCIeGen
+	}
+	return e.pcieGen
+}
+
+func cpuCores(spec IslandSpec) int {
+	if spec.CPUCores > 0 {
+		return spec.CPUCores
+	}
+	return defaultCPUCoresPerGPU * spec.GPUsPerHost
+}
+
+func hostMemBytesPerS(spec IslandSpec) float64 {
+	if spec.HostMemoryBandwidthGBytesPerS > 0 {
+		return spec.HostMemoryBandwidthGBytesPerS * 1e9
+	}
+	return defaultHostMemBytesPerS
+}
+
+// intraBytesPerS is the per-GPU GPU-to-GPU bandwidth inside a host: the
+// explicit figure, else the catalog's NVLink/NVSwitch figure, else PCIe.
+func intraBytesPerS(spec IslandSpec, e gpuCatalogEntry) (float64, error) {
+	if spec.IntraHost.BandwidthGBytesPerS > 0 {
+		return spec.IntraHost.BandwidthGBytesPerS * 1e9, nil
+	}
+	typ := spec.IntraHost.Type
+	if typ == "" {
+		typ = e.intraType
+	}
+	switch typ {
+	case "nvlink", "nvswitch":
+		if e.intraGBps == 0 {
+			return 0, fmt.Errorf("type %s for %q: give bandwidth_gbyte_per_s (the catalog has no NVLink figure for it)", typ, spec.GPU.Model)
+		}
+		return e.intraGBps * 1e9, nil
+	}
+	return pcieEffectiveBytesPerS(pcieGen(spec, e)), nil
+}
+
+func hasRDMA(nics []NICSpec) bool {
+	for _, n := range nics {
+		if n.Type.RDMA() {
+			return true
+		}
+	}
+	return false
+}
+
+// ncclNICBytesPerS is the aggregate NCCL uses between hosts of one island:
+// all RDMA NICs when there are any (NCCL then ignores sockets), else all
+// Ethernet NICs.
+func ncclNICBytesPerS(nics []NICSpec) float64 {
+	rdma := hasRDMA(nics)
+	sum := 0.0
+	for _, n := range nics {
+		if n.Type.RDMA() == rdma {
+			sum += float64(n.Count) * n.RateGbitPerS
+		}
+	}
+	return sum * 1e9 / 8
+}
+
+// nicBytesPerS sums the NICs of one type.
+func nicBytesPerS(nics []NICSpec, t NICType) float64 {
+	sum := 0.0
+	for _, n := range nics {
+		if n.Type == t {
+			sum += float64(n.Count) * n.RateGbitPerS
+		}
+	}
+	return sum * 1e9 / 8
+}
+
+// ethernetBytesPerS is what TCP can use: Ethernet and RoCE ports (RoCE NICs
+// are Ethernet NICs), else the assumed 10 Gbit/s management port.
+func ethernetBytesPerS(nics []NICSpec) float64 {
+	v := nicBytesPerS(nics, NICEthernet) + nicBytesPerS(nics, NICRoCE)
+	if v == 0 {
+		return fallbackEthernetGbitPerS * 1e9 / 8
+	}
+	return v
+}
+
+func (f *ClusterFile) linkMatrix(islands []Island, hosts []Host) (bw, lat [][]float64) {
+	n := len(hosts)
+	bw, lat = make([][]float64, n), make([][]float64, n)
+	measured := f.measuredIndex()
+	for a := range n {
+		bw[a], lat[a] = make([]float64, n), make([]float64, n)
+		for b := range n {
+			if a == b {
+				continue
+			}
+			bw[a][b], lat[a][b] = f.nominalLink(islands, hosts[a], hosts[b])
+			if v, ok := measured[[2]string{hosts[a].Name, hosts[b].Name}]; ok {
+				bw[a][b] = v
+			}
+		}
+	}
+	return bw, lat
+}
+
+// measuredIndex maps (from, to) host names to measured bytes/s; zero
+// entries mean "not measured" and are left out.
+func (f *ClusterFile) measuredIndex() map[[2]string]float64 {
+	out := map[[2]string]float64{}
+	if f.Measured == nil {
+		return out
+	}
+	m := f.Measured
+	for i, row := range m.GbitPerS {
+		for j, v := range row {
+			if i != j && v > 0 && i < len(m.Hosts) && j < len(m.Hosts) {
+				out[[2]string{m.Hosts[i], m.Hosts[j]}] = v * 1e9 / 8
+			}
+		}
+	}
+	return out
+}
+
+func (f *ClusterFile) nominalLink(islands []Island, a, b Host) (float64, float64) {
+	ia, ib := islands[a.Island], islands[b.Island]
+	if a.Island == b.Island {
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), latencyFor(ia.RDMA)
+	}
+	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok {
+		return linkSpecBytesPerS(l, ia.Spec.NICs, ib.Spec.NICs), linkLatency(l)
+	}
+	if ia.RDMA && ib.RDMA && ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric {
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), rdmaLatencyS
+	}
+	return math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs)), ethernetLatencyS
+}
+
+func latencyFor(rdma bool) float64 {
+	if rdma {
+		return rdmaLatencyS
+	}
+	return ethernetLatencyS
+}
+
+func (f *ClusterFile) findLink(a, b string) (LinkSpec, bool) {
+	k := linkKey(a, b)
+	for _, l := range f.Links {
+		if linkKey(l.Between[0], l.Between[1]) == k {
+			return l, true
+		}
+	}
+	return LinkSpec{}, false
+}
+
+// linkSpecBytesPerS caps a link's rate by both sides' NICs of the kind the
+// link uses: an RDMA link by their RDMA aggregates, Ethernet by their
+// Ethernet rates.
+func linkSpecBytesPerS(l LinkSpec, na, nb []NICSpec) float64 {
+	v := l.BandwidthGbitPerS * 1e9 / 8
+	if l.Type.RDMA() {
+		if ra, rb := ncclNICBytesPerS(na), ncclNICBytesPerS(nb); hasRDMA(na) && hasRDMA(nb) {
+			return math.Min(v, math.Min(ra, rb))
+		}
+		return v
+	}
+	return math.Min(v, math.Min(ethernetBytesPerS(na), ethernetBytesPerS(nb)))
+}
+
+func linkLatency(l LinkSpec) float64 {
+	if l.LatencyMicroseconds > 0 {
+		return l.LatencyMicroseconds * 1e-6
+	}
+	return latencyFor(l.Type.RDMA())
+}

@@ -1,0 +1,630 @@
+package planner
+
+import "math"
+
+// Latency model.
+//
+// Compute is priced per GEMM with a roofline: time = max(flops/(peak*eff),
+// bytes/HBM) where eff falls off for small matrix dimensions:
+//
+//	eff(m,n,k) = gemmMaxEfficiency * r(m) * r(n) * r(k),  r(x) = x/(x+gemmRampDim)
+//
+// Calibration: isolated large bf16 GEMMs in cuBLAS reach ~80% of dense peak
+// on A100 and H100, but whole training steps lose more to kernel gaps,
+// launch overheads and fused-kernel inefficiency, so the ceiling is set
+// lower (0.70) and fitted to end-to-end Megatron-LM measurements on A100:
+// Korthikanti et al. 2022 (arXiv 2205.05198, Table 5) report 51.4% MFU for
+// GPT-3 175B (TP8 PP8, SP + selective recompute) and 41.5% for 22B (TP8);
+// Narayanan et al. 2021 (arXiv 2104.04473, Table 1) report 44% of peak
+// (hardware FLOPs, full recompute) for 1.7B (h=2304, TP1, DP32).
+// cost_test.go checks these. Small hidden sizes and micro-batches fall far
+// lower because r() and the memory-bound element-wise work dominate.
+const (
+	gemmMaxEfficiency = 0.70
+	gemmRampDim       = 256.0
+	// Flash attention's efficiency depends mostly on the head dimension.
+	attnHeadDimRamp = 32.0
+	bytesPerElem    = 2.0 // bf16 activations, weights and gradients on the wire
+	// Element-wise traffic per layer forward, in elements of s*b*h (norms,
+	// dropouts, residual adds, bias) and of s*b*ffn (activation function).
+	elemwiseHiddenElems = 10.0
+	elemwiseFFNElems    = 3.0
+	// Megatron's default DDP bucket is 40M parameters; the last bucket's
+	// reduction is never hidden behind backward.
+	dpBucketParams = 40e6
+	// Fraction of the last micro-batch's backward that --overlap-grad-reduce
+	// actually hides gradient reduction behind (kernels contend for SMs).
+	dpOverlapEfficiency = 0.8
+	// Adam reads and writes fp32 params, grads, two moments and the bf16
+	// copy: ~ 36 bytes of HBM traffic per parameter per step.
+	adamBytesPerParam = 36.0
+)
+
+const (
+	defaultPeakTFLOPS = 100.0
+	defaultHBMTBPerS  = 1.0
+)
+
+func gpuPeakFLOPS(g GPUSpec) float64 {
+	if g.PeakTFLOPS > 0 {
+		return g.PeakTFLOPS * 1e12
+	}
+	return defaultPeakTFLOPS * 1e12
+}
+
+func gpuHBMBytesPerS(g GPUSpec) float64 {
+	if g.MemoryBandwidthTBPerS > 0 {
+		return g.MemoryBandwidthTBPerS * 1e12
+	}
+	return defaultHBMTBPerS * 1e12
+}
+
+func ramp(x float64) float64 { return x / (x + gemmRampDim) }
+
+// GEMMEfficiency is the fraction of peak a bf16 GEMM of m x k times k x n
+// reaches when compute bound.
+func GEMMEfficiency(m, n, k float64) float64 {
+	return gemmMaxEfficiency * ramp(m) * ramp(n) * ramp(k)
+}
+
+// GEMMSeconds is the roofline time of one m x k times k x n bf16 GEMM.
+func GEMMSeconds(g GPUSpec, m, n, k float64) float64 {
+	if m <= 0 || n <= 0 || k <= 0 {
+		return 0
+	}
+	flops := 2 * m * n * k
+	compute := flops / (gpuPeakFLOPS(g) * GEMMEfficiency(m, n, k))
+	memory := bytesPerElem * (m*k + k*n + m*n) / gpuHBMBytesPerS(g)
+	return math.Max(compute, memory)
+}
+
+// LayerShape is what one GPU computes for one decoder layer and one
+// micro-batch: tokens is the local token count (s*b/cp).
+type layerShape struct {
+	tokens, seq, hidden, ffn, kv, heads, headDim float64
+	tp, cp                                       float64
+	swiglu, sp                                   bool
+}
+
+func newLayerShape(m Model, cfg Config) layerShape {
+	cp := float64(max(cfg.CP, 1))
+	tp := float64(max(cfg.TP, 1))
+	h := float64(m.Hidden)
+	return layerShape{
+		tokens:  float64(m.SeqLength) * float64(max(cfg.MicroBatch, 1)) / cp,
+		seq:     float64(m.SeqLength),
+		hidden:  h,
+		ffn:     float64(m.FFN()),
+		kv:      h / float64(m.Heads) * float64(m.Groups()),
+		heads:   float64(m.Heads),
+		headDim: h / float64(m.Heads),
+		tp:      tp, cp: cp,
+		swiglu: m.SwiGLU,
+		sp:     cfg.SequenceParallel && tp > 1,
+	}
+}
+
+// LayerFLOPs is one decoder layer's forward FLOPs for one micro-batch on
+// one GPU (GEMMs plus the s^2 attention core, GQA-aware).
+func (s layerShape) gemmFLOPs() float64 {
+	up := s.ffn
+	if s.swiglu {
+		up = 2 * s.ffn
+	}
+	qkv := 2 * s.tokens * s.hidden * (s.hidden + 2*s.kv) / s.tp
+	out := 2 * s.tokens * s.hidden * s.hidden / s.tp
+	mlp := 2*s.tokens*s.hidden*up/s.tp + 2*s.tokens*s.ffn*s.hidden/s.tp
+	return qkv + out + mlp
+}
+
+// attnFLOPs counts QK^T and AV over the full (unmasked) sequence, as
+// Narayanan et al. do: 4*s_local*s*h/t per micro-batch sample.
+func (s layerShape) attnFLOPs() float64 { return 4 * s.tokens * s.seq * s.hidden / s.tp }
+
+func (s layerShape) forwardFLOPs() float64 { return s.gemmFLOPs() + s.attnFLOPs() }
+
+func (s layerShape) gemmSeconds(g GPUSpec) float64 {
+	up := s.ffn
+	if s.swiglu {
+		up = 2 * s.ffn
+	}
+	t := GEMMSeconds(g, s.tokens, (s.hidden+2*s.kv)/s.tp, s.hidden)
+	t += GEMMSeconds(g, s.tokens, s.hidden, s.hidden/s.tp)
+	t += GEMMSeconds(g, s.tokens, up/s.tp, s.hidden)
+	t += GEMMSeconds(g, s.tokens, s.hidden, s.ffn/s.tp)
+	return t
+}
+
+// attnSeconds prices flash attention: efficiency set by the head dimension
+// and the sequence length (the s x s tile loop).
+func (s layerShape) attnSeconds(g GPUSpec) float64 {
+	eff := gemmMaxEfficiency * s.headDim / (s.headDim + attnHeadDimRamp) * ramp(s.tokens)
+	return s.attnFLOPs() / (gpuPeakFLOPS(g) * eff)
+}
+
+func (s layerShape) elemwiseSeconds(g GPUSpec) float64 {
+	hid := elemwiseHiddenElems * s.tokens * s.hidden
+	if s.sp {
+		hid /= s.tp
+	}
+	ffn := elemwiseFFNElems * s.tokens * s.ffn / s.tp
+	return bytesPerElem * (hid + ffn) / gpuHBMBytesPerS(g)
+}
+
+// computeCost is the per-layer, per-micro-batch compute of one GPU.
+type computeCost struct {
+	Fwd, Bwd float64 // seconds; Bwd includes recomputation
+	attnFwd  float64
+}
+
+func layerCompute(m Model, cfg Config, g GPUSpec) computeCost {
+	s := newLayerShape(m, cfg)
+	attn := s.attnSeconds(g)
+	fwd := s.gemmSeconds(g) + attn + s.elemwiseSeconds(g)
+	bwd := 2 * fwd
+	switch cfg.Recompute {
+	case RecomputeFull:
+		bwd += fwd
+	case RecomputeSelective:
+		bwd += attn
+	}
+	return computeCost{Fwd: fwd, Bwd: bwd, attnFwd: attn}
+}
+
+// logitsCompute is the output layer (h x V/t GEMM) plus the cross entropy
+// on the last stage, per micro-batch.
+func logitsCompute(m Model, cfg Config, g GPUSpec) computeCost {
+	s := newLayerShape(m, cfg)
+	v := float64(m.Vocab)
+	fwd := GEMMSeconds(g, s.tokens, v/s.tp, s.hidden) + 3*bytesPerElem*s.tokens*v/s.tp/gpuHBMBytesPerS(g)
+	return computeCost{Fwd: fwd, Bwd: 2 * fwd}
+}
+
+// ModelFLOPsPerIteration counts the model FLOPs (forward + 2x backward, no
+// recomputation) of one iteration of globalBatch sequences.
+func ModelFLOPsPerIteration(m Model, globalBatch int) float64 {
+	s := newLayerShape(m, Config{TP: 1, CP: 1, MicroBatch: 1})
+	perSeq := float64(m.NumLayers)*s.forwardFLOPs() + 2*s.tokens*s.hidden*float64(m.Vocab)
+	return 3 * perSeq * float64(globalBatch)
+}
+
+// HardwareFLOPsPerIteration adds the recomputation FLOPs (what Narayanan et
+// al. report: full recompute makes it 4 forwards per layer).
+func HardwareFLOPsPerIteration(m Model, globalBatch int, r Recompute) float64 {
+	s := newLayerShape(m, Config{TP: 1, CP: 1, MicroBatch: 1})
+	extra := 0.0
+	switch r {
+	case RecomputeFull:
+		extra = s.forwardFLOPs()
+	case RecomputeSelective:
+		extra = s.attnFLOPs()
+	}
+	return ModelFLOPsPerIteration(m, globalBatch) + float64(m.NumLayers)*extra*float64(globalBatch)
+}
+
+// Collective costs. A ring over n members moves 2(n-1)/n of the buffer for
+// an all-reduce and (n-1)/n for all-gather or reduce-scatter (NCCL's bus
+// bandwidth convention); each of its 2(n-1) or (n-1) steps pays the latency.
+
+// AllReduceSeconds prices a ring all-reduce of bytes over n members whose
+// slowest ring hop is link.
+func AllReduceSeconds(bytes float64, n int, link Link) float64 {
+	if n <= 1 || bytes <= 0 {
+		return 0
+	}
+	f := float64(n-1) / float64(n)
+	return 2*f*bytes/link.BytesPerS + 2*float64(n-1)*link.LatencyS
+}
+
+// AllGatherSeconds prices a ring all-gather (or reduce-scatter) whose
+// gathered buffer is bytes.
+func AllGatherSeconds(bytes float64, n int, link Link) float64 {
+	if n <= 1 || bytes <= 0 {
+		return 0
+	}
+	f := float64(n-1) / float64(n)
+	return f*bytes/link.BytesPerS + float64(n-1)*link.LatencyS
+}
+
+// P2PSeconds is one point-to-point message.
+func P2PSeconds(bytes float64, link Link) float64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return bytes/link.BytesPerS + link.LatencyS
+}
+
+// tpCommPerLayer is the exposed TP communication of one layer and one
+// micro-batch (Megatron does not overlap it by default): 2 all-reduces in
+// forward and 2 in backward, or with sequence parallelism 2 all-gathers and
+// 2 reduce-scatters each way, which move the same bytes. Full recompute
+// repeats the forward ones. link is the TP ring's slowest hop.
+func tpCommPerLayer(m Model, cfg Config, link Link) (fwd, bwd float64) {
+	if cfg.TP <= 1 {
+		return 0, 0
+	}
+	s := newLayerShape(m, cfg)
+	bytes := s.tokens * s.hidden * bytesPerElem
+	var one float64
+	if s.sp {
+		one = 2*AllGatherSeconds(bytes, cfg.TP, link) + 2*AllGatherSeconds(bytes, cfg.TP, link)
+	} else {
+		one = 2 * AllReduceSeconds(bytes, cfg.TP, link)
+	}
+	fwd, bwd = one, one
+	if cfg.Recompute == RecomputeFull {
+		bwd += one
+	}
+	return fwd, bwd
+}
+
+// cpCommPerLayer is ring attention's exchange of K and V blocks: each of the
+// cp-1 steps passes the local K,V (2*tokens*kv) to the next rank; half of it
+// hides behind the attention block compute. Backward passes K,V and their
+// gradients.
+func cpCommPerLayer(m Model, cfg Config, link Link, attnFwd float64) (fwd, bwd float64) {
+	if cfg.CP <= 1 {
+		return 0, 0
+	}
+	s := newLayerShape(m, cfg)
+	kvBytes := 2 * s.tokens * s.kv / s.tp * bytesPerElem
+	steps := float64(cfg.CP - 1)
+	f := steps * P2PSeconds(kvBytes, link)
+	fwd = math.Max(0, f-0.5*attnFwd)
+	bwd = math.Max(0, 2*f-attnFwd)
+	return fwd, bwd
+}
+
+// P2PBytes is the activation (or its gradient) one micro-batch sends between
+// consecutive pipeline stages: s*b*h/cp, divided by t with SP.
+func P2PBytes(m Model, cfg Config) float64 {
+	s := newLayerShape(m, cfg)
+	b := s.tokens * s.hidden * bytesPerElem
+	if s.sp {
+		b /= s.tp
+	}
+	return b
+}
+
+// stageParams is the parameter count of a pipeline stage holding layers
+// decoder layers (plus embedding on the first, output layer on the last).
+func stageParams(m Model, layers int, first, last bool) float64 {
+	p := float64(layers) * float64(m.LayerParameters())
+	if first {
+		p += float64(m.EmbeddingParameters())
+	}
+	if last && (m.UntieEmbeddings || !first) {
+		// Megatron keeps a copy of the tied embedding on the last stage.
+		p += float64(m.EmbeddingParameters())
+	}
+	return p
+}
+
+// dpCommSeconds is the data-parallel gradient synchronisation of one GPU
+// holding params parameters (already divided by TP), over dp members whose
+// slowest ring hop is link. It returns the total wire time, the part that
+// only starts after the last backward (what overlap cannot hide), and the
+// per-micro-batch communication DeepSpeed ZeRO-2/3 pay inside every step.
+func dpCommSeconds(cfg Config, f Framework, params float64, link Link) (total, tail, perMB float64) {
+	n := cfg.DP * cfg.CP // gradients are reduced over DP x CP in Megatron
+	if n <= 1 {
+		return 0, 0, 0
+	}
+	bytes := params * bytesPerElem
+	total = AllReduceSeconds(bytes, n, link) // RS + AG moves the same bytes
+	bucket := math.Min(1, dpBucketParams/math.Max(params, 1))
+	tail = total * bucket
+	if f == FrameworkDeepSpeed && cfg.ZeroStage >= 2 {
+		// ZeRO-2 reduce-scatters gradients at every micro-batch; ZeRO-3 also
+		// all-gathers parameters for forward and backward.
+		rs := AllGatherSeconds(bytes, n, link)
+		perMB = rs
+		if cfg.ZeroStage == 3 {
+			perMB += 2 * AllGatherSeconds(bytes, n, link)
+		}
+		total = perMB*float64(cfg.NumMicroBatches) + AllGatherSeconds(bytes, n, link)
+		tail = rs * bucket
+		if cfg.ZeroStage == 2 {
+			tail += AllGatherSeconds(bytes, n, link) // parameter all-gather after the step
+		}
+	}
+	return total, tail, perMB
+}
+
+// exposedDP is what stays on the critical path after backward: Megatron's
+// --overlap-grad-reduce (and DeepSpeed's overlap_comm) start bucket
+// reductions during the last micro-batch's backward, so only the part that
+// exceeds dpOverlapEfficiency of that backward, and never less than the
+// last bucket, is exposed. Without ZeRO/distributed optimizer overlap is
+// assumed too (Megatron's DDP overlaps both).
+func exposedDP(total, tail, lastBackward float64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return math.Max(tail, total-dpOverlapEfficiency*lastBackward)
+}
+
+// optimizerSeconds is the GPU Adam step over the parameters this GPU owns.
+func optimizerSeconds(cfg Config, f Framework, params float64, g GPUSpec) float64 {
+	owned := params
+	if cfg.DistributedOptimizer || (f == FrameworkDeepSpeed && cfg.ZeroStage >= 1) {
+		owned /= float64(max(cfg.DP*cfg.CP, 1))
+	}
+	owned *= 1 - cfg.Offload.OptimizerFraction
+	return owned * adamBytesPerParam / gpuHBMBytesPerS(g)
+}
+
+// planEval prices one config on one cluster for any placement of its
+// TP-sized blocks on hosts. Block u = global_rank / TP = cp + dp*CP +
+// pp*CP*DP (Megatron's tp-cp-ep-dp-pp order); a placement is the host of
+// every block, -1 for "not decided yet", which is priced optimistically
+// (fastest GPU, fastest link) so that partial placements give lower bounds.
+type planEval struct {
+	c       *Cluster
+	m       Model
+	cfg     Config
+	f       Framework
+	p, v    int
+	dp, cp  int
+	nBlocks int
+	classOf []int
+	classes []hostCost
+	best    int // class with the fastest layer
+	p2p     float64
+	params  []float64 // parameters per GPU of each pipeline rank (/TP)
+	optSec  float64   // optimizer step of the heaviest rank on the slowest GPU
+	bestLnk Link
+}
+
+// hostCost is the per-layer, per-micro-batch cost on one kind of host.
+type hostCost struct {
+	gpu        GPUSpec
+	intra      Link
+	layer      computeCost
+	tpF, tpB   float64
+	logits     computeCost
+	layerTotal float64 // F+B of one layer incl. TP comm
+}
+
+func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
+	e := &planEval{c: c, m: m, cfg: cfg, f: f, p: cfg.PP, v: max(cfg.VPP, 1), dp: cfg.DP, cp: max(cfg.CP, 1)}
+	e.nBlocks = e.p * e.dp * e.cp
+	if len(cfg.StageLayers) != e.p*e.v {
+		e.cfg.StageLayers = evenLayers(m.NumLayers, e.p*e.v)
+	}
+	e.classOf = make([]int, len(c.Hosts))
+	for h, host := range c.Hosts {
+		intra := c.LinkBetween(h, h)
+		k := -1
+		for i, hc := range e.classes {
+			if hc.gpu == host.GPU && hc.intra == intra {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			hc := hostCost{gpu: host.GPU, intra: intra}
+			hc.layer = layerCompute(m, e.cfg, host.GPU)
+			hc.tpF, hc.tpB = tpCommPerLayer(m, e.cfg, intra)
+			hc.logits = logitsCompute(m, e.cfg, host.GPU)
+			hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB
+			e.classes = append(e.classes, hc)
+			k = len(e.classes) - 1
+		}
+		e.classOf[h] = k
+	}
+	for i, hc := range e.classes {
+		if hc.layerTotal < e.classes[e.best].layerTotal {
+			e.best = i
+		}
+	}
+	e.p2p = P2PBytes(m, e.cfg)
+	e.params = make([]float64, e.p)
+	for r := 0; r < e.p; r++ {
+		layers := 0
+		for ch := 0; ch < e.v; ch++ {
+			layers += e.cfg.StageLayers[ch*e.p+r]
+		}
+		e.params[r] = stageParams(m, layers, r == 0, r == e.p-1) / float64(cfg.TP)
+	}
+	maxParams := 0.0
+	for _, x := range e.params {
+		maxParams = math.Max(maxParams, x)
+	}
+	for _, hc := range e.classes {
+		e.optSec = math.Max(e.optSec, optimizerSeconds(e.cfg, f, maxParams, hc.gpu))
+	}
+	e.bestLnk = Link{}
+	for a := range c.Hosts {
+		for b := range c.Hosts {
+			l := e.link(a, b)
+			if l.BytesPerS > e.bestLnk.BytesPerS {
+				e.bestLnk.BytesPerS = l.BytesPerS
+			}
+			if e.bestLnk.LatencyS == 0 || l.LatencyS < e.bestLnk.LatencyS {
+				e.bestLnk.LatencyS = l.LatencyS
+			}
+		}
+	}
+	return e
+}
+
+func evenLayers(layers, stages int) []int {
+	out := make([]int, stages)
+	for i := range out {
+		out[i] = layers / stages
+		if i < layers%stages {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// link is the bandwidth one GPU of a TP group gets between hosts a and b:
+// the TP ranks of a block all cross a host boundary at once and share it.
+func (e *planEval) link(a, b int) Link {
+	if a < 0 || b < 0 {
+		return e.bestLnk
+	}
+	l := e.c.LinkBetween(a, b)
+	if a != b {
+		l.BytesPerS /= float64(e.cfg.TP)
+	}
+	return l
+}
+
+func (e *planEval) block(r, d, c int) int { return c + d*e.cp + r*e.cp*e.dp }
+
+func (e *planEval) class(h int) *hostCost {
+	if h < 0 {
+		return &e.classes[e.best]
+	}
+	return &e.classes[e.classOf[h]]
+}
+
+// ringLink is the slowest hop of a ring over the given hosts in order.
+func (e *planEval) ringLink(hosts []int) Link {
+	worst := Link{BytesPerS: math.Inf(1)}
+	n := len(hosts)
+	for i := 0; i < n; i++ {
+		l := e.link(hosts[i], hosts[(i+1)%n])
+		if l.BytesPerS < worst.BytesPerS {
+			worst.BytesPerS = l.BytesPerS
+		}
+		worst.LatencyS = math.Max(worst.LatencyS, l.LatencyS)
+	}
+	return worst
+}
+
+// stageWork is rank r's per-micro-batch work in pipeline d.
+type stageWork struct {
+	fwd, bwd         []float64 // per chunk, incl. TP and CP comm
+	computeF, compB  float64   // pure compute, all chunks
+	commF, commB     float64   // TP + CP comm, all chunks
+	total            float64
+	lastBwd          float64
+	sendNext, sendWr float64 // p2p to rank r+1 and wrap-around
+}
+
+func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
+	// The slowest of the CP ranks sets the pace; ring attention links them.
+	hc := e.class(blockHost[e.block(r, d, 0)])
+	for c := 0; c < e.cp; c++ {
+		h := blockHost[e.block(r, d, c)]
+		hosts[c] = h
+		if x := e.class(h); x.layerTotal > hc.layerTotal {
+			hc = x
+		}
+	}
+	cpF, cpB := cpCommPerLayer(e.m, e.cfg, e.ringLink(hosts[:e.cp]), hc.layer.attnFwd)
+	*w = stageWork{fwd: w.fwd[:0], bwd: w.bwd[:0]}
+	for ch := 0; ch < e.v; ch++ {
+		l := float64(e.cfg.StageLayers[ch*e.p+r])
+		cf, cb := l*hc.layer.Fwd, l*hc.layer.Bwd
+		if ch == e.v-1 && r == e.p-1 {
+			cf += hc.logits.Fwd
+			cb += hc.logits.Bwd
+		}
+		mf, mb := l*(hc.tpF+cpF), l*(hc.tpB+cpB)
+		w.fwd = append(w.fwd, cf+mf)
+		w.bwd = append(w.bwd, cb+mb)
+		w.computeF += cf
+		w.compB += cb
+		w.commF += mf
+		w.commB += mb
+		w.total += cf + mf + cb + mb
+		w.lastBwd += cb + mb
+	}
+	w.sendNext, w.sendWr = 0, 0
+	for c := 0; c < e.cp; c++ {
+		from := blockHost[e.block(r, d, c)]
+		if r < e.p-1 {
+			w.sendNext = math.Max(w.sendNext, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(r+1, d, c)])))
+		} else if e.v > 1 {
+			w.sendWr = math.Max(w.sendWr, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(0, d, c)])))
+		}
+	}
+}
+
+// dpExposed is rank r's data-parallel reduction left after its last
+// backward, over the ring of blocks (r, *, *) in rank order.
+func (e *planEval) dpExposed(blockHost []int, r int, lastBwd float64, hosts []int) (exposed, perMB float64) {
+	hosts = hosts[:0]
+	for d := 0; d < e.dp; d++ {
+		for c := 0; c < e.cp; c++ {
+			hosts = append(hosts, blockHost[e.block(r, d, c)])
+		}
+	}
+	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], e.ringLink(hosts))
+	return exposedDP(total, tail, lastBwd), perMB
+}
+
+// cost is the placement objective: a closed-form 1F1B/interleaved critical
+// path per pipeline, (m-1) periods of the slowest stage or link plus the
+// fill and drain, then each stage's exposed DP reduction after its own last
+// backward. It is monotone in every stage and link time, so evaluating a
+// partial placement (unknown blocks optimistic) bounds every completion.
+func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
+	scratch.ensure(e)
+	m := float64(e.cfg.NumMicroBatches)
+	v := float64(e.v)
+	for r := 0; r < e.p; r++ {
+		scratch.finish[r] = 0
+	}
+	for r := 0; r < e.p; r++ {
+		scratch.dpx[r], scratch.perMB[r] = e.dpExposed(blockHost, r, 0, scratch.hosts)
+	}
+	for d := 0; d < e.dp; d++ {
+		period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
+		for r := 0; r < e.p; r++ {
+			w := &scratch.work[r]
+			e.stage(blockHost, r, d, scratch.hosts, w)
+			if pm := scratch.perMB[r]; pm > 0 {
+				w.total += math.Max(0, pm-dpOverlapEfficiency*w.total)
+			}
+			period = math.Max(period, w.total)
+			sumT += w.total
+			sumL += w.sendNext
+			linkMax = math.Max(linkMax, math.Max(w.sendNext, w.sendWr))
+		}
+		period = math.Max(period, v*linkMax)
+		span := m*period + (sumT-period)/v + 2*sumL
+		drain := 0.0
+		for r := 0; r < e.p; r++ {
+			w := &scratch.work[r]
+			scratch.finish[r] = math.Max(scratch.finish[r], span-drain)
+			if d == 0 {
+				scratch.lastBwd[r] = w.lastBwd
+			} else {
+				scratch.lastBwd[r] = math.Min(scratch.lastBwd[r], w.lastBwd)
+			}
+			drain += w.lastBwd/v + w.sendNext
+		}
+	}
+	iter := 0.0
+	for r := 0; r < e.p; r++ {
+		x, _ := e.dpExposed(blockHost, r, scratch.lastBwd[r], scratch.hosts)
+		iter = math.Max(iter, scratch.finish[r]+x)
+	}
+	return iter + e.optSec
+}
+
+type evalScratch struct {
+	work                        []stageWork
+	hosts                       []int
+	finish, dpx, perMB, lastBwd []float64
+}
+
+func (s *evalScratch) ensure(e *planEval) {
+	if len(s.work) < e.p {
+		s.work = make([]stageWork, e.p)
+		s.finish = make([]float64, e.p)
+		s.dpx = make([]float64, e.p)
+		s.perMB = make([]float64, e.p)
+		s.lastBwd = make([]float64, e.p)
+	}
+	if cap(s.hosts) < e.dp*e.cp+e.cp {
+		s.hosts = make([]int, 0, e.dp*e.cp+e.cp)
+	}
+	s.hosts = s.hosts[:max(e.cp, 1)]
+}

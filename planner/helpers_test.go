@@ -1,0 +1,72 @@
+package planner
+
+import "math/rand/v2"
+
+// GPU figures from NVIDIA's datasheets (dense bf16, HBM bandwidth).
+var (
+	gpuA100 = GPUSpec{Model: "A100-SXM4-80GB", MemoryGiB: 80, PeakTFLOPS: 312, MemoryBandwidthTBPerS: 2.039}
+	gpuH100 = GPUSpec{Model: "H100-SXM5-80GB", MemoryGiB: 80, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35}
+	gpuA10  = GPUSpec{Model: "A10", MemoryGiB: 24, PeakTFLOPS: 125, MemoryBandwidthTBPerS: 0.6}
+)
+
+var gpt3_175b = Model{Name: "gpt3-175b", NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200}
+
+// islandDef is a test island: hosts x gpus, intra-host bus GB/s, NIC Gbit/s.
+type islandDef struct {
+	hosts, gpus int
+	gpu         GPUSpec
+	intraGBs    float64
+	nicGbit     float64
+}
+
+// testCluster builds a cluster of islands; hosts inside an island reach each
+// other at their NIC rate, islands reach each other at interGbit.
+func testCluster(defs []islandDef, interGbit float64) *Cluster {
+	var islands []Island
+	var hosts []Host
+	for i, d := range defs {
+		isl := Island{Spec: IslandSpec{Name: string(rune('a' + i)), GPUsPerHost: d.gpus, GPU: d.gpu}, RDMA: true}
+		for k := 0; k < d.hosts; k++ {
+			isl.Hosts = append(isl.Hosts, len(hosts))
+			hosts = append(hosts, Host{
+				HostEntry: HostEntry{Name: isl.Spec.Name + string(rune('0'+k/10)) + string(rune('0'+k%10))},
+				Island:    i, GPUs: d.gpus, GPU: d.gpu,
+				IntraBytesPerS: d.intraGBs * 1e9, NICBytesPerS: d.nicGbit / 8 * 1e9,
+				MemoryBytes: 1 << 40, PCIeBytesPerS: 25e9, CPUCores: 64, HostMemBytesPerS: 100e9,
+			})
+		}
+		islands = append(islands, isl)
+	}
+	n := len(hosts)
+	bw := make([][]float64, n)
+	lat := make([][]float64, n)
+	for a := range bw {
+		bw[a] = make([]float64, n)
+		lat[a] = make([]float64, n)
+		for b := range bw[a] {
+			if hosts[a].Island == hosts[b].Island {
+				bw[a][b], lat[a][b] = hosts[a].NICBytesPerS, 5e-6
+			} else {
+				bw[a][b], lat[a][b] = interGbit/8*1e9, 50e-6
+			}
+		}
+	}
+	return NewCluster(islands, hosts, bw, lat)
+}
+
+// randomCluster is n hosts of gpus GPUs with a random symmetric
+// heterogeneous bandwidth matrix (1..200 Gbit/s, a few fast pairs).
+func randomCluster(n, gpus int, seed uint64) *Cluster {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	c := testCluster([]islandDef{{hosts: n, gpus: gpus, gpu: gpuA100, intraGBs: 300, nicGbit: 200}}, 0)
+	for a := 0; a < n; a++ {
+		for b := a + 1; b < n; b++ {
+			g := 1 + rng.Float64()*199
+			c.bw[a][b], c.bw[b][a] = g/8*1e9, g/8*1e9
+		}
+		if rng.IntN(3) == 0 { // a slower GPU now and then
+			c.Hosts[a].GPU = gpuA10
+		}
+	}
+	return c
+}

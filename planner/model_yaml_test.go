@@ -1,0 +1,82 @@
+package planner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseModelFile(t *testing.T) {
+	doc := `
+name: my-7b
+num_layers: 32
+hidden_size: 4096
+num_attention_heads: 32
+num_query_groups: 8
+ffn_hidden_size: 14336
+swiglu: true
+seq_length: 4096
+vocab_size: 128256
+untie_embeddings_and_output_weights: true
+`
+	m, err := ParseModelFile([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Model{Name: "my-7b", NumLayers: 32, Hidden: 4096, Heads: 32, QueryGroups: 8, FFNHidden: 14336,
+		SwiGLU: true, SeqLength: 4096, Vocab: 128256, MaxPositionEmbeddings: 4096, UntieEmbeddings: true}
+	if m != want {
+		t.Errorf("got %+v\nwant %+v", m, want)
+	}
+}
+
+func TestParseModelFileErrors(t *testing.T) {
+	base := "num_layers: 24\nhidden_size: 1024\nnum_attention_heads: 16\nseq_length: 2048\nvocab_size: 50257\n"
+	cases := []struct{ name, old, new, want string }{
+		{"heads do not divide hidden", "num_attention_heads: 16", "num_attention_heads: 12", "hidden_size: 1024 is not divisible by num_attention_heads 12"},
+		{"groups do not divide heads", "seq_length", "num_query_groups: 5\nseq_length", "num_query_groups: num_attention_heads 16 is not divisible by it (5)"},
+		{"negative layers", "num_layers: 24", "num_layers: -2", "num_layers: must be > 0, got -2"},
+		{"missing hidden", "hidden_size: 1024\n", "", "hidden_size: must be > 0, got 0"},
+		{"typo", "vocab_size", "vocab_sise", "field vocab_sise not found"},
+		{"malformed", "seq_length: 2048", "seq_length: [2048", "line"},
+		{"short positions", "seq_length", "max_position_embeddings: 1024\nseq_length", "max_position_embeddings: 1024 is below seq_length 2048"},
+		{"negative ffn", "seq_length", "ffn_hidden_size: -1\nseq_length", "ffn_hidden_size: must be >= 0"},
+	}
+	for _, c := range cases {
+		doc := strings.Replace(base, c.old, c.new, 1)
+		_, err := ParseModelFile([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+	if _, err := ParseModelFile([]byte(base)); err != nil {
+		t.Errorf("base: %v", err)
+	}
+}
+
+// TestExampleModelFilesMatchPresets keeps examples/models/*.yaml (the
+// documented format) in step with the built-in presets of the same name.
+func TestExampleModelFilesMatchPresets(t *testing.T) {
+	files, _ := filepath.Glob("../examples/models/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no examples/models/*.yaml")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseModelFile(data)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		p, err := Preset(m.Name)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+		} else if m != p {
+			t.Errorf("%s differs from preset:\n%+v\n%+v", f, m, p)
+		}
+	}
+}

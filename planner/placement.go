@@ -1,0 +1,290 @@
+package planner
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Placement chooses the host of every TP block. Like Pipette it searches
+// over host orders: hosts are listed in an order and blocks (global ranks in
+// Megatron order, TP at a time) fill their GPUs in that order, so TP groups
+// never leave a host, a stage's DP replicas sit on consecutive hosts and
+// stage boundaries fall between host runs. Unlike Pipette's simulated
+// annealing it is exact on small clusters (branch and bound over orders with
+// host symmetry removed, bounded by the monotone cost of a partial order) and
+// on large ones builds island-aware and bandwidth-greedy orders and improves
+// them by swap and 2-opt local search under an evaluation and time budget.
+
+// exactPlacementHosts is the largest host count placed by branch and bound.
+const exactPlacementHosts = 10
+
+// exactNodeLimit bounds branch and bound work; beyond it the best order so
+// far is kept (it started from the heuristic's, so it is never worse).
+const exactNodeLimit = 400000
+
+type placer struct {
+	e       *planEval
+	starts  [][]int // construction orders local search starts from
+	slots   []int   // TP blocks each host holds
+	sym     []int   // symmetry class per host (interchangeable hosts)
+	scratch evalScratch
+	buf     []int
+	evals   int
+}
+
+func newPlacer(e *planEval, sym []int, starts [][]int) *placer {
+	pl := &placer{e: e, sym: sym, starts: starts, slots: make([]int, len(e.c.Hosts)), buf: make([]int, e.nBlocks)}
+	for h, host := range e.c.Hosts {
+		pl.slots[h] = host.GPUs / e.cfg.TP
+	}
+	return pl
+}
+
+// blocks fills out[u] with the host of block u under order (a prefix of
+// hosts); blocks past the prefix are -1.
+func (pl *placer) blocks(order []int, out []int) {
+	u := 0
+	for _, h := range order {
+		for k := 0; k < pl.slots[h] && u < len(out); k++ {
+			out[u] = h
+			u++
+		}
+	}
+	for ; u < len(out); u++ {
+		out[u] = -1
+	}
+}
+
+func (pl *placer) cost(order []int) float64 {
+	pl.blocks(order, pl.buf)
+	pl.evals++
+	return pl.e.cost(pl.buf, &pl.scratch)
+}
+
+// hostSymmetry puts hosts that can be swapped without changing any cost in
+// one class: same GPUs, GPU model, intra-host link and links to every
+// other host.
+func hostSymmetry(c *Cluster) []int {
+	n := len(c.Hosts)
+	cls := make([]int, n)
+	var reps []int
+	same := func(i, j int) bool {
+		a, b := c.Hosts[i], c.Hosts[j]
+		if a.GPUs != b.GPUs || a.GPU != b.GPU || c.LinkBetween(i, i) != c.LinkBetween(j, j) ||
+			c.LinkBetween(i, j) != c.LinkBetween(j, i) {
+			return false
+		}
+		for k := 0; k < n; k++ {
+			if k == i || k == j {
+				continue
+			}
+			if c.LinkBetween(i, k) != c.LinkBetween(j, k) || c.LinkBetween(k, i) != c.LinkBetween(k, j) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < n; i++ {
+		cls[i] = -1
+		for k, r := range reps {
+			if same(i, r) {
+				cls[i] = k
+				break
+			}
+		}
+		if cls[i] < 0 {
+			reps = append(reps, i)
+			cls[i] = len(reps) - 1
+		}
+	}
+	return cls
+}
+
+// PlaceOptions bound the placement search.
+type PlaceOptions struct {
+	Seed   int64
+	Budget time.Duration // 0 = no time limit (evaluation caps still apply)
+	// MaxEvals caps local-search evaluations (0 = 4 per host squared,
+	// between 2000 and 20000).
+	MaxEvals int
+}
+
+// placeOrder returns the best host order found and its cost.
+func (pl *placer) placeOrder(o PlaceOptions) ([]int, float64) {
+	deadline := time.Time{}
+	if o.Budget > 0 {
+		deadline = time.Now().Add(o.Budget)
+	}
+	order, best := pl.heuristic(o, deadline)
+	if len(order) <= exactPlacementHosts {
+		order, best = pl.exact(order, best, deadline)
+	}
+	return order, best
+}
+
+// exact runs branch and bound over host orders: each level fixes the next
+// host (one representative per symmetry class), and a prefix whose
+// optimistic cost is not below the incumbent is cut.
+func (pl *placer) exact(incumbent []int, best float64, deadline time.Time) ([]int, float64) {
+	n := len(incumbent)
+	bestOrder := append([]int(nil), incumbent...)
+	order := make([]int, 0, n)
+	used := make([]bool, n)
+	nodes := 0
+	stopped := false
+	var rec func()
+	rec = func() {
+		if stopped {
+			return
+		}
+		nodes++
+		if nodes > exactNodeLimit || (!deadline.IsZero() && nodes%256 == 0 && time.Now().After(deadline)) {
+			stopped = true
+			return
+		}
+		seen := map[int]bool{}
+		for h := 0; h < n; h++ {
+			if used[h] || seen[pl.sym[h]] {
+				continue
+			}
+			seen[pl.sym[h]] = true
+			order = append(order, h)
+			used[h] = true
+			if c := pl.cost(order); c < best*(1-1e-12) {
+				if len(order) == n {
+					best = c
+					copy(bestOrder, order)
+				} else {
+					rec()
+				}
+			}
+			used[h] = false
+			order = order[:len(order)-1]
+		}
+	}
+	rec()
+	return bestOrder, best
+}
+
+// startOrders are the constructions local search starts from: the file
+// order, islands kept together (fastest GPUs first), and a chain that always
+// continues over the fastest link from the last host.
+func startOrders(c *Cluster) [][]int {
+	n := len(c.Hosts)
+	file := make([]int, n)
+	for i := range file {
+		file[i] = i
+	}
+	islands := append([]int(nil), file...)
+	speed := func(h int) float64 { return -gpuPeakFLOPS(c.Hosts[h].GPU) }
+	slices.SortStableFunc(islands, func(a, b int) int {
+		ia, ib := c.Hosts[a].Island, c.Hosts[b].Island
+		if ia != ib {
+			if sa, sb := speed(a), speed(b); sa != sb {
+				return cmp.Compare(sa, sb)
+			}
+			return cmp.Compare(ia, ib)
+		}
+		return cmp.Compare(a, b)
+	})
+	chain := []int{islands[0]}
+	used := make([]bool, n)
+	used[islands[0]] = true
+	for len(chain) < n {
+		last, next := chain[len(chain)-1], -1
+		for _, h := range islands {
+			if used[h] {
+				continue
+			}
+			if next < 0 || c.LinkBetween(last, h).BytesPerS > c.LinkBetween(last, next).BytesPerS {
+				next = h
+			}
+		}
+		chain = append(chain, next)
+		used[next] = true
+	}
+	return [][]int{islands, chain, file}
+}
+
+// heuristic builds the start orders and improves the best of them with
+// first-improvement local search over swaps and segment reversals.
+func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64) {
+	n := len(pl.e.c.Hosts)
+	var order []int
+	best := math.Inf(1)
+	for _, s := range pl.starts {
+		if c := pl.cost(s); c < best {
+			best, order = c, s
+		}
+	}
+	if n < 2 || allSame(pl.sym) {
+		return order, best
+	}
+	maxEvals := o.MaxEvals
+	if maxEvals <= 0 {
+		maxEvals = min(20000, max(2000, 4*n*n))
+	}
+	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
+	cand := make([]int, n)
+	stale := 0
+	for it := 0; it < maxEvals && stale < 2*n*n; it++ {
+		if !deadline.IsZero() && it%64 == 0 && time.Now().After(deadline) {
+			break
+		}
+		i, j := rng.IntN(n), rng.IntN(n)
+		if i == j || pl.sym[order[i]] == pl.sym[order[j]] {
+			stale++
+			continue
+		}
+		if i > j {
+			i, j = j, i
+		}
+		copy(cand, order)
+		if rng.IntN(2) == 0 {
+			cand[i], cand[j] = cand[j], cand[i]
+		} else {
+			for a, b := i, j; a < b; a, b = a+1, b-1 {
+				cand[a], cand[b] = cand[b], cand[a]
+			}
+		}
+		if c := pl.cost(cand); c < best*(1-1e-12) {
+			best = c
+			order, cand = cand, order
+			stale = 0
+		} else {
+			stale++
+		}
+	}
+	return order, best
+}
+
+func allSame(x []int) bool {
+	for _, v := range x {
+		if v != x[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// rankPlacement lists every global rank's host, local rank and GPU for a
+// host order: block u's TP ranks take consecutive GPUs on its host.
+func (pl *placer) rankPlacement(order []int) []RankPlacement {
+	c := pl.e.c
+	tp := pl.e.cfg.TP
+	out := make([]RankPlacement, 0, pl.e.nBlocks*tp)
+	u := 0
+	for _, h := range order {
+		for k := 0; k < pl.slots[h] && u < pl.e.nBlocks; k++ {
+			for t := 0; t < tp; t++ {
+				local := k*tp + t
+				out = append(out, RankPlacement{Rank: u*tp + t, Host: c.Hosts[h].Name, HostIndex: h, LocalRank: local, GPU: local})
+			}
+			u++
+		}
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// GPT-3 presets follow Brown et al. 2020, Table 2.1, with two fixes Megatron
+// needs (hidden % heads == 0): GPT-3 XL (1.3B) uses 16 heads of 128 (the
+// table's d_head) instead of 24, and 13B uses hidden 5120 = 40 x 128 instead
+// of the table's 5140. Vocabulary is GPT-2 BPE's 50257 tokens; Megatron pads
+// it to a multiple of 128*TP at start-up (--make-vocab-size-divisible-by
+// 128), which the memory estimator applies per plan (PaddedVocab).
+// Sequence 2048, tied embeddings, GeLU MLP of 4*hidden.
+//
+// Llama presets follow the published model cards/configs: Llama-2 (Touvron
+// et al. 2023) seq 4096, vocab 32000, untied, SwiGLU; 70B uses GQA with 8
+// KV groups and FFN 28672. Llama-3 (Meta 2024) vocab 128256, seq 8192, GQA 8.
+var presets = map[string]Model{
+	"gpt3-125m":  gpt3("gpt3-125m", 12, 768, 12),
+	"gpt3-350m":  gpt3("gpt3-350m", 24, 1024, 16),
+	"gpt3-760m":  gpt3("gpt3-760m", 24, 1536, 16),
+	"gpt3-1.3b":  gpt3("gpt3-1.3b", 24, 2048, 16),
+	"gpt3-2.7b":  gpt3("gpt3-2.7b", 32, 2560, 32),
+	"gpt3-6.7b":  gpt3("gpt3-6.7b", 32, 4096, 32),
+	"gpt3-13b":   gpt3("gpt3-13b", 40, 5120, 40),
+	"gpt3-175b":  gpt3("gpt3-175b", 96, 12288, 96),
+	"llama2-7b":  llama("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000),
+	"llama2-13b": llama("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000),
+	"llama2-70b": llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000),
+	"llama3-8b":  llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256),
+	"llama3-70b": llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256),
+}
+
+func gpt3(name string, layers, hidden, heads int) Model {
+	return Model{Name: name, NumLayers: layers, Hidden: hidden, Heads: heads,
+		FFNHidden: 4 * hidden, SeqLength: 2048, Vocab: 50257, MaxPositionEmbeddings: 2048}
+}
+
+func llama(name string, layers, hidden, heads, groups, ffn, seq, vocab int) Model {
+	return Model{Name: name, NumLayers: layers, Hidden: hidden, Heads: heads, QueryGroups: groups,
+		FFNHidden: ffn, SwiGLU: true, SeqLength: seq, Vocab: vocab, MaxPositionEmbeddings: seq,
+		UntieEmbeddings: true}
+}
+
+// Preset returns a built-in model shape by name (e.g. "gpt3-13b",
+// "llama2-70b"); case and a "B"/"b" suffix spelling do not matter.
+func Preset(name string) (Model, error) {
+	if m, ok := presets[strings.ToLower(strings.TrimSpace(name))]; ok {
+		return m, nil
+	}
+	return Model{}, fmt.Errorf("unknown model preset %q; choose one of %s or pass a model YAML file",
+		name, strings.Join(PresetNames(), ", "))
+}
+
+// PresetNames lists the built-in model names, sorted.
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// PaddedVocab is the vocabulary Megatron allocates with tensor parallel size
+// tp: rounded up to a multiple of 128*tp (--make-vocab-size-divisible-by).
+func (m Model) PaddedVocab(tp int) int {
+	if tp < 1 {
+		tp = 1
+	}
+	q := 128 * tp
+	return (m.Vocab + q - 1) / q * q
+}

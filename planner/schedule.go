@@ -1,0 +1,176 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+)
+
+// PipelineTimes describes one pipeline for the schedule simulator.
+type PipelineTimes struct {
+	// Fwd[r][c] and Bwd[r][c] are the seconds pipeline rank r spends on
+	// model chunk c for one micro-batch (Bwd includes recomputation).
+	Fwd, Bwd [][]float64
+	// Link[r] is the one-message p2p time from rank r to rank r+1 (and back);
+	// Link[p-1] is the wrap-around hop from the last rank to the first that
+	// interleaved schedules use between model chunks.
+	Link         []float64
+	MicroBatches int
+}
+
+// ScheduleResult is the simulated critical path of one iteration.
+type ScheduleResult struct {
+	Makespan float64
+	// Finish[r] is when rank r's last backward ends (its gradients are
+	// complete and the data-parallel reduction can start).
+	Finish []float64
+	// Busy[r] is rank r's total compute time.
+	Busy []float64
+	// BubbleFraction = 1 - sum(Busy) / (Makespan * ranks).
+	BubbleFraction float64
+}
+
+type schedOp struct {
+	backward     bool
+	chunk, micro int
+}
+
+// scheduleOrder is the op order of rank r under Megatron's 1F1B (v=1) or
+// interleaved 1F1B (v>1) schedule: warm-up forwards, steady one-forward-
+// one-backward, cool-down backwards.
+func scheduleOrder(r, p, v, m int) []schedOp {
+	total := m * v
+	warm := p - r - 1
+	if v > 1 {
+		warm = (p-r-1)*2 + (v-1)*p
+	}
+	warm = min(warm, total)
+	chunkOf := func(k int, backward bool) (int, int) {
+		if v == 1 {
+			return 0, k
+		}
+		c := (k % (p * v)) / p
+		if backward {
+			c = v - 1 - c
+		}
+		return c, (k/(p*v))*p + k%p
+	}
+	ops := make([]schedOp, 0, 2*total)
+	add := func(k int, backward bool) {
+		c, mb := chunkOf(k, backward)
+		ops = append(ops, schedOp{backward: backward, chunk: c, micro: mb})
+	}
+	for k := 0; k < warm; k++ {
+		add(k, false)
+	}
+	for k := 0; k < total-warm; k++ {
+		add(warm+k, false)
+		add(k, true)
+	}
+	for k := total - warm; k < total; k++ {
+		add(k, true)
+	}
+	return ops
+}
+
+// SimulateSchedule runs the pipeline schedule event by event with uneven
+// stage times and per-boundary link times and returns its critical path.
+// A forward of chunk c on rank r waits for the same micro-batch's forward on
+// rank r-1 (or, on rank 0, chunk c-1 on the last rank) plus the hop; a
+// backward waits for rank r+1's backward (or chunk c+1 on rank 0), and the
+// last virtual stage's backward for its own forward. Sends are asynchronous.
+func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
+	p := len(pt.Fwd)
+	if p == 0 || pt.MicroBatches <= 0 {
+		return ScheduleResult{}, fmt.Errorf("schedule: need at least one stage and one micro-batch")
+	}
+	v := len(pt.Fwd[0])
+	m := pt.MicroBatches
+	if v > 1 && m%p != 0 {
+		return ScheduleResult{}, fmt.Errorf("schedule: interleaved schedule needs micro-batches (%d) divisible by pipeline stages (%d)", m, p)
+	}
+	link := func(r int) float64 {
+		if r < len(pt.Link) {
+			return pt.Link[r]
+		}
+		return 0
+	}
+	idx := func(r, c, i int) int { return (r*v+c)*m + i }
+	endF := make([]float64, p*v*m)
+	endB := make([]float64, p*v*m)
+	for i := range endF {
+		endF[i], endB[i] = -1, -1
+	}
+	orders := make([][]schedOp, p)
+	next := make([]int, p)
+	free := make([]float64, p)
+	res := ScheduleResult{Finish: make([]float64, p), Busy: make([]float64, p)}
+	for r := range orders {
+		orders[r] = scheduleOrder(r, p, v, m)
+	}
+	remaining := 2 * p * v * m
+	for remaining > 0 {
+		progress := false
+		for r := 0; r < p; r++ {
+			for next[r] < len(orders[r]) {
+				op := orders[r][next[r]]
+				ready, ok := dependencyReady(op, r, p, v, endF, endB, idx, link)
+				if !ok {
+					break
+				}
+				start := math.Max(ready, free[r])
+				var d float64
+				if op.backward {
+					d = pt.Bwd[r][op.chunk]
+					endB[idx(r, op.chunk, op.micro)] = start + d
+				} else {
+					d = pt.Fwd[r][op.chunk]
+					endF[idx(r, op.chunk, op.micro)] = start + d
+				}
+				free[r] = start + d
+				res.Busy[r] += d
+				next[r]++
+				remaining--
+				progress = true
+			}
+		}
+		if !progress {
+			return ScheduleResult{}, fmt.Errorf("schedule: deadlock (p=%d v=%d m=%d)", p, v, m)
+		}
+	}
+	busy := 0.0
+	for r := 0; r < p; r++ {
+		res.Finish[r] = free[r]
+		res.Makespan = math.Max(res.Makespan, free[r])
+		busy += res.Busy[r]
+	}
+	if res.Makespan > 0 {
+		res.BubbleFraction = 1 - busy/(res.Makespan*float64(p))
+	}
+	return res, nil
+}
+
+func dependencyReady(op schedOp, r, p, v int, endF, endB []float64, idx func(r, c, i int) int, link func(int) float64) (float64, bool) {
+	c, i := op.chunk, op.micro
+	var t float64
+	if !op.backward {
+		switch {
+		case r > 0:
+			t = endF[idx(r-1, c, i)]
+			return t + link(r-1), t >= 0
+		case c > 0:
+			t = endF[idx(p-1, c-1, i)]
+			return t + link(p-1), t >= 0
+		}
+		return 0, true
+	}
+	switch {
+	case r < p-1:
+		t = endB[idx(r+1, c, i)]
+		return t + link(r), t >= 0
+	case c < v-1:
+		t = endB[idx(0, c+1, i)]
+		return t + link(p-1), t >= 0
+	}
+	t = endF[idx(r, c, i)]
+	return t, t >= 0
+}

@@ -1,0 +1,748 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strings"
+)
+
+const (
+	defaultTopK = 10
+	// maxPlaced bounds how many configs get a full placement; the rest are
+	// ranked by their placement-free lower bound only and cut.
+	maxPlaced     = 48
+	maxMicroBatch = 8
+)
+
+// ValidateMegatron applies the start-up checks of Megatron-LM's
+// arguments.py (see shared/reference/megatron-lm.md) to cfg on world GPUs.
+func ValidateMegatron(m Model, cfg Config, world int) error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if cfg.TP < 1 || cfg.PP < 1 || cfg.DP < 1 || cfg.CP < 1 || cfg.MicroBatch < 1 || cfg.GlobalBatch < 1 {
+		return fmt.Errorf("megatron: tp, pp, dp, cp, micro-batch and global batch must all be >= 1 (got tp=%d pp=%d dp=%d cp=%d mb=%d gbs=%d)",
+			cfg.TP, cfg.PP, cfg.DP, cfg.CP, cfg.MicroBatch, cfg.GlobalBatch)
+	}
+	vpp := max(cfg.VPP, 1)
+	if world%(cfg.TP*cfg.PP*cfg.CP) != 0 || cfg.WorldSize() != world {
+		bad("world size %d is not tp*pp*cp*dp = %d*%d*%d*%d", world, cfg.TP, cfg.PP, cfg.CP, cfg.DP)
+	}
+	if m.Heads <= 0 || m.Hidden%m.Heads != 0 {
+		bad("hidden size %d not divisible by attention heads %d", m.Hidden, m.Heads)
+	}
+	if m.Heads%cfg.TP != 0 {
+		bad("attention heads %d not divisible by tensor parallel size %d", m.Heads, cfg.TP)
+	}
+	if g := m.Groups(); g%cfg.TP != 0 && cfg.TP%g != 0 {
+		bad("query groups %d and tensor parallel size %d: neither divides the other", g, cfg.TP)
+	}
+	if cfg.CP > 1 && m.SeqLength%(2*cfg.CP) != 0 {
+		bad("sequence length %d not divisible by 2*cp = %d", m.SeqLength, 2*cfg.CP)
+	}
+	if m.MaxPositionEmbeddings > 0 && m.MaxPositionEmbeddings < m.SeqLength {
+		bad("max position embeddings %d below sequence length %d", m.MaxPositionEmbeddings, m.SeqLength)
+	}
+	if cfg.GlobalBatch%(cfg.MicroBatch*cfg.DP) != 0 {
+		bad("global batch %d not divisible by micro-batch*dp = %d", cfg.GlobalBatch, cfg.MicroBatch*cfg.DP)
+	} else if cfg.NumMicroBatches != cfg.GlobalBatch/(cfg.MicroBatch*cfg.DP) {
+		bad("num micro-batches %d, want global/(micro*dp) = %d", cfg.NumMicroBatches, cfg.GlobalBatch/(cfg.MicroBatch*cfg.DP))
+	}
+	if vpp > 1 {
+		if cfg.PP <= 1 {
+			bad("interleaved schedule (vpp=%d) needs pipeline parallel size > 1", vpp)
+		}
+		if cfg.PP > 0 && cfg.NumMicroBatches%cfg.PP != 0 {
+			bad("interleaved schedule: micro-batches %d not divisible by pp %d", cfg.NumMicroBatches, cfg.PP)
+		}
+	}
+	validateStageLayers(m, cfg, vpp, bad)
+	switch cfg.Recompute {
+	case RecomputeNone, RecomputeSelective, RecomputeFull:
+	default:
+		bad("recompute %q is not none, selective or full", cfg.Recompute)
+	}
+	if cfg.ZeroStage != 0 {
+		bad("zero stage %d: Megatron-LM has no ZeRO (use the distributed optimizer)", cfg.ZeroStage)
+	}
+	if cfg.Offload.Params {
+		bad("parameter offload is DeepSpeed ZeRO-3 only")
+	}
+	if f := cfg.Offload.OptimizerFraction; f < 0 || f > 1 {
+		bad("optimizer offload fraction %g outside 0..1", f)
+	} else if f > 0 && !cfg.DistributedOptimizer {
+		bad("--optimizer-cpu-offload needs the precision-aware, distributed optimizer")
+	}
+	return errors.Join(errs...)
+}
+
+// validateStageLayers: without a split, layers divide evenly over pp (and
+// over pp*vpp virtual stages); an explicit split is rendered as
+// --pipeline-model-parallel-layout and only needs every stage non-empty.
+func validateStageLayers(m Model, cfg Config, vpp int, bad func(string, ...any)) {
+	stages := cfg.PP * vpp
+	if len(cfg.StageLayers) == 0 {
+		if m.NumLayers%stages != 0 {
+			bad("num layers %d not divisible by pp*vpp = %d", m.NumLayers, stages)
+		}
+		return
+	}
+	if len(cfg.StageLayers) != stages {
+		bad("stage layers has %d entries, want pp*vpp = %d", len(cfg.StageLayers), stages)
+		return
+	}
+	sum := 0
+	for i, n := range cfg.StageLayers {
+		if n < 1 {
+			bad("stage %d has %d layers; every stage needs at least one", i, n)
+		}
+		sum += n
+	}
+	if sum != m.NumLayers {
+		bad("stage layers sum to %d, model has %d", sum, m.NumLayers)
+	}
+	if vpp > 1 && !uniform(cfg.StageLayers) {
+		bad("uneven stage layers with virtual stages are not planned")
+	}
+}
+
+func uniform(x []int) bool {
+	for _, v := range x {
+		if v != x[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// validateDeepSpeed is DeepSpeed's (Megatron-DeepSpeed's) subset: ZeRO-2/3
+// do not combine with its pipeline engine, no interleaving, no CP.
+func validateDeepSpeed(m Model, cfg Config, world int) error {
+	c := cfg
+	c.ZeroStage, c.DistributedOptimizer, c.Offload = 0, false, Offload{}
+	err := ValidateMegatron(m, c, world)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.ZeroStage < 0 || cfg.ZeroStage > 3 {
+		errs = append(errs, fmt.Errorf("zero stage %d outside 0..3", cfg.ZeroStage))
+	}
+	if cfg.ZeroStage >= 2 && cfg.PP > 1 {
+		errs = append(errs, fmt.Errorf("DeepSpeed's pipeline engine supports ZeRO stage 0 or 1, not %d", cfg.ZeroStage))
+	}
+	if cfg.VPP > 1 || cfg.CP > 1 || cfg.DistributedOptimizer {
+		errs = append(errs, fmt.Errorf("DeepSpeed plans have no virtual stages, context parallelism or Megatron distributed optimizer"))
+	}
+	if cfg.Offload.OptimizerFraction > 0 && cfg.ZeroStage < 1 {
+		errs = append(errs, fmt.Errorf("DeepSpeed optimizer offload needs ZeRO stage >= 1"))
+	}
+	if cfg.Offload.Params && cfg.ZeroStage != 3 {
+		errs = append(errs, fmt.Errorf("DeepSpeed parameter offload needs ZeRO stage 3"))
+	}
+	return errors.Join(errs...)
+}
+
+func validate(m Model, cfg Config, f Framework, world int) error {
+	if f == FrameworkDeepSpeed {
+		return validateDeepSpeed(m, cfg, world)
+	}
+	return ValidateMegatron(m, cfg, world)
+}
+
+// NoFitError says by how much the closest plan misses and what would help.
+type NoFitError struct {
+	BestMissBytes float64
+	Suggestions   []string
+	Message       string
+}
+
+func (e *NoFitError) Error() string { return e.Message }
+
+func divisors(n, limit int) []int {
+	var out []int
+	for d := 1; d <= n && d <= limit; d++ {
+		if n%d == 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func pick(fixed int, all []int) []int {
+	if fixed <= 0 {
+		return all
+	}
+	if slices.Contains(all, fixed) {
+		return []int{fixed}
+	}
+	return nil
+}
+
+// enumerate lists every config of the framework that passes its start-up
+// checks on world GPUs, before memory and offload.
+func enumerate(c *Cluster, m Model, o SearchOptions) []Config {
+	world := c.TotalGPUs()
+	perHost := 0
+	for _, h := range c.Hosts {
+		perHost = gcd(perHost, h.GPUs)
+	}
+	fx := o.Fixed
+	mega := o.Framework != FrameworkDeepSpeed
+	cps := []int{1}
+	if mega && m.SeqLength >= 8192 {
+		cps = []int{1, 2, 4}
+	}
+	recomputes := []Recompute{RecomputeNone, RecomputeSelective, RecomputeFull}
+	if fx.Recompute != "" {
+		recomputes = []Recompute{fx.Recompute}
+	}
+	var out []Config
+	for _, tp := range pick(fx.TP, divisors(perHost, perHost)) {
+		for _, cp := range pick(fx.CP, cps) {
+			if world%(tp*cp) != 0 {
+				continue
+			}
+			for _, pp := range pick(fx.PP, divisors(world/(tp*cp), m.NumLayers)) {
+				if !mega && m.NumLayers%pp != 0 {
+					continue
+				}
+				dp := world / (tp * cp * pp)
+				if fx.DP > 0 && fx.DP != dp {
+					continue
+				}
+				for _, mb := range pick(fx.MicroBatch, divisors(o.GlobalBatch, maxMicroBatch)) {
+					if o.GlobalBatch%(mb*dp) != 0 {
+						continue
+					}
+					nmb := o.GlobalBatch / (mb * dp)
+					for _, vpp := range vppChoices(m, pp, nmb, mega, fx.VPP) {
+						for _, rc := range recomputes {
+							for _, opt := range optimizerChoices(o.Framework, pp, fx) {
+								cfg := Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: vpp, MicroBatch: mb,
+									GlobalBatch: o.GlobalBatch, NumMicroBatches: nmb, Recompute: rc,
+									SequenceParallel: mega && tp > 1, ZeroStage: opt.zero, DistributedOptimizer: opt.distOpt}
+								if fx.SequenceParallel != nil && tp > 1 {
+									cfg.SequenceParallel = *fx.SequenceParallel
+								}
+								cfg.StageLayers = evenLayers(m.NumLayers, pp*vpp)
+								if validate(m, cfg, o.Framework, world) == nil {
+									out = append(out, cfg)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func vppChoices(m Model, pp, nmb int, mega bool, fixed int) []int {
+	all := []int{1}
+	if mega && pp > 1 && nmb%pp == 0 && m.NumLayers%pp == 0 {
+		for _, v := range divisors(m.NumLayers/pp, 8) {
+			if v > 1 {
+				all = append(all, v)
+			}
+		}
+	}
+	return pick(fixed, all)
+}
+
+type optChoice struct {
+	zero    int
+	distOpt bool
+}
+
+func optimizerChoices(f Framework, pp int, fx Constraints) []optChoice {
+	var all []optChoice
+	if f == FrameworkDeepSpeed {
+		for z := 0; z <= 3; z++ {
+			if z >= 2 && pp > 1 {
+				continue
+			}
+			all = append(all, optChoice{zero: z})
+		}
+	} else {
+		all = []optChoice{{}, {distOpt: true}}
+	}
+	var out []optChoice
+	for _, c := range all {
+		if fx.ZeroStage >= 0 && f == FrameworkDeepSpeed && c.zero != fx.ZeroStage {
+			continue
+		}
+		if fx.DistributedOptimizer != nil && c.distOpt != *fx.DistributedOptimizer {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// offloadChoices are the offload settings tried for a config: none unless
+// memory needs it (or the user forces offload).
+func offloadChoices(f Framework, cfg Config, fx Constraints, needed bool) []Offload {
+	var out []Offload
+	if !fx.ForceOffload {
+		out = append(out, Offload{})
+	}
+	if fx.NoOffload || (!needed && !fx.ForceOffload) {
+		return out
+	}
+	switch {
+	case f == FrameworkDeepSpeed && cfg.ZeroStage == 3:
+		out = append(out, Offload{OptimizerFraction: 1}, Offload{OptimizerFraction: 1, Params: true})
+	case f == FrameworkDeepSpeed && cfg.ZeroStage >= 1:
+		out = append(out, Offload{OptimizerFraction: 1})
+	case f != FrameworkDeepSpeed && cfg.DistributedOptimizer:
+		out = append(out, Offload{OptimizerFraction: 0.5}, Offload{OptimizerFraction: 1})
+	}
+	return out
+}
+
+func gpuCapacityBytes(h Host) float64 { return h.GPU.MemoryBytes() }
+
+// stageMemory is the memory of every pipeline rank, and the worst rank's
+// overshoot against the capacity of the GPUs it lands on (capOf(r)).
+func stageMemory(m Model, cfg Config, f Framework, capOf func(r int) float64) (MemoryEstimate, float64) {
+	est := MemoryEstimate{}
+	worstMiss := math.Inf(-1)
+	for r := 0; r < cfg.PP; r++ {
+		b := EstimateStageMemory(m, cfg, f, r)
+		capacity := capOf(r)
+		miss := b.Total() - capacity
+		if miss > worstMiss || r == 0 {
+			worstMiss = miss
+			est.PeakBytesPerGPU, est.GPUCapacityBytes, est.Breakdown, est.PeakStage = b.Total(), capacity, b, r
+		}
+	}
+	return est, worstMiss
+}
+
+// candidate is a config that fits: lb is its placement-free lower bound,
+// quick its cost on the best construction order (the ranking key).
+type candidate struct {
+	cfg       Config
+	lb, quick float64
+	key       string
+}
+
+// quickEstimate prices a config on the best start order, with layers
+// rebalanced for heterogeneous hosts, without local search.
+func quickEstimate(e *planEval, sym []int, starts [][]int, o SearchOptions) float64 {
+	pl := newPlacer(e, sym, starts)
+	if allSame(sym) { // every order costs the same
+		return pl.cost(starts[0])
+	}
+	best, order := math.Inf(1), starts[0]
+	for _, s := range starts {
+		if c := pl.cost(s); c < best {
+			best, order = c, s
+		}
+	}
+	if split := rebalance(e, pl, order, o.Framework); split != nil {
+		cfg := e.cfg
+		cfg.StageLayers = split
+		e2 := newPlanEval(e.c, e.m, cfg, e.f)
+		best = math.Min(best, newPlacer(e2, sym, starts).cost(order))
+	}
+	return best
+}
+
+func configKey(c Config) string {
+	return fmt.Sprintf("%03d/%03d/%03d/%02d/%02d/%03d/%s/%d/%v/%v/%.2f/%v", c.TP, c.PP, c.DP, c.CP, c.VPP, c.MicroBatch,
+		c.Recompute, c.ZeroStage, c.DistributedOptimizer, c.SequenceParallel, c.Offload.OptimizerFraction, c.Offload.Params)
+}
+
+// Search enumerates every config Megatron-LM (or DeepSpeed) would accept on
+// the cluster, rejects those that do not fit in memory, predicts the rest,
+// places the best and returns the TopK, fastest first. When nothing fits the
+// error is a *NoFitError.
+//
+// Ranking is two-phase: every config gets a placement-free lower bound (the
+// latency model with the fastest GPU and link everywhere); configs are then
+// placed in bound order until the bound of the next one is no better than
+// the TopK-th predicted time, or maxPlaced configs have been placed.
+func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
+	if err := checkSearchInput(c, m, o); err != nil {
+		return nil, err
+	}
+	if o.Framework == "" || o.Framework == FrameworkTorch {
+		o.Framework = FrameworkMegatron
+	}
+	topK := o.TopK
+	if topK <= 0 {
+		topK = defaultTopK
+	}
+	world := c.TotalGPUs()
+	maxCap, minHostMem := 0.0, math.Inf(1)
+	for _, h := range c.Hosts {
+		maxCap = math.Max(maxCap, gpuCapacityBytes(h))
+		if h.MemoryBytes > 0 {
+			minHostMem = math.Min(minHostMem, h.MemoryBytes)
+		}
+	}
+	res := &Result{Model: ModelSummary{Name: m.Name, Parameters: m.Parameters(), Model: m}}
+	configs := enumerate(c, m, o)
+	if len(configs) == 0 {
+		return nil, fmt.Errorf("no parallel configuration of %s is valid on %d GPUs with global batch %d: check that the attention heads (%d) divide by a TP size that fits a host, that the global batch divides by micro-batch x data-parallel size, and any fixed --tp/--pp/--dp", m.Name, world, o.GlobalBatch, m.Heads)
+	}
+	var cands []candidate
+	miss := noFit{best: math.Inf(1)}
+	sym := hostSymmetry(c)
+	starts := startOrders(c)
+	for _, cfg0 := range configs {
+		_, baseMiss := stageMemory(m, cfg0, o.Framework, func(int) float64 { return maxCap })
+		for _, off := range offloadChoices(o.Framework, cfg0, o.Fixed, baseMiss > 0) {
+			cfg := cfg0
+			cfg.Offload = off
+			res.Considered++
+			est, over := stageMemory(m, cfg, o.Framework, func(int) float64 { return maxCap })
+			hostOver := HostBytesPerNode(m, cfg, o.Framework, perHostRanks(c)) - minHostMem
+			if over > 0 || (!math.IsInf(minHostMem, 1) && hostOver > 0) {
+				res.RejectedMemory++
+				miss.note(cfg, math.Max(over, hostOver), est.Breakdown)
+				continue
+			}
+			e := newPlanEval(c, m, cfg, o.Framework)
+			lb := e.cost(unplaced(e.nBlocks), &evalScratch{})
+			cands = append(cands, candidate{cfg: cfg, lb: lb, quick: quickEstimate(e, sym, starts, o), key: configKey(cfg)})
+		}
+	}
+	if len(cands) == 0 {
+		return nil, miss.err(m, world)
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if a.quick != b.quick {
+			return cmpFloat(a.quick, b.quick)
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	var plans []Plan
+	placed := 0
+	for _, cand := range cands {
+		if placed >= maxPlaced {
+			break
+		}
+		if len(plans) >= topK && cand.lb >= plans[topK-1].Predicted.IterationSeconds {
+			continue
+		}
+		placed++
+		plan, ok, over := placeAndPredict(c, m, cand.cfg, o, sym, starts)
+		if !ok {
+			res.RejectedMemory++
+			miss.note(cand.cfg, over, plan.Memory.Breakdown)
+			continue
+		}
+		plans = append(plans, plan)
+		slices.SortStableFunc(plans, func(a, b Plan) int {
+			return cmpFloat(a.Predicted.IterationSeconds, b.Predicted.IterationSeconds)
+		})
+	}
+	if len(plans) == 0 {
+		return nil, miss.err(m, world)
+	}
+	res.Plans = plans[:min(topK, len(plans))]
+	return res, nil
+}
+
+func unplaced(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = -1
+	}
+	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func perHostRanks(c *Cluster) int {
+	n := 0
+	for _, h := range c.Hosts {
+		n = max(n, h.GPUs)
+	}
+	return n
+}
+
+func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
+	switch {
+	case c == nil || len(c.Hosts) == 0:
+		return fmt.Errorf("cluster has no hosts")
+	case m.NumLayers <= 0 || m.Hidden <= 0 || m.Heads <= 0 || m.SeqLength <= 0 || m.Vocab <= 0:
+		return fmt.Errorf("model %q: num_layers, hidden_size, num_attention_heads, seq_length and vocab_size must be > 0", m.Name)
+	case o.GlobalBatch <= 0:
+		return fmt.Errorf("global batch size must be > 0 (got %d)", o.GlobalBatch)
+	}
+	for i, h := range c.Hosts {
+		if h.GPUs <= 0 {
+			return fmt.Errorf("host %s (#%d) has no GPUs", h.Name, i)
+		}
+	}
+	return nil
+}
+
+// placeAndPredict places cfg (naively when the options ignore islands),
+// rebalances layers over heterogeneous stages, checks memory against the
+// GPUs each stage landed on and predicts the iteration.
+func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, starts [][]int) (Plan, bool, float64) {
+	po := PlaceOptions{Seed: o.Seed, Budget: o.PlacementBudget}
+	e := newPlanEval(c, m, cfg, o.Framework)
+	pl := newPlacer(e, sym, starts)
+	var order []int
+	if o.IgnoreIslands {
+		order = make([]int, len(c.Hosts))
+		for i := range order {
+			order[i] = i
+		}
+	} else {
+		order, _ = pl.placeOrder(po)
+		if split := rebalance(e, pl, order, o.Framework); split != nil {
+			cfg2 := cfg
+			cfg2.StageLayers = split
+			e2 := newPlanEval(c, m, cfg2, o.Framework)
+			pl2 := newPlacer(e2, sym, starts)
+			order2, cost2 := pl2.placeOrder(po)
+			if cost2 < pl2.cost(order) && cost2 < pl.cost(order) {
+				e, pl, order, cfg = e2, pl2, order2, cfg2
+			} else if c2 := pl2.cost(order); c2 < pl.cost(order) {
+				e, pl, cfg = e2, pl2, cfg2
+			}
+		}
+	}
+	blockHost := make([]int, e.nBlocks)
+	pl.blocks(order, blockHost)
+	plan := Plan{Config: e.cfg, Framework: o.Framework}
+	plan.Config.StageLayers = append([]int(nil), e.cfg.StageLayers...)
+	plan.Predicted = e.predict(blockHost)
+	plan.Memory = e.memory(blockHost)
+	plan.Placement = pl.rankPlacement(order)
+	over := math.Max(plan.Memory.PeakBytesPerGPU-plan.Memory.GPUCapacityBytes, plan.Memory.HostBytesPerNode-plan.Memory.HostCapacityBytes)
+	return plan, plan.Memory.Fits(), over
+}
+
+// rebalance returns a layer split balanced by each stage's measured speed
+// on its hosts (Megatron only, without virtual stages), or nil when the
+// even split is already balanced.
+func rebalance(e *planEval, pl *placer, order []int, f Framework) []int {
+	if f == FrameworkDeepSpeed || e.v > 1 || e.p < 2 {
+		return nil
+	}
+	blockHost := make([]int, e.nBlocks)
+	pl.blocks(order, blockHost)
+	per := make([]float64, e.p)
+	fixed := make([]float64, e.p)
+	for r := 0; r < e.p; r++ {
+		for d := 0; d < e.dp; d++ {
+			for c := 0; c < e.cp; c++ {
+				hc := e.class(blockHost[e.block(r, d, c)])
+				per[r] = math.Max(per[r], hc.layerTotal)
+				if r == e.p-1 {
+					fixed[r] = math.Max(fixed[r], hc.logits.Fwd+hc.logits.Bwd)
+				}
+			}
+		}
+	}
+	split, err := BalanceLayers(per, fixed, e.m.NumLayers)
+	if err != nil || slices.Equal(split, e.cfg.StageLayers) ||
+		stageMaxTime(per, fixed, split) >= stageMaxTime(per, fixed, e.cfg.StageLayers)*(1-1e-9) {
+		return nil
+	}
+	return split
+}
+
+// predict runs the event-driven schedule of every distinct pipeline, then
+// each stage's exposed DP reduction, optimizer step and offload.
+func (e *planEval) predict(blockHost []int) Prediction {
+	m := e.cfg.NumMicroBatches
+	work := make([]stageWork, e.p)
+	hosts := make([]int, 0, e.dp*e.cp+e.cp)
+	finish := make([]float64, e.p)
+	lastBwd := make([]float64, e.p)
+	perMB := make([]float64, e.p)
+	for r := range perMB {
+		_, perMB[r] = e.dpExposed(blockHost, r, 0, hosts[:0])
+	}
+	cache := map[uint64]ScheduleResult{}
+	var crit ScheduleResult
+	var critWork []stageWork
+	for d := 0; d < e.dp; d++ {
+		pt := PipelineTimes{MicroBatches: m, Link: make([]float64, e.p)}
+		hsh := fnv.New64a()
+		for r := 0; r < e.p; r++ {
+			w := &work[r]
+			e.stage(blockHost, r, d, hosts[:max(e.cp, 1)], w)
+			f, b := slices.Clone(w.fwd), slices.Clone(w.bwd)
+			if perMB[r] > 0 { // ZeRO-2/3 traffic inside every micro-batch
+				b[len(b)-1] += math.Max(0, perMB[r]-dpOverlapEfficiency*w.total)
+			}
+			pt.Fwd, pt.Bwd = append(pt.Fwd, f), append(pt.Bwd, b)
+			pt.Link[r] = math.Max(w.sendNext, w.sendWr)
+			for _, x := range append(append(f, b...), pt.Link[r]) {
+				fmt.Fprint(hsh, math.Float64bits(x), ",")
+			}
+			if d == 0 || w.lastBwd < lastBwd[r] {
+				lastBwd[r] = w.lastBwd
+			}
+		}
+		key := hsh.Sum64()
+		res, ok := cache[key]
+		if !ok {
+			var err error
+			res, err = SimulateSchedule(pt)
+			if err != nil {
+				panic(fmt.Sprintf("planner: %v for a validated config", err)) // enumerate checks m % pp
+			}
+			cache[key] = res
+		}
+		for r := range finish {
+			finish[r] = math.Max(finish[r], res.Finish[r])
+		}
+		if res.Makespan >= crit.Makespan {
+			crit = res
+			critWork = slices.Clone(work)
+		}
+	}
+	iter := 0.0
+	for r := 0; r < e.p; r++ {
+		x, _ := e.dpExposed(blockHost, r, lastBwd[r], hosts[:0])
+		iter = math.Max(iter, finish[r]+x)
+	}
+	off := e.offloadSeconds(blockHost)
+	// Breakdown along the busiest rank of the slowest pipeline: its compute,
+	// its TP/CP communication, the rest of the makespan (bubble and p2p
+	// waits), the DP tail after the makespan, then optimizer and offload.
+	busiest := 0
+	for r := range critWork {
+		if crit.Busy[r] > crit.Busy[busiest] {
+			busiest = r
+		}
+	}
+	w := critWork[busiest]
+	bd := TimeBreakdown{
+		Compute: float64(m)*(w.computeF+w.compB) + e.optSec,
+		TP:      float64(m) * (w.commF + w.commB),
+		DP:      math.Max(0, iter-crit.Makespan),
+		Offload: off,
+	}
+	bd.PP = math.Max(0, crit.Makespan-float64(m)*(w.computeF+w.compB+w.commF+w.commB))
+	total := iter + e.optSec + off
+	world := float64(e.cfg.WorldSize())
+	return Prediction{
+		IterationSeconds: total,
+		TokensPerSecond:  float64(e.cfg.GlobalBatch*e.m.SeqLength) / total,
+		TFLOPSPerGPU:     ModelFLOPsPerIteration(e.m, e.cfg.GlobalBatch) / total / world / 1e12,
+		BubbleFraction:   crit.BubbleFraction,
+		Breakdown:        bd,
+	}
+}
+
+// offloadSeconds is the exposed CPU-offload time of the slowest host.
+func (e *planEval) offloadSeconds(blockHost []int) float64 {
+	if e.cfg.Offload == (Offload{}) {
+		return 0
+	}
+	worst := 0.0
+	seen := map[int]bool{}
+	for _, h := range blockHost {
+		if h < 0 || seen[h] {
+			continue
+		}
+		seen[h] = true
+		host := e.c.Hosts[h]
+		worst = math.Max(worst, EstimateOffload(e.m, e.cfg, e.f, host, host.GPUs).ExposedSeconds)
+	}
+	return worst
+}
+
+// memory is the worst stage's per-GPU memory against the smallest GPU the
+// stage landed on, and the host memory of the fullest node.
+func (e *planEval) memory(blockHost []int) MemoryEstimate {
+	capOf := func(r int) float64 {
+		capacity := math.Inf(1)
+		for d := 0; d < e.dp; d++ {
+			for c := 0; c < e.cp; c++ {
+				if h := blockHost[e.block(r, d, c)]; h >= 0 {
+					capacity = math.Min(capacity, gpuCapacityBytes(e.c.Hosts[h]))
+				}
+			}
+		}
+		return capacity
+	}
+	est, _ := stageMemory(e.m, e.cfg, e.f, capOf)
+	est.HostCapacityBytes = math.Inf(1)
+	for _, h := range uniqueHosts(blockHost) {
+		host := e.c.Hosts[h]
+		est.HostBytesPerNode = math.Max(est.HostBytesPerNode, HostBytesPerNode(e.m, e.cfg, e.f, host.GPUs))
+		if host.MemoryBytes > 0 {
+			est.HostCapacityBytes = math.Min(est.HostCapacityBytes, host.MemoryBytes)
+		}
+	}
+	if math.IsInf(est.HostCapacityBytes, 1) {
+		est.HostCapacityBytes = 0
+	}
+	return est
+}
+
+func uniqueHosts(blockHost []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, h := range blockHost {
+		if h >= 0 && !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// noFit remembers the config that missed memory by the least.
+type noFit struct {
+	best float64
+	cfg  Config
+	mem  MemoryBreakdown
+}
+
+func (n *noFit) note(cfg Config, over float64, mem MemoryBreakdown) {
+	if over < n.best {
+		n.best, n.cfg, n.mem = over, cfg, mem
+	}
+}
+
+func (n *noFit) err(m Model, world int) error {
+	e := &NoFitError{BestMissBytes: n.best}
+	c := n.cfg
+	peak := n.mem.Total()
+	if peak > 0 && n.best > 0 {
+		need := int(math.Ceil(float64(world) * peak / math.Max(peak-n.best, 1)))
+		e.Suggestions = append(e.Suggestions, fmt.Sprintf("use more GPUs (about %d instead of %d)", need, world))
+	}
+	if c.Recompute != RecomputeFull {
+		e.Suggestions = append(e.Suggestions, "allow full activation recomputation (--recompute full)")
+	}
+	if c.Offload == (Offload{}) {
+		e.Suggestions = append(e.Suggestions, "allow CPU offload of optimizer states (drop --no-offload or pass --offload)")
+	}
+	e.Suggestions = append(e.Suggestions, "lower --seq-length or the micro-batch size")
+	e.Message = fmt.Sprintf("no configuration of %s fits on %d GPUs: the closest (TP%d PP%d DP%d CP%d mb%d, recompute %s) misses by %.1f GiB per GPU; try: %s",
+		m.Name, world, c.TP, c.PP, c.DP, c.CP, c.MicroBatch, c.Recompute, n.best/gib, strings.Join(e.Suggestions, "; "))
+	return e
+}

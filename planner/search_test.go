@@ -1,0 +1,186 @@
+package planner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+var llama2_13b = Model{Name: "llama2-13b", NumLayers: 40, Hidden: 5120, Heads: 40, FFNHidden: 13824, SwiGLU: true, SeqLength: 4096, Vocab: 32000}
+
+func twoIslands() *Cluster {
+	return testCluster([]islandDef{
+		{hosts: 2, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200},
+		{hosts: 2, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600},
+	}, 25)
+}
+
+func TestValidateMegatronChecks(t *testing.T) {
+	m := gpt3_175b
+	ok := Config{TP: 8, PP: 8, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, NumMicroBatches: 16, Recompute: RecomputeFull}
+	if err := ValidateMegatron(m, ok, 128); err != nil {
+		t.Fatalf("valid config rejected: %v", err)
+	}
+	cases := []struct {
+		name string
+		mod  func(*Config, *Model)
+		want string
+	}{
+		{"world", func(c *Config, _ *Model) { c.DP = 3 }, "world size"},
+		{"heads", func(c *Config, m *Model) { m.Heads = 12; m.Hidden = 12288 }, "not divisible by tensor"},
+		{"groups", func(c *Config, m *Model) { m.QueryGroups = 12 }, "query groups"},
+		{"layers", func(c *Config, m *Model) { m.NumLayers = 92 }, "num layers"},
+		{"batch", func(c *Config, _ *Model) { c.GlobalBatch = 31 }, "global batch"},
+		{"vpp-mb", func(c *Config, _ *Model) { c.VPP = 2; c.GlobalBatch = 24; c.NumMicroBatches = 12 }, "interleaved schedule"},
+		{"vpp-pp1", func(c *Config, _ *Model) { c.VPP = 2; c.PP = 1; c.DP = 16; c.GlobalBatch = 32; c.NumMicroBatches = 2 }, "pipeline parallel size > 1"},
+		{"cp-seq", func(c *Config, m *Model) { c.CP = 4; c.DP = 1; c.GlobalBatch = 16; m.SeqLength = 2052 }, "2*cp"},
+		{"split-sum", func(c *Config, _ *Model) { c.StageLayers = []int{12, 12, 12, 12, 12, 12, 12, 13} }, "sum to"},
+		{"split-empty", func(c *Config, _ *Model) { c.StageLayers = []int{0, 12, 12, 12, 12, 12, 12, 24} }, "at least one"},
+		{"zero", func(c *Config, _ *Model) { c.ZeroStage = 2 }, "ZeRO"},
+		{"offload", func(c *Config, _ *Model) { c.Offload.OptimizerFraction = 1 }, "distributed optimizer"},
+		{"maxpos", func(c *Config, m *Model) { m.MaxPositionEmbeddings = 1024 }, "max position"},
+	}
+	for _, tc := range cases {
+		c, mm := ok, m
+		tc.mod(&c, &mm)
+		err := ValidateMegatron(mm, c, 128)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func checkPlans(t *testing.T, c *Cluster, m Model, o SearchOptions, res *Result) {
+	t.Helper()
+	world := c.TotalGPUs()
+	if len(res.Plans) == 0 {
+		t.Fatal("no plans")
+	}
+	for i, p := range res.Plans {
+		if err := validate(m, p.Config, o.Framework, world); err != nil {
+			t.Errorf("plan %d fails the framework checks: %v", i, err)
+		}
+		if !p.Memory.Fits() {
+			t.Errorf("plan %d over capacity: %+v", i, p.Memory)
+		}
+		if i > 0 && p.Predicted.IterationSeconds < res.Plans[i-1].Predicted.IterationSeconds {
+			t.Errorf("plans not sorted by predicted time")
+		}
+		if len(p.Placement) != world {
+			t.Fatalf("plan %d places %d ranks, want %d", i, len(p.Placement), world)
+		}
+		used := map[[2]int]bool{}
+		for r, rp := range p.Placement {
+			if rp.Rank != r || rp.GPU < 0 || rp.GPU >= c.Hosts[rp.HostIndex].GPUs || used[[2]int{rp.HostIndex, rp.GPU}] {
+				t.Fatalf("plan %d: bad placement entry %+v", i, rp)
+			}
+			used[[2]int{rp.HostIndex, rp.GPU}] = true
+			// TP groups never leave a host.
+			if lead := p.Placement[r-r%p.TP]; lead.HostIndex != rp.HostIndex {
+				t.Fatalf("plan %d: TP group of rank %d spans hosts", i, r)
+			}
+		}
+		pr := p.Predicted
+		if pr.IterationSeconds <= 0 || pr.TokensPerSecond <= 0 || pr.TFLOPSPerGPU <= 0 || pr.BubbleFraction < 0 || pr.BubbleFraction >= 1 {
+			t.Errorf("plan %d: prediction %+v", i, pr)
+		}
+	}
+}
+
+func TestSearchPlansAreValid(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    *Cluster
+		m    Model
+		o    SearchOptions
+	}{
+		{"megatron-2islands", twoIslands(), llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
+		{"deepspeed", dgxA100(2), llama2_13b, SearchOptions{Framework: FrameworkDeepSpeed, GlobalBatch: 64, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
+		{"long-seq-cp", dgxA100(2), Model{Name: "8k", NumLayers: 32, Hidden: 4096, Heads: 32, QueryGroups: 8, FFNHidden: 14336, SwiGLU: true, SeqLength: 16384, Vocab: 128256},
+			SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 32, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Search(tc.c, tc.m, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlans(t, tc.c, tc.m, tc.o, res)
+			if tc.o.Framework == FrameworkDeepSpeed {
+				for _, p := range res.Plans {
+					if p.ZeroStage >= 2 && p.PP > 1 {
+						t.Fatalf("DeepSpeed plan with ZeRO-%d and PP %d", p.ZeroStage, p.PP)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestSearchHonoursConstraints(t *testing.T) {
+	yes := true
+	fx := Constraints{TP: 4, PP: 2, MicroBatch: 2, Recompute: RecomputeSelective, ZeroStage: -1, DistributedOptimizer: &yes}
+	c := twoIslands()
+	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 64, Seed: 1, Fixed: fx}
+	res, err := Search(c, llama2_13b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlans(t, c, llama2_13b, o, res)
+	for _, p := range res.Plans {
+		if p.TP != 4 || p.PP != 2 || p.MicroBatch != 2 || p.Recompute != RecomputeSelective || !p.DistributedOptimizer {
+			t.Fatalf("plan ignores constraints: %+v", p.Config)
+		}
+	}
+	if _, err := Search(c, llama2_13b, SearchOptions{GlobalBatch: 64, Fixed: Constraints{TP: 3, ZeroStage: -1}}); err == nil {
+		t.Fatal("TP 3 with 40 heads accepted")
+	}
+	var nf *NoFitError
+	if _, err := Search(c, llama2_13b, SearchOptions{GlobalBatch: 0}); err == nil || errors.As(err, &nf) {
+		t.Fatalf("global batch 0: %v", err)
+	}
+}
+
+func TestSearchDeterministic(t *testing.T) {
+	c := randomCluster(12, 8, 4)
+	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 96, Seed: 7, TopK: 3, Fixed: Constraints{ZeroStage: -1}}
+	a, err := Search(c, llama2_13b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Search(c, llama2_13b, o)
+	for i := range a.Plans {
+		if a.Plans[i].Predicted != b.Plans[i].Predicted || configKey(a.Plans[i].Config) != configKey(b.Plans[i].Config) {
+			t.Fatalf("plan %d differs between runs with one seed", i)
+		}
+		for r := range a.Plans[i].Placement {
+			if a.Plans[i].Placement[r] != b.Plans[i].Placement[r] {
+				t.Fatalf("plan %d placement differs at rank %d", i, r)
+			}
+		}
+	}
+}
+
+// Heterogeneous islands: the plan routes the pipeline boundary over the slow
+// link, balances layers by GPU speed, and beats ignoring the islands.
+func TestSearchIslandsBeatNaive(t *testing.T) {
+	c := twoIslands()
+	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, TopK: 1, Fixed: Constraints{ZeroStage: -1}}
+	res, err := Search(c, llama2_13b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.IgnoreIslands = true
+	naive, err := Search(c, llama2_13b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plans[0].Predicted.IterationSeconds > naive.Plans[0].Predicted.IterationSeconds {
+		t.Fatalf("island-aware %g s slower than naive %g s", res.Plans[0].Predicted.IterationSeconds, naive.Plans[0].Predicted.IterationSeconds)
+	}
+	for r, rp := range naive.Plans[0].Placement {
+		if want := r / 8; rp.HostIndex != want || rp.LocalRank != r%8 {
+			t.Fatalf("naive placement of rank %d: %+v, want host %d", r, rp, want)
+		}
+	}
+	t.Logf("island-aware %+v vs naive %+v", res.Plans[0].Config, naive.Plans[0].Config)
+}
