@@ -374,6 +374,8 @@ func userFlagAgrees(o flagOcc, uf, pf flagList) error {
 		return fmt.Errorf("you passed %s but the plan does not use it; drop it or plan again with it fixed", o.name)
 	case megatronSwitches[o.name]:
 		return nil
+	case !planned && o.name == "--num-layers-per-virtual-pipeline-stage" && sameVirtualSplit(v, uf, pf):
+		return nil // the plan says the same in stages per rank
 	case !planned:
 		if isStageFlag(o.name) {
 			return fmt.Errorf("you passed %s %s but the plan splits layers differently (%s); drop it to use the plan", o.name, v, strings.Join(stageSummary(pf), " "))
@@ -383,6 +385,16 @@ func userFlagAgrees(o flagOcc, uf, pf flagList) error {
 		return fmt.Errorf("you passed %s %s but the plan uses %s; the planner should have honoured it, so the flag contradicts another one", o.name, v, pv)
 	}
 	return nil
+}
+
+// sameVirtualSplit reports whether the user's layers per virtual stage give
+// the plan's virtual stages per pipeline rank.
+func sameVirtualSplit(perStage string, uf, pf flagList) bool {
+	n, err := strconv.Atoi(perStage)
+	layers, _ := uf.intValue("--num-layers", 0)
+	pp, _ := pf.intValue("--pipeline-model-parallel-size", 1)
+	v, _ := pf.intValue("--num-virtual-stages-per-pipeline-rank", 0)
+	return err == nil && n > 0 && v > 0 && layers == n*pp*v
 }
 
 func isStageFlag(name string) bool {

@@ -263,6 +263,14 @@ func TestMergeMegatronArgs(t *testing.T) {
 			t.Errorf("MergeMegatronArgs(%v) accepted a flag that contradicts the plan", bad)
 		}
 	}
+	vpp := []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "3"}
+	got, err = MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "4"}, vpp)
+	if err != nil || strings.Join(got, " ") != "--num-layers 24 "+strings.Join(vpp, " ") {
+		t.Errorf("layers per virtual stage equal to the plan's split: %q, %v", got, err)
+	}
+	if _, err := MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "6"}, vpp); err == nil {
+		t.Errorf("a different virtual split was accepted")
+	}
 	if _, err := MergeMegatronArgs([]string{"--sequence-parallel"}, []string{"--tensor-model-parallel-size", "1"}); err != nil {
 		t.Errorf("--sequence-parallel at TP=1 should be tolerated: %v", err)
 	}

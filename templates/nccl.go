@@ -129,36 +129,63 @@ func checkGroupsInsideIslands(c *planner.Cluster, p *planner.Plan) error {
 }
 
 // hostNCCLEnv returns the NCCL and gloo settings for one host.
-func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, error) {
+func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, []string, error) {
 	h := c.Hosts[hostIdx]
 	spec := c.Islands[h.Island].Spec
 	if len(spec.NICs) == 0 {
-		return nil, nil // nothing probed: leave NCCL to its own detection
+		return nil, nil, nil // nothing probed: leave NCCL to its own detection
 	}
-	sock, sockRate := socketNetdevs(spec.NICs, len(fp.islands) > 1)
+	multiIsland := len(fp.islands) > 1
+	sock, sockRate := socketNetdevs(spec.NICs, multiIsland)
 	var env []EnvVar
+	var warnings []string
 	if len(sock) > 0 {
 		env = append(env, EnvVar{"NCCL_SOCKET_IFNAME", "=" + strings.Join(sock, ",")},
 			EnvVar{"GLOO_SOCKET_IFNAME", sock[0]})
 	}
 	rdma := rdmaNIC(spec.NICs)
 	if fp.sockets || rdma == nil {
+		rate := sockRate
 		if len(sock) == 0 {
-			return nil, fmt.Errorf("host %s (island %s) has no Ethernet interface with a known name for TCP sockets; add netdevs to its NICs in the cluster file", h.Name, spec.Name)
+			var ok bool
+			if rate, ok = ethernetRate(spec.NICs); !ok {
+				return nil, nil, fmt.Errorf("host %s (island %s) has no Ethernet NIC, but this job needs TCP sockets to reach the other islands; add the island's Ethernet NIC to the cluster file or keep the job inside one fabric", h.Name, spec.Name)
+			}
+			warnings = append(warnings, fmt.Sprintf("island %s: Ethernet interface names unknown, NCCL_SOCKET_IFNAME is left to NCCL (it may pick a wrong interface); `pipette-launch probe` records them", spec.Name))
 		}
-		threads, socks := socketThreads(sockRate)
+		threads, socks := socketThreads(rate)
 		return append(env, EnvVar{"NCCL_IB_DISABLE", "1"},
 			EnvVar{"NCCL_SOCKET_NTHREADS", strconv.Itoa(threads)},
-			EnvVar{"NCCL_NSOCKS_PERTHREAD", strconv.Itoa(socks)}), nil
+			EnvVar{"NCCL_NSOCKS_PERTHREAD", strconv.Itoa(socks)}), warnings, nil
 	}
 	if len(rdma.Devices) == 0 {
-		return nil, fmt.Errorf("host %s (island %s) has %s NICs without device names: NCCL_IB_HCA cannot be set exactly; add devices (mlx5_0:1) to the cluster file or use --nccl-mode sockets", h.Name, spec.Name, rdma.Type)
+		// NCCL then uses every RDMA device it finds, which works but may
+		// pick a port on the wrong fabric: say so rather than guess names.
+		return env, []string{fmt.Sprintf("island %s: %s NICs without device names, NCCL_IB_HCA is left to NCCL's detection; `pipette-launch probe` records them", spec.Name, rdma.Type)}, nil
 	}
 	env = append(env, EnvVar{"NCCL_IB_HCA", "=" + strings.Join(rdma.Devices, ",")})
 	if rdma.Type == planner.NICRoCE && rdma.GIDIndex != nil {
 		env = append(env, EnvVar{"NCCL_IB_GID_INDEX", strconv.Itoa(*rdma.GIDIndex)})
 	}
-	return env, nil
+	return env, nil, nil
+}
+
+// ethernetRate is the aggregate rate of the Ethernet-capable NICs (plain
+// Ethernet, else RoCE); false when the host has none.
+func ethernetRate(nics []planner.NICSpec) (float64, bool) {
+	for _, t := range []planner.NICType{planner.NICEthernet, planner.NICRoCE} {
+		rate, found := 0.0, false
+		for _, n := range nics {
+			if n.Type == t {
+				rate += n.RateGbitPerS * float64(max(n.Count, 1))
+				found = true
+			}
+		}
+		if found {
+			return rate, true
+		}
+	}
+	return 0, false
 }
 
 // rdmaNIC returns the host's fastest RDMA NIC spec, nil when it has none.

@@ -41,6 +41,10 @@ func TestNCCLSettingsPerFabric(t *testing.T) {
 			map[string]map[string]string{"a01": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eno1", "NCCL_IB_HCA": ""}, "e1": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "4"}}, "without a shared RDMA fabric"},
 		{"two ib islands on one fabric keep rdma", twoIslandCluster(islandDef{name: "ib2", fabric: "ib-a", hosts: []string{"c1"}, gpus: 4, nics: ibNICs()}), NCCLAuto,
 			map[string]map[string]string{"c1": {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_DISABLE": ""}}, ""},
+		{"ib without device names leaves the HCA to NCCL", newTestCluster(islandDef{name: "ib", hosts: []string{"a", "b"}, gpus: 2, nics: []planner.NICSpec{{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 200, Netdevs: []string{"ib0"}}}}), NCCLAuto,
+			map[string]map[string]string{"a": {"NCCL_IB_HCA": "", "NCCL_IB_DISABLE": "", "NCCL_SOCKET_IFNAME": "=ib0"}}, "NCCL_IB_HCA is left to NCCL's detection"},
+		{"ethernet names unknown", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: []planner.NICSpec{{Type: planner.NICEthernet, Count: 2, RateGbitPerS: 100}}}), NCCLAuto,
+			map[string]map[string]string{"e1": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "", "NCCL_SOCKET_NTHREADS": "8", "NCCL_NSOCKS_PERTHREAD": "8"}}, "Ethernet interface names unknown"},
 		{"no nic info sets nothing", newTestCluster(islandDef{name: "x", hosts: []string{"a"}, gpus: 2}), NCCLAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_DISABLE": "", "NCCL_SOCKET_IFNAME": "", "NCCL_IB_HCA": ""}}, ""},
 	}
@@ -87,7 +91,6 @@ func TestNCCLSettingsPerFabric(t *testing.T) {
 }
 
 func TestNCCLErrors(t *testing.T) {
-	noDevs := []planner.NICSpec{{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 200, Netdevs: []string{"ib0"}}}
 	ipoibOnly := []planner.NICSpec{{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 200, Devices: []string{"mlx5_0:1"}, Netdevs: []string{"ib0"}}}
 	ibEth := twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1", "e2"}, gpus: 4, nics: ethNICs(10)})
 	cases := []struct {
@@ -97,10 +100,9 @@ func TestNCCLErrors(t *testing.T) {
 		mode    NCCLMode
 		want    string
 	}{
-		{"rdma nic without device names", newTestCluster(islandDef{name: "ib", hosts: []string{"a", "b"}, gpus: 2, nics: noDevs}), nil, NCCLAuto, "without device names"},
 		{"ipoib only across islands", newTestCluster(
 			islandDef{name: "ib", fabric: "f1", hosts: []string{"a"}, gpus: 2, nics: ipoibOnly},
-			islandDef{name: "eth", hosts: []string{"b"}, gpus: 2, nics: ethNICs(10)}), nil, NCCLAuto, "has no Ethernet interface"},
+			islandDef{name: "eth", hosts: []string{"b"}, gpus: 2, nics: ethNICs(10)}), nil, NCCLAuto, "has no Ethernet NIC"},
 		{"per-group with dp across islands", ibEth, dpPlan(ibEth, planner.FrameworkMegatron, []int{0, 1, 2, 3}, 4), NCCLPerGroup, "share no RDMA fabric"},
 		{"per-group for deepspeed", ibEth, dpPlan(ibEth, planner.FrameworkDeepSpeed, []int{0, 2}, 4), NCCLPerGroup, "needs Holmes' Megatron fork"},
 	}

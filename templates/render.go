@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,15 +37,15 @@ type Options struct {
 	LogDir string
 	// Env is the environment pipette-launch runs in, KEY=VALUE. Variables
 	// torchrun lets the parent decide (OMP_NUM_THREADS,
-	// TORCH_NCCL_ASYNC_ERROR_HANDLING) follow it, and NCCL_*, TORCH_*,
-	// PYTHON* and UCX_* are forwarded to every rank as DeepSpeed does,
-	// overriding computed values.
+	// TORCH_NCCL_ASYNC_ERROR_HANDLING) follow it, and NCCL_*, TORCH_* and
+	// UCX_* are forwarded to every rank, overriding computed values.
 	Env []string
 }
 
 // forwardedPrefixes are the variables copied from the user's environment to
-// every rank (DeepSpeed's list plus TORCH_).
-var forwardedPrefixes = []string{"NCCL_", "TORCH_", "PYTHON", "UCX_"}
+// every rank. DeepSpeed also copies PYTHON*, but a PYTHONHOME or PYTHONPATH
+// from the launching machine breaks hosts whose Python lives elsewhere.
+var forwardedPrefixes = []string{"NCCL_", "TORCH_", "UCX_"}
 
 // Render turns a placed plan into a Job: per-rank environment and argv,
 // per-host launch scripts, and the files the framework needs.
@@ -102,9 +103,14 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		base = append(base, EnvVar{"CUDA_DEVICE_MAX_CONNECTIONS", "1"})
 	}
 	for nodeRank, hb := range byHost {
-		hj, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, userEnv, numLayers)
+		hj, warnings, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, userEnv, numLayers)
 		if err != nil {
 			return nil, err
+		}
+		for _, w := range warnings {
+			if !slices.Contains(job.Warnings, w) {
+				job.Warnings = append(job.Warnings, w)
+			}
 		}
 		job.Hosts = append(job.Hosts, hj)
 	}
@@ -291,21 +297,21 @@ func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, err
 
 // renderHost builds one host's ranks.
 func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, hb hostRanks,
-	nodeRank, nodes int, base []EnvVar, args []string, userEnv map[string]string, numLayers int) (HostJob, error) {
+	nodeRank, nodes int, base []EnvVar, args []string, userEnv map[string]string, numLayers int) (HostJob, []string, error) {
 	h := c.Hosts[hb.host]
 	hj := HostJob{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: nodeRank}
 	if hj.Address == "" {
 		hj.Address = h.Name
 	}
-	nccl, err := hostNCCLEnv(c, hb.host, fp)
+	nccl, warnings, err := hostNCCLEnv(c, hb.host, fp)
 	if err != nil {
-		return hj, err
+		return hj, nil, err
 	}
 	hostArgs := args
 	if fp.perGroup {
 		ha, err := holmesArgs(c, p, hb.host, numLayers)
 		if err != nil {
-			return hj, err
+			return hj, nil, err
 		}
 		hostArgs = append(append([]string(nil), args...), ha...)
 	}
@@ -339,7 +345,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 		sortEnv(env)
 		hj.Ranks = append(hj.Ranks, RankJob{Rank: r.Rank, LocalRank: r.LocalRank, Env: env, Argv: rankArgv(o, p.Framework, r.LocalRank, hostArgs)})
 	}
-	return hj, nil
+	return hj, warnings, nil
 }
 
 // rankArgv is the program line of one rank, as torchrun (or DeepSpeed's

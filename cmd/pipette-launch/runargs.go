@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// runFlags are torchrun's flags (dashed and underscored spellings) plus
+// pipette-launch's own. Parsing stops at the script: everything after it
+// belongs to the script, as with torchrun.
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "nproc-per-node", Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
+		&cli.StringFlag{Name: "nnodes", Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "master-addr", Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
+		&cli.IntFlag{Name: "master-port", Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
+		&cli.IntFlag{Name: "max-restarts", Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
+		&cli.BoolFlag{Name: "no-python", Aliases: []string{"no_python"}, Usage: "run the script as a program, not under python"},
+		&cli.BoolFlag{Name: "module", Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
+		&cli.StringFlag{Name: "log-dir", Aliases: []string{"log_dir"}, Usage: "directory on each host for per-rank stdout/stderr files"},
+		&cli.StringFlag{Name: "run-id", Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
+		&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter that runs the script on every host"},
+		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from `pipette-launch probe` or written by hand); default: the embedded example"},
+		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile (`host slots=N`); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "framework", Usage: "megatron, deepspeed or torch (default: megatron for Megatron scripts/flags, deepspeed with --deepspeed, else torch)"},
+		&cli.IntFlag{Name: "plan", Value: 1, Usage: "use the N-th ranked plan"},
+		&cli.StringFlag{Name: "model", Usage: "model preset name or model YAML, when the script's arguments do not give the shape"},
+		&cli.IntFlag{Name: "global-batch-size", Usage: "global batch size to plan for (default: the script's --global-batch-size)"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print every host's command lines, environment and files; start nothing"},
+		&cli.StringFlag{Name: "output-dir", Usage: "write one launch script per host and the job's files here; start nothing"},
+		&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "auto, sockets or per-group (Holmes' Megatron fork): NCCL transport across islands"},
+		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
+		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
+	}
+}
+
+// runOptionsFromCLI fills RunOptions from parsed flags; the first argument
+// is the script, the rest its arguments.
+func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions, error) {
+	o := &RunOptions{
+		IO:            io,
+		Env:           env,
+		NProcPerNode:  c.String("nproc-per-node"),
+		NNodes:        c.String("nnodes"),
+		MasterAddr:    c.String("master-addr"),
+		MasterPort:    c.Int("master-port"),
+		MaxRestarts:   c.Int("max-restarts"),
+		NoPython:      c.Bool("no-python"),
+		Module:        c.Bool("module"),
+		LogDir:        c.String("log-dir"),
+		RunID:         c.String("run-id"),
+		Python:        c.String("python"),
+		ClusterFile:   c.String("cluster"),
+		Hosts:         c.String("hosts"),
+		Hostfile:      c.String("hostfile"),
+		Framework:     c.String("framework"),
+		PlanIndex:     c.Int("plan"),
+		Model:         c.String("model"),
+		GlobalBatch:   c.Int("global-batch-size"),
+		DryRun:        c.Bool("dry-run"),
+		OutputDir:     c.String("output-dir"),
+		NCCLMode:      c.String("nccl-mode"),
+		WorkDir:       c.String("workdir"),
+		NoCheckScript: c.Bool("no-check-script"),
+	}
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return nil, usageErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
+	}
+	o.Script, o.ScriptArgs = args[0], args[1:]
+	return o, nil
+}
+
+// parseNNodes accepts torchrun's N or MIN:MAX with MIN == MAX.
+func parseNNodes(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	lo, hi, ranged := strings.Cut(s, ":")
+	n, err := strconv.Atoi(lo)
+	if err != nil || n < 1 {
+		return 0, usageErrorf("--nnodes %q: want a positive number of hosts", s)
+	}
+	if ranged {
+		m, err := strconv.Atoi(hi)
+		if err != nil || m != n {
+			return 0, usageErrorf("--nnodes %q: elastic ranges are not supported; give one number", s)
+		}
+	}
+	return n, nil
+}
+
+// parseNProc returns ranks per host; all is true for gpu/auto (every GPU).
+func parseNProc(s string) (n int, all bool, err error) {
+	switch s {
+	case "":
+		return 0, false, nil
+	case "gpu", "auto":
+		return 0, true, nil
+	case "cpu":
+		return 0, false, usageErrorf("--nproc-per-node cpu: pipette-launch places GPU ranks; give a number")
+	}
+	n, err = strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, false, usageErrorf("--nproc-per-node %q: want a positive number, gpu or auto", s)
+	}
+	return n, false, nil
+}
+
+// hostSlots is one host and its rank count.
+type hostSlots struct {
+	Name  string
+	Slots int
+}
+
+var hostfileLine = regexp.MustCompile(`^(\S+)\s+slots=(\d+)`)
+
+// parseHostfile reads DeepSpeed's hostfile format: `host slots=N` lines in
+// rank order, # comments and blank lines skipped; duplicates and bad
+// lines are errors, as in DeepSpeed's runner.
+func parseHostfile(name string, data []byte) ([]hostSlots, error) {
+	var out []hostSlots
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for ln := 1; sc.Scan(); ln++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := hostfileLine.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("hostfile %s line %d: %q is not `HOST slots=N`", name, ln, line)
+		}
+		n, err := strconv.Atoi(m[2])
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("hostfile %s line %d: slots must be a positive number", name, ln)
+		}
+		if seen[m[1]] {
+			return nil, fmt.Errorf("hostfile %s line %d: host %s appears twice", name, ln, m[1])
+		}
+		seen[m[1]] = true
+		out = append(out, hostSlots{m[1], n})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("hostfile %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("hostfile %s: no hosts in it", name)
+	}
+	return out, nil
+}
