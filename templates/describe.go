@@ -17,7 +17,7 @@ func Describe(w io.Writer, job *Job) error {
 	for _, h := range job.Hosts {
 		ranks += len(h.Ranks)
 	}
-	ew.printf("# job %s: %d ranks on %d hosts\n", job.Name, ranks, len(job.Hosts))
+	ew.printf("# job %s: %d ranks on %d %s\n", job.Name, ranks, len(job.Hosts), plural(len(job.Hosts), "host", "hosts"))
 	for _, warn := range job.Warnings {
 		ew.printf("# warning: %s\n", warn)
 	}
@@ -100,4 +100,11 @@ func (e *errWriter) printf(format string, a ...any) {
 	if e.err == nil {
 		_, e.err = fmt.Fprintf(e.w, format, a...)
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

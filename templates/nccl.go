@@ -264,7 +264,7 @@ func holmesArgs(c *planner.Cluster, p *planner.Plan, hostIdx int, numLayers int)
 		if s == 0 || stageIsland[s] != stageIsland[s-1] {
 			for _, seen := range types {
 				if seen == t {
-					return nil, fmt.Errorf("Holmes needs each device type's stages contiguous; stage %d returns to %s", s, t)
+					return nil, fmt.Errorf("--nccl-mode per-group: Holmes needs each island's pipeline stages contiguous, but stage %d returns to the %s island; use --nccl-mode sockets or another plan (--plan N)", s, t)
 				}
 			}
 			types = append(types, t)

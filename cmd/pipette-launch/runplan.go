@@ -52,6 +52,9 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 			return nil, "", err
 		}
 	}
+	if err := checkFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
+		return nil, "", err
+	}
 	if global == 0 {
 		return nil, "", usageErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
@@ -65,6 +68,23 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	p := res.Plans[o.PlanIndex-1]
 	p.Framework = fw
 	return &p, planSummary(&p, o.PlanIndex, len(res.Plans)), nil
+}
+
+// checkFixedSizes names the user's own parallel flag when it cannot work,
+// before the search reports that nothing is valid.
+func checkFixedSizes(m planner.Model, f planner.Constraints, gpus int) error {
+	tp, pp, cp := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1)
+	switch {
+	case m.Heads%tp != 0:
+		return usageErrorf("--tensor-model-parallel-size %d does not divide --num-attention-heads %d: Megatron needs heads %% TP == 0", tp, m.Heads)
+	case m.Groups()%tp != 0 && tp%m.Groups() != 0:
+		return usageErrorf("--tensor-model-parallel-size %d and --num-query-groups %d: one must divide the other", tp, m.Groups())
+	case tp*pp*cp > gpus:
+		return usageErrorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
+	case f.PP > 0 && m.NumLayers < f.PP:
+		return usageErrorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
+	}
+	return nil
 }
 
 // loadModel reads --model: a preset name, or a model YAML file.
