@@ -10,80 +10,42 @@ import (
 
 // Megatron-LM flags pipette-launch manages. The planner decides them, so
 // the user's own occurrences are compared with the plan and then replaced.
-var megatronPlannedFlags = map[string]bool{
-	"--tensor-model-parallel-size":            true,
-	"--pipeline-model-parallel-size":          true,
-	"--context-parallel-size":                 true,
-	"--sequence-parallel":                     true,
-	"--num-layers-per-virtual-pipeline-stage": true,
-	"--num-virtual-stages-per-pipeline-rank":  true,
-	"--pipeline-model-parallel-layout":        true,
-	"--decoder-first-pipeline-num-layers":     true,
-	"--decoder-last-pipeline-num-layers":      true,
-	"--micro-batch-size":                      true,
-	"--global-batch-size":                     true,
-	"--recompute-granularity":                 true,
-	"--recompute-method":                      true,
-	"--recompute-num-layers":                  true,
-	"--use-distributed-optimizer":             true,
-	"--overlap-grad-reduce":                   true,
-	"--overlap-param-gather":                  true,
-	"--optimizer-cpu-offload":                 true,
-	"--use-precision-aware-optimizer":         true,
-	"--optimizer-offload-fraction":            true,
-	"--overlap-cpu-optimizer-d2h-h2d":         true,
-}
+var (
+	plannedValueFlags = []string{
+		"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+		"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+		"--micro-batch-size", "--global-batch-size",
+		"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer-offload-fraction",
+	}
+	plannedSwitches = []string{
+		"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+		"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--overlap-cpu-optimizer-d2h-h2d",
+	}
+	megatronPlannedFlags = flagSet(plannedValueFlags, plannedSwitches)
+	// megatronSwitches are the store_true flags the checker reads (plus
+	// Megatron-DeepSpeed's and Holmes', which must not swallow a value);
+	// every flag in megatronValueFlags takes one value.
+	megatronSwitches = flagSet(plannedSwitches, []string{
+		"--bf16", "--fp16", "--group-query-attention", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping",
+		"--swiglu", "--untie-embeddings-and-output-weights",
+		"--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer", "--use-hetnet",
+	})
+	megatronValueFlags = flagSet(plannedValueFlags, []string{
+		"--expert-model-parallel-size", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
+		"--seq-length", "--max-position-embeddings", "--distributed-backend", "--deepspeed_config", "--zero-stage",
+		"--ffn-hidden-size",
+	})
+)
 
-// megatronSwitches are the store_true flags among those the checker reads;
-// every other flag in megatronValueFlags takes one value.
-var megatronSwitches = map[string]bool{
-	"--sequence-parallel":                   true,
-	"--use-distributed-optimizer":           true,
-	"--overlap-grad-reduce":                 true,
-	"--overlap-param-gather":                true,
-	"--optimizer-cpu-offload":               true,
-	"--use-precision-aware-optimizer":       true,
-	"--overlap-cpu-optimizer-d2h-h2d":       true,
-	"--bf16":                                true,
-	"--fp16":                                true,
-	"--group-query-attention":               true,
-	"--no-overlap-p2p-communication":        true,
-	"--use-tp-pp-dp-mapping":                true,
-	"--swiglu":                              true,
-	"--untie-embeddings-and-output-weights": true,
-	// Megatron-DeepSpeed / Holmes switches that must not swallow a value.
-	"--deepspeed":            true,
-	"--no-pipeline-parallel": true,
-	"--cpu-optimizer":        true,
-	"--use-hetnet":           true,
-}
-
-var megatronValueFlags = map[string]bool{
-	"--tensor-model-parallel-size":            true,
-	"--pipeline-model-parallel-size":          true,
-	"--context-parallel-size":                 true,
-	"--expert-model-parallel-size":            true,
-	"--num-layers-per-virtual-pipeline-stage": true,
-	"--num-virtual-stages-per-pipeline-rank":  true,
-	"--pipeline-model-parallel-layout":        true,
-	"--decoder-first-pipeline-num-layers":     true,
-	"--decoder-last-pipeline-num-layers":      true,
-	"--micro-batch-size":                      true,
-	"--global-batch-size":                     true,
-	"--recompute-granularity":                 true,
-	"--recompute-method":                      true,
-	"--recompute-num-layers":                  true,
-	"--optimizer-offload-fraction":            true,
-	"--num-layers":                            true,
-	"--hidden-size":                           true,
-	"--num-attention-heads":                   true,
-	"--num-query-groups":                      true,
-	"--seq-length":                            true,
-	"--max-position-embeddings":               true,
-	"--distributed-backend":                   true,
-	"--deepspeed_config":                      true,
-	"--zero-stage":                            true,
-	"--ffn-hidden-size":                       true,
+func flagSet(lists ...[]string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range lists {
+		for _, f := range l {
+			m[f] = true
+		}
+	}
+	return m
 }
 
 // megatronShapeFlags mark an argument list as Megatron-LM's.
