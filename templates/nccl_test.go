@@ -177,3 +177,12 @@ func TestRankOrderAndPlacementEnv(t *testing.T) {
 		t.Errorf("two ranks on one GPU: %v", err)
 	}
 }
+
+func TestRenderRejectsOtherRankOrder(t *testing.T) {
+	c := newTestCluster(islandDef{name: "e", hosts: []string{"a"}, gpus: 2, nics: ethNICs(10)})
+	p := dpPlan(c, planner.FrameworkMegatron, []int{0}, 2)
+	_, err := Render(p, c, Options{Script: "pretrain_gpt.py", Args: append([]string{"--use-tp-pp-dp-mapping"}, gpt24Args...)})
+	if err == nil || !strings.Contains(err.Error(), "drop the flag") {
+		t.Errorf("Render = %v, want the rank-order flag rejected", err)
+	}
+}

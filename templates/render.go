@@ -69,6 +69,11 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 			return nil, fmt.Errorf("script arguments: %w", err)
 		}
 		numLayers = set.numLayers
+		if parseFlags(o.Args).has("--use-tp-pp-dp-mapping") {
+			// The placement puts Megatron's default groups on the intended
+			// links; another order would scatter them.
+			return nil, errors.New("--use-tp-pp-dp-mapping changes Megatron's rank order, but the plan places ranks for the default order tp-cp-ep-dp-pp: drop the flag")
+		}
 	}
 	args, err := frameworkArgs(p, o, megatronArgs, numLayers)
 	if err != nil {

@@ -204,3 +204,15 @@ func TestParseHostfile(t *testing.T) {
 		}
 	}
 }
+
+// TestNNodesAndNProcCapTheCluster: torchrun's flags keep their meaning with
+// a cluster file: the first N hosts, at most M ranks on each.
+func TestNNodesAndNProcCapTheCluster(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "3", "--nproc-per-node", "2", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "# job pipette: 6 ranks on 3 hosts") || strings.Contains(out, "l40s-02") {
+		t.Errorf("want 2 ranks on each of the first 3 hosts:\n%s", out)
+	}
+}
