@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -236,3 +238,67 @@ const (
 	DSConfigFile = "ds_config.json"
 	HostfileName = "hostfile"
 )
+
+// baseUsesFP16 reports whether the user's config enables fp16.
+func baseUsesFP16(base []byte) bool {
+	var raw map[string]any
+	if json.Unmarshal(base, &raw) != nil {
+		return false
+	}
+	return enabled(raw, "fp16")
+}
+
+// overlayDSConfig lays the planned config over the user's: planned
+// top-level keys win, zero_optimization is merged key by key (the user's
+// bucket sizes stay, offload blocks the plan does not use go), and the
+// precision blocks are the plan's alone so bf16 and fp16 never both hold.
+// It returns the keys whose user values changed.
+func overlayDSConfig(base, planned []byte) ([]byte, []string, error) {
+	var user, plan map[string]any
+	if err := json.Unmarshal(base, &user); err != nil {
+		return nil, nil, fmt.Errorf("your DeepSpeed config: %w", err)
+	}
+	if err := json.Unmarshal(planned, &plan); err != nil {
+		return nil, nil, err
+	}
+	var replaced []string
+	changed := func(key string, old, new any) {
+		if old != nil && !reflect.DeepEqual(old, new) {
+			replaced = append(replaced, key)
+		}
+	}
+	delete(user, "bf16")
+	delete(user, "fp16")
+	delete(user, "bfloat16")
+	for k, v := range plan {
+		if k == "zero_optimization" {
+			continue
+		}
+		if k != "bf16" && k != "fp16" {
+			changed(k, user[k], v)
+		}
+		user[k] = v
+	}
+	uz, _ := user["zero_optimization"].(map[string]any)
+	if uz == nil {
+		uz = map[string]any{}
+	}
+	pz := plan["zero_optimization"].(map[string]any)
+	for _, k := range []string{"offload_optimizer", "offload_param"} {
+		if _, planned := pz[k]; !planned && uz[k] != nil {
+			replaced = append(replaced, "zero_optimization."+k)
+			delete(uz, k)
+		}
+	}
+	for k, v := range pz {
+		changed("zero_optimization."+k, uz[k], v)
+		uz[k] = v
+	}
+	user["zero_optimization"] = uz
+	sort.Strings(replaced)
+	out, err := json.MarshalIndent(user, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(out, '\n'), replaced, nil
+}

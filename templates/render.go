@@ -35,6 +35,10 @@ type Options struct {
 	WorkDir string
 	// LogDir, when set, receives one stdout and one stderr file per rank.
 	LogDir string
+	// DSConfigBase is the user's own ds_config.json (DeepSpeed): the
+	// planner's keys are laid over it, everything else (optimizer,
+	// scheduler, logging) is kept.
+	DSConfigBase []byte
 	// Env is the environment pipette-launch runs in, KEY=VALUE. Variables
 	// torchrun lets the parent decide (OMP_NUM_THREADS,
 	// TORCH_NCCL_ASYNC_ERROR_HANDLING) follow it, and NCCL_*, TORCH_* and
@@ -430,10 +434,19 @@ func addFrameworkFiles(job *Job, p *planner.Plan, o Options) error {
 	if p.Framework != planner.FrameworkDeepSpeed {
 		return nil
 	}
-	cfg := DeepSpeedConfig(p.Config, parseFlags(o.Args).has("--fp16"))
-	data, err := MarshalDSConfig(cfg)
+	fp16 := parseFlags(o.Args).has("--fp16") || baseUsesFP16(o.DSConfigBase)
+	data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, fp16))
 	if err != nil {
 		return err
+	}
+	if o.DSConfigBase != nil {
+		var replaced []string
+		if data, replaced, err = overlayDSConfig(o.DSConfigBase, data); err != nil {
+			return err
+		}
+		if len(replaced) > 0 {
+			job.Warnings = append(job.Warnings, "your DeepSpeed config's "+strings.Join(replaced, ", ")+" replaced by the plan's values")
+		}
 	}
 	if err := CheckDSConfig(data, p.DP, p.PP); err != nil {
 		return fmt.Errorf("rendered %w", err)

@@ -115,7 +115,12 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	dsBase, err := userDSConfig(opts, fw)
+	if err != nil {
+		return err
+	}
 	job, err := templates.Render(plan, cluster, templates.Options{
+		DSConfigBase: dsBase,
 		Name: opts.RunID, Script: opts.Script, Args: opts.ScriptArgs, Python: opts.Python,
 		NoPython: opts.NoPython, Module: opts.Module, MasterAddr: opts.MasterAddr, MasterPort: opts.MasterPort,
 		MaxRestarts: opts.MaxRestarts, NCCLMode: mode, WorkDir: opts.WorkDir, LogDir: opts.LogDir, Env: opts.Env,
@@ -138,6 +143,33 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
 	return launchJob(ctx, job, opts)
+}
+
+// userDSConfig reads the config the user's own --deepspeed_config names,
+// so its optimizer and scheduler survive in the rendered ds_config.json.
+func userDSConfig(o *RunOptions, fw planner.Framework) ([]byte, error) {
+	if fw != planner.FrameworkDeepSpeed {
+		return nil, nil
+	}
+	path := ""
+	for i, a := range o.ScriptArgs {
+		if a == "--deepspeed_config" && i+1 < len(o.ScriptArgs) {
+			path = o.ScriptArgs[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--deepspeed_config="); ok {
+			path = v
+		}
+	}
+	if path == "" {
+		return nil, nil
+	}
+	if o.WorkDir != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(o.WorkDir, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErrorf("--deepspeed_config %s: %v (pipette-launch writes ds_config.json from the plan and keeps your file's other settings, so it must be readable here)", path, err)
+	}
+	return data, nil
 }
 
 // checkRunOptions rejects contradictory flags and a missing script.
@@ -268,6 +300,17 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) {
 		kept = append(kept, is)
 	}
 	f.Clusters = kept
+	names := map[string]bool{}
+	for _, is := range kept {
+		names[is.Name] = true
+	}
+	var links []planner.LinkSpec
+	for _, l := range f.Links {
+		if names[l.Between[0]] && names[l.Between[1]] {
+			links = append(links, l)
+		}
+	}
+	f.Links = links
 }
 
 func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]hostSlots, error) {

@@ -76,6 +76,7 @@ func TestDryRunGolden(t *testing.T) {
 		{"megatron_run_subcommand_mixed", cat([]string{"run", "--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "pretrain_gpt.py"}, gpt48)},
 		{"megatron_offload_13b", cat([]string{"--dry-run", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
 		{"deepspeed_offload_13b", cat([]string{"--dry-run", "--framework", "deepspeed", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
+		{"deepspeed_plain_script_user_config", []string{"--dry-run", "--framework", "deepspeed", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "2", "--model", "llama3-8b", "--global-batch-size", "64", "train.py", "--deepspeed", "--deepspeed_config", "my_ds_config.json"}},
 		{"torch_hostfile", []string{"--dry-run", "--hostfile", "hostfile", "--python", "/usr/bin/python3", "train.py", "--lr", "0.1", "--name", "it's a test"}},
 		{"torch_hosts_underscored", []string{"--dry-run", "--hosts", "node[1-2]", "--nproc_per_node=2", "--master_port", "29600", "-m", "mypkg.train", "--dry-run"}},
 	}
