@@ -121,7 +121,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	}
 	job, err := templates.Render(plan, cluster, templates.Options{
 		DSConfigBase: dsBase,
-		Name: opts.RunID, Script: opts.Script, Args: opts.ScriptArgs, Python: opts.Python,
+		Name:         opts.RunID, Script: opts.Script, Args: opts.ScriptArgs, Python: opts.Python,
 		NoPython: opts.NoPython, Module: opts.Module, MasterAddr: opts.MasterAddr, MasterPort: opts.MasterPort,
 		MaxRestarts: opts.MaxRestarts, NCCLMode: mode, WorkDir: opts.WorkDir, LogDir: opts.LogDir, Env: opts.Env,
 	})
