@@ -3,6 +3,7 @@ package templates
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,5 +237,44 @@ func TestLaunchScriptForwardsSIGTERM(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLaunchScriptRunsARealGlooJob starts a real torch.distributed (gloo,
+// CPU) job of 3 ranks through the rendered script: the environment it sets
+// must be enough for env:// rendezvous and an all-reduce.
+func TestLaunchScriptRunsARealGlooJob(t *testing.T) {
+	const python = "/usr/bin/python3" // Debian's, with torch (testbed.md)
+	if err := exec.Command(python, "-c", "import torch.distributed").Run(); err != nil {
+		t.Fatalf("%s cannot import torch.distributed (%v): install the Debian package python3-torch", python, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	script, _ := filepath.Abs("testdata/gloo_allreduce.py")
+	out := t.TempDir()
+	c := newTestCluster(islandDef{name: "local", hosts: []string{"localhost"}, gpus: 3, gpu: "cpu", nics: []planner.NICSpec{{Type: planner.NICEthernet, Count: 1, RateGbitPerS: 10, Netdevs: []string{"lo"}}}})
+	p := &planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 3, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 3}}
+	p.Placement = placeInOrder(c, []int{0}, 3, identity)
+	job, err := Render(p, c, Options{Script: script, Args: []string{out}, Python: python, MasterAddr: "127.0.0.1", MasterPort: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runScript(t, job.Hosts[0].Script)
+	if code != 0 {
+		t.Fatalf("gloo job exited %d:\n%s", code, stderr)
+	}
+	for r := range 3 {
+		b, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("rank%d.txt", r)))
+		if err != nil {
+			t.Fatalf("rank %d wrote nothing: %v\n%s", r, err, stderr)
+		}
+		want := fmt.Sprintf("rank=%d world=3 local=%d sum=3\n", r, r)
+		if string(b) != want {
+			t.Errorf("rank %d saw %q, want %q", r, b, want)
+		}
 	}
 }
