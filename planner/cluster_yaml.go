@@ -555,8 +555,8 @@ func (f *ClusterFile) findLink(a, b string) (LinkSpec, bool) {
 func linkSpecBytesPerS(l LinkSpec, na, nb []NICSpec) float64 {
 	v := l.BandwidthGbitPerS * 1e9 / 8
 	if l.Type.RDMA() {
-		if ra, rb := ncclNICBytesPerS(na), ncclNICBytesPerS(nb); hasRDMA(na) && hasRDMA(nb) {
-			return math.Min(v, math.Min(ra, rb))
+		if hasRDMA(na) && hasRDMA(nb) {
+			return math.Min(v, math.Min(ncclNICBytesPerS(na), ncclNICBytesPerS(nb)))
 		}
 		return v
 	}

@@ -277,3 +277,21 @@ func TestParseClusterFileErrors(t *testing.T) {
 		t.Errorf("base document must be valid: %v", err)
 	}
 }
+
+func TestMarshalRoundTripMeasured(t *testing.T) {
+	doc := validBase + `measured:
+  measured_at: 2026-03-04T05:06:07Z
+  tool: iperf3
+  hosts: [a1, b1]
+  gbit_per_s: [[0, 9.4], [9.3, 0]]
+links: [{between: [a, b], type: ethernet, bandwidth_gbit_per_s: 25, latency_us: 30}]
+`
+	f := mustParseCluster(t, doc)
+	out, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := mustParseCluster(t, string(out)); !reflect.DeepEqual(f, g) {
+		t.Errorf("round trip differs:\n%s", out)
+	}
+}

@@ -374,7 +374,15 @@ type planEval struct {
 	params  []float64 // parameters per GPU of each pipeline rank (/TP)
 	optSec  float64   // optimizer step of the heaviest rank on the slowest GPU
 	bestLnk Link
+	// stageMem is each pipeline rank's per-GPU memory; a placement that puts
+	// a stage on GPUs too small for it pays memPenaltyPerGiB per GiB over.
+	stageMem []float64
 }
+
+// memPenaltyPerGiB makes every over-capacity placement slower than any
+// that fits while keeping the objective finite and monotone, so local
+// search can still walk out of infeasible orders.
+const memPenaltyPerGiB = 1e4
 
 // hostCost is the per-layer, per-micro-batch cost on one kind of host.
 type hostCost struct {
@@ -419,6 +427,10 @@ func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
 		}
 	}
 	e.p2p = P2PBytes(m, e.cfg)
+	e.stageMem = make([]float64, e.p)
+	for r := range e.stageMem {
+		e.stageMem[r] = EstimateStageMemory(m, e.cfg, f, r).Total()
+	}
 	e.params = make([]float64, e.p)
 	for r := 0; r < e.p; r++ {
 		layers := 0
@@ -572,7 +584,10 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		scratch.finish[r] = 0
 	}
 	for r := 0; r < e.p; r++ {
-		scratch.dpx[r], scratch.perMB[r] = e.dpExposed(blockHost, r, 0, scratch.hosts)
+		scratch.perMB[r] = 0
+		if e.f == FrameworkDeepSpeed && e.cfg.ZeroStage >= 2 {
+			_, scratch.perMB[r] = e.dpExposed(blockHost, r, 0, scratch.hosts)
+		}
 	}
 	for d := 0; d < e.dp; d++ {
 		period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
@@ -606,20 +621,34 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		x, _ := e.dpExposed(blockHost, r, scratch.lastBwd[r], scratch.hosts)
 		iter = math.Max(iter, scratch.finish[r]+x)
 	}
-	return iter + e.optSec
+	return iter + e.optSec + e.memoryPenalty(blockHost)
+}
+
+// memoryPenalty charges blocks whose stage does not fit their host's GPUs.
+func (e *planEval) memoryPenalty(blockHost []int) float64 {
+	pen := 0.0
+	for u, h := range blockHost {
+		if h < 0 {
+			continue
+		}
+		r := u / (e.cp * e.dp)
+		if over := e.stageMem[r] - e.c.Hosts[h].GPU.MemoryBytes(); over > 0 {
+			pen += over / gib * memPenaltyPerGiB
+		}
+	}
+	return pen
 }
 
 type evalScratch struct {
-	work                        []stageWork
-	hosts                       []int
-	finish, dpx, perMB, lastBwd []float64
+	work                   []stageWork
+	hosts                  []int
+	finish, perMB, lastBwd []float64
 }
 
 func (s *evalScratch) ensure(e *planEval) {
 	if len(s.work) < e.p {
 		s.work = make([]stageWork, e.p)
 		s.finish = make([]float64, e.p)
-		s.dpx = make([]float64, e.p)
 		s.perMB = make([]float64, e.p)
 		s.lastBwd = make([]float64, e.p)
 	}

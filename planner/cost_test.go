@@ -188,3 +188,39 @@ func TestBreakdownSumsToIteration(t *testing.T) {
 		t.Fatalf("breakdown %+v has an empty part", b)
 	}
 }
+
+// A TP group that spans hosts pays the slowest ring hop: the inter-host
+// link shared by the TP ranks crossing it, not NVLink.
+func TestTPAcrossHostsUsesInterHostLink(t *testing.T) {
+	c := dgxA100(2)
+	cfg := Config{TP: 8, PP: 1, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 2, NumMicroBatches: 1, SequenceParallel: true}
+	e := newPlanEval(c, gpt3_175b, cfg, FrameworkMegatron)
+	inside := e.ringLink([]int{0, 0, 0, 0})
+	across := e.ringLink([]int{0, 0, 1, 1})
+	if inside.BytesPerS != 300e9 {
+		t.Fatalf("intra-host ring at %g B/s, want NVSwitch 300e9", inside.BytesPerS)
+	}
+	// 1600 Gbit/s = 200 GB/s per host, shared by the 8 TP ranks of a block.
+	if across.BytesPerS != 200e9/8 || across.LatencyS != 5e-6 {
+		t.Fatalf("cross-host ring %+v, want 25e9 B/s and 5 us", across)
+	}
+	fIn, _ := tpCommPerLayer(gpt3_175b, cfg, inside)
+	fOut, _ := tpCommPerLayer(gpt3_175b, cfg, across)
+	if fOut < 8*fIn {
+		t.Fatalf("TP across hosts %g s per layer, inside %g: want >= 8x (bandwidth ratio 12)", fOut, fIn)
+	}
+}
+
+// Pipeline send/recv crosses the real link between consecutive stages.
+func TestP2PUsesStageLink(t *testing.T) {
+	c := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600}, {hosts: 1, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600}}, 10)
+	cfg := Config{TP: 8, PP: 2, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, NumMicroBatches: 8, SequenceParallel: true}
+	e := newPlanEval(c, gpt3_175b, cfg, FrameworkMegatron)
+	var w stageWork
+	e.stage([]int{0, 1}, 0, 0, make([]int, 1), &w)
+	// s*b*h/t bf16 = 2048*12288*2/8 bytes over 10 Gbit/s / 8 TP ranks + 50 us.
+	want := 2048*12288*2/8/(10e9/8/8) + 50e-6
+	if !approx(w.sendNext, want, 1e-12) {
+		t.Fatalf("p2p %g s, want %g", w.sendNext, want)
+	}
+}

@@ -23,15 +23,18 @@ import "math"
 // this estimator computes; the offload cases agree exactly (see tests).
 //
 // Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, Table 2),
-// generalised; see layerActivationBytes.
+// generalised; see layerActivationBytes. The paper stores the attention
+// score matrices (5*a*s^2*b bytes per layer) unless selective recompute is
+// on. Flash/fused attention never materialises them, so for such runs
+// "none" is pessimistic and "selective" is the realistic memory figure.
 
 // Allowances the formulas above do not cover, taken as GPU "Other":
-//   - otherFixedBytes: CUDA context (~0.5 GiB as nvidia-smi reports per
-//     process on A100/H100), cuBLAS/cuDNN workspaces and NCCL channel
-//     buffers (several hundred MiB on a multi-node job);
-//   - otherFraction: PyTorch caching-allocator fragmentation, which
-//     typically leaves 5-10% of reserved memory unusable; Megatron's own
-//     theoretical estimate omits it and undershoots measured peaks by that.
+//   - otherFixedBytes: the CUDA context (several hundred MiB per process),
+//     cuBLAS/cuDNN workspaces and NCCL channel buffers (hundreds of MiB
+//     once a rank has TP, PP and DP communicators);
+//   - otherFraction: PyTorch caching-allocator fragmentation (blocks
+//     reserved but not reusable for a new size), a few percent of what is
+//     allocated; Megatron's theoretical estimate leaves both out.
 const (
 	otherFixedBytes = 2 * gib
 	otherFraction   = 0.05

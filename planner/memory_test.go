@@ -393,3 +393,32 @@ func BenchmarkEstimatePlanMemory(b *testing.B) {
 		EstimatePlanMemory(m, cfg, FrameworkMegatron, 80*gib, 1024*gib, 8)
 	}
 }
+
+func TestHostMemoryRejectsOversubscribedNode(t *testing.T) {
+	m, _ := Preset("gpt3-13b")
+	cfg := Config{DP: 8, ZeroStage: 2, MicroBatch: 1, NumMicroBatches: 8, Recompute: RecomputeFull,
+		Offload: Offload{OptimizerFraction: 1}}
+	// 8 ranks each hold 16 B x P/8 offloaded + 1 GiB pinned + 3 GiB process.
+	p := StageParameters(m, cfg, 0)
+	want := 8 * (16*p/8 + hostPinnedBufferBytes + hostProcessBytes)
+	e := EstimatePlanMemory(m, cfg, FrameworkDeepSpeed, 80*gib, 128*gib, 8)
+	if !relClose(e.HostBytesPerNode, want, 1e-12) {
+		t.Errorf("host bytes %g, want %g", e.HostBytesPerNode, want)
+	}
+	if e.Fits() {
+		t.Errorf("%.0f GiB of host state on a 128 GiB node must not fit", e.HostBytesPerNode/gib)
+	}
+	if e = EstimatePlanMemory(m, cfg, FrameworkDeepSpeed, 80*gib, 512*gib, 8); !e.Fits() {
+		t.Errorf("512 GiB node: GPU %.1f GiB, host %.0f GiB should fit", e.PeakBytesPerGPU/gib, e.HostBytesPerNode/gib)
+	}
+}
+
+func TestContextParallelDividesSequence(t *testing.T) {
+	m, _ := Preset("llama3-8b")
+	one := normalized(Config{TP: 2, SequenceParallel: true, Recompute: RecomputeSelective, MicroBatch: 1})
+	cp := one
+	cp.CP = 4
+	if a, b := layerActivationBytes(m, one), layerActivationBytes(m, cp); !relClose(a, 4*b, 1e-12) {
+		t.Errorf("CP=4 layer activations %g, want a quarter of %g", b, a)
+	}
+}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -288,3 +289,42 @@ func (pl *placer) rankPlacement(order []int) []RankPlacement {
 	}
 	return out
 }
+
+// PlacementProblem is one config's placement objective on a cluster,
+// exported so that baselines (bench/placement's simulated annealing) can
+// optimise exactly the same cost.
+type PlacementProblem struct {
+	pl *placer
+}
+
+// NewPlacementProblem checks cfg against the framework and returns its
+// placement objective over host orders.
+func NewPlacementProblem(c *Cluster, m Model, cfg Config, f Framework) (*PlacementProblem, error) {
+	if cfg.NumMicroBatches == 0 && cfg.MicroBatch > 0 && cfg.DP > 0 {
+		cfg.NumMicroBatches = cfg.GlobalBatch / (cfg.MicroBatch * cfg.DP)
+	}
+	if err := validate(m, cfg, f, c.TotalGPUs()); err != nil {
+		return nil, fmt.Errorf("placement problem: %w", err)
+	}
+	for _, h := range c.Hosts {
+		if h.GPUs%cfg.TP != 0 {
+			return nil, fmt.Errorf("placement problem: host %s has %d GPUs, not a multiple of TP %d", h.Name, h.GPUs, cfg.TP)
+		}
+	}
+	e := newPlanEval(c, m, cfg, f)
+	return &PlacementProblem{pl: newPlacer(e, hostSymmetry(c), startOrders(c))}, nil
+}
+
+// Hosts is the number of hosts an order lists.
+func (p *PlacementProblem) Hosts() int { return len(p.pl.slots) }
+
+// Cost is the predicted iteration time (placement objective) of a host
+// order: blocks of TP ranks fill the hosts' GPUs in that order.
+func (p *PlacementProblem) Cost(order []int) float64 { return p.pl.cost(order) }
+
+// Place runs the planner's placement (exact branch and bound up to
+// exactPlacementHosts hosts, construction plus local search beyond).
+func (p *PlacementProblem) Place(o PlaceOptions) ([]int, float64) { return p.pl.placeOrder(o) }
+
+// Evaluations counts cost evaluations so far.
+func (p *PlacementProblem) Evaluations() int { return p.pl.evals }

@@ -103,18 +103,6 @@ func validateStageLayers(m Model, cfg Config, vpp int, bad func(string, ...any))
 	if sum != m.NumLayers {
 		bad("stage layers sum to %d, model has %d", sum, m.NumLayers)
 	}
-	if vpp > 1 && !uniform(cfg.StageLayers) {
-		bad("uneven stage layers with virtual stages are not planned")
-	}
-}
-
-func uniform(x []int) bool {
-	for _, v := range x {
-		if v != x[0] {
-			return false
-		}
-	}
-	return true
 }
 
 // validateDeepSpeed is DeepSpeed's (Megatron-DeepSpeed's) subset: ZeRO-2/3
@@ -342,7 +330,7 @@ type candidate struct {
 // rebalanced for heterogeneous hosts, without local search.
 func quickEstimate(e *planEval, sym []int, starts [][]int, o SearchOptions) float64 {
 	pl := newPlacer(e, sym, starts)
-	if allSame(sym) { // every order costs the same
+	if allSame(sym) || o.IgnoreIslands { // one order to price
 		return pl.cost(starts[0])
 	}
 	best, order := math.Inf(1), starts[0]
@@ -402,6 +390,9 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	miss := noFit{best: math.Inf(1)}
 	sym := hostSymmetry(c)
 	starts := startOrders(c)
+	if o.IgnoreIslands {
+		starts = [][]int{identity(len(c.Hosts))}
+	}
 	for _, cfg0 := range configs {
 		_, baseMiss := stageMemory(m, cfg0, o.Framework, func(int) float64 { return maxCap })
 		for _, off := range offloadChoices(o.Framework, cfg0, o.Fixed, baseMiss > 0) {
@@ -457,6 +448,14 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	return res, nil
 }
 
+func identity(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
 func unplaced(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -501,70 +500,100 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 }
 
 // placeAndPredict places cfg (naively when the options ignore islands),
-// rebalances layers over heterogeneous stages, checks memory against the
-// GPUs each stage landed on and predicts the iteration.
+// tries a layer split rebalanced for the stages' hosts (placed again for
+// it), checks memory against the GPUs each stage landed on and predicts the
+// iteration. Of the even and the rebalanced plan the faster that fits wins.
 func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, starts [][]int) (Plan, bool, float64) {
 	po := PlaceOptions{Seed: o.Seed, Budget: o.PlacementBudget}
 	e := newPlanEval(c, m, cfg, o.Framework)
 	pl := newPlacer(e, sym, starts)
-	var order []int
 	if o.IgnoreIslands {
-		order = make([]int, len(c.Hosts))
-		for i := range order {
-			order[i] = i
-		}
-	} else {
-		order, _ = pl.placeOrder(po)
-		if split := rebalance(e, pl, order, o.Framework); split != nil {
-			cfg2 := cfg
-			cfg2.StageLayers = split
-			e2 := newPlanEval(c, m, cfg2, o.Framework)
-			pl2 := newPlacer(e2, sym, starts)
-			order2, cost2 := pl2.placeOrder(po)
-			if cost2 < pl2.cost(order) && cost2 < pl.cost(order) {
-				e, pl, order, cfg = e2, pl2, order2, cfg2
-			} else if c2 := pl2.cost(order); c2 < pl.cost(order) {
-				e, pl, cfg = e2, pl2, cfg2
-			}
-		}
+		return finishPlan(e, pl, identity(len(c.Hosts)))
 	}
+	order, _ := pl.placeOrder(po)
+	best, ok, over := finishPlan(e, pl, order)
+	split := rebalance(e, pl, order, o.Framework)
+	if split == nil {
+		return best, ok, over
+	}
+	cfg.StageLayers = split
+	e2 := newPlanEval(c, m, cfg, o.Framework)
+	pl2 := newPlacer(e2, sym, append([][]int{order}, starts...))
+	order2, _ := pl2.placeOrder(po)
+	alt, ok2, over2 := finishPlan(e2, pl2, order2)
+	if ok2 && (!ok || alt.Predicted.IterationSeconds < best.Predicted.IterationSeconds) {
+		return alt, ok2, over2
+	}
+	if !ok && over2 < over {
+		return alt, ok2, over2
+	}
+	return best, ok, over
+}
+
+// finishPlan predicts a placed config and checks its memory.
+func finishPlan(e *planEval, pl *placer, order []int) (Plan, bool, float64) {
 	blockHost := make([]int, e.nBlocks)
 	pl.blocks(order, blockHost)
-	plan := Plan{Config: e.cfg, Framework: o.Framework}
+	plan := Plan{Config: e.cfg, Framework: e.f}
 	plan.Config.StageLayers = append([]int(nil), e.cfg.StageLayers...)
 	plan.Predicted = e.predict(blockHost)
 	plan.Memory = e.memory(blockHost)
 	plan.Placement = pl.rankPlacement(order)
-	over := math.Max(plan.Memory.PeakBytesPerGPU-plan.Memory.GPUCapacityBytes, plan.Memory.HostBytesPerNode-plan.Memory.HostCapacityBytes)
+	over := plan.Memory.PeakBytesPerGPU - plan.Memory.GPUCapacityBytes
+	if plan.Memory.HostCapacityBytes > 0 {
+		over = math.Max(over, plan.Memory.HostBytesPerNode-plan.Memory.HostCapacityBytes)
+	}
 	return plan, plan.Memory.Fits(), over
 }
 
 // rebalance returns a layer split balanced by each stage's measured speed
-// on its hosts (Megatron only, without virtual stages), or nil when the
-// even split is already balanced.
+// on its hosts (Megatron only: it renders any split as a pipeline layout),
+// or nil when the current split is already balanced. With v virtual stages
+// every chunk of rank r gets the same n_r layers, so the ranks share
+// layers/v units.
 func rebalance(e *planEval, pl *placer, order []int, f Framework) []int {
-	if f == FrameworkDeepSpeed || e.v > 1 || e.p < 2 {
+	if f == FrameworkDeepSpeed || e.p < 2 || e.m.NumLayers%e.v != 0 {
 		return nil
 	}
 	blockHost := make([]int, e.nBlocks)
 	pl.blocks(order, blockHost)
 	per := make([]float64, e.p)
 	fixed := make([]float64, e.p)
+	cur := make([]int, e.p)
 	for r := 0; r < e.p; r++ {
+		for ch := 0; ch < e.v; ch++ {
+			cur[r] += e.cfg.StageLayers[ch*e.p+r]
+		}
 		for d := 0; d < e.dp; d++ {
 			for c := 0; c < e.cp; c++ {
 				hc := e.class(blockHost[e.block(r, d, c)])
-				per[r] = math.Max(per[r], hc.layerTotal)
+				per[r] = math.Max(per[r], float64(e.v)*hc.layerTotal)
 				if r == e.p-1 {
 					fixed[r] = math.Max(fixed[r], hc.logits.Fwd+hc.logits.Bwd)
 				}
 			}
 		}
 	}
-	split, err := BalanceLayers(per, fixed, e.m.NumLayers)
-	if err != nil || slices.Equal(split, e.cfg.StageLayers) ||
-		stageMaxTime(per, fixed, split) >= stageMaxTime(per, fixed, e.cfg.StageLayers)*(1-1e-9) {
+	units, err := BalanceLayers(per, fixed, e.m.NumLayers/e.v)
+	if err != nil {
 		return nil
+	}
+	curUnits := make([]float64, e.p)
+	for r := range cur {
+		curUnits[r] = float64(cur[r]) / float64(e.v)
+	}
+	curMax := 0.0
+	for r := range cur {
+		curMax = math.Max(curMax, fixed[r]+curUnits[r]*per[r])
+	}
+	if stageMaxTime(per, fixed, units) >= curMax*(1-1e-9) {
+		return nil
+	}
+	split := make([]int, e.p*e.v)
+	for ch := 0; ch < e.v; ch++ {
+		for r := 0; r < e.p; r++ {
+			split[ch*e.p+r] = units[r]
+		}
 	}
 	return split
 }

@@ -95,6 +95,8 @@ func TestSearchPlansAreValid(t *testing.T) {
 		o    SearchOptions
 	}{
 		{"megatron-2islands", twoIslands(), llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
+		{"mixed-memory", testCluster([]islandDef{{hosts: 2, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200}, {hosts: 2, gpus: 8, gpu: gpuA10, intraGBs: 32, nicGbit: 100}}, 25),
+			llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 64, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
 		{"deepspeed", dgxA100(2), llama2_13b, SearchOptions{Framework: FrameworkDeepSpeed, GlobalBatch: 64, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
 		{"long-seq-cp", dgxA100(2), Model{Name: "8k", NumLayers: 32, Hidden: 4096, Heads: 32, QueryGroups: 8, FFNHidden: 14336, SwiGLU: true, SeqLength: 16384, Vocab: 128256},
 			SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 32, Seed: 1, Fixed: Constraints{ZeroStage: -1}}},
@@ -183,4 +185,37 @@ func TestSearchIslandsBeatNaive(t *testing.T) {
 		}
 	}
 	t.Logf("island-aware %+v vs naive %+v", res.Plans[0].Config, naive.Plans[0].Config)
+}
+
+func TestSearchNoFitSaysByHowMuch(t *testing.T) {
+	c := dgxA100(1)
+	_, err := Search(c, gpt3_175b, SearchOptions{GlobalBatch: 64, Fixed: Constraints{ZeroStage: -1, NoOffload: true}})
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("175B on 8 GPUs: %v, want a NoFitError", err)
+	}
+	if nf.BestMissBytes <= 0 || len(nf.Suggestions) == 0 || !strings.Contains(nf.Message, "GiB") {
+		t.Fatalf("no-fit error lacks size or advice: %+v", nf)
+	}
+	if !strings.Contains(nf.Message, "more GPUs") {
+		t.Fatalf("no-fit error does not suggest more GPUs: %s", nf.Message)
+	}
+}
+
+// Property: with the pipeline fixed, more micro-batches (a bigger global
+// batch) give a lower bubble fraction.
+func TestMoreMicroBatchesLowerBubbleInPlans(t *testing.T) {
+	c := dgxA100(2)
+	prev := 1.0
+	for _, gbs := range []int{8, 16, 32, 64} {
+		res, err := Search(c, llama2_13b, SearchOptions{GlobalBatch: gbs, TopK: 1, Fixed: Constraints{TP: 4, PP: 4, VPP: 1, MicroBatch: 1, ZeroStage: -1, Recompute: RecomputeFull}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := res.Plans[0].Predicted.BubbleFraction
+		if b >= prev {
+			t.Fatalf("global batch %d: bubble %g not below %g", gbs, b, prev)
+		}
+		prev = b
+	}
 }

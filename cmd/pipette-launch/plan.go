@@ -1,0 +1,291 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/urfave/cli/v2"
+)
+
+// PlanOptions are the inputs of `pipette-launch plan`.
+type PlanOptions struct {
+	IO *IOStreams
+	// ClusterFile is a cluster YAML; empty uses the embedded example.
+	ClusterFile string
+	// Model is a preset name or a model YAML file.
+	Model           string
+	GlobalBatch     int
+	SeqLength       int // 0 keeps the model's
+	Framework       string
+	Top             int
+	JSON            bool
+	Breakdown       bool
+	Seed            int64
+	PlacementBudget time.Duration
+	Fixed           planner.Constraints
+}
+
+func newPlanCmd(io *IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "rank parallel configurations and rank placements for a model on a cluster",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "cluster", Usage: "cluster YAML `FILE` (default: the embedded example cluster)"},
+			&cli.StringFlag{Name: "model", Usage: "model preset `NAME` (" + strings.Join(planner.PresetNames(), ", ") + ") or model YAML file"},
+			&cli.IntFlag{Name: "global-batch-size", Usage: "sequences per iteration"},
+			&cli.IntFlag{Name: "seq-length", Usage: "override the model's sequence length"},
+			&cli.StringFlag{Name: "framework", Value: "megatron", Usage: "megatron or deepspeed"},
+			&cli.IntFlag{Name: "top", Value: 5, Usage: "show the best `N` plans"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.BoolFlag{Name: "breakdown", Usage: "add time and memory breakdowns"},
+			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "placement search seed"},
+			&cli.DurationFlag{Name: "placement-budget", Value: 2 * time.Second, Usage: "time limit of the placement search per configuration"},
+			&cli.IntFlag{Name: "tp", Usage: "fix tensor parallel size"},
+			&cli.IntFlag{Name: "pp", Usage: "fix pipeline parallel size"},
+			&cli.IntFlag{Name: "dp", Usage: "fix data parallel size"},
+			&cli.IntFlag{Name: "cp", Usage: "fix context parallel size"},
+			&cli.IntFlag{Name: "vpp", Usage: "fix virtual stages per pipeline rank"},
+			&cli.IntFlag{Name: "micro-batch-size", Usage: "fix the micro-batch size"},
+			&cli.StringFlag{Name: "recompute", Usage: "fix recomputation: none, selective or full"},
+			&cli.IntFlag{Name: "zero-stage", Value: -1, Usage: "fix the DeepSpeed ZeRO stage (0-3)"},
+			&cli.BoolFlag{Name: "distributed-optimizer", Usage: "fix Megatron's distributed optimizer on (=false: off)"},
+			&cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"},
+			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
+		},
+		Action: func(c *cli.Context) error {
+			opts := &PlanOptions{
+				IO: io, ClusterFile: c.String("cluster"), Model: c.String("model"),
+				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"),
+				Framework: c.String("framework"), Top: c.Int("top"), JSON: c.Bool("json"),
+				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), PlacementBudget: c.Duration("placement-budget"),
+				Fixed: planner.Constraints{
+					TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
+					MicroBatch: c.Int("micro-batch-size"), Recompute: planner.Recompute(c.String("recompute")),
+					ZeroStage: c.Int("zero-stage"), NoOffload: c.Bool("no-offload"), ForceOffload: c.Bool("offload"),
+				},
+			}
+			if c.IsSet("distributed-optimizer") {
+				v := c.Bool("distributed-optimizer")
+				opts.Fixed.DistributedOptimizer = &v
+			}
+			return runPlan(opts)
+		},
+	}
+}
+
+// usageError is bad input: the CLI exits 2.
+func usageError(format string, a ...any) error { return cli.Exit(fmt.Sprintf(format, a...), 2) }
+
+// runPlan loads the cluster and model, searches, and prints the plans.
+func runPlan(opts *PlanOptions) error {
+	c, err := loadCluster(opts.ClusterFile)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	m, err := loadModel(opts.Model, opts.SeqLength)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	so, err := searchOptions(opts)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	res, err := planner.Search(c, m, so)
+	if err != nil {
+		var nf *planner.NoFitError
+		if errors.As(err, &nf) {
+			return cli.Exit("plan: "+nf.Message, 1)
+		}
+		return usageError("plan: %v", err)
+	}
+	var naive *planner.Plan
+	if len(c.Islands) > 1 {
+		so.IgnoreIslands, so.TopK = true, 1
+		if r, err := planner.Search(c, m, so); err == nil && len(r.Plans) > 0 {
+			naive = &r.Plans[0]
+		}
+	}
+	if opts.JSON {
+		out := struct {
+			*planner.Result
+			IgnoringIslands *planner.Plan `json:"ignoring_islands,omitempty"`
+		}{res, naive}
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	printPlans(opts, c, res, naive)
+	return nil
+}
+
+func loadCluster(path string) (*planner.Cluster, error) {
+	data := examples.DefaultCluster
+	name := "embedded example cluster"
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster: %w", err)
+		}
+		data, name = b, path
+	}
+	f, err := planner.ParseClusterFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	c, err := f.Resolve()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	return c, nil
+}
+
+func loadModel(spec string, seq int) (planner.Model, error) {
+	if spec == "" {
+		return planner.Model{}, fmt.Errorf("--model is required: a preset (%s) or a model YAML file", strings.Join(planner.PresetNames(), ", "))
+	}
+	var m planner.Model
+	var err error
+	if strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml") || strings.ContainsRune(spec, os.PathSeparator) {
+		data, rerr := os.ReadFile(spec)
+		if rerr != nil {
+			return m, fmt.Errorf("--model: %w", rerr)
+		}
+		if m, err = planner.ParseModelFile(data); err != nil {
+			return m, fmt.Errorf("model %s: %w", spec, err)
+		}
+	} else if m, err = planner.Preset(spec); err != nil {
+		return m, fmt.Errorf("--model: %w", err)
+	}
+	if seq < 0 {
+		return m, fmt.Errorf("--seq-length must be > 0 (got %d)", seq)
+	}
+	if seq > 0 {
+		m.SeqLength = seq
+		if m.MaxPositionEmbeddings > 0 && m.MaxPositionEmbeddings < seq {
+			m.MaxPositionEmbeddings = seq
+		}
+	}
+	return m, nil
+}
+
+func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
+	so := planner.SearchOptions{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget}
+	switch opts.Framework {
+	case "", "megatron":
+		so.Framework = planner.FrameworkMegatron
+	case "deepspeed":
+		so.Framework = planner.FrameworkDeepSpeed
+	default:
+		return so, fmt.Errorf("--framework %q: use megatron or deepspeed", opts.Framework)
+	}
+	if opts.GlobalBatch <= 0 {
+		return so, fmt.Errorf("--global-batch-size is required and must be > 0 (got %d)", opts.GlobalBatch)
+	}
+	if opts.Top <= 0 {
+		so.TopK = 5
+	}
+	fx := opts.Fixed
+	for name, v := range map[string]int{"--tp": fx.TP, "--pp": fx.PP, "--dp": fx.DP, "--cp": fx.CP, "--vpp": fx.VPP, "--micro-batch-size": fx.MicroBatch} {
+		if v < 0 {
+			return so, fmt.Errorf("%s must be > 0 (got %d)", name, v)
+		}
+	}
+	switch fx.Recompute {
+	case "", planner.RecomputeNone, planner.RecomputeSelective, planner.RecomputeFull:
+	default:
+		return so, fmt.Errorf("--recompute %q: use none, selective or full", fx.Recompute)
+	}
+	if fx.ZeroStage < -1 || fx.ZeroStage > 3 {
+		return so, fmt.Errorf("--zero-stage %d: use 0, 1, 2 or 3", fx.ZeroStage)
+	}
+	if fx.NoOffload && fx.ForceOffload {
+		return so, fmt.Errorf("--offload and --no-offload contradict each other")
+	}
+	if opts.PlacementBudget < 0 {
+		return so, fmt.Errorf("--placement-budget must not be negative")
+	}
+	return so, nil
+}
+
+const gibibyte = 1 << 30
+
+func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naive *planner.Plan) {
+	out := opts.IO.Out
+	fmt.Fprintf(out, "%s (%.1fB parameters) on %d GPUs in %d hosts, %d island(s); %d configurations considered, %d over memory\n\n",
+		res.Model.Name, float64(res.Model.Parameters)/1e9, c.TotalGPUs(), len(c.Hosts), len(c.Islands), res.Considered, res.RejectedMemory)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\tVPP\tMB\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tBUBBLE\tGiB/GPU")
+	for i := range res.Plans {
+		printRow(tw, fmt.Sprint(i+1), &res.Plans[i], opts.Breakdown)
+	}
+	if naive != nil {
+		printRow(tw, "naive", naive, opts.Breakdown)
+	}
+	tw.Flush()
+	if naive != nil {
+		fmt.Fprintf(out, "\nnaive: best plan ignoring islands (hosts in file order, default rank order); plan 1 is %.2fx faster\n",
+			naive.Predicted.IterationSeconds/res.Plans[0].Predicted.IterationSeconds)
+	}
+}
+
+func printRow(tw *tabwriter.Writer, label string, p *planner.Plan, breakdown bool) {
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
+		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, p.Recompute, optimizerLabel(p), offloadLabel(p.Offload),
+		compactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
+		100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
+	if !breakdown {
+		return
+	}
+	b, mb := p.Predicted.Breakdown, p.Memory.Breakdown
+	fmt.Fprintf(tw, "\t  time s: compute %.3f, tp %.3f, pp %.3f, dp %.3f, offload %.3f\n", b.Compute, b.TP, b.PP, b.DP, b.Offload)
+	fmt.Fprintf(tw, "\t  memory GiB (stage %d): weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, other %.1f; host %.1f/node\n",
+		p.Memory.PeakStage, mb.Weights/gibibyte, mb.Gradients/gibibyte, mb.Optimizer/gibibyte, mb.Activations/gibibyte, mb.Other/gibibyte,
+		p.Memory.HostBytesPerNode/gibibyte)
+}
+
+func optimizerLabel(p *planner.Plan) string {
+	switch {
+	case p.Framework == planner.FrameworkDeepSpeed:
+		return fmt.Sprintf("zero-%d", p.ZeroStage)
+	case p.DistributedOptimizer:
+		return "distopt"
+	}
+	return "plain"
+}
+
+func offloadLabel(o planner.Offload) string {
+	if o == (planner.Offload{}) {
+		return "-"
+	}
+	s := fmt.Sprintf("opt %.0f%%", 100*o.OptimizerFraction)
+	if o.Params {
+		s += "+params"
+	}
+	return s
+}
+
+// compactLayers writes runs as Megatron's layout does: "26*2 22*2" is two
+// stages of 26 layers then two of 22.
+func compactLayers(layers []int) string {
+	var parts []string
+	for i := 0; i < len(layers); {
+		j := i
+		for j < len(layers) && layers[j] == layers[i] {
+			j++
+		}
+		if j-i == 1 {
+			parts = append(parts, fmt.Sprint(layers[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d*%d", layers[i], j-i))
+		}
+		i = j
+	}
+	return strings.Join(parts, " ")
+}
