@@ -51,13 +51,13 @@ var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) 
 	return errors.New("launching is not wired yet")
 }
 
-// usageError marks bad input: the CLI exits 2 for it.
-type usageError struct{ msg string }
+// inputError marks bad input: the CLI exits 2 for it.
+type inputError struct{ msg string }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *inputError) Error() string { return e.msg }
 
-func usageErrorf(format string, a ...any) error {
-	return &usageError{fmt.Sprintf(format, a...)}
+func inputErrorf(format string, a ...any) error {
+	return &inputError{fmt.Sprintf(format, a...)}
 }
 
 // newRunCmd is `pipette-launch run`.
@@ -89,7 +89,7 @@ func exitFor(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ue *usageError
+	var ue *inputError
 	if errors.As(err, &ue) {
 		return cli.Exit("pipette-launch: "+err.Error(), 2)
 	}
@@ -105,9 +105,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	fw := chooseFramework(opts)
 	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
 	if err != nil {
-		return &usageError{err.Error()}
+		return &inputError{err.Error()}
 	}
-	cluster, planned, err := loadCluster(opts)
+	cluster, planned, err := loadRunCluster(opts)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		MaxRestarts: opts.MaxRestarts, NCCLMode: mode, WorkDir: opts.WorkDir, LogDir: opts.LogDir, Env: opts.Env,
 	})
 	if err != nil {
-		return &usageError{fmt.Sprintf("render %s launch: %v", fw, err)}
+		return &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
 	}
 	switch {
 	case opts.DryRun:
@@ -167,7 +167,7 @@ func userDSConfig(o *RunOptions, fw planner.Framework) ([]byte, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, usageErrorf("--deepspeed_config %s: %v (pipette-launch writes ds_config.json from the plan and keeps your file's other settings, so it must be readable here)", path, err)
+		return nil, inputErrorf("--deepspeed_config %s: %v (pipette-launch writes ds_config.json from the plan and keeps your file's other settings, so it must be readable here)", path, err)
 	}
 	return data, nil
 }
@@ -176,22 +176,22 @@ func userDSConfig(o *RunOptions, fw planner.Framework) ([]byte, error) {
 func checkRunOptions(o *RunOptions) error {
 	switch {
 	case o.Script == "":
-		return usageErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
+		return inputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
 	case o.NoPython && o.Module:
-		return usageErrorf("--no-python and --module (-m) cannot be used together: pick how the script runs")
+		return inputErrorf("--no-python and --module (-m) cannot be used together: pick how the script runs")
 	case o.ClusterFile != "" && (o.Hosts != "" || o.Hostfile != ""):
-		return usageErrorf("--cluster cannot be combined with --hosts/--hostfile: the cluster file already lists the hosts")
+		return inputErrorf("--cluster cannot be combined with --hosts/--hostfile: the cluster file already lists the hosts")
 	case o.Hosts != "" && o.Hostfile != "":
-		return usageErrorf("--hosts and --hostfile both list hosts: give one")
+		return inputErrorf("--hosts and --hostfile both list hosts: give one")
 	case o.PlanIndex < 1:
-		return usageErrorf("--plan %d: plans are numbered from 1", o.PlanIndex)
+		return inputErrorf("--plan %d: plans are numbered from 1", o.PlanIndex)
 	case o.MasterPort < 1 || o.MasterPort > 65535:
-		return usageErrorf("--master-port %d: want 1-65535", o.MasterPort)
+		return inputErrorf("--master-port %d: want 1-65535", o.MasterPort)
 	case o.MaxRestarts < 0:
-		return usageErrorf("--max-restarts %d: want >= 0", o.MaxRestarts)
+		return inputErrorf("--max-restarts %d: want >= 0", o.MaxRestarts)
 	}
 	if o.Framework != "" && !slices.Contains([]string{"megatron", "deepspeed", "torch"}, o.Framework) {
-		return usageErrorf("--framework %q: want megatron, deepspeed or torch", o.Framework)
+		return inputErrorf("--framework %q: want megatron, deepspeed or torch", o.Framework)
 	}
 	return checkScript(o)
 }
@@ -213,7 +213,7 @@ func checkScript(o *RunOptions) error {
 		path = filepath.Join(o.WorkDir, path)
 	}
 	if _, err := os.Stat(path); err != nil {
-		return usageErrorf("script %s not found here (%v); it runs under the same path on every host: fix the path, or pass --no-check-script if it exists only on the hosts", o.Script, err)
+		return inputErrorf("script %s not found here (%v); it runs under the same path on every host: fix the path, or pass --no-check-script if it exists only on the hosts", o.Script, err)
 	}
 	return nil
 }
@@ -234,10 +234,10 @@ func chooseFramework(o *RunOptions) planner.Framework {
 	return planner.FrameworkTorch
 }
 
-// loadCluster resolves the cluster: a cluster file (or the embedded
+// loadRunCluster resolves the cluster: a cluster file (or the embedded
 // example) is planned on; --hosts/--hostfile only lists hosts, so ranks go
 // in torchrun's order. --nnodes and --nproc-per-node cap what is used.
-func loadCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error) {
+func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error) {
 	nnodes, err := parseNNodes(o.NNodes)
 	if err != nil {
 		return nil, false, err
@@ -253,7 +253,7 @@ func loadCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error) {
 		}
 		if nnodes > 0 {
 			if nnodes > len(hosts) {
-				return nil, false, usageErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
+				return nil, false, inputErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
 			}
 			hosts = hosts[:nnodes]
 		}
@@ -263,18 +263,18 @@ func loadCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error) {
 	if o.ClusterFile != "" {
 		data, err = os.ReadFile(o.ClusterFile)
 		if err != nil {
-			return nil, false, usageErrorf("cluster file: %v", err)
+			return nil, false, inputErrorf("cluster file: %v", err)
 		}
 		name = o.ClusterFile
 	}
 	f, err := planner.ParseClusterFile(data)
 	if err != nil {
-		return nil, false, usageErrorf("%s: %v", name, err)
+		return nil, false, inputErrorf("%s: %v", name, err)
 	}
 	capCluster(f, nnodes, nproc)
 	c, err = f.Resolve()
 	if err != nil {
-		return nil, false, usageErrorf("%s: %v", name, err)
+		return nil, false, inputErrorf("%s: %v", name, err)
 	}
 	return c, true, nil
 }
@@ -315,16 +315,16 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) {
 
 func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]hostSlots, error) {
 	if allGPUs {
-		return nil, usageErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has; give a number with --hosts/--hostfile", o.NProcPerNode)
+		return nil, inputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has; give a number with --hosts/--hostfile", o.NProcPerNode)
 	}
 	if o.Hostfile != "" {
 		data, err := os.ReadFile(o.Hostfile)
 		if err != nil {
-			return nil, usageErrorf("hostfile: %v", err)
+			return nil, inputErrorf("hostfile: %v", err)
 		}
 		hosts, err := parseHostfile(o.Hostfile, data)
 		if err != nil {
-			return nil, &usageError{err.Error()}
+			return nil, &inputError{err.Error()}
 		}
 		if nproc > 0 {
 			for i := range hosts {
@@ -335,7 +335,7 @@ func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]hostSlots, error) {
 	}
 	names, err := hostlist.Expand(o.Hosts)
 	if err != nil {
-		return nil, usageErrorf("--hosts %q: %v", o.Hosts, err)
+		return nil, inputErrorf("--hosts %q: %v", o.Hosts, err)
 	}
 	if nproc == 0 {
 		nproc = 1 // torchrun's default

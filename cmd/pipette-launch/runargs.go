@@ -72,7 +72,7 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	}
 	args := c.Args().Slice()
 	if len(args) == 0 {
-		return nil, usageErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
+		return nil, inputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
 	}
 	o.Script, o.ScriptArgs = args[0], args[1:]
 	return o, nil
@@ -86,12 +86,12 @@ func parseNNodes(s string) (int, error) {
 	lo, hi, ranged := strings.Cut(s, ":")
 	n, err := strconv.Atoi(lo)
 	if err != nil || n < 1 {
-		return 0, usageErrorf("--nnodes %q: want a positive number of hosts", s)
+		return 0, inputErrorf("--nnodes %q: want a positive number of hosts", s)
 	}
 	if ranged {
 		m, err := strconv.Atoi(hi)
 		if err != nil || m != n {
-			return 0, usageErrorf("--nnodes %q: elastic ranges are not supported; give one number", s)
+			return 0, inputErrorf("--nnodes %q: elastic ranges are not supported; give one number", s)
 		}
 	}
 	return n, nil
@@ -105,11 +105,11 @@ func parseNProc(s string) (n int, all bool, err error) {
 	case "gpu", "auto":
 		return 0, true, nil
 	case "cpu":
-		return 0, false, usageErrorf("--nproc-per-node cpu: pipette-launch places GPU ranks; give a number")
+		return 0, false, inputErrorf("--nproc-per-node cpu: pipette-launch places GPU ranks; give a number")
 	}
 	n, err = strconv.Atoi(s)
 	if err != nil || n < 1 {
-		return 0, false, usageErrorf("--nproc-per-node %q: want a positive number, gpu or auto", s)
+		return 0, false, inputErrorf("--nproc-per-node %q: want a positive number, gpu or auto", s)
 	}
 	return n, false, nil
 }

@@ -18,15 +18,15 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	megatronArgs := templates.LooksLikeMegatron(o.Script, o.ScriptArgs)
 	m, fixed, found, err := planner.ModelFromMegatronArgs(o.ScriptArgs)
 	if found && err != nil && fw != planner.FrameworkTorch {
-		return nil, "", usageErrorf("%v", err)
+		return nil, "", inputErrorf("%v", err)
 	}
 	micro, global, err := planner.MegatronBatchArgs(o.ScriptArgs)
 	if err != nil && fw != planner.FrameworkTorch {
-		return nil, "", usageErrorf("%v", err)
+		return nil, "", inputErrorf("%v", err)
 	}
 	if o.GlobalBatch > 0 {
 		if global > 0 && global != o.GlobalBatch {
-			return nil, "", usageErrorf("--global-batch-size %d contradicts the script's --global-batch-size %d: give one", o.GlobalBatch, global)
+			return nil, "", inputErrorf("--global-batch-size %d contradicts the script's --global-batch-size %d: give one", o.GlobalBatch, global)
 		}
 		global = o.GlobalBatch
 	}
@@ -43,27 +43,33 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	if !found || m.NumLayers == 0 {
 		if o.Model == "" {
 			if fw == planner.FrameworkMegatron {
-				return nil, "", usageErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(planner.PresetNames(), ", "))
+				return nil, "", inputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(planner.PresetNames(), ", "))
 			}
 			return torchrunOrderPlan(c, fw, fixed, micro, global)
 		}
-		m, err = loadModel(o.Model)
+		m, err = loadModel(o.Model, 0)
 		if err != nil {
-			return nil, "", err
+			return nil, "", &inputError{err.Error()}
 		}
 	}
 	if err := checkFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
 		return nil, "", err
 	}
 	if global == 0 {
-		return nil, "", usageErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
+		return nil, "", inputErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
 	res, err := planner.Search(c, m, planner.SearchOptions{Framework: fw, GlobalBatch: global, Fixed: fixed, TopK: max(10, o.PlanIndex), Seed: 1})
+	var noFit *planner.NoFitError
+	if errors.As(err, &noFit) {
+		// Not bad input: the model does not fit this cluster (exit 1, as
+		// `plan` does), and the message says what would help.
+		return nil, "", fmt.Errorf("plan %s for %s: %s", m.Name, fw, noFit.Message)
+	}
 	if err != nil {
-		return nil, "", usageErrorf("plan %s for %s: %v", m.Name, fw, err)
+		return nil, "", inputErrorf("plan %s for %s: %v", m.Name, fw, err)
 	}
 	if o.PlanIndex > len(res.Plans) {
-		return nil, "", usageErrorf("--plan %d: only %d plans were found", o.PlanIndex, len(res.Plans))
+		return nil, "", inputErrorf("--plan %d: only %d plans were found", o.PlanIndex, len(res.Plans))
 	}
 	p := res.Plans[o.PlanIndex-1]
 	p.Framework = fw
@@ -76,33 +82,15 @@ func checkFixedSizes(m planner.Model, f planner.Constraints, gpus int) error {
 	tp, pp, cp := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1)
 	switch {
 	case m.Heads%tp != 0:
-		return usageErrorf("--tensor-model-parallel-size %d does not divide --num-attention-heads %d: Megatron needs heads %% TP == 0", tp, m.Heads)
+		return inputErrorf("--tensor-model-parallel-size %d does not divide --num-attention-heads %d: Megatron needs heads %% TP == 0", tp, m.Heads)
 	case m.Groups()%tp != 0 && tp%m.Groups() != 0:
-		return usageErrorf("--tensor-model-parallel-size %d and --num-query-groups %d: one must divide the other", tp, m.Groups())
+		return inputErrorf("--tensor-model-parallel-size %d and --num-query-groups %d: one must divide the other", tp, m.Groups())
 	case tp*pp*cp > gpus:
-		return usageErrorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
+		return inputErrorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
 	case f.PP > 0 && m.NumLayers < f.PP:
-		return usageErrorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
+		return inputErrorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
 	}
 	return nil
-}
-
-// loadModel reads --model: a preset name, or a model YAML file.
-func loadModel(spec string) (planner.Model, error) {
-	if data, err := os.ReadFile(spec); err == nil {
-		m, err := planner.ParseModelFile(data)
-		if err != nil {
-			return m, usageErrorf("--model %s: %v", spec, err)
-		}
-		return m, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return planner.Model{}, usageErrorf("--model %s: %v", spec, err)
-	}
-	m, err := planner.Preset(spec)
-	if err != nil {
-		return m, usageErrorf("--model %q is neither a file nor a preset (%s): %v", spec, strings.Join(planner.PresetNames(), ", "), err)
-	}
-	return m, nil
 }
 
 // torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
@@ -111,7 +99,7 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
-		return nil, "", usageErrorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
+		return nil, "", inputErrorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
 	}
 	dp := world / (tp * pp * cp)
 	micro = max(micro, 1)
