@@ -308,6 +308,7 @@ func allEqual(xs []int) bool {
 // the planned flags appended at the end.
 func MergeMegatronArgs(user, planned []string) ([]string, error) {
 	uf := parseFlags(user)
+	planned = withUserPreferences(uf, planned)
 	pf := parseFlags(planned)
 	for _, o := range uf.occ {
 		if !megatronPlannedFlags[o.name] {
@@ -322,6 +323,38 @@ func MergeMegatronArgs(user, planned []string) ([]string, error) {
 }
 
 // userFlagAgrees checks one planned flag the user gave against the plan.
+// userPreferenceSwitches only trade overlap for memory or speed; a user's
+// choice is kept when the plan leaves them off (the final check still
+// rejects an invalid combination).
+var userPreferenceSwitches = []string{"--overlap-grad-reduce", "--overlap-param-gather", "--overlap-cpu-optimizer-d2h-h2d"}
+
+// withUserPreferences adopts what the planner does not model: the user's
+// full-recompute method and layer count (the planner only decides that
+// recompute is full) and the overlap switches above.
+func withUserPreferences(uf flagList, planned []string) []string {
+	pf := parseFlags(planned)
+	if g, _ := pf.last("--recompute-granularity"); g == "full" {
+		if ug, _ := uf.last("--recompute-granularity"); ug == "full" {
+			keep := map[string]bool{}
+			var extra []string
+			for _, name := range []string{"--recompute-method", "--recompute-num-layers"} {
+				if v, ok := uf.last(name); ok {
+					keep[name] = true
+					extra = append(extra, name, v)
+				}
+			}
+			planned = append(pf.without(keep), extra...)
+			pf = parseFlags(planned)
+		}
+	}
+	for _, sw := range userPreferenceSwitches {
+		if uf.has(sw) && !pf.has(sw) {
+			planned = append(planned, sw)
+		}
+	}
+	return planned
+}
+
 func userFlagAgrees(o flagOcc, uf, pf flagList) error {
 	v, _ := uf.last(o.name)
 	pv, planned := pf.last(o.name)

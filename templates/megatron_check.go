@@ -348,3 +348,48 @@ func (s megatronSettings) checkOptimizer() []error {
 	}
 	return errs
 }
+
+// UserStageLayers returns the decoder layers per pipeline stage (stage i =
+// vpp_index*PP + pp_rank) that the user's own split flags give, and the
+// virtual stages per rank; nil when the arguments split evenly. Launches
+// without planning use it so the user's split survives rendering.
+func UserStageLayers(args []string) ([]int, int, error) {
+	s, err := readMegatronSettings(args)
+	if err != nil {
+		return nil, 0, err
+	}
+	vpp, err := s.checkStages()
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.layout != "" {
+		flat, _ := expandLayout(s.layout)
+		var stages []int
+		for _, st := range strings.Split(flat, "|") {
+			stages = append(stages, strings.Count(st, "t"))
+		}
+		return stages, vpp, nil
+	}
+	if !s.hasFirst && !s.hasLast {
+		return nil, vpp, nil
+	}
+	perRank := make([]int, s.pp)
+	rest, middle := s.numLayers, s.pp
+	if s.hasFirst {
+		perRank[0], rest, middle = s.first, rest-s.first, middle-1
+	}
+	if s.hasLast {
+		perRank[s.pp-1], rest, middle = s.last, rest-s.last, middle-1
+	}
+	for r := range perRank {
+		if (r == 0 && s.hasFirst) || (r == s.pp-1 && s.hasLast) {
+			continue
+		}
+		perRank[r] = rest / middle
+	}
+	stages := make([]int, s.pp*vpp)
+	for i := range stages {
+		stages[i] = perRank[i%s.pp] / vpp
+	}
+	return stages, vpp, nil
+}

@@ -263,6 +263,11 @@ func TestMergeMegatronArgs(t *testing.T) {
 			t.Errorf("MergeMegatronArgs(%v) accepted a flag that contradicts the plan", bad)
 		}
 	}
+	full := []string{"--tensor-model-parallel-size", "1", "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}
+	got, err = MergeMegatronArgs([]string{"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "4", "--overlap-grad-reduce"}, full)
+	if want := "--tensor-model-parallel-size 1 --recompute-granularity full --recompute-method block --recompute-num-layers 4 --overlap-grad-reduce"; err != nil || strings.Join(got, " ") != want {
+		t.Errorf("user's recompute method and overlap switch: got %q, %v; want %q", strings.Join(got, " "), err, want)
+	}
 	vpp := []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "3"}
 	got, err = MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "4"}, vpp)
 	if err != nil || strings.Join(got, " ") != "--num-layers 24 "+strings.Join(vpp, " ") {
@@ -273,5 +278,37 @@ func TestMergeMegatronArgs(t *testing.T) {
 	}
 	if _, err := MergeMegatronArgs([]string{"--sequence-parallel"}, []string{"--tensor-model-parallel-size", "1"}); err != nil {
 		t.Errorf("--sequence-parallel at TP=1 should be tolerated: %v", err)
+	}
+}
+
+func TestUserStageLayersRoundTrips(t *testing.T) {
+	base := []string{"--num-layers", "24", "--pipeline-model-parallel-size", "4"}
+	cases := []struct {
+		extra []string
+		want  []int
+		vpp   int
+	}{
+		{nil, nil, 1},
+		{[]string{"--decoder-first-pipeline-num-layers", "3", "--decoder-last-pipeline-num-layers", "5"}, []int{3, 8, 8, 5}, 1},
+		{[]string{"--decoder-first-pipeline-num-layers", "6", "--decoder-last-pipeline-num-layers", "2", "--num-virtual-stages-per-pipeline-rank", "2"}, []int{3, 4, 4, 1, 3, 4, 4, 1}, 2},
+		{[]string{"--pipeline-model-parallel-layout", "Et*7|t*6|t*6|t*5L"}, []int{7, 6, 6, 5}, 1},
+	}
+	for _, tc := range cases {
+		got, vpp, err := UserStageLayers(append(append([]string{}, base...), tc.extra...))
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) || vpp != tc.vpp {
+			t.Errorf("%v: got %v vpp %d (%v), want %v vpp %d", tc.extra, got, vpp, err, tc.want, tc.vpp)
+			continue
+		}
+		if got == nil {
+			continue
+		}
+		// Rendering the split again must give flags the checker accepts.
+		flags, err := stageFlags(planner.Config{PP: 4, VPP: vpp, StageLayers: got}, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckMegatronArgs(append(append([]string{}, base...), append(flags, "--global-batch-size", "8")...), 4); err != nil {
+			t.Errorf("%v re-rendered as %v: %v", tc.extra, flags, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -86,7 +87,8 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	byHost := ranksByHost(p)
 	masterAddr := o.MasterAddr
 	if masterAddr == "" {
-		masterAddr = c.Hosts[p.Placement[rank0(p)].HostIndex].Address
+		h := c.Hosts[p.Placement[rank0(p)].HostIndex]
+		masterAddr = cmp.Or(h.Address, h.Name)
 	}
 	base := []EnvVar{
 		{"MASTER_ADDR", masterAddr},

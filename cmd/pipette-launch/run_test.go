@@ -78,6 +78,7 @@ func TestDryRunGolden(t *testing.T) {
 		{"deepspeed_offload_13b", cat([]string{"--dry-run", "--framework", "deepspeed", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
 		{"deepspeed_plain_script_user_config", []string{"--dry-run", "--framework", "deepspeed", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "2", "--model", "llama3-8b", "--global-batch-size", "64", "train.py", "--deepspeed", "--deepspeed_config", "my_ds_config.json"}},
 		{"torch_hostfile", []string{"--dry-run", "--hostfile", "hostfile", "--python", "/usr/bin/python3", "train.py", "--lr", "0.1", "--name", "it's a test"}},
+		{"megatron_hosts_user_split", []string{"--dry-run", "--hosts", "gpu[01-02]", "--nproc-per-node", "4", "pretrain_gpt.py", "--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048", "--vocab-size", "50257", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "3", "--decoder-last-pipeline-num-layers", "5", "--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2", "--micro-batch-size", "1", "--global-batch-size", "16"}},
 		{"torch_hosts_underscored", []string{"--dry-run", "--hosts", "node[1-2]", "--nproc_per_node=2", "--master_port", "29600", "-m", "mypkg.train", "--dry-run"}},
 	}
 	for _, tc := range cases {

@@ -38,14 +38,23 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 		}
 	}
 	if fw == planner.FrameworkTorch || !planned {
-		return torchrunOrderPlan(c, fw, fixed, micro, global)
+		if megatronArgs && fw != planner.FrameworkTorch {
+			// Without planning the user's own layer split stands.
+			stages, vpp, err := templates.UserStageLayers(o.ScriptArgs)
+			if err != nil {
+				return nil, "", inputErrorf("script arguments: %v", err)
+			}
+			fixed.VPP = max(fixed.VPP, vpp)
+			return torchrunOrderPlan(c, fw, fixed, micro, global, stages)
+		}
+		return torchrunOrderPlan(c, fw, fixed, micro, global, nil)
 	}
 	if !found || m.NumLayers == 0 {
 		if o.Model == "" {
 			if fw == planner.FrameworkMegatron {
 				return nil, "", inputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(planner.PresetNames(), ", "))
 			}
-			return torchrunOrderPlan(c, fw, fixed, micro, global)
+			return torchrunOrderPlan(c, fw, fixed, micro, global, nil)
 		}
 		m, err = loadModel(o.Model, 0)
 		if err != nil {
@@ -95,7 +104,7 @@ func checkFixedSizes(m planner.Model, f planner.Constraints, gpus int) error {
 
 // torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
 // and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1).
-func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.Constraints, micro, global int) (*planner.Plan, string, error) {
+func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.Constraints, micro, global int, stages []int) (*planner.Plan, string, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
@@ -107,7 +116,7 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 		global = micro * dp
 	}
 	cfg := planner.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
-		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute}
+		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: stages}
 	if fixed.SequenceParallel != nil {
 		cfg.SequenceParallel = *fixed.SequenceParallel
 	}
