@@ -1,6 +1,9 @@
 package templates
 
 import (
+	"os"
+	"testing"
+
 	"github.com/pipette-launch/pipette-launch/planner"
 )
 
@@ -97,4 +100,13 @@ var gpt48Args = []string{
 	"--num-layers", "48", "--hidden-size", "6144", "--num-attention-heads", "48",
 	"--group-query-attention", "--num-query-groups", "8",
 	"--seq-length", "4096", "--max-position-embeddings", "4096", "--bf16", "--swiglu",
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
