@@ -16,6 +16,8 @@ import (
 type Options struct {
 	// Name is the job name (also TORCHELASTIC_RUN_ID); default "pipette".
 	Name string
+	// Role is ROLE_NAME (torchrun's --role); default "default".
+	Role string
 	// Script is the training script (or module with Module, or program
 	// with NoPython); Args are its arguments, kept as given.
 	Script string
@@ -94,7 +96,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		{"MASTER_ADDR", masterAddr},
 		{"MASTER_PORT", strconv.Itoa(o.MasterPort)},
 		{"WORLD_SIZE", strconv.Itoa(len(p.Placement))},
-		{"ROLE_NAME", "default"},
+		{"ROLE_NAME", o.Role},
 		{"ROLE_WORLD_SIZE", strconv.Itoa(len(p.Placement))},
 		{"GROUP_WORLD_SIZE", strconv.Itoa(len(byHost))},
 		{"TORCHELASTIC_RUN_ID", o.Name},
@@ -142,6 +144,9 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 func withDefaults(o Options) Options {
 	if o.Name == "" {
 		o.Name = "pipette"
+	}
+	if o.Role == "" {
+		o.Role = "default"
 	}
 	if o.Python == "" {
 		o.Python = "python3"

@@ -41,8 +41,12 @@ type RunOptions struct {
 	NCCLMode              string
 	WorkDir               string
 	NoCheckScript         bool
-	Script                string
-	ScriptArgs            []string
+	// Role is ROLE_NAME; Ignored lists torchrun flags given that mean
+	// nothing here (warned about).
+	Role       string
+	Ignored    []string
+	Script     string
+	ScriptArgs []string
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
@@ -102,6 +106,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err := checkRunOptions(opts); err != nil {
 		return err
 	}
+	for _, f := range opts.Ignored {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: pipette-launch starts every host itself with a static rendezvous\n", f)
+	}
 	fw := chooseFramework(opts)
 	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
 	if err != nil {
@@ -120,10 +127,21 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	job, err := templates.Render(plan, cluster, templates.Options{
+		Name:         opts.RunID,
+		Role:         opts.Role,
+		Script:       opts.Script,
+		Args:         opts.ScriptArgs,
+		Python:       opts.Python,
+		NoPython:     opts.NoPython,
+		Module:       opts.Module,
+		MasterAddr:   opts.MasterAddr,
+		MasterPort:   opts.MasterPort,
+		MaxRestarts:  opts.MaxRestarts,
+		NCCLMode:     mode,
+		WorkDir:      opts.WorkDir,
+		LogDir:       opts.LogDir,
+		Env:          opts.Env,
 		DSConfigBase: dsBase,
-		Name:         opts.RunID, Script: opts.Script, Args: opts.ScriptArgs, Python: opts.Python,
-		NoPython: opts.NoPython, Module: opts.Module, MasterAddr: opts.MasterAddr, MasterPort: opts.MasterPort,
-		MaxRestarts: opts.MaxRestarts, NCCLMode: mode, WorkDir: opts.WorkDir, LogDir: opts.LogDir, Env: opts.Env,
 	})
 	if err != nil {
 		return &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}

@@ -218,3 +218,27 @@ func TestNNodesAndNProcCapTheCluster(t *testing.T) {
 		t.Errorf("want 2 ranks on each of the first 3 hosts:\n%s", out)
 	}
 }
+
+// TestTorchrunCommandLinesKeepWorking: flags torchrun users type either map
+// onto pipette-launch's (standalone, rdzv endpoint, role) or are accepted
+// with a warning.
+func TestTorchrunCommandLinesKeepWorking(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--standalone", "--nnodes=1", "--nproc_per_node=2", "--node_rank", "0",
+		"--rdzv_backend", "c10d", "--rdzv-endpoint", "10.0.0.5:29555", "--role", "trainer", "--tee", "3", "train.py", "--x")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"== host localhost", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29555", "ROLE_NAME=trainer", "# job pipette: 2 ranks on 1 host"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"--node-rank", "--rdzv-backend", "--tee"} {
+		if !strings.Contains(errOut, f+" is ignored") {
+			t.Errorf("no warning for %s: %s", f, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, "--dry-run", "--standalone", "--hosts", "a", "train.py"); code != 2 || !strings.Contains(errOut, "--standalone runs on this host only") {
+		t.Errorf("--standalone with --hosts: exit %d, %s", code, errOut)
+	}
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,7 +17,7 @@ import (
 // pipette-launch's own. Parsing stops at the script: everything after it
 // belongs to the script, as with torchrun.
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "nproc-per-node", Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
 		&cli.StringFlag{Name: "nnodes", Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
 		&cli.StringFlag{Name: "master-addr", Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
@@ -38,6 +40,26 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "auto, sockets or per-group (Holmes' Megatron fork): NCCL transport across islands"},
 		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
+		&cli.BoolFlag{Name: "standalone", Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
+		&cli.StringFlag{Name: "rdzv-endpoint", Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
+		&cli.StringFlag{Name: "role", Value: "default", Usage: "ROLE_NAME of the workers"},
+	}, ignoredTorchrunFlags()...)
+}
+
+// ignoredTorchrunFlags are accepted so torchrun command lines keep working,
+// but mean nothing here: pipette-launch starts every host itself with a
+// static rendezvous, so there is no node rank to give, no rendezvous
+// backend and no local agent to tune. Using one prints a warning.
+func ignoredTorchrunFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "node-rank", Aliases: []string{"node_rank"}, Usage: "ignored: every host gets its node rank from the plan"},
+		&cli.StringFlag{Name: "rdzv-backend", Aliases: []string{"rdzv_backend"}, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
+		&cli.StringFlag{Name: "rdzv-conf", Aliases: []string{"rdzv_conf"}, Usage: "ignored"},
+		&cli.StringFlag{Name: "monitor-interval", Aliases: []string{"monitor_interval"}, Usage: "ignored"},
+		&cli.StringFlag{Name: "start-method", Aliases: []string{"start_method"}, Usage: "ignored: ranks are processes started by the launch script"},
+		&cli.StringFlag{Name: "redirects", Aliases: []string{"r"}, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "tee", Aliases: []string{"t"}, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "local-ranks-filter", Aliases: []string{"local_ranks_filter"}, Usage: "ignored"},
 	}
 }
 
@@ -69,6 +91,24 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 		NCCLMode:      c.String("nccl-mode"),
 		WorkDir:       c.String("workdir"),
 		NoCheckScript: c.Bool("no-check-script"),
+		Role:          c.String("role"),
+	}
+	for _, f := range ignoredTorchrunFlags() {
+		name := f.Names()[0]
+		if c.IsSet(name) {
+			o.Ignored = append(o.Ignored, "--"+name)
+		}
+	}
+	if c.Bool("standalone") {
+		if o.ClusterFile != "" || o.Hosts != "" || o.Hostfile != "" {
+			return nil, inputErrorf("--standalone runs on this host only: it cannot be combined with --cluster, --hosts or --hostfile")
+		}
+		o.Hosts, o.MasterAddr = "localhost", cmp.Or(o.MasterAddr, "127.0.0.1")
+	}
+	if ep := c.String("rdzv-endpoint"); ep != "" {
+		if err := applyRdzvEndpoint(o, ep, c.IsSet("master-port")); err != nil {
+			return nil, err
+		}
 	}
 	args := c.Args().Slice()
 	if len(args) == 0 {
@@ -76,6 +116,26 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	}
 	o.Script, o.ScriptArgs = args[0], args[1:]
 	return o, nil
+}
+
+// applyRdzvEndpoint maps torchrun's HOST[:PORT] onto the static
+// rendezvous' master address and port; explicit --master-* flags win.
+func applyRdzvEndpoint(o *RunOptions, ep string, portSet bool) error {
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		host, port = ep, ""
+	}
+	if o.MasterAddr == "" {
+		o.MasterAddr = host
+	}
+	if port != "" && !portSet {
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return inputErrorf("--rdzv-endpoint %q: port %q is not a number", ep, port)
+		}
+		o.MasterPort = n
+	}
+	return nil
 }
 
 // parseNNodes accepts torchrun's N or MIN:MAX with MIN == MAX.
