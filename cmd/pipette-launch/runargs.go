@@ -13,20 +13,20 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// runFlags are torchrun's flags (dashed and underscored spellings) plus
-// pipette-launch's own. Parsing stops at the script: everything after it
+// runFlags are torchrun's flags (dashed and underscored spellings, PET_*
+// environment defaults as torchrun) plus pipette-launch's own. Parsing stops at the script: everything after it
 // belongs to the script, as with torchrun.
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "nproc-per-node", Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
-		&cli.StringFlag{Name: "nnodes", Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
-		&cli.StringFlag{Name: "master-addr", Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
-		&cli.IntFlag{Name: "master-port", Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
-		&cli.IntFlag{Name: "max-restarts", Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
-		&cli.BoolFlag{Name: "no-python", Aliases: []string{"no_python"}, Usage: "run the script as a program, not under python"},
-		&cli.BoolFlag{Name: "module", Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
-		&cli.StringFlag{Name: "log-dir", Aliases: []string{"log_dir"}, Usage: "directory on each host for per-rank stdout/stderr files"},
-		&cli.StringFlag{Name: "run-id", Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
+		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
+		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "master-addr", EnvVars: []string{"PET_MASTER_ADDR"}, Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
+		&cli.IntFlag{Name: "master-port", EnvVars: []string{"PET_MASTER_PORT"}, Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
+		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
+		&cli.BoolFlag{Name: "no-python", EnvVars: []string{"PET_NO_PYTHON"}, Aliases: []string{"no_python"}, Usage: "run the script as a program, not under python"},
+		&cli.BoolFlag{Name: "module", EnvVars: []string{"PET_MODULE"}, Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
+		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "directory on each host for per-rank stdout/stderr files"},
+		&cli.StringFlag{Name: "run-id", EnvVars: []string{"PET_RDZV_ID"}, Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
 		&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter that runs the script on every host"},
 		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from `pipette-launch probe` or written by hand); default: the embedded example"},
 		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
@@ -40,9 +40,9 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "auto, sockets or per-group (Holmes' Megatron fork): NCCL transport across islands"},
 		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
-		&cli.BoolFlag{Name: "standalone", Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
-		&cli.StringFlag{Name: "rdzv-endpoint", Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
-		&cli.StringFlag{Name: "role", Value: "default", Usage: "ROLE_NAME of the workers"},
+		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
+		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
+		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
 	}, ignoredTorchrunFlags()...)
 }
 
@@ -52,14 +52,14 @@ func runFlags() []cli.Flag {
 // backend and no local agent to tune. Using one prints a warning.
 func ignoredTorchrunFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "node-rank", Aliases: []string{"node_rank"}, Usage: "ignored: every host gets its node rank from the plan"},
-		&cli.StringFlag{Name: "rdzv-backend", Aliases: []string{"rdzv_backend"}, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
-		&cli.StringFlag{Name: "rdzv-conf", Aliases: []string{"rdzv_conf"}, Usage: "ignored"},
-		&cli.StringFlag{Name: "monitor-interval", Aliases: []string{"monitor_interval"}, Usage: "ignored"},
-		&cli.StringFlag{Name: "start-method", Aliases: []string{"start_method"}, Usage: "ignored: ranks are processes started by the launch script"},
-		&cli.StringFlag{Name: "redirects", Aliases: []string{"r"}, Usage: "ignored: use --log-dir"},
-		&cli.StringFlag{Name: "tee", Aliases: []string{"t"}, Usage: "ignored: use --log-dir"},
-		&cli.StringFlag{Name: "local-ranks-filter", Aliases: []string{"local_ranks_filter"}, Usage: "ignored"},
+		&cli.StringFlag{Name: "node-rank", EnvVars: []string{"PET_NODE_RANK"}, Aliases: []string{"node_rank"}, Usage: "ignored: every host gets its node rank from the plan"},
+		&cli.StringFlag{Name: "rdzv-backend", EnvVars: []string{"PET_RDZV_BACKEND"}, Aliases: []string{"rdzv_backend"}, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
+		&cli.StringFlag{Name: "rdzv-conf", EnvVars: []string{"PET_RDZV_CONF"}, Aliases: []string{"rdzv_conf"}, Usage: "ignored"},
+		&cli.StringFlag{Name: "monitor-interval", EnvVars: []string{"PET_MONITOR_INTERVAL"}, Aliases: []string{"monitor_interval"}, Usage: "ignored"},
+		&cli.StringFlag{Name: "start-method", EnvVars: []string{"PET_START_METHOD"}, Aliases: []string{"start_method"}, Usage: "ignored: ranks are processes started by the launch script"},
+		&cli.StringFlag{Name: "redirects", EnvVars: []string{"PET_REDIRECTS"}, Aliases: []string{"r"}, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "tee", EnvVars: []string{"PET_TEE"}, Aliases: []string{"t"}, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "ignored"},
 	}
 }
 

@@ -132,7 +132,7 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 			p.Placement = append(p.Placement, planner.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
 		}
 	}
-	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d hosts, TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
+	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
 }
 
 // planSummary is the one line printed before the job.
