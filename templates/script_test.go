@@ -278,3 +278,21 @@ func TestLaunchScriptRunsARealGlooJob(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchScriptRunsFromStdin: the launcher may pipe the script to
+// `sh -s`; ranks must not eat the rest of it from stdin.
+func TestLaunchScriptRunsFromStdin(t *testing.T) {
+	job := renderLocal(t, nastyWords, nil)
+	out := t.TempDir()
+	cmd := exec.Command("sh", "-s")
+	cmd.Stdin = strings.NewReader(job.Hosts[0].Script)
+	cmd.Env = append(os.Environ(), helperOutEnv+"="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sh -s: %v\n%s", err, b)
+	}
+	for _, r := range job.Hosts[0].Ranks {
+		if argv := readNUL(t, filepath.Join(out, fmt.Sprintf("argv.%d", r.Rank))); strings.Join(argv, "\x00") != strings.Join(nastyWords, "\x00") {
+			t.Errorf("rank %d argv through sh -s: %q", r.Rank, argv)
+		}
+	}
+}

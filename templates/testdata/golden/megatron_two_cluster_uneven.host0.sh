@@ -1,7 +1,8 @@
 #!/bin/sh
 # pipette-launch: ranks of job pipette on host a01 (node rank 0 of 4).
 # Starts every rank in its own session (process group) with its environment
-# set on top of the inherited one, waits for all of them, and stops the
+# set on top of the inherited one and stdin from /dev/null (the script may
+# itself arrive on stdin, e.g. `ssh host sh -s < script`), waits for all of them, and stops the
 # others as soon as one fails, as torchrun's agent does. Exit status: 0 when
 # every rank succeeded, else the first failing rank's own status.
 # PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
@@ -60,7 +61,8 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/0" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather &
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+	</dev/null &
 pids="$pids $!"
 # rank 1, local rank 1
 setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
@@ -88,7 +90,8 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather &
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+	</dev/null &
 pids="$pids $!"
 # rank 2, local rank 2
 setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
@@ -116,7 +119,8 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather &
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+	</dev/null &
 pids="$pids $!"
 # rank 3, local rank 3
 setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
@@ -144,7 +148,8 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather &
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+	</dev/null &
 pids="$pids $!"
 # A signal that came while ranks were starting missed the later ones.
 [ -n "$stopping" ] && stop_ranks

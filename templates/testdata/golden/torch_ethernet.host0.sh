@@ -1,7 +1,8 @@
 #!/bin/sh
 # pipette-launch: ranks of job pipette on host w1 (node rank 0 of 2).
 # Starts every rank in its own session (process group) with its environment
-# set on top of the inherited one, waits for all of them, and stops the
+# set on top of the inherited one and stdin from /dev/null (the script may
+# itself arrive on stdin, e.g. `ssh host sh -s < script`), waits for all of them, and stops the
 # others as soon as one fails, as torchrun's agent does. Exit status: 0 when
 # every rank succeeded, else the first failing rank's own status.
 # PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
@@ -62,7 +63,7 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/0" \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=8 \
 	python3 -u train.py --epochs 3 \
-	>logs/rank0.stdout.log 2>logs/rank0.stderr.log &
+	</dev/null >logs/rank0.stdout.log 2>logs/rank0.stderr.log &
 pids="$pids $!"
 # rank 1, local rank 1
 setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
@@ -90,7 +91,7 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=8 \
 	python3 -u train.py --epochs 3 \
-	>logs/rank1.stdout.log 2>logs/rank1.stderr.log &
+	</dev/null >logs/rank1.stdout.log 2>logs/rank1.stderr.log &
 pids="$pids $!"
 # rank 2, local rank 2
 setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
@@ -118,7 +119,7 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=8 \
 	python3 -u train.py --epochs 3 \
-	>logs/rank2.stdout.log 2>logs/rank2.stderr.log &
+	</dev/null >logs/rank2.stdout.log 2>logs/rank2.stderr.log &
 pids="$pids $!"
 # rank 3, local rank 3
 setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
@@ -146,7 +147,7 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=8 \
 	python3 -u train.py --epochs 3 \
-	>logs/rank3.stdout.log 2>logs/rank3.stderr.log &
+	</dev/null >logs/rank3.stdout.log 2>logs/rank3.stderr.log &
 pids="$pids $!"
 # A signal that came while ranks were starting missed the later ones.
 [ -n "$stopping" ] && stop_ranks
