@@ -3,6 +3,7 @@ package templates
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -43,6 +44,12 @@ func helperMain(dir string) int {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "pid."+rank), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return 3
+	}
+	if os.Getenv("HELPER_READ_STDIN") != "" {
+		in, _ := io.ReadAll(os.Stdin) // a rank that reads stdin
+		if err := os.WriteFile(filepath.Join(dir, "stdin."+rank), in, 0o644); err != nil {
+			return 3
+		}
 	}
 	if err := write("env", os.Environ()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -285,12 +292,17 @@ func TestLaunchScriptRunsFromStdin(t *testing.T) {
 	job := renderLocal(t, nastyWords, nil)
 	out := t.TempDir()
 	cmd := exec.Command("sh", "-s")
-	cmd.Stdin = strings.NewReader(job.Hosts[0].Script)
-	cmd.Env = append(os.Environ(), helperOutEnv+"="+out)
+	// Padding after the script stays unread while ranks start: a rank
+	// that inherited stdin would read it.
+	cmd.Stdin = strings.NewReader(job.Hosts[0].Script + strings.Repeat("# padding\n", 10000))
+	cmd.Env = append(os.Environ(), helperOutEnv+"="+out, "HELPER_READ_STDIN=1")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sh -s: %v\n%s", err, b)
 	}
 	for _, r := range job.Hosts[0].Ranks {
+		if in, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("stdin.%d", r.Rank))); err != nil || len(in) != 0 {
+			t.Errorf("rank %d read %d bytes of stdin (%v); it must get /dev/null", r.Rank, len(in), err)
+		}
 		if argv := readNUL(t, filepath.Join(out, fmt.Sprintf("argv.%d", r.Rank))); strings.Join(argv, "\x00") != strings.Join(nastyWords, "\x00") {
 			t.Errorf("rank %d argv through sh -s: %q", r.Rank, argv)
 		}

@@ -1,8 +1,9 @@
 #!/bin/sh
 # pipette-launch: ranks of job pipette on host a01 (node rank 0 of 4).
 # Starts every rank in its own session (process group) with its environment
-# set on top of the inherited one and stdin from /dev/null (the script may
-# itself arrive on stdin, e.g. `ssh host sh -s < script`), waits for all of them, and stops the
+# set on top of the inherited one and stdin from /dev/null (explicit, though
+# POSIX shells do it for background jobs: the script may itself arrive on
+# stdin, `ssh host sh -s < script`), waits for all of them, and stops the
 # others as soon as one fails, as torchrun's agent does. Exit status: 0 when
 # every rank succeeded, else the first failing rank's own status.
 # PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
