@@ -69,52 +69,16 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	job := &Job{Name: o.Name, WorkDir: o.WorkDir, LogDir: o.LogDir, Warnings: fp.warnings}
 	megatronArgs := p.Framework == planner.FrameworkMegatron ||
 		(p.Framework == planner.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
-	numLayers := 0
-	if megatronArgs {
-		set, err := readMegatronSettings(o.Args)
-		if err != nil {
-			return nil, fmt.Errorf("script arguments: %w", err)
-		}
-		numLayers = set.numLayers
-		if parseFlags(o.Args).has("--use-tp-pp-dp-mapping") {
-			// The placement puts Megatron's default groups on the intended
-			// links; another order would scatter them.
-			return nil, errors.New("--use-tp-pp-dp-mapping changes Megatron's rank order, but the plan places ranks for the default order tp-cp-ep-dp-pp: drop the flag")
-		}
+	numLayers, err := megatronLayers(o, megatronArgs)
+	if err != nil {
+		return nil, err
 	}
 	args, err := frameworkArgs(p, o, megatronArgs, numLayers)
 	if err != nil {
 		return nil, err
 	}
 	byHost := ranksByHost(p)
-	masterAddr := o.MasterAddr
-	if masterAddr == "" {
-		h := c.Hosts[p.Placement[rank0(p)].HostIndex]
-		masterAddr = cmp.Or(h.Address, h.Name)
-	}
-	base := []EnvVar{
-		{"MASTER_ADDR", masterAddr},
-		{"MASTER_PORT", strconv.Itoa(o.MasterPort)},
-		{"WORLD_SIZE", strconv.Itoa(len(p.Placement))},
-		{"ROLE_NAME", o.Role},
-		{"ROLE_WORLD_SIZE", strconv.Itoa(len(p.Placement))},
-		{"GROUP_WORLD_SIZE", strconv.Itoa(len(byHost))},
-		{"TORCHELASTIC_RUN_ID", o.Name},
-		{"TORCHELASTIC_RESTART_COUNT", "0"},
-		{"TORCHELASTIC_MAX_RESTARTS", strconv.Itoa(o.MaxRestarts)},
-		// The probe records nvidia-smi's indices, which follow PCI bus
-		// order; CUDA's default order (fastest first) can differ on hosts
-		// with mixed GPUs.
-		{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-	}
-	if v, ok := userEnv["TORCH_NCCL_ASYNC_ERROR_HANDLING"]; ok {
-		base = append(base, EnvVar{"TORCH_NCCL_ASYNC_ERROR_HANDLING", v})
-	} else {
-		base = append(base, EnvVar{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"})
-	}
-	if megatronArgs && (p.TP > 1 || p.CP > 1) {
-		base = append(base, EnvVar{"CUDA_DEVICE_MAX_CONNECTIONS", "1"})
-	}
+	base := baseEnv(c, p, o, userEnv, len(byHost), megatronArgs)
 	for nodeRank, hb := range byHost {
 		hj, warnings, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, userEnv, numLayers)
 		if err != nil {
@@ -139,6 +103,54 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	}
 	job.Warnings = append(job.Warnings, overriddenWarnings(userEnv)...)
 	return job, nil
+}
+
+// megatronLayers reads --num-layers from Megatron arguments and refuses
+// arguments the placement cannot serve.
+func megatronLayers(o Options, megatronArgs bool) (int, error) {
+	if !megatronArgs {
+		return 0, nil
+	}
+	set, err := readMegatronSettings(o.Args)
+	if err != nil {
+		return 0, fmt.Errorf("script arguments: %w", err)
+	}
+	if parseFlags(o.Args).has("--use-tp-pp-dp-mapping") {
+		// The placement puts Megatron's default groups on the intended
+		// links; another order would scatter them.
+		return 0, errors.New("--use-tp-pp-dp-mapping changes Megatron's rank order, but the plan places ranks for the default order tp-cp-ep-dp-pp: drop the flag")
+	}
+	return set.numLayers, nil
+}
+
+// baseEnv is the environment every rank of the job shares.
+func baseEnv(c *planner.Cluster, p *planner.Plan, o Options, userEnv map[string]string, nodes int, megatronArgs bool) []EnvVar {
+	masterAddr := o.MasterAddr
+	if masterAddr == "" {
+		h := c.Hosts[p.Placement[rank0(p)].HostIndex]
+		masterAddr = cmp.Or(h.Address, h.Name)
+	}
+	world := strconv.Itoa(len(p.Placement))
+	base := []EnvVar{
+		{"MASTER_ADDR", masterAddr},
+		{"MASTER_PORT", strconv.Itoa(o.MasterPort)},
+		{"WORLD_SIZE", world},
+		{"ROLE_NAME", o.Role},
+		{"ROLE_WORLD_SIZE", world},
+		{"GROUP_WORLD_SIZE", strconv.Itoa(nodes)},
+		{"TORCHELASTIC_RUN_ID", o.Name},
+		{"TORCHELASTIC_RESTART_COUNT", "0"},
+		{"TORCHELASTIC_MAX_RESTARTS", strconv.Itoa(o.MaxRestarts)},
+		// The probe records nvidia-smi's indices, which follow PCI bus
+		// order; CUDA's default order (fastest first) can differ on hosts
+		// with mixed GPUs.
+		{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", cmp.Or(userEnv["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")},
+	}
+	if megatronArgs && (p.TP > 1 || p.CP > 1) {
+		base = append(base, EnvVar{"CUDA_DEVICE_MAX_CONNECTIONS", "1"})
+	}
+	return base
 }
 
 func withDefaults(o Options) Options {
