@@ -28,9 +28,9 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "directory on each host for per-rank stdout/stderr files"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"PET_RDZV_ID"}, Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
 		&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter that runs the script on every host"},
-		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from `pipette-launch probe` or written by hand); default: the embedded example"},
+		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand); default: the embedded example"},
 		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
-		&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile (`host slots=N`); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
 		&cli.StringFlag{Name: "framework", Usage: "megatron, deepspeed or torch (default: megatron for Megatron scripts/flags, deepspeed with --deepspeed, else torch)"},
 		&cli.IntFlag{Name: "plan", Value: 1, Usage: "use the N-th ranked plan"},
 		&cli.StringFlag{Name: "model", Usage: "model preset name or model YAML, when the script's arguments do not give the shape"},
@@ -52,14 +52,14 @@ func runFlags() []cli.Flag {
 // backend and no local agent to tune. Using one prints a warning.
 func ignoredTorchrunFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "node-rank", EnvVars: []string{"PET_NODE_RANK"}, Aliases: []string{"node_rank"}, Usage: "ignored: every host gets its node rank from the plan"},
-		&cli.StringFlag{Name: "rdzv-backend", EnvVars: []string{"PET_RDZV_BACKEND"}, Aliases: []string{"rdzv_backend"}, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
-		&cli.StringFlag{Name: "rdzv-conf", EnvVars: []string{"PET_RDZV_CONF"}, Aliases: []string{"rdzv_conf"}, Usage: "ignored"},
-		&cli.StringFlag{Name: "monitor-interval", EnvVars: []string{"PET_MONITOR_INTERVAL"}, Aliases: []string{"monitor_interval"}, Usage: "ignored"},
-		&cli.StringFlag{Name: "start-method", EnvVars: []string{"PET_START_METHOD"}, Aliases: []string{"start_method"}, Usage: "ignored: ranks are processes started by the launch script"},
-		&cli.StringFlag{Name: "redirects", EnvVars: []string{"PET_REDIRECTS"}, Aliases: []string{"r"}, Usage: "ignored: use --log-dir"},
-		&cli.StringFlag{Name: "tee", EnvVars: []string{"PET_TEE"}, Aliases: []string{"t"}, Usage: "ignored: use --log-dir"},
-		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "ignored"},
+		&cli.StringFlag{Name: "node-rank", EnvVars: []string{"PET_NODE_RANK"}, Aliases: []string{"node_rank"}, Hidden: true, Usage: "ignored: every host gets its node rank from the plan"},
+		&cli.StringFlag{Name: "rdzv-backend", EnvVars: []string{"PET_RDZV_BACKEND"}, Aliases: []string{"rdzv_backend"}, Hidden: true, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
+		&cli.StringFlag{Name: "rdzv-conf", EnvVars: []string{"PET_RDZV_CONF"}, Aliases: []string{"rdzv_conf"}, Hidden: true, Usage: "ignored"},
+		&cli.StringFlag{Name: "monitor-interval", EnvVars: []string{"PET_MONITOR_INTERVAL"}, Aliases: []string{"monitor_interval"}, Hidden: true, Usage: "ignored"},
+		&cli.StringFlag{Name: "start-method", EnvVars: []string{"PET_START_METHOD"}, Aliases: []string{"start_method"}, Hidden: true, Usage: "ignored: ranks are processes started by the launch script"},
+		&cli.StringFlag{Name: "redirects", EnvVars: []string{"PET_REDIRECTS"}, Aliases: []string{"r"}, Hidden: true, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "tee", EnvVars: []string{"PET_TEE"}, Aliases: []string{"t"}, Hidden: true, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Hidden: true, Usage: "ignored"},
 	}
 }
 
