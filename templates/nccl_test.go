@@ -149,7 +149,7 @@ func TestUserEnvironmentRules(t *testing.T) {
 }
 
 func TestRankOrderAndPlacementEnv(t *testing.T) {
-	c := newTestCluster(islandDef{name: "e", hosts: []string{"a", "b"}, gpus: 4, nics: ethNICs(10)})
+	c := newTestCluster(islandDef{name: "e", hosts: []string{"a", "b"}, gpus: 4, gpu: "A100-SXM-80GB", nics: ethNICs(10)})
 	p := &planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 6, CP: 1, MicroBatch: 1, GlobalBatch: 6}}
 	// Rank 0 on host b; host a holds ranks 3..5 on GPUs 3,1,2.
 	p.Placement = []planner.RankPlacement{
@@ -169,6 +169,15 @@ func TestRankOrderAndPlacementEnv(t *testing.T) {
 		if r.LocalRank != i || env["GROUP_RANK"] != "1" || env["CUDA_VISIBLE_DEVICES"] != "3,1,2" || env["MASTER_ADDR"] != c.Hosts[1].Address || env["LOCAL_WORLD_SIZE"] != "3" {
 			t.Errorf("host a rank %d: %v", r.Rank, env)
 		}
+	}
+	// Hosts known only by name keep their own CUDA_VISIBLE_DEVICES.
+	unknown := newTestCluster(islandDef{name: "e", hosts: []string{"a", "b"}, gpus: 4})
+	job, err = Render(p, unknown, Options{Script: "t.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := envOf(job.Hosts[0].Ranks[0])["CUDA_VISIBLE_DEVICES"]; ok {
+		t.Errorf("CUDA_VISIBLE_DEVICES=%s set for a host whose GPUs are unknown", v)
 	}
 	bad := *p
 	bad.Placement = append([]planner.RankPlacement{}, p.Placement...)

@@ -141,10 +141,6 @@ func baseEnv(c *planner.Cluster, p *planner.Plan, o Options, userEnv map[string]
 		{"TORCHELASTIC_RUN_ID", o.Name},
 		{"TORCHELASTIC_RESTART_COUNT", "0"},
 		{"TORCHELASTIC_MAX_RESTARTS", strconv.Itoa(o.MaxRestarts)},
-		// The probe records nvidia-smi's indices, which follow PCI bus
-		// order; CUDA's default order (fastest first) can differ on hosts
-		// with mixed GPUs.
-		{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
 		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", cmp.Or(userEnv["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")},
 	}
 	if megatronArgs && (p.TP > 1 || p.CP > 1) {
@@ -357,11 +353,15 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 			EnvVar{"LOCAL_WORLD_SIZE", strconv.Itoa(local)},
 			EnvVar{"GROUP_RANK", strconv.Itoa(nodeRank)},
 			EnvVar{"ROLE_RANK", strconv.Itoa(r.Rank)},
+		)
+		if gpusKnown(h) {
 			// Every rank sees its host's GPUs in local-rank order, so device
 			// LOCAL_RANK (Megatron's set_device) is the GPU the plan chose,
-			// while peers stay visible for CUDA IPC.
-			EnvVar{"CUDA_VISIBLE_DEVICES", strings.Join(visible, ",")},
-		)
+			// while peers stay visible for CUDA IPC. nvidia-smi's indices
+			// follow PCI bus order; CUDA's default (fastest first) can differ.
+			env = append(env, EnvVar{"CUDA_VISIBLE_DEVICES", strings.Join(visible, ",")},
+				EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"})
+		}
 		if p.Framework == planner.FrameworkDeepSpeed {
 			env = append(env, EnvVar{"LOCAL_SIZE", strconv.Itoa(local)},
 				EnvVar{"CROSS_RANK", strconv.Itoa(nodeRank)}, EnvVar{"CROSS_SIZE", strconv.Itoa(nodes)})
@@ -375,6 +375,11 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 	}
 	return hj, warnings, nil
 }
+
+// gpusKnown reports whether the host's GPUs were described (probed or
+// written in a cluster file). Hosts given only by name (--hosts) keep
+// whatever CUDA_VISIBLE_DEVICES they have, as with torchrun.
+func gpusKnown(h planner.Host) bool { return h.GPU.Model != "" }
 
 // rankArgv is the program line of one rank, as torchrun (or DeepSpeed's
 // launch.py, which puts --local_rank right after the script) builds it.
