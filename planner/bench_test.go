@@ -34,3 +34,29 @@ func BenchmarkPlanTwoIslands(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlan1024GPUsHeterogeneous: the same search on 128 hosts in four
+// islands (two A100, two H100) with per-pair bandwidth noise inside islands
+// and 100 Gbit/s between them, so every host differs and placement runs its
+// local search for every placed candidate.
+func BenchmarkPlan1024GPUsHeterogeneous(b *testing.B) {
+	c := testCluster([]islandDef{
+		{hosts: 32, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600},
+		{hosts: 32, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200},
+		{hosts: 32, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 800},
+		{hosts: 32, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 1600},
+	}, 100)
+	for a := range c.bw {
+		for k := a + 1; k < len(c.bw); k++ {
+			f := 0.7 + 0.3*float64((a*31+k*17)%97)/97
+			c.bw[a][k] *= f
+			c.bw[k][a] = c.bw[a][k]
+		}
+	}
+	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 1536, TopK: 10, Seed: 1}
+	for i := 0; i < b.N; i++ {
+		if _, err := Search(c, gpt3_175b, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

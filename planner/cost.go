@@ -1,6 +1,9 @@
 package planner
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Latency model.
 //
@@ -75,7 +78,7 @@ func GEMMSeconds(g GPUSpec, m, n, k float64) float64 {
 	flops := 2 * m * n * k
 	compute := flops / (gpuPeakFLOPS(g) * GEMMEfficiency(m, n, k))
 	memory := bytesPerElem * (m*k + k*n + m*n) / gpuHBMBytesPerS(g)
-	return math.Max(compute, memory)
+	return max(compute, memory)
 }
 
 // LayerShape is what one GPU computes for one decoder layer and one
@@ -270,8 +273,8 @@ func cpCommPerLayer(m Model, cfg Config, link Link, attnFwd float64) (fwd, bwd f
 	kvBytes := 2 * s.tokens * s.kv / s.tp * bytesPerElem
 	steps := float64(cfg.CP - 1)
 	f := steps * P2PSeconds(kvBytes, link)
-	fwd = math.Max(0, f-0.5*attnFwd)
-	bwd = math.Max(0, 2*f-attnFwd)
+	fwd = max(0, f-0.5*attnFwd)
+	bwd = max(0, 2*f-attnFwd)
 	return fwd, bwd
 }
 
@@ -301,34 +304,97 @@ func stageParams(m Model, layers int, first, last bool) float64 {
 }
 
 // dpCommSeconds is the data-parallel gradient synchronisation of one GPU
-// holding params parameters (already divided by TP), over dp members whose
-// slowest ring hop is link. It returns the total wire time, the part that
-// only starts after the last backward (what overlap cannot hide), and the
-// per-micro-batch communication DeepSpeed ZeRO-2/3 pay inside every step.
-func dpCommSeconds(cfg Config, f Framework, params float64, link Link) (total, tail, perMB float64) {
+// holding params parameters (already divided by TP); allReduce prices an
+// all-reduce of a buffer over the group (an all-gather or reduce-scatter is
+// half of it, exactly so for rings). It returns the total wire time, the
+// part that only starts after the last backward (what overlap cannot
+// hide), and the per-micro-batch communication DeepSpeed ZeRO-2/3 pay
+// inside every step.
+func dpCommSeconds(cfg Config, f Framework, params float64, allReduce func(bytes float64) float64) (total, tail, perMB float64) {
 	n := cfg.DP * cfg.CP // gradients are reduced over DP x CP in Megatron
 	if n <= 1 {
 		return 0, 0, 0
 	}
 	bytes := params * bytesPerElem
-	total = AllReduceSeconds(bytes, n, link) // RS + AG moves the same bytes
-	bucket := math.Min(1, dpBucketParams/math.Max(params, 1))
+	total = allReduce(bytes) // RS + AG (distributed optimizer) moves the same bytes
+	gather := total / 2
+	bucket := min(1, dpBucketParams/max(params, 1))
 	tail = total * bucket
 	if f == FrameworkDeepSpeed && cfg.ZeroStage >= 2 {
 		// ZeRO-2 reduce-scatters gradients at every micro-batch; ZeRO-3 also
 		// all-gathers parameters for forward and backward.
-		rs := AllGatherSeconds(bytes, n, link)
-		perMB = rs
+		perMB = gather
 		if cfg.ZeroStage == 3 {
-			perMB += 2 * AllGatherSeconds(bytes, n, link)
+			perMB += 2 * gather
 		}
-		total = perMB*float64(cfg.NumMicroBatches) + AllGatherSeconds(bytes, n, link)
-		tail = rs * bucket
+		total = perMB*float64(cfg.NumMicroBatches) + gather
+		tail = gather * bucket
 		if cfg.ZeroStage == 2 {
-			tail += AllGatherSeconds(bytes, n, link) // parameter all-gather after the step
+			tail += gather // parameter all-gather after the step
 		}
 	}
 	return total, tail, perMB
+}
+
+// dpAllReduceSeconds prices an all-reduce over the ring of hosts (group
+// order): NCCL's flat ring, limited by its slowest hop, or, when the group
+// has k > 1 members on each of several hosts, the hierarchical form
+// (reduce-scatter inside hosts, all-reduce of 1/k across hosts over k
+// sub-rings sharing the NIC, all-gather inside hosts), whichever is faster.
+// Both move the same bytes across the NIC; the hierarchical one pays far
+// fewer latency steps.
+//
+// While any member is unplaced the result is 0: the best completion may
+// pick either form, and 0 keeps partial costs lower bounds.
+func (e *planEval) dpAllReduceSeconds(bytes float64, hosts []int) float64 {
+	if slices.Contains(hosts, -1) {
+		return 0
+	}
+	n := len(hosts)
+	flat := AllReduceSeconds(bytes, n, e.ringLink(hosts))
+	distinct, k := hostRuns(hosts, e.runBuf[:0])
+	e.runBuf = distinct[:0]
+	if k <= 1 || len(distinct) <= 1 {
+		return flat
+	}
+	intra := Link{BytesPerS: math.Inf(1)}
+	for _, h := range distinct {
+		l := e.link(h, h)
+		intra.BytesPerS = min(intra.BytesPerS, l.BytesPerS)
+		intra.LatencyS = max(intra.LatencyS, l.LatencyS)
+	}
+	inter := e.ringLink(distinct)
+	inter.BytesPerS /= float64(k)
+	hier := 2*AllGatherSeconds(bytes, k, intra) + AllReduceSeconds(bytes/float64(k), len(distinct), inter)
+	return min(flat, hier)
+}
+
+// hostRuns returns the hosts of consecutive runs and the run length when
+// every run is equally long (else k = 0).
+func hostRuns(hosts, buf []int) (distinct []int, k int) {
+	run := 0
+	distinct = buf
+	for i, h := range hosts {
+		if i > 0 && h == hosts[i-1] {
+			run++
+			continue
+		}
+		if i > 0 {
+			if k == 0 {
+				k = run
+			} else if run != k {
+				return nil, 0
+			}
+		}
+		distinct = append(distinct, h)
+		run = 1
+	}
+	if k == 0 {
+		k = run
+	} else if run != k {
+		return nil, 0
+	}
+	return distinct, k
 }
 
 // exposedDP is what stays on the critical path after backward: Megatron's
@@ -341,7 +407,7 @@ func exposedDP(total, tail, lastBackward float64) float64 {
 	if total <= 0 {
 		return 0
 	}
-	return math.Max(tail, total-dpOverlapEfficiency*lastBackward)
+	return max(tail, total-dpOverlapEfficiency*lastBackward)
 }
 
 // optimizerSeconds is the GPU Adam step over the parameters this GPU owns.
@@ -377,7 +443,14 @@ type planEval struct {
 	// stageMem is each pipeline rank's per-GPU memory; a placement that puts
 	// a stage on GPUs too small for it pays memPenaltyPerGiB per GiB over.
 	stageMem []float64
+	// sums[k*p+r] is rank r's per-micro-batch work on host class k when
+	// CP = 1 (then it depends on nothing else), for the fast objective.
+	sums []stageSum
+	// runBuf is scratch for hostRuns (a planEval is used by one goroutine).
+	runBuf []int
 }
+
+type stageSum struct{ total, lastBwd float64 }
 
 // memPenaltyPerGiB makes every over-capacity placement slower than any
 // that fits while keeping the objective finite and monotone, so local
@@ -427,6 +500,22 @@ func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
 		}
 	}
 	e.p2p = P2PBytes(m, e.cfg)
+	if e.cp == 1 {
+		var w stageWork
+		hosts := make([]int, 1)
+		bh := make([]int, e.nBlocks)
+		e.sums = make([]stageSum, len(e.classes)*e.p)
+		for k := range e.classes {
+			h := slices.Index(e.classOf, k)
+			for i := range bh {
+				bh[i] = h
+			}
+			for r := 0; r < e.p; r++ {
+				e.stage(bh, r, 0, hosts, &w)
+				e.sums[k*e.p+r] = stageSum{total: w.total, lastBwd: w.lastBwd}
+			}
+		}
+	}
 	e.stageMem = make([]float64, e.p)
 	for r := range e.stageMem {
 		e.stageMem[r] = EstimateStageMemory(m, e.cfg, f, r).Total()
@@ -441,10 +530,10 @@ func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
 	}
 	maxParams := 0.0
 	for _, x := range e.params {
-		maxParams = math.Max(maxParams, x)
+		maxParams = max(maxParams, x)
 	}
 	for _, hc := range e.classes {
-		e.optSec = math.Max(e.optSec, optimizerSeconds(e.cfg, f, maxParams, hc.gpu))
+		e.optSec = max(e.optSec, optimizerSeconds(e.cfg, f, maxParams, hc.gpu))
 	}
 	e.bestLnk = Link{}
 	for a := range c.Hosts {
@@ -503,7 +592,7 @@ func (e *planEval) ringLink(hosts []int) Link {
 		if l.BytesPerS < worst.BytesPerS {
 			worst.BytesPerS = l.BytesPerS
 		}
-		worst.LatencyS = math.Max(worst.LatencyS, l.LatencyS)
+		worst.LatencyS = max(worst.LatencyS, l.LatencyS)
 	}
 	return worst
 }
@@ -551,10 +640,31 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
 	for c := 0; c < e.cp; c++ {
 		from := blockHost[e.block(r, d, c)]
 		if r < e.p-1 {
-			w.sendNext = math.Max(w.sendNext, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(r+1, d, c)])))
+			w.sendNext = max(w.sendNext, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(r+1, d, c)])))
 		} else if e.v > 1 {
-			w.sendWr = math.Max(w.sendWr, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(0, d, c)])))
+			w.sendWr = max(w.sendWr, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(0, d, c)])))
 		}
+	}
+}
+
+// stageQuick fills w's totals and sends only: from the per-class table
+// when CP = 1, else through stage.
+func (e *planEval) stageQuick(blockHost []int, r, d int, hosts []int, w *stageWork) {
+	if e.sums == nil {
+		e.stage(blockHost, r, d, hosts, w)
+		return
+	}
+	from := blockHost[e.block(r, d, 0)]
+	k := e.best
+	if from >= 0 {
+		k = e.classOf[from]
+	}
+	sum := e.sums[k*e.p+r]
+	w.total, w.lastBwd, w.sendNext, w.sendWr = sum.total, sum.lastBwd, 0, 0
+	if r < e.p-1 {
+		w.sendNext = P2PSeconds(e.p2p, e.link(from, blockHost[e.block(r+1, d, 0)]))
+	} else if e.v > 1 {
+		w.sendWr = P2PSeconds(e.p2p, e.link(from, blockHost[e.block(0, d, 0)]))
 	}
 }
 
@@ -567,7 +677,7 @@ func (e *planEval) dpExposed(blockHost []int, r int, lastBwd float64, hosts []in
 			hosts = append(hosts, blockHost[e.block(r, d, c)])
 		}
 	}
-	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], e.ringLink(hosts))
+	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], func(b float64) float64 { return e.dpAllReduceSeconds(b, hosts) })
 	return exposedDP(total, tail, lastBwd), perMB
 }
 
@@ -593,25 +703,25 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
 		for r := 0; r < e.p; r++ {
 			w := &scratch.work[r]
-			e.stage(blockHost, r, d, scratch.hosts, w)
+			e.stageQuick(blockHost, r, d, scratch.hosts, w)
 			if pm := scratch.perMB[r]; pm > 0 {
-				w.total += math.Max(0, pm-dpOverlapEfficiency*w.total)
+				w.total += max(0, pm-dpOverlapEfficiency*w.total)
 			}
-			period = math.Max(period, w.total)
+			period = max(period, w.total)
 			sumT += w.total
 			sumL += w.sendNext
-			linkMax = math.Max(linkMax, math.Max(w.sendNext, w.sendWr))
+			linkMax = max(linkMax, max(w.sendNext, w.sendWr))
 		}
-		period = math.Max(period, v*linkMax)
+		period = max(period, v*linkMax)
 		span := m*period + (sumT-period)/v + 2*sumL
 		drain := 0.0
 		for r := 0; r < e.p; r++ {
 			w := &scratch.work[r]
-			scratch.finish[r] = math.Max(scratch.finish[r], span-drain)
+			scratch.finish[r] = max(scratch.finish[r], span-drain)
 			if d == 0 {
 				scratch.lastBwd[r] = w.lastBwd
 			} else {
-				scratch.lastBwd[r] = math.Min(scratch.lastBwd[r], w.lastBwd)
+				scratch.lastBwd[r] = min(scratch.lastBwd[r], w.lastBwd)
 			}
 			drain += w.lastBwd/v + w.sendNext
 		}
@@ -619,7 +729,7 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 	iter := 0.0
 	for r := 0; r < e.p; r++ {
 		x, _ := e.dpExposed(blockHost, r, scratch.lastBwd[r], scratch.hosts)
-		iter = math.Max(iter, scratch.finish[r]+x)
+		iter = max(iter, scratch.finish[r]+x)
 	}
 	return iter + e.optSec + e.memoryPenalty(blockHost)
 }

@@ -224,3 +224,34 @@ func TestP2PUsesStageLink(t *testing.T) {
 		t.Fatalf("p2p %g s, want %g", w.sendNext, want)
 	}
 }
+
+// A DP group with 4 members on each of 2 hosts: the hierarchical all-reduce
+// moves the same NIC bytes as the flat ring but pays 2 inter-host latency
+// steps instead of 14, and is picked when latency dominates.
+func TestHierarchicalDPAllReduce(t *testing.T) {
+	c := dgxA100(2)
+	for a := range c.lat {
+		for b := range c.lat[a] {
+			if a != b {
+				c.lat[a][b] = 1e-3 // a slow, high-latency path
+			}
+		}
+	}
+	cfg := Config{TP: 2, PP: 1, DP: 8, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, NumMicroBatches: 1, SequenceParallel: true}
+	e := newPlanEval(c, gpt3_175b, cfg, FrameworkMegatron)
+	hosts := []int{0, 0, 0, 0, 1, 1, 1, 1}
+	bytes := 1e6
+	flat := AllReduceSeconds(bytes, 8, e.ringLink(hosts))
+	inter := e.link(0, 1)
+	inter.BytesPerS /= 4
+	hier := 2*AllGatherSeconds(bytes, 4, e.link(0, 0)) + AllReduceSeconds(bytes/4, 2, inter)
+	if hier >= flat {
+		t.Fatalf("test setup: hierarchical %g not below flat %g", hier, flat)
+	}
+	if got := e.dpAllReduceSeconds(bytes, hosts); !approx(got, hier, 1e-12) {
+		t.Fatalf("DP all-reduce %g, want hierarchical %g (flat %g)", got, hier, flat)
+	}
+	if d, k := hostRuns([]int{0, 0, 1, 1, 1}, nil); d != nil || k != 0 {
+		t.Fatalf("uneven runs: %v %d", d, k)
+	}
+}

@@ -218,7 +218,7 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 	best := math.Inf(1)
 	for _, s := range pl.starts {
 		if c := pl.cost(s); c < best {
-			best, order = c, s
+			best, order = c, slices.Clone(s) // local search writes into order
 		}
 	}
 	if n < 2 || allSame(pl.sym) {

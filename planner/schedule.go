@@ -1,9 +1,6 @@
 package planner
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // PipelineTimes describes one pipeline for the schedule simulator.
 type PipelineTimes struct {
@@ -117,7 +114,7 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 				if !ok {
 					break
 				}
-				start := math.Max(ready, free[r])
+				start := max(ready, free[r])
 				var d float64
 				if op.backward {
 					d = pt.Bwd[r][op.chunk]
@@ -140,7 +137,7 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 	busy := 0.0
 	for r := 0; r < p; r++ {
 		res.Finish[r] = free[r]
-		res.Makespan = math.Max(res.Makespan, free[r])
+		res.Makespan = max(res.Makespan, free[r])
 		busy += res.Busy[r]
 	}
 	if res.Makespan > 0 {

@@ -422,6 +422,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	})
 	var plans []Plan
 	placed := 0
+	orders := &orderCache{best: map[string][]int{}}
 	for _, cand := range cands {
 		if placed >= maxPlaced {
 			break
@@ -430,7 +431,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 			continue
 		}
 		placed++
-		plan, ok, over := placeAndPredict(c, m, cand.cfg, o, sym, starts)
+		plan, ok, over := placeAndPredict(c, m, cand.cfg, o, sym, starts, orders)
 		if !ok {
 			res.RejectedMemory++
 			miss.note(cand.cfg, over, plan.Memory.Breakdown)
@@ -486,10 +487,11 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 	switch {
 	case c == nil || len(c.Hosts) == 0:
 		return fmt.Errorf("cluster has no hosts")
-	case m.NumLayers <= 0 || m.Hidden <= 0 || m.Heads <= 0 || m.SeqLength <= 0 || m.Vocab <= 0:
-		return fmt.Errorf("model %q: num_layers, hidden_size, num_attention_heads, seq_length and vocab_size must be > 0", m.Name)
 	case o.GlobalBatch <= 0:
 		return fmt.Errorf("global batch size must be > 0 (got %d)", o.GlobalBatch)
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("model %q: %w", m.Name, err)
 	}
 	for i, h := range c.Hosts {
 		if h.GPUs <= 0 {
@@ -499,18 +501,56 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 	return nil
 }
 
+// orderCache remembers the best host order found per parallel shape
+// (TP, PP, DP, CP, VPP): configs that differ only in micro-batch,
+// recompute or optimizer want nearly the same placement, so later ones
+// start from it and get a short local search.
+type orderCache struct {
+	best   map[string][]int
+	shapes int
+}
+
+// fullSearchShapes is how many distinct shapes get the full local search;
+// later shapes and repeats get shortEvalsPerHost evaluations per host.
+const (
+	fullSearchShapes  = 3
+	shortEvalsPerHost = 8
+)
+
+func shapeKey(c Config) string { return fmt.Sprintf("%d/%d/%d/%d/%d", c.TP, c.PP, c.DP, c.CP, c.VPP) }
+
+// options returns the starts and placement options for cfg.
+func (oc *orderCache) options(cfg Config, starts [][]int, po PlaceOptions, hosts int) ([][]int, PlaceOptions) {
+	if prev, ok := oc.best[shapeKey(cfg)]; ok {
+		po.MaxEvals = shortEvalsPerHost * hosts
+		return append([][]int{prev}, starts...), po
+	}
+	oc.shapes++
+	if oc.shapes > fullSearchShapes {
+		po.MaxEvals = shortEvalsPerHost * hosts
+	}
+	return starts, po
+}
+
+func (oc *orderCache) remember(cfg Config, order []int) {
+	oc.best[shapeKey(cfg)] = slices.Clone(order)
+}
+
 // placeAndPredict places cfg (naively when the options ignore islands),
 // tries a layer split rebalanced for the stages' hosts (placed again for
 // it), checks memory against the GPUs each stage landed on and predicts the
 // iteration. Of the even and the rebalanced plan the faster that fits wins.
-func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, starts [][]int) (Plan, bool, float64) {
+func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, starts [][]int, oc *orderCache) (Plan, bool, float64) {
 	po := PlaceOptions{Seed: o.Seed, Budget: o.PlacementBudget}
-	e := newPlanEval(c, m, cfg, o.Framework)
-	pl := newPlacer(e, sym, starts)
 	if o.IgnoreIslands {
-		return finishPlan(e, pl, identity(len(c.Hosts)))
+		e := newPlanEval(c, m, cfg, o.Framework)
+		return finishPlan(e, newPlacer(e, sym, starts), identity(len(c.Hosts)))
 	}
+	st, po := oc.options(cfg, starts, po, len(c.Hosts))
+	e := newPlanEval(c, m, cfg, o.Framework)
+	pl := newPlacer(e, sym, st)
 	order, _ := pl.placeOrder(po)
+	oc.remember(cfg, order)
 	best, ok, over := finishPlan(e, pl, order)
 	split := rebalance(e, pl, order, o.Framework)
 	if split == nil {
@@ -518,10 +558,12 @@ func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int
 	}
 	cfg.StageLayers = split
 	e2 := newPlanEval(c, m, cfg, o.Framework)
+	po.MaxEvals = shortEvalsPerHost * len(c.Hosts)
 	pl2 := newPlacer(e2, sym, append([][]int{order}, starts...))
 	order2, _ := pl2.placeOrder(po)
 	alt, ok2, over2 := finishPlan(e2, pl2, order2)
 	if ok2 && (!ok || alt.Predicted.IterationSeconds < best.Predicted.IterationSeconds) {
+		oc.remember(cfg, order2)
 		return alt, ok2, over2
 	}
 	if !ok && over2 < over {

@@ -219,3 +219,61 @@ func TestMoreMicroBatchesLowerBubbleInPlans(t *testing.T) {
 		prev = b
 	}
 }
+
+// Uneven splits follow GPU speed: a stage on H100s never holds fewer
+// layers than one on A100s (Holmes' heterogeneous pipeline stages).
+func TestSearchFasterIslandGetsMoreLayers(t *testing.T) {
+	c := twoIslands()
+	res, err := Search(c, llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, TopK: 5, Fixed: Constraints{ZeroStage: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uneven := false
+	for _, p := range res.Plans {
+		minFast, maxSlow := 1<<30, 0
+		for r := 0; r < p.PP; r++ {
+			host := c.Hosts[p.Placement[r*p.TP*p.CP*p.DP].HostIndex]
+			n := p.StageLayers[r] // chunk 0 of rank r; all chunks of a rank are equal
+			if host.GPU == gpuH100 {
+				minFast = min(minFast, n)
+			} else {
+				maxSlow = max(maxSlow, n)
+			}
+		}
+		if maxSlow > 0 && minFast < 1<<30 {
+			uneven = true
+			if minFast < maxSlow {
+				t.Errorf("plan %+v: an H100 stage has %d layers, an A100 stage %d", p.Config, minFast, maxSlow)
+			}
+		}
+	}
+	if !uneven {
+		t.Fatal("no top plan spans both islands; the test needs one")
+	}
+}
+
+// Property: doubling every inter-host link never makes the best plan
+// slower (placement is exact on these 6 hosts).
+func TestSearchFasterLinksNeverSlower(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		slow := randomCluster(6, 8, seed)
+		fast := randomCluster(6, 8, seed)
+		for a := range fast.bw {
+			for b := range fast.bw[a] {
+				fast.bw[a][b] *= 2
+			}
+		}
+		o := SearchOptions{GlobalBatch: 96, Seed: 1, TopK: 1, Fixed: Constraints{ZeroStage: -1}}
+		rs, err := Search(slow, llama2_13b, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rf, err := Search(fast, llama2_13b, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, f := rs.Plans[0].Predicted.IterationSeconds, rf.Plans[0].Predicted.IterationSeconds; f > s*(1+1e-9) {
+			t.Fatalf("seed %d: best plan %g s with faster links, %g s before", seed, f, s)
+		}
+	}
+}

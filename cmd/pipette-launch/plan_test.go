@@ -90,7 +90,11 @@ func TestPlanJSONKeys(t *testing.T) {
 
 func TestPlanTwoIslandsHasNaiveRow(t *testing.T) {
 	var out bytes.Buffer
-	err := runPlan(planOpts(&out, func(o *PlanOptions) { o.ClusterFile = "../../examples/two-clusters.yaml"; o.Model = "llama3-8b"; o.GlobalBatch = 64 }))
+	err := runPlan(planOpts(&out, func(o *PlanOptions) {
+		o.ClusterFile = "../../examples/two-clusters.yaml"
+		o.Model = "llama3-8b"
+		o.GlobalBatch = 64
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +156,40 @@ func TestPlanNoFitExits1WithAdvice(t *testing.T) {
 func TestCompactLayers(t *testing.T) {
 	if got := compactLayers([]int{26, 26, 22, 22, 7}); got != "26*2 22*2 7" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// The flags reach the options: run the command through a cli.App.
+func TestPlanCommandFlags(t *testing.T) {
+	var out bytes.Buffer
+	app := &cli.App{Name: "pipette-launch", Commands: []*cli.Command{newPlanCmd(&IOStreams{Out: &out, ErrOut: &out})},
+		ExitErrHandler: func(*cli.Context, error) {}}
+	err := app.Run([]string{"pipette-launch", "plan", "--model", "gpt3-13b", "--global-batch-size", "256", "--json",
+		"--tp", "2", "--recompute", "full", "--top", "2", "--distributed-optimizer=false", "--seed", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Plans []struct {
+			TP        int    `json:"tp"`
+			Recompute string `json:"recompute"`
+			DistOpt   bool   `json:"distributed_optimizer"`
+		} `json:"plans"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("bad JSON: %v", err)
+	}
+	if len(doc.Plans) != 2 {
+		t.Fatalf("%d plans, want --top 2", len(doc.Plans))
+	}
+	for _, p := range doc.Plans {
+		if p.TP != 2 || p.Recompute != "full" || p.DistOpt {
+			t.Fatalf("plan %+v ignores --tp 2 --recompute full --distributed-optimizer=false", p)
+		}
+	}
+	err = app.Run([]string{"pipette-launch", "plan", "--model", "gpt3-13b", "--global-batch-size", "256", "--zero-stage", "7"})
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 2 {
+		t.Fatalf("--zero-stage 7: %v, want exit 2", err)
 	}
 }
