@@ -10,7 +10,7 @@
 # the launcher, across all hosts at once); PIPETTE_STOP_GRACE_S is how long
 # ranks get between SIGTERM and SIGKILL (default 30, as torchrun).
 set -u
-command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux) is needed on $(hostname)" >&2; exit 127; }
+command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux) is needed on $(uname -n)" >&2; exit 127; }
 restart_count=${PIPETTE_RESTART_COUNT:-0}
 grace=${PIPETTE_STOP_GRACE_S:-30}
 pids=
@@ -168,7 +168,7 @@ for p in $pids; do
 	done
 	[ -s "$statusdir/$rank" ] && rc=$(cat "$statusdir/$rank")
 	if [ "$rc" -ne 0 ]; then
-		echo "pipette-launch: $(hostname): local rank $rank exited with status $rc" >&2
+		echo "pipette-launch: $(uname -n): local rank $rank exited with status $rc" >&2
 		# Prefer a rank's own failure over the SIGTERM/SIGKILL we sent.
 		if [ "$status" -eq 0 ] || { [ "$status" -gt 128 ] && [ "$rc" -le 128 ]; }; then status=$rc; fi
 		[ -n "$stopping" ] || stop_ranks
