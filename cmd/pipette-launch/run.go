@@ -289,7 +289,9 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 	if err != nil {
 		return nil, false, inputErrorf("%s: %v", name, err)
 	}
-	capCluster(f, nnodes, nproc)
+	if err := capCluster(f, nnodes, nproc); err != nil {
+		return nil, false, err
+	}
 	c, err = f.Resolve()
 	if err != nil {
 		return nil, false, inputErrorf("%s: %v", name, err)
@@ -299,11 +301,21 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 
 // capCluster keeps the first nnodes hosts (file order) and at most nproc
 // GPUs per host, torchrun's meaning of those flags.
-func capCluster(f *planner.ClusterFile, nnodes, nproc int) {
+func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
+	total := 0
+	for _, is := range f.Clusters {
+		total += len(is.Hosts)
+		if nproc > is.GPUsPerHost {
+			return inputErrorf("--nproc-per-node %d, but the hosts of island %s have %d GPUs", nproc, is.Name, is.GPUsPerHost)
+		}
+	}
+	if nnodes > total {
+		return inputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
+	}
 	left := nnodes
 	var kept []planner.IslandSpec
 	for _, is := range f.Clusters {
-		if nproc > 0 && nproc < is.GPUsPerHost {
+		if nproc > 0 {
 			is.GPUsPerHost = nproc
 		}
 		if nnodes > 0 {
@@ -329,6 +341,7 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) {
 		}
 	}
 	f.Links = links
+	return nil
 }
 
 func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]hostSlots, error) {

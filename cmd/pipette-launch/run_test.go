@@ -131,6 +131,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"missing cluster file", []string{"--dry-run", "--cluster", "nope.yaml", "train.py"}, "cluster file"},
 		{"megatron without shape", []string{"--dry-run", "--framework", "megatron", "train.py", "--lr", "1"}, "no model shape"},
 		{"plan index", cat([]string{"--dry-run", "--plan", "0", "pretrain_gpt.py"}, gpt48), "numbered from 1"},
+		{"more ranks than GPUs", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nproc-per-node", "9", "train.py"}, "have 8 GPUs"},
+		{"more nodes than hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "5", "train.py"}, "lists 4 hosts"},
 		{"per-group for torch", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nccl-mode", "per-group", "train.py"}, "needs Holmes' Megatron fork"},
 	}
 	for _, tc := range cases {
