@@ -211,7 +211,15 @@ func checkRunOptions(o *RunOptions) error {
 	if o.Framework != "" && !slices.Contains([]string{"megatron", "deepspeed", "torch"}, o.Framework) {
 		return inputErrorf("--framework %q: want megatron, deepspeed or torch", o.Framework)
 	}
-	return checkScript(o)
+	if err := checkScript(o); err != nil {
+		if !o.DryRun {
+			return err
+		}
+		// A dry run starts nothing, so it still shows the launch (the README
+		// example works on a machine without Megatron checked out).
+		fmt.Fprintf(o.IO.ErrOut, "pipette-launch: warning: %v\n", err)
+	}
+	return nil
 }
 
 // checkScript requires a script path to exist here. torchrun checks nothing,

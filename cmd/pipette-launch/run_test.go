@@ -117,7 +117,8 @@ func TestBadInputExitsTwo(t *testing.T) {
 		want string
 	}{
 		{"no script", []string{"--dry-run"}, "no training script given"},
-		{"missing script", []string{"--dry-run", "--hosts", "n1", "nothere.py"}, "script nothere.py not found here"},
+		{"missing script", []string{"--hosts", "n1", "nothere.py"}, "script nothere.py not found here"},
+		{"missing script, output dir", []string{"--output-dir", "/nonexistent-out", "--hosts", "n1", "nothere.py"}, "script nothere.py not found here"},
 		{"no-python and module", []string{"--dry-run", "--no-python", "-m", "--hosts", "n1", "pkg"}, "cannot be used together"},
 		{"cluster and hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--hosts", "n1", "train.py"}, "--cluster cannot be combined with --hosts"},
 		{"hosts and hostfile", []string{"--dry-run", "--hosts", "n1", "--hostfile", "hostfile", "train.py"}, "give one"},
@@ -248,5 +249,14 @@ func TestTorchrunCommandLinesKeepWorking(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "--dry-run", "--standalone", "--hosts", "a", "train.py"); code != 2 || !strings.Contains(errOut, "--standalone runs on this host only") {
 		t.Errorf("--standalone with --hosts: exit %d, %s", code, errOut)
+	}
+}
+
+// TestDryRunWarnsAboutAMissingScript: a dry run starts nothing, so it shows
+// the launch and warns; the same command without --dry-run exits 2.
+func TestDryRunWarnsAboutAMissingScript(t *testing.T) {
+	code, out, errOut := runCLI(t, cat([]string{"--dry-run", "not_here/pretrain_gpt.py"}, gpt48)...)
+	if code != 0 || !strings.Contains(errOut, "warning: script not_here/pretrain_gpt.py not found here") || !strings.Contains(out, "# job pipette: 32 ranks") {
+		t.Errorf("exit %d\nstderr: %s\nstdout head: %.200s", code, errOut, out)
 	}
 }
