@@ -17,6 +17,12 @@ type Job struct {
 	Files []File
 	// WorkDir is the directory on each host where Files land and ranks start.
 	WorkDir string
+	// Warnings are things the user should know before starting (e.g. a
+	// fallback to TCP sockets); rendering still succeeded.
+	Warnings []string
+	// LogDir, when set, is where each host's launch script writes
+	// rank<N>.stdout.log and rank<N>.stderr.log (relative to WorkDir).
+	LogDir string
 }
 
 // HostJob is one host's part of a job.

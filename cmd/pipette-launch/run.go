@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// RunOptions are the inputs of `pipette-launch run` (and of the bare
+// torchrun-style `pipette-launch script.py ...`).
+type RunOptions struct {
+	IO *IOStreams
+	// Env is the environment pipette-launch was started in (KEY=VALUE).
+	Env []string
+
+	NProcPerNode, NNodes  string
+	MasterAddr            string
+	MasterPort            int
+	MaxRestarts           int
+	NoPython, Module      bool
+	LogDir, RunID, Python string
+	ClusterFile           string
+	Hosts, Hostfile       string
+	Framework             string
+	PlanIndex             int
+	Model                 string
+	GlobalBatch           int
+	DryRun                bool
+	OutputDir             string
+	NCCLMode              string
+	WorkDir               string
+	NoCheckScript         bool
+	// Role is ROLE_NAME; Ignored lists torchrun flags given that mean
+	// nothing here (warned about).
+	Role       string
+	Ignored    []string
+	Script     string
+	ScriptArgs []string
+}
+
+// launchJob starts a rendered job on its hosts and supervises it. The
+// launcher package provides it; tests replace it.
+var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
+	return errors.New("launching is not wired yet")
+}
+
+// inputError marks bad input: the CLI exits 2 for it.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }
+
+func inputErrorf(format string, a ...any) error {
+	return &inputError{fmt.Sprintf(format, a...)}
+}
+
+// newRunCmd is `pipette-launch run`.
+func newRunCmd(io *IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "plan, render and start a training job (torchrun's replacement)",
+		ArgsUsage: "script.py [script args...]",
+		Flags:     runFlags(),
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("pipette-launch run: %v (see pipette-launch run --help)", err), 2)
+		},
+		Action: func(c *cli.Context) error {
+			return runAction(c, io)
+		},
+	}
+}
+
+func runAction(c *cli.Context, io *IOStreams) error {
+	opts, err := runOptionsFromCLI(c, io, os.Environ())
+	if err != nil {
+		return exitFor(err)
+	}
+	return exitFor(runRun(c.Context, opts))
+}
+
+// exitFor maps errors to exit codes: 2 for bad input, 1 otherwise.
+func exitFor(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *inputError
+	if errors.As(err, &ue) {
+		return cli.Exit("pipette-launch: "+err.Error(), 2)
+	}
+	return cli.Exit("pipette-launch: "+err.Error(), 1)
+}
+
+// runRun plans (or takes torchrun's order), renders and then prints,
+// writes or launches the job.
+func runRun(ctx context.Context, opts *RunOptions) error {
+	if err := checkRunOptions(opts); err != nil {
+		return err
+	}
+	for _, f := range opts.Ignored {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: pipette-launch starts every host itself with a static rendezvous\n", f)
+	}
+	fw := chooseFramework(opts)
+	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
+	if err != nil {
+		return &inputError{err.Error()}
+	}
+	cluster, planned, err := loadRunCluster(opts)
+	if err != nil {
+		return err
+	}
+	plan, summary, err := choosePlan(opts, cluster, fw, planned)
+	if err != nil {
+		return err
+	}
+	dsBase, err := userDSConfig(opts, fw)
+	if err != nil {
+		return err
+	}
+	job, err := templates.Render(plan, cluster, templates.Options{
+		Name:         opts.RunID,
+		Role:         opts.Role,
+		Script:       opts.Script,
+		Args:         opts.ScriptArgs,
+		Python:       opts.Python,
+		NoPython:     opts.NoPython,
+		Module:       opts.Module,
+		MasterAddr:   opts.MasterAddr,
+		MasterPort:   opts.MasterPort,
+		MaxRestarts:  opts.MaxRestarts,
+		NCCLMode:     mode,
+		WorkDir:      opts.WorkDir,
+		LogDir:       opts.LogDir,
+		Env:          opts.Env,
+		DSConfigBase: dsBase,
+	})
+	if err != nil {
+		return &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
+	}
+	switch {
+	case opts.DryRun:
+		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
+		return templates.Describe(opts.IO.Out, job)
+	case opts.OutputDir != "":
+		for _, w := range job.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+		}
+		return writeOutputDir(opts, job, summary)
+	}
+	for _, w := range job.Warnings {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
+	return launchJob(ctx, job, opts)
+}
+
+// userDSConfig reads the config the user's own --deepspeed_config names,
+// so its optimizer and scheduler survive in the rendered ds_config.json.
+func userDSConfig(o *RunOptions, fw planner.Framework) ([]byte, error) {
+	if fw != planner.FrameworkDeepSpeed {
+		return nil, nil
+	}
+	path := ""
+	for i, a := range o.ScriptArgs {
+		if a == "--deepspeed_config" && i+1 < len(o.ScriptArgs) {
+			path = o.ScriptArgs[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--deepspeed_config="); ok {
+			path = v
+		}
+	}
+	if path == "" {
+		return nil, nil
+	}
+	if o.WorkDir != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(o.WorkDir, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, inputErrorf("--deepspeed_config %s: %v (pipette-launch writes ds_config.json from the plan and keeps your file's other settings, so it must be readable here)", path, err)
+	}
+	return data, nil
+}
+
+// checkRunOptions rejects contradictory flags and a missing script.
+func checkRunOptions(o *RunOptions) error {
+	switch {
+	case o.Script == "":
+		return inputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
+	case o.NoPython && o.Module:
+		return inputErrorf("--no-python and --module (-m) cannot be used together: pick how the script runs")
+	case o.ClusterFile != "" && (o.Hosts != "" || o.Hostfile != ""):
+		return inputErrorf("--cluster cannot be combined with --hosts/--hostfile: the cluster file already lists the hosts")
+	case o.Hosts != "" && o.Hostfile != "":
+		return inputErrorf("--hosts and --hostfile both list hosts: give one")
+	case o.PlanIndex < 1:
+		return inputErrorf("--plan %d: plans are numbered from 1", o.PlanIndex)
+	case o.MasterPort < 1 || o.MasterPort > 65535:
+		return inputErrorf("--master-port %d: want 1-65535", o.MasterPort)
+	case o.MaxRestarts < 0:
+		return inputErrorf("--max-restarts %d: want >= 0", o.MaxRestarts)
+	}
+	if o.Framework != "" && !slices.Contains([]string{"megatron", "deepspeed", "torch"}, o.Framework) {
+		return inputErrorf("--framework %q: want megatron, deepspeed or torch", o.Framework)
+	}
+	if err := checkScript(o); err != nil {
+		if !o.DryRun {
+			return err
+		}
+		// A dry run starts nothing, so it still shows the launch (the README
+		// example works on a machine without Megatron checked out).
+		fmt.Fprintf(o.IO.ErrOut, "pipette-launch: warning: %v\n", err)
+	}
+	return nil
+}
+
+// checkScript requires a script path to exist here. torchrun checks nothing,
+// but a typo then fails on every host after the launch; the same path is
+// used on every host, so a job started from a shared or synced directory
+// sees it here too. --no-check-script is for scripts that exist only on the
+// hosts; modules and bare program names (found on PATH there) are not checked.
+func checkScript(o *RunOptions) error {
+	if o.NoCheckScript || o.Module {
+		return nil
+	}
+	if o.NoPython && !strings.Contains(o.Script, "/") {
+		return nil
+	}
+	path := o.Script
+	if o.WorkDir != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(o.WorkDir, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return inputErrorf("script %s not found here (%v); it runs under the same path on every host: fix the path, or pass --no-check-script if it exists only on the hosts", o.Script, err)
+	}
+	return nil
+}
+
+// chooseFramework applies --framework or guesses from the script.
+func chooseFramework(o *RunOptions) planner.Framework {
+	if o.Framework != "" {
+		return planner.Framework(o.Framework)
+	}
+	for _, a := range o.ScriptArgs {
+		if a == "--deepspeed" || a == "--deepspeed_config" || strings.HasPrefix(a, "--deepspeed_config=") {
+			return planner.FrameworkDeepSpeed
+		}
+	}
+	if templates.LooksLikeMegatron(o.Script, o.ScriptArgs) {
+		return planner.FrameworkMegatron
+	}
+	return planner.FrameworkTorch
+}
+
+// loadRunCluster resolves the cluster: a cluster file (or the embedded
+// example) is planned on; --hosts/--hostfile only lists hosts, so ranks go
+// in torchrun's order. --nnodes and --nproc-per-node cap what is used.
+func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error) {
+	nnodes, err := parseNNodes(o.NNodes)
+	if err != nil {
+		return nil, false, err
+	}
+	nproc, allGPUs, err := parseNProc(o.NProcPerNode)
+	if err != nil {
+		return nil, false, err
+	}
+	if o.Hosts != "" || o.Hostfile != "" {
+		hosts, err := listedHosts(o, nproc, allGPUs)
+		if err != nil {
+			return nil, false, err
+		}
+		if nnodes > 0 {
+			if nnodes > len(hosts) {
+				return nil, false, inputErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
+			}
+			hosts = hosts[:nnodes]
+		}
+		return hostsCluster(hosts), false, nil
+	}
+	data, name := examples.DefaultCluster, "embedded example cluster (examples/cluster.yaml)"
+	if o.ClusterFile != "" {
+		data, err = os.ReadFile(o.ClusterFile)
+		if err != nil {
+			return nil, false, inputErrorf("cluster file: %v", err)
+		}
+		name = o.ClusterFile
+	}
+	f, err := planner.ParseClusterFile(data)
+	if err != nil {
+		return nil, false, inputErrorf("%s: %v", name, err)
+	}
+	if err := capCluster(f, nnodes, nproc); err != nil {
+		return nil, false, err
+	}
+	c, err = f.Resolve()
+	if err != nil {
+		return nil, false, inputErrorf("%s: %v", name, err)
+	}
+	return c, true, nil
+}
+
+// capCluster keeps the first nnodes hosts (file order) and at most nproc
+// GPUs per host, torchrun's meaning of those flags.
+func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
+	total := 0
+	for _, is := range f.Clusters {
+		total += len(is.Hosts)
+		if nproc > is.GPUsPerHost {
+			return inputErrorf("--nproc-per-node %d, but the hosts of island %s have %d GPUs", nproc, is.Name, is.GPUsPerHost)
+		}
+	}
+	if nnodes > total {
+		return inputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
+	}
+	left := nnodes
+	var kept []planner.IslandSpec
+	for _, is := range f.Clusters {
+		if nproc > 0 {
+			is.GPUsPerHost = nproc
+		}
+		if nnodes > 0 {
+			if left == 0 {
+				continue
+			}
+			if len(is.Hosts) > left {
+				is.Hosts = is.Hosts[:left]
+			}
+			left -= len(is.Hosts)
+		}
+		kept = append(kept, is)
+	}
+	f.Clusters = kept
+	names := map[string]bool{}
+	for _, is := range kept {
+		names[is.Name] = true
+	}
+	var links []planner.LinkSpec
+	for _, l := range f.Links {
+		if names[l.Between[0]] && names[l.Between[1]] {
+			links = append(links, l)
+		}
+	}
+	f.Links = links
+	return nil
+}
+
+func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]hostSlots, error) {
+	if allGPUs {
+		return nil, inputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has; give a number with --hosts/--hostfile", o.NProcPerNode)
+	}
+	if o.Hostfile != "" {
+		data, err := os.ReadFile(o.Hostfile)
+		if err != nil {
+			return nil, inputErrorf("hostfile: %v", err)
+		}
+		hosts, err := parseHostfile(o.Hostfile, data)
+		if err != nil {
+			return nil, &inputError{err.Error()}
+		}
+		if nproc > 0 {
+			for i := range hosts {
+				hosts[i].Slots = min(hosts[i].Slots, nproc)
+			}
+		}
+		return hosts, nil
+	}
+	names, err := hostlist.Expand(o.Hosts)
+	if err != nil {
+		return nil, inputErrorf("--hosts %q: %v", o.Hosts, err)
+	}
+	if nproc == 0 {
+		nproc = 1 // torchrun's default
+	}
+	hosts := make([]hostSlots, len(names))
+	for i, n := range names {
+		hosts[i] = hostSlots{n, nproc}
+	}
+	return hosts, nil
+}
+
+// hostsCluster is a cluster of listed hosts with nothing probed: no NICs
+// (NCCL keeps its own detection) and unknown GPUs.
+func hostsCluster(hosts []hostSlots) *planner.Cluster {
+	island := planner.Island{Spec: planner.IslandSpec{Name: "hosts"}}
+	var hs []planner.Host
+	for i, h := range hosts {
+		island.Hosts = append(island.Hosts, i)
+		hs = append(hs, planner.Host{HostEntry: planner.HostEntry{Name: h.Name, Address: h.Name}, GPUs: h.Slots})
+	}
+	n := len(hs)
+	bw, lat := make([][]float64, n), make([][]float64, n)
+	for i := range bw {
+		bw[i], lat[i] = make([]float64, n), make([]float64, n)
+	}
+	return planner.NewCluster([]planner.Island{island}, hs, bw, lat)
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// testdataDir is absolute so tests can change into it more than once.
+var testdataDir, _ = filepath.Abs("testdata")
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
+
+// gpt48 is a Megatron argument list whose shape the planner reads.
+var gpt48 = []string{"--num-layers", "48", "--hidden-size", "6144", "--num-attention-heads", "48",
+	"--seq-length", "4096", "--max-position-embeddings", "4096", "--vocab-size", "32000",
+	"--global-batch-size", "64", "--bf16", "--swiglu"}
+
+var gpt13b = []string{"--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "40",
+	"--seq-length", "2048", "--max-position-embeddings", "2048", "--vocab-size", "50257",
+	"--global-batch-size", "32", "--bf16"}
+
+// runCLI runs the app in testdata with a fixed environment and returns
+// the exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	io := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	t.Chdir(testdataDir)
+	code := runApp(append([]string{"pipette-launch"}, args...), io)
+	return code, out.String(), errOut.String()
+}
+
+// predictionRE matches the planner's predicted numbers, which change with
+// its cost model; golden files pin what is rendered, not those figures.
+var predictionRE = regexp.MustCompile(`predicted [0-9.]+ s/iteration, [0-9.]+ of [0-9.]+ GiB per GPU`)
+
+func checkGolden(t *testing.T, name string, got string) {
+	t.Helper()
+	got = predictionRE.ReplaceAllString(got, "predicted (figures masked in golden files)")
+	path := filepath.Join("golden", name) // relative to testdata (runCLI changed into it)
+	if *update {
+		if err := os.MkdirAll("golden", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (go test ./cmd/pipette-launch -update creates it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from testdata/%s (rerun with -update if intended):\n%s", path, got)
+	}
+}
+
+func cat(a ...[]string) []string {
+	var out []string
+	for _, x := range a {
+		out = append(out, x...)
+	}
+	return out
+}
+
+func TestDryRunGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"megatron_default_cluster", cat([]string{"--dry-run", "pretrain_gpt.py"}, gpt48)},
+		{"megatron_run_subcommand_mixed", cat([]string{"run", "--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "pretrain_gpt.py"}, gpt48)},
+		{"megatron_offload_13b", cat([]string{"--dry-run", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
+		{"deepspeed_offload_13b", cat([]string{"--dry-run", "--framework", "deepspeed", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
+		{"deepspeed_plain_script_user_config", []string{"--dry-run", "--framework", "deepspeed", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "2", "--model", "llama3-8b", "--global-batch-size", "64", "train.py", "--deepspeed", "--deepspeed_config", "my_ds_config.json"}},
+		{"torch_hostfile", []string{"--dry-run", "--hostfile", "hostfile", "--python", "/usr/bin/python3", "train.py", "--lr", "0.1", "--name", "it's a test"}},
+		{"megatron_hosts_user_split", []string{"--dry-run", "--hosts", "gpu[01-02]", "--nproc-per-node", "4", "pretrain_gpt.py", "--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048", "--vocab-size", "50257", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "3", "--decoder-last-pipeline-num-layers", "5", "--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2", "--micro-batch-size", "1", "--global-batch-size", "16"}},
+		{"torch_hosts_underscored", []string{"--dry-run", "--hosts", "node[1-2]", "--nproc_per_node=2", "--master_port", "29600", "-m", "mypkg.train", "--dry-run"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+			}
+			checkGolden(t, tc.name+".txt", out)
+		})
+	}
+}
+
+// TestFlagsStopAtTheScript: flags after the script are the script's, even
+// ones that are also ours.
+func TestFlagsStopAtTheScript(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--hosts", "n1", "--nproc-per-node", "1", "train.py", "--dry-run", "--nnodes", "5", "--cluster", "x")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "python3 -u train.py --dry-run --nnodes 5 --cluster x\n") {
+		t.Errorf("the script's arguments were not passed through unchanged:\n%s", out)
+	}
+}
+
+func TestBadInputExitsTwo(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no script", []string{"--dry-run"}, "no training script given"},
+		{"missing script", []string{"--hosts", "n1", "nothere.py"}, "script nothere.py not found here"},
+		{"missing script, output dir", []string{"--output-dir", "/nonexistent-out", "--hosts", "n1", "nothere.py"}, "script nothere.py not found here"},
+		{"no-python and module", []string{"--dry-run", "--no-python", "-m", "--hosts", "n1", "pkg"}, "cannot be used together"},
+		{"cluster and hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--hosts", "n1", "train.py"}, "--cluster cannot be combined with --hosts"},
+		{"hosts and hostfile", []string{"--dry-run", "--hosts", "n1", "--hostfile", "hostfile", "train.py"}, "give one"},
+		{"impossible fixed TP", cat([]string{"--dry-run", "pretrain_gpt.py", "--tensor-model-parallel-size", "5"}, gpt48), "--tensor-model-parallel-size 5 does not divide --num-attention-heads 48"},
+		{"fixed TP larger than the cluster", cat([]string{"--dry-run", "pretrain_gpt.py", "--tensor-model-parallel-size", "48"}, gpt48), "needs 48 GPUs"},
+		{"global batch conflict", cat([]string{"--dry-run", "--global-batch-size", "128", "pretrain_gpt.py"}, gpt48), "contradicts the script's --global-batch-size 64"},
+		{"elastic nnodes", []string{"--dry-run", "--nnodes", "1:4", "--hosts", "n1", "train.py"}, "elastic ranges are not supported"},
+		{"unknown flag", []string{"--dry-run", "--nproc-per-nod", "2", "train.py"}, "flag provided but not defined"},
+		{"bad framework", []string{"--dry-run", "--framework", "jax", "train.py"}, "--framework \"jax\""},
+		{"bad nccl mode", []string{"--dry-run", "--nccl-mode", "ib", "--hosts", "n1", "train.py"}, "--nccl-mode \"ib\""},
+		{"missing cluster file", []string{"--dry-run", "--cluster", "nope.yaml", "train.py"}, "cluster file"},
+		{"megatron without shape", []string{"--dry-run", "--framework", "megatron", "train.py", "--lr", "1"}, "no model shape"},
+		{"plan index", cat([]string{"--dry-run", "--plan", "0", "pretrain_gpt.py"}, gpt48), "numbered from 1"},
+		{"more ranks than GPUs", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nproc-per-node", "9", "train.py"}, "have 8 GPUs"},
+		{"more nodes than hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "5", "train.py"}, "lists 4 hosts"},
+		{"per-group for torch", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nccl-mode", "per-group", "train.py"}, "needs Holmes' Megatron fork"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tc.args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q does not contain %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestLaunchGetsTheRenderedJob(t *testing.T) {
+	var got *templates.Job
+	saved := launchJob
+	t.Cleanup(func() { launchJob = saved })
+	launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
+		got = job
+		return nil
+	}
+	code, _, errOut := runCLI(t, "--hosts", "n[1-2]", "--nproc-per-node", "2", "--max-restarts", "3", "train.py", "--x")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got == nil || len(got.Hosts) != 2 || len(got.Hosts[1].Ranks) != 2 {
+		t.Fatalf("launchJob got %+v", got)
+	}
+	env := map[string]string{}
+	for _, e := range got.Hosts[1].Ranks[1].Env {
+		env[e.Name] = e.Value
+	}
+	if env["RANK"] != "3" || env["WORLD_SIZE"] != "4" || env["MASTER_ADDR"] != "n1" || env["TORCHELASTIC_MAX_RESTARTS"] != "3" {
+		t.Errorf("rank 3 env: %v", env)
+	}
+	launchJob = func(context.Context, *templates.Job, *RunOptions) error { return os.ErrDeadlineExceeded }
+	if code, _, _ := runCLI(t, "--hosts", "n1", "train.py"); code != 1 {
+		t.Errorf("a failed launch exits %d, want 1", code)
+	}
+}
+
+func TestOutputDirWritesRunnableFiles(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, cat([]string{"--output-dir", dir, "--framework", "deepspeed", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, f := range []string{"box-01.sh", "ds_config.json", "hostfile"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Errorf("%s not written: %v\n%s", f, err, out)
+			continue
+		}
+		if f == "box-01.sh" && st.Mode()&0o100 == 0 {
+			t.Errorf("%s is not executable", f)
+		}
+	}
+	var tp, pp, dp int
+	i := strings.Index(out, "(deepspeed): TP ")
+	if _, err := fmt.Sscanf(out[i:], "(deepspeed): TP %d PP %d DP %d", &tp, &pp, &dp); err != nil || tp*pp*dp != 4 {
+		t.Fatalf("no plan summary with TP*PP*DP = 4 GPUs in the output (%v):\n%s", err, out)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "ds_config.json"))
+	if err := templates.CheckDSConfig(data, dp, pp); err != nil {
+		t.Errorf("written ds_config.json: %v", err)
+	}
+}
+
+func TestParseHostfile(t *testing.T) {
+	hosts, err := parseHostfile("h", []byte("# c\n\nw1 slots=4\nw2  slots=8 extra\n"))
+	if err != nil || len(hosts) != 2 || hosts[1] != (hostSlots{"w2", 8}) {
+		t.Fatalf("parseHostfile = %v, %v", hosts, err)
+	}
+	for _, bad := range []string{"", "# only\n", "w1 slots = 4\n", "w1 slots=4\nw1 slots=2\n", "w1\n", "w1 slots=0\n"} {
+		if _, err := parseHostfile("h", []byte(bad)); err == nil {
+			t.Errorf("parseHostfile(%q) accepted it", bad)
+		}
+	}
+}
+
+// TestNNodesAndNProcCapTheCluster: torchrun's flags keep their meaning with
+// a cluster file: the first N hosts, at most M ranks on each.
+func TestNNodesAndNProcCapTheCluster(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "3", "--nproc-per-node", "2", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "# job pipette: 6 ranks on 3 hosts") || strings.Contains(out, "l40s-02") {
+		t.Errorf("want 2 ranks on each of the first 3 hosts:\n%s", out)
+	}
+}
+
+// TestTorchrunCommandLinesKeepWorking: flags torchrun users type either map
+// onto pipette-launch's (standalone, rdzv endpoint, role) or are accepted
+// with a warning.
+func TestTorchrunCommandLinesKeepWorking(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--standalone", "--nnodes=1", "--nproc_per_node=2", "--node_rank", "0",
+		"--rdzv_backend", "c10d", "--rdzv-endpoint", "10.0.0.5:29555", "--role", "trainer", "--tee", "3", "train.py", "--x")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"== host localhost", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29555", "ROLE_NAME=trainer", "# job pipette: 2 ranks on 1 host"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"--node-rank", "--rdzv-backend", "--tee"} {
+		if !strings.Contains(errOut, f+" is ignored") {
+			t.Errorf("no warning for %s: %s", f, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, "--dry-run", "--standalone", "--hosts", "a", "train.py"); code != 2 || !strings.Contains(errOut, "--standalone runs on this host only") {
+		t.Errorf("--standalone with --hosts: exit %d, %s", code, errOut)
+	}
+}
+
+// TestDryRunWarnsAboutAMissingScript: a dry run starts nothing, so it shows
+// the launch and warns; the same command without --dry-run exits 2.
+func TestDryRunWarnsAboutAMissingScript(t *testing.T) {
+	code, out, errOut := runCLI(t, cat([]string{"--dry-run", "not_here/pretrain_gpt.py"}, gpt48)...)
+	if code != 0 || !strings.Contains(errOut, "warning: script not_here/pretrain_gpt.py not found here") || !strings.Contains(out, "# job pipette: 32 ranks") {
+		t.Errorf("exit %d\nstderr: %s\nstdout head: %.200s", code, errOut, out)
+	}
+}

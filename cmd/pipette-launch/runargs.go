@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// runFlags are torchrun's flags (dashed and underscored spellings, PET_*
+// environment defaults as torchrun) plus pipette-launch's own. Parsing stops at the script: everything after it
+// belongs to the script, as with torchrun.
+func runFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
+		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "master-addr", EnvVars: []string{"PET_MASTER_ADDR"}, Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
+		&cli.IntFlag{Name: "master-port", EnvVars: []string{"PET_MASTER_PORT"}, Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
+		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
+		&cli.BoolFlag{Name: "no-python", EnvVars: []string{"PET_NO_PYTHON"}, Aliases: []string{"no_python"}, Usage: "run the script as a program, not under python"},
+		&cli.BoolFlag{Name: "module", EnvVars: []string{"PET_MODULE"}, Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
+		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "directory on each host for per-rank stdout/stderr files"},
+		&cli.StringFlag{Name: "run-id", EnvVars: []string{"PET_RDZV_ID"}, Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
+		&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter that runs the script on every host"},
+		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand); default: the embedded example"},
+		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "framework", Usage: "megatron, deepspeed or torch (default: megatron for Megatron scripts/flags, deepspeed with --deepspeed, else torch)"},
+		&cli.IntFlag{Name: "plan", Value: 1, Usage: "use the N-th ranked plan"},
+		&cli.StringFlag{Name: "model", Usage: "model preset name or model YAML, when the script's arguments do not give the shape"},
+		&cli.IntFlag{Name: "global-batch-size", Usage: "global batch size to plan for (default: the script's --global-batch-size)"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print every host's command lines, environment and files; start nothing"},
+		&cli.StringFlag{Name: "output-dir", Usage: "write one launch script per host and the job's files here; start nothing"},
+		&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "auto, sockets or per-group (Holmes' Megatron fork): NCCL transport across islands"},
+		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
+		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
+		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
+		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
+		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
+	}, ignoredTorchrunFlags()...)
+}
+
+// ignoredTorchrunFlags are accepted so torchrun command lines keep working,
+// but mean nothing here: pipette-launch starts every host itself with a
+// static rendezvous, so there is no node rank to give, no rendezvous
+// backend and no local agent to tune. Using one prints a warning.
+func ignoredTorchrunFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "node-rank", EnvVars: []string{"PET_NODE_RANK"}, Aliases: []string{"node_rank"}, Hidden: true, Usage: "ignored: every host gets its node rank from the plan"},
+		&cli.StringFlag{Name: "rdzv-backend", EnvVars: []string{"PET_RDZV_BACKEND"}, Aliases: []string{"rdzv_backend"}, Hidden: true, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
+		&cli.StringFlag{Name: "rdzv-conf", EnvVars: []string{"PET_RDZV_CONF"}, Aliases: []string{"rdzv_conf"}, Hidden: true, Usage: "ignored"},
+		&cli.StringFlag{Name: "monitor-interval", EnvVars: []string{"PET_MONITOR_INTERVAL"}, Aliases: []string{"monitor_interval"}, Hidden: true, Usage: "ignored"},
+		&cli.StringFlag{Name: "start-method", EnvVars: []string{"PET_START_METHOD"}, Aliases: []string{"start_method"}, Hidden: true, Usage: "ignored: ranks are processes started by the launch script"},
+		&cli.StringFlag{Name: "redirects", EnvVars: []string{"PET_REDIRECTS"}, Aliases: []string{"r"}, Hidden: true, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "tee", EnvVars: []string{"PET_TEE"}, Aliases: []string{"t"}, Hidden: true, Usage: "ignored: use --log-dir"},
+		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Hidden: true, Usage: "ignored"},
+	}
+}
+
+// runOptionsFromCLI fills RunOptions from parsed flags; the first argument
+// is the script, the rest its arguments.
+func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions, error) {
+	o := &RunOptions{
+		IO:            io,
+		Env:           env,
+		NProcPerNode:  c.String("nproc-per-node"),
+		NNodes:        c.String("nnodes"),
+		MasterAddr:    c.String("master-addr"),
+		MasterPort:    c.Int("master-port"),
+		MaxRestarts:   c.Int("max-restarts"),
+		NoPython:      c.Bool("no-python"),
+		Module:        c.Bool("module"),
+		LogDir:        c.String("log-dir"),
+		RunID:         c.String("run-id"),
+		Python:        c.String("python"),
+		ClusterFile:   c.String("cluster"),
+		Hosts:         c.String("hosts"),
+		Hostfile:      c.String("hostfile"),
+		Framework:     c.String("framework"),
+		PlanIndex:     c.Int("plan"),
+		Model:         c.String("model"),
+		GlobalBatch:   c.Int("global-batch-size"),
+		DryRun:        c.Bool("dry-run"),
+		OutputDir:     c.String("output-dir"),
+		NCCLMode:      c.String("nccl-mode"),
+		WorkDir:       c.String("workdir"),
+		NoCheckScript: c.Bool("no-check-script"),
+		Role:          c.String("role"),
+	}
+	for _, f := range ignoredTorchrunFlags() {
+		name := f.Names()[0]
+		if c.IsSet(name) {
+			o.Ignored = append(o.Ignored, "--"+name)
+		}
+	}
+	if c.Bool("standalone") {
+		if o.ClusterFile != "" || o.Hosts != "" || o.Hostfile != "" {
+			return nil, inputErrorf("--standalone runs on this host only: it cannot be combined with --cluster, --hosts or --hostfile")
+		}
+		o.Hosts, o.MasterAddr = "localhost", cmp.Or(o.MasterAddr, "127.0.0.1")
+	}
+	if ep := c.String("rdzv-endpoint"); ep != "" {
+		if err := applyRdzvEndpoint(o, ep, c.IsSet("master-port")); err != nil {
+			return nil, err
+		}
+	}
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return nil, inputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
+	}
+	o.Script, o.ScriptArgs = args[0], args[1:]
+	return o, nil
+}
+
+// applyRdzvEndpoint maps torchrun's HOST[:PORT] onto the static
+// rendezvous' master address and port; explicit --master-* flags win.
+func applyRdzvEndpoint(o *RunOptions, ep string, portSet bool) error {
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		host, port = ep, ""
+	}
+	if o.MasterAddr == "" {
+		o.MasterAddr = host
+	}
+	if port != "" && !portSet {
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return inputErrorf("--rdzv-endpoint %q: port %q is not a number", ep, port)
+		}
+		o.MasterPort = n
+	}
+	return nil
+}
+
+// parseNNodes accepts torchrun's N or MIN:MAX with MIN == MAX.
+func parseNNodes(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	lo, hi, ranged := strings.Cut(s, ":")
+	n, err := strconv.Atoi(lo)
+	if err != nil || n < 1 {
+		return 0, inputErrorf("--nnodes %q: want a positive number of hosts", s)
+	}
+	if ranged {
+		m, err := strconv.Atoi(hi)
+		if err != nil || m != n {
+			return 0, inputErrorf("--nnodes %q: elastic ranges are not supported; give one number", s)
+		}
+	}
+	return n, nil
+}
+
+// parseNProc returns ranks per host; all is true for gpu/auto (every GPU).
+func parseNProc(s string) (n int, all bool, err error) {
+	switch s {
+	case "":
+		return 0, false, nil
+	case "gpu", "auto":
+		return 0, true, nil
+	case "cpu":
+		return 0, false, inputErrorf("--nproc-per-node cpu: pipette-launch places GPU ranks; give a number")
+	}
+	n, err = strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, false, inputErrorf("--nproc-per-node %q: want a positive number, gpu or auto", s)
+	}
+	return n, false, nil
+}
+
+// hostSlots is one host and its rank count.
+type hostSlots struct {
+	Name  string
+	Slots int
+}
+
+var hostfileLine = regexp.MustCompile(`^(\S+)\s+slots=(\d+)`)
+
+// parseHostfile reads DeepSpeed's hostfile format: `host slots=N` lines in
+// rank order, # comments and blank lines skipped; duplicates and bad
+// lines are errors, as in DeepSpeed's runner.
+func parseHostfile(name string, data []byte) ([]hostSlots, error) {
+	var out []hostSlots
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for ln := 1; sc.Scan(); ln++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := hostfileLine.FindStringSubmatch(line)
+		if m == nil {
+			return nil, fmt.Errorf("hostfile %s line %d: %q is not `HOST slots=N`", name, ln, line)
+		}
+		n, err := strconv.Atoi(m[2])
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("hostfile %s line %d: slots must be a positive number", name, ln)
+		}
+		if seen[m[1]] {
+			return nil, fmt.Errorf("hostfile %s line %d: host %s appears twice", name, ln, m[1])
+		}
+		seen[m[1]] = true
+		out = append(out, hostSlots{m[1], n})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("hostfile %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("hostfile %s: no hosts in it", name)
+	}
+	return out, nil
+}

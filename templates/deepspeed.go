@@ -1,0 +1,304 @@
+package templates
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// DSConfig is the part of DeepSpeed's ds_config.json the planner decides.
+type DSConfig struct {
+	TrainBatchSize            int              `json:"train_batch_size"`
+	TrainMicroBatchSizePerGPU int              `json:"train_micro_batch_size_per_gpu"`
+	GradientAccumulationSteps int              `json:"gradient_accumulation_steps"`
+	BF16                      *DSPrecision     `json:"bf16,omitempty"`
+	FP16                      *DSPrecision     `json:"fp16,omitempty"`
+	ZeroOptimization          DSZero           `json:"zero_optimization"`
+	GradientClipping          float64          `json:"gradient_clipping,omitempty"`
+	WallClockBreakdown        bool             `json:"wall_clock_breakdown"`
+	ActivationCheckpointing   *DSActivationCkp `json:"activation_checkpointing,omitempty"`
+}
+
+// DSPrecision is the bf16 or fp16 block.
+type DSPrecision struct {
+	Enabled           bool `json:"enabled"`
+	LossScale         *int `json:"loss_scale,omitempty"`
+	InitialScalePower *int `json:"initial_scale_power,omitempty"`
+}
+
+// DSZero is zero_optimization.
+type DSZero struct {
+	Stage               int        `json:"stage"`
+	OverlapComm         bool       `json:"overlap_comm"`
+	ContiguousGradients bool       `json:"contiguous_gradients"`
+	ReduceScatter       bool       `json:"reduce_scatter"`
+	OffloadOptimizer    *DSOffload `json:"offload_optimizer,omitempty"`
+	OffloadParam        *DSOffload `json:"offload_param,omitempty"`
+}
+
+// DSOffload is offload_optimizer or offload_param.
+type DSOffload struct {
+	Device      string   `json:"device"`
+	PinMemory   bool     `json:"pin_memory"`
+	BufferCount int      `json:"buffer_count"`
+	Ratio       *float64 `json:"ratio,omitempty"`
+}
+
+// DSActivationCkp is activation_checkpointing (Megatron-DeepSpeed reads it
+// when the script uses DeepSpeed's checkpointing).
+type DSActivationCkp struct {
+	PartitionActivations bool `json:"partition_activations"`
+	ContiguousMemory     bool `json:"contiguous_memory_optimization"`
+}
+
+// DeepSpeedConfig builds ds_config.json for cfg; fp16 selects fp16 with
+// dynamic loss scaling, otherwise bf16.
+func DeepSpeedConfig(cfg planner.Config, fp16 bool) DSConfig {
+	c := DSConfig{
+		TrainBatchSize:            cfg.GlobalBatch,
+		TrainMicroBatchSizePerGPU: cfg.MicroBatch,
+		GradientAccumulationSteps: cfg.GlobalBatch / (cfg.MicroBatch * cfg.DP),
+		ZeroOptimization: DSZero{
+			Stage:               cfg.ZeroStage,
+			OverlapComm:         true,
+			ContiguousGradients: true,
+			ReduceScatter:       true,
+		},
+		GradientClipping: 1.0,
+	}
+	if fp16 {
+		zero, power := 0, 16
+		c.FP16 = &DSPrecision{Enabled: true, LossScale: &zero, InitialScalePower: &power}
+	} else {
+		c.BF16 = &DSPrecision{Enabled: true}
+	}
+	if f := cfg.Offload.OptimizerFraction; f > 0 {
+		o := &DSOffload{Device: "cpu", PinMemory: true, BufferCount: 4}
+		if cfg.ZeroStage == 3 && f < 1 {
+			o.Ratio = &f
+		}
+		c.ZeroOptimization.OffloadOptimizer = o
+	}
+	if cfg.Offload.Params && cfg.ZeroStage == 3 {
+		c.ZeroOptimization.OffloadParam = &DSOffload{Device: "cpu", PinMemory: true, BufferCount: 5}
+	}
+	return c
+}
+
+// MarshalDSConfig renders the config as indented JSON with a final newline.
+func MarshalDSConfig(c DSConfig) ([]byte, error) {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// CheckDSConfig applies the checks DeepSpeed makes when it reads
+// ds_config.json (deepspeed.md) for a job with dp data-parallel ranks and pp
+// pipeline stages. It reads the JSON generically so it also catches keys
+// the Go struct would hide.
+func CheckDSConfig(data []byte, dp, pp int) error {
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("ds_config.json: %w", err)
+	}
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("ds_config.json: "+format, a...)) }
+	tbs, okT := jsonInt(raw, "train_batch_size")
+	mbs, okM := jsonInt(raw, "train_micro_batch_size_per_gpu")
+	gas, okG := jsonInt(raw, "gradient_accumulation_steps")
+	switch {
+	case !okT || !okM || !okG:
+		fail("train_batch_size, train_micro_batch_size_per_gpu and gradient_accumulation_steps must all be integers")
+	case tbs <= 0 || mbs <= 0 || gas <= 0:
+		fail("batch sizes must be > 0 (train_batch_size %d, micro %d, accumulation %d)", tbs, mbs, gas)
+	case tbs != mbs*gas*dp:
+		fail("train_batch_size %d != micro %d * gradient_accumulation_steps %d * data-parallel size %d", tbs, mbs, gas, dp)
+	}
+	if enabled(raw, "bf16") && enabled(raw, "fp16") {
+		fail("bf16 and fp16 are both enabled")
+	}
+	zero, _ := raw["zero_optimization"].(map[string]any)
+	stage, ok := jsonInt(zero, "stage")
+	if zero != nil && !ok {
+		fail("zero_optimization.stage must be an integer")
+	}
+	if stage < 0 || stage > 3 {
+		fail("zero_optimization.stage %d: want 0-3", stage)
+	}
+	if pp > 1 && stage >= 2 {
+		fail("pipeline parallelism (pp %d) is not compatible with ZeRO stage %d", pp, stage)
+	}
+	if oo, ok := zero["offload_optimizer"].(map[string]any); ok {
+		errs = append(errs, checkOffload("offload_optimizer", oo, stage, 1)...)
+	}
+	if op, ok := zero["offload_param"].(map[string]any); ok {
+		if stage != 3 {
+			fail("zero_optimization.offload_param needs stage 3 (stage %d)", stage)
+		}
+		errs = append(errs, checkOffload("offload_param", op, stage, 3)...)
+	}
+	return errors.Join(errs...)
+}
+
+func checkOffload(name string, o map[string]any, stage, minStage int) []error {
+	var errs []error
+	dev, _ := o["device"].(string)
+	switch dev {
+	case "none", "cpu":
+	case "nvme":
+		if p, _ := o["nvme_path"].(string); p == "" {
+			errs = append(errs, fmt.Errorf("ds_config.json: %s.device nvme needs nvme_path", name))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ds_config.json: %s.device %q: want none, cpu or nvme", name, dev))
+	}
+	if dev != "none" && stage < minStage {
+		errs = append(errs, fmt.Errorf("ds_config.json: %s needs ZeRO stage >= %d (stage %d)", name, minStage, stage))
+	}
+	if r, ok := o["ratio"]; ok {
+		f, isNum := r.(float64)
+		switch {
+		case !isNum || f < 0 || f > 1:
+			errs = append(errs, fmt.Errorf("ds_config.json: %s.ratio %v outside 0..1", name, r))
+		case f < 1 && stage != 3:
+			errs = append(errs, fmt.Errorf("ds_config.json: %s.ratio %g below 1 needs ZeRO stage 3 (stage %d)", name, f, stage))
+		}
+	}
+	if bc, ok := o["buffer_count"]; ok {
+		if f, isNum := bc.(float64); !isNum || f < 1 || f != float64(int(f)) {
+			errs = append(errs, fmt.Errorf("ds_config.json: %s.buffer_count %v must be a positive integer", name, bc))
+		}
+	}
+	return errs
+}
+
+func jsonInt(m map[string]any, key string) (int, bool) {
+	f, ok := m[key].(float64)
+	if !ok || f != float64(int(f)) {
+		return 0, false
+	}
+	return int(f), true
+}
+
+func enabled(m map[string]any, key string) bool {
+	b, _ := m[key].(map[string]any)
+	e, _ := b["enabled"].(bool)
+	return e
+}
+
+// Hostfile renders DeepSpeed's hostfile: `host slots=N`, one line per host
+// in node-rank order.
+func Hostfile(hosts []HostJob) []byte {
+	var b strings.Builder
+	b.WriteString("# DeepSpeed hostfile written by pipette-launch; line order is rank order\n")
+	for _, h := range hosts {
+		b.WriteString(h.Name + " slots=" + strconv.Itoa(len(h.Ranks)) + "\n")
+	}
+	return []byte(b.String())
+}
+
+// deepspeedArgs are the script flags for DeepSpeed: the config file for any
+// DeepSpeed script, plus Megatron-DeepSpeed's own flags when the script is
+// Megatron-DeepSpeed.
+func deepspeedArgs(cfg planner.Config, megatron bool) []string {
+	a := []string{"--deepspeed", "--deepspeed_config", DSConfigFile}
+	if !megatron {
+		return a
+	}
+	a = append(a, "--zero-stage", strconv.Itoa(cfg.ZeroStage))
+	if cfg.PP == 1 {
+		// Without it Megatron-DeepSpeed wraps the model in a PipelineModule,
+		// which DeepSpeed does not allow with ZeRO-2/3.
+		a = append(a, "--no-pipeline-parallel")
+	}
+	if cfg.Offload.OptimizerFraction > 0 {
+		// DeepSpeedCPUAdam: a torch optimizer cannot step CPU-resident states.
+		a = append(a, "--cpu-optimizer")
+	}
+	return a
+}
+
+// deepspeedManagedFlags are dropped from the user's arguments and rendered
+// from the plan.
+var deepspeedManagedFlags = map[string]bool{
+	"--deepspeed": true, "--deepspeed_config": true, "--zero-stage": true,
+	"--no-pipeline-parallel": true, "--cpu-optimizer": true,
+}
+
+// File names the job writes into its work directory.
+const (
+	DSConfigFile = "ds_config.json"
+	HostfileName = "hostfile"
+)
+
+// baseUsesFP16 reports whether the user's config enables fp16.
+func baseUsesFP16(base []byte) bool {
+	var raw map[string]any
+	if json.Unmarshal(base, &raw) != nil {
+		return false
+	}
+	return enabled(raw, "fp16")
+}
+
+// overlayDSConfig lays the planned config over the user's: planned
+// top-level keys win, zero_optimization is merged key by key (the user's
+// bucket sizes stay, offload blocks the plan does not use go), and the
+// precision blocks are the plan's alone so bf16 and fp16 never both hold.
+// It returns the keys whose user values changed.
+func overlayDSConfig(base, planned []byte) ([]byte, []string, error) {
+	var user, plan map[string]any
+	if err := json.Unmarshal(base, &user); err != nil {
+		return nil, nil, fmt.Errorf("your DeepSpeed config: %w", err)
+	}
+	if err := json.Unmarshal(planned, &plan); err != nil {
+		return nil, nil, err
+	}
+	var replaced []string
+	changed := func(key string, old, new any) {
+		if old != nil && !reflect.DeepEqual(old, new) {
+			replaced = append(replaced, key)
+		}
+	}
+	delete(user, "bf16")
+	delete(user, "fp16")
+	delete(user, "bfloat16")
+	for k, v := range plan {
+		if k == "zero_optimization" {
+			continue
+		}
+		if k != "bf16" && k != "fp16" {
+			changed(k, user[k], v)
+		}
+		user[k] = v
+	}
+	uz, _ := user["zero_optimization"].(map[string]any)
+	if uz == nil {
+		uz = map[string]any{}
+	}
+	pz := plan["zero_optimization"].(map[string]any)
+	for _, k := range []string{"offload_optimizer", "offload_param"} {
+		if _, planned := pz[k]; !planned && uz[k] != nil {
+			replaced = append(replaced, "zero_optimization."+k)
+			delete(uz, k)
+		}
+	}
+	for k, v := range pz {
+		changed("zero_optimization."+k, uz[k], v)
+		uz[k] = v
+	}
+	user["zero_optimization"] = uz
+	sort.Strings(replaced)
+	out, err := json.MarshalIndent(user, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(out, '\n'), replaced, nil
+}

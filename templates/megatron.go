@@ -1,0 +1,424 @@
+package templates
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// Megatron-LM flags pipette-launch manages. The planner decides them, so
+// the user's own occurrences are compared with the plan and then replaced.
+var (
+	plannedValueFlags = []string{
+		"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+		"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+		"--micro-batch-size", "--global-batch-size",
+		"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer-offload-fraction",
+	}
+	plannedSwitches = []string{
+		"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+		"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--overlap-cpu-optimizer-d2h-h2d",
+	}
+	megatronPlannedFlags = flagSet(plannedValueFlags, plannedSwitches)
+	// megatronSwitches are the store_true flags the checker reads (plus
+	// Megatron-DeepSpeed's and Holmes', which must not swallow a value);
+	// every flag in megatronValueFlags takes one value.
+	megatronSwitches = flagSet(plannedSwitches, []string{
+		"--bf16", "--fp16", "--group-query-attention", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping",
+		"--swiglu", "--untie-embeddings-and-output-weights",
+		"--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer", "--use-hetnet",
+	})
+	megatronValueFlags = flagSet(plannedValueFlags, []string{
+		"--expert-model-parallel-size", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
+		"--seq-length", "--max-position-embeddings", "--distributed-backend", "--deepspeed_config", "--zero-stage",
+		"--ffn-hidden-size",
+	})
+)
+
+func flagSet(lists ...[]string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range lists {
+		for _, f := range l {
+			m[f] = true
+		}
+	}
+	return m
+}
+
+// megatronShapeFlags mark an argument list as Megatron-LM's.
+var megatronShapeFlags = []string{
+	"--num-layers", "--hidden-size", "--num-attention-heads", "--tensor-model-parallel-size",
+	"--pipeline-model-parallel-size", "--micro-batch-size", "--global-batch-size", "--seq-length",
+}
+
+// LooksLikeMegatron reports whether a script and its arguments are a
+// Megatron-LM (or Megatron-DeepSpeed) training: a pretrain_*.py entry point
+// or Megatron's model-shape and parallelism flags.
+func LooksLikeMegatron(script string, args []string) bool {
+	base := script[strings.LastIndex(script, "/")+1:]
+	if strings.HasPrefix(base, "pretrain_") && strings.HasSuffix(base, ".py") {
+		return true
+	}
+	fl := parseFlags(args)
+	for _, f := range megatronShapeFlags {
+		if fl.has(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// flagOcc is one occurrence of a flag in an argument list.
+type flagOcc struct {
+	name  string
+	value string
+	// start and end delimit the tokens it spans (end exclusive).
+	start, end int
+}
+
+// flagList is an argument list parsed the way argparse sees the flags we
+// know: `--f v`, `--f=v`, switches. Unknown tokens are left alone.
+type flagList struct {
+	args []string
+	occ  []flagOcc
+}
+
+func parseFlags(args []string) flagList {
+	fl := flagList{args: args}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasEq := strings.Cut(a, "=")
+		switch {
+		case megatronSwitches[name] && !hasEq:
+			fl.occ = append(fl.occ, flagOcc{name: name, start: i, end: i + 1})
+		case megatronValueFlags[name] && hasEq:
+			fl.occ = append(fl.occ, flagOcc{name: name, value: val, start: i, end: i + 1})
+		case megatronValueFlags[name] && i+1 < len(args):
+			fl.occ = append(fl.occ, flagOcc{name: name, value: args[i+1], start: i, end: i + 2})
+			i++
+		case megatronValueFlags[name]:
+			fl.occ = append(fl.occ, flagOcc{name: name, value: "", start: i, end: i + 1})
+		}
+	}
+	return fl
+}
+
+func (fl flagList) has(name string) bool {
+	for _, o := range fl.occ {
+		if o.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// last returns the value of the last occurrence, as argparse keeps it.
+func (fl flagList) last(name string) (string, bool) {
+	v, ok := "", false
+	for _, o := range fl.occ {
+		if o.name == name {
+			v, ok = o.value, true
+		}
+	}
+	return v, ok
+}
+
+func (fl flagList) intValue(name string, def int) (int, error) {
+	v, ok := fl.last(name)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: not an integer", name, v)
+	}
+	return n, nil
+}
+
+// without returns the argument list with every occurrence of the named
+// flags removed.
+func (fl flagList) without(drop map[string]bool) []string {
+	skip := make([]bool, len(fl.args))
+	for _, o := range fl.occ {
+		if drop[o.name] {
+			for i := o.start; i < o.end; i++ {
+				skip[i] = true
+			}
+		}
+	}
+	var out []string
+	for i, a := range fl.args {
+		if !skip[i] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// MegatronPlanArgs are the Megatron-LM flags that realise cfg, in a fixed
+// order.
+func MegatronPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
+	a := []string{
+		"--tensor-model-parallel-size", strconv.Itoa(cfg.TP),
+		"--pipeline-model-parallel-size", strconv.Itoa(cfg.PP),
+		"--context-parallel-size", strconv.Itoa(max(cfg.CP, 1)),
+	}
+	if cfg.SequenceParallel && cfg.TP > 1 {
+		a = append(a, "--sequence-parallel")
+	}
+	split, err := stageFlags(cfg, numLayers)
+	if err != nil {
+		return nil, err
+	}
+	a = append(a, split...)
+	a = append(a, "--micro-batch-size", strconv.Itoa(cfg.MicroBatch),
+		"--global-batch-size", strconv.Itoa(cfg.GlobalBatch))
+	switch cfg.Recompute {
+	case planner.RecomputeSelective:
+		a = append(a, "--recompute-granularity", "selective")
+	case planner.RecomputeFull:
+		// Uniform over chunks of one layer recomputes every layer from its
+		// input: the memory the estimator assumes for full recompute.
+		a = append(a, "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1")
+	}
+	offload := cfg.Offload.OptimizerFraction > 0
+	// Megatron's CPU offload is implemented inside the distributed optimizer
+	// (HybridDeviceOptimizer wraps its shards), so offload implies it.
+	distOpt := cfg.DistributedOptimizer || offload
+	if distOpt {
+		a = append(a, "--use-distributed-optimizer")
+	}
+	if cfg.DP > 1 || distOpt {
+		a = append(a, "--overlap-grad-reduce")
+	}
+	if distOpt {
+		a = append(a, "--overlap-param-gather")
+	}
+	if offload {
+		a = append(a, "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
+			"--optimizer-offload-fraction", formatFraction(cfg.Offload.OptimizerFraction),
+			"--overlap-cpu-optimizer-d2h-h2d")
+	}
+	return a, nil
+}
+
+func formatFraction(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// stageFlags renders the split of decoder layers over pipeline stages:
+// nothing when even, virtual stages when even with VPP > 1, first/last
+// flags when only the outer stages differ, else a full layout string.
+func stageFlags(cfg planner.Config, numLayers int) ([]string, error) {
+	vpp := max(cfg.VPP, 1)
+	stages := cfg.StageLayers
+	if len(stages) == 0 {
+		if numLayers%(cfg.PP*vpp) != 0 {
+			return nil, fmt.Errorf("plan has no stage split and %d layers do not divide over %d stages", numLayers, cfg.PP*vpp)
+		}
+		stages = make([]int, cfg.PP*vpp)
+		for i := range stages {
+			stages[i] = numLayers / (cfg.PP * vpp)
+		}
+	}
+	if len(stages) != cfg.PP*vpp {
+		return nil, fmt.Errorf("plan has %d stage sizes, want PP*VPP = %d", len(stages), cfg.PP*vpp)
+	}
+	total := 0
+	for _, n := range stages {
+		total += n
+	}
+	if numLayers > 0 && total != numLayers {
+		return nil, fmt.Errorf("plan's stages hold %d layers, model has %d", total, numLayers)
+	}
+	if allEqual(stages) {
+		if vpp > 1 {
+			return []string{"--num-virtual-stages-per-pipeline-rank", strconv.Itoa(vpp)}, nil
+		}
+		return nil, nil
+	}
+	if vpp == 1 && cfg.PP >= 2 {
+		if f := firstLastFlags(stages); f != nil {
+			return f, nil
+		}
+	}
+	return []string{"--pipeline-model-parallel-layout", layoutString(stages)}, nil
+}
+
+// firstLastFlags uses --decoder-first/last-pipeline-num-layers when the
+// middle stages are equal and non-empty; nil when they cannot express it.
+func firstLastFlags(stages []int) []string {
+	n := len(stages)
+	if n == 2 {
+		if stages[0] == 0 || stages[1] == 0 {
+			return nil
+		}
+		return []string{"--decoder-first-pipeline-num-layers", strconv.Itoa(stages[0]),
+			"--decoder-last-pipeline-num-layers", strconv.Itoa(stages[1])}
+	}
+	mid := stages[1 : n-1]
+	if !allEqual(mid) || mid[0] == 0 || stages[0] == 0 || stages[n-1] == 0 {
+		return nil
+	}
+	var f []string
+	if stages[0] != mid[0] {
+		f = append(f, "--decoder-first-pipeline-num-layers", strconv.Itoa(stages[0]))
+	}
+	if stages[n-1] != mid[0] {
+		f = append(f, "--decoder-last-pipeline-num-layers", strconv.Itoa(stages[n-1]))
+	}
+	return f
+}
+
+// layoutString writes Megatron's pipeline layout: E on the first stage, L
+// on the last, `t*n` decoder layers, `|` between stages.
+func layoutString(stages []int) string {
+	parts := make([]string, len(stages))
+	for i, n := range stages {
+		var b strings.Builder
+		if i == 0 {
+			b.WriteString("E")
+		}
+		if n == 1 {
+			b.WriteString("t")
+		} else if n > 1 {
+			fmt.Fprintf(&b, "t*%d", n)
+		}
+		if i == len(stages)-1 {
+			b.WriteString("L")
+		}
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, "|")
+}
+
+func allEqual(xs []int) bool {
+	for _, x := range xs {
+		if x != xs[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// MergeMegatronArgs keeps the user's arguments, checks every planned flag
+// the user also passed against the plan (the planner received them as
+// constraints, so a difference is a contradiction), and replaces them with
+// the planned flags appended at the end.
+func MergeMegatronArgs(user, planned []string) ([]string, error) {
+	uf := parseFlags(user)
+	planned = withUserPreferences(uf, planned)
+	pf := parseFlags(planned)
+	for _, o := range uf.occ {
+		if !megatronPlannedFlags[o.name] {
+			continue
+		}
+		if err := userFlagAgrees(o, uf, pf); err != nil {
+			return nil, err
+		}
+	}
+	out := uf.without(megatronPlannedFlags)
+	return append(out, planned...), nil
+}
+
+// userFlagAgrees checks one planned flag the user gave against the plan.
+// userPreferenceSwitches only trade overlap for memory or speed; a user's
+// choice is kept when the plan leaves them off (the final check still
+// rejects an invalid combination).
+var userPreferenceSwitches = []string{"--overlap-grad-reduce", "--overlap-param-gather", "--overlap-cpu-optimizer-d2h-h2d"}
+
+// withUserPreferences adopts what the planner does not model: the user's
+// full-recompute method and layer count (the planner only decides that
+// recompute is full) and the overlap switches above.
+func withUserPreferences(uf flagList, planned []string) []string {
+	pf := parseFlags(planned)
+	if g, _ := pf.last("--recompute-granularity"); g == "full" {
+		if ug, _ := uf.last("--recompute-granularity"); ug == "full" {
+			keep := map[string]bool{}
+			var extra []string
+			for _, name := range []string{"--recompute-method", "--recompute-num-layers"} {
+				if v, ok := uf.last(name); ok {
+					keep[name] = true
+					extra = append(extra, name, v)
+				}
+			}
+			planned = append(pf.without(keep), extra...)
+			pf = parseFlags(planned)
+		}
+	}
+	for _, sw := range userPreferenceSwitches {
+		if uf.has(sw) && !pf.has(sw) {
+			planned = append(planned, sw)
+		}
+	}
+	return planned
+}
+
+func userFlagAgrees(o flagOcc, uf, pf flagList) error {
+	v, _ := uf.last(o.name)
+	pv, planned := pf.last(o.name)
+	switch {
+	case megatronSwitches[o.name] && !planned:
+		if o.name == "--sequence-parallel" {
+			tp, _ := pf.intValue("--tensor-model-parallel-size", 1)
+			if tp == 1 {
+				return nil // Megatron ignores it at TP=1
+			}
+		}
+		return fmt.Errorf("you passed %s but the plan does not use it; drop it or plan again with it fixed", o.name)
+	case megatronSwitches[o.name]:
+		return nil
+	case !planned && o.name == "--num-layers-per-virtual-pipeline-stage" && sameVirtualSplit(v, uf, pf):
+		return nil // the plan says the same in stages per rank
+	case !planned:
+		if isStageFlag(o.name) {
+			return fmt.Errorf("you passed %s %s but the plan splits layers differently (%s); drop it to use the plan", o.name, v, strings.Join(stageSummary(pf), " "))
+		}
+		return fmt.Errorf("you passed %s %s but the plan does not set it; drop it to use the plan", o.name, v)
+	case !sameValue(v, pv):
+		return fmt.Errorf("you passed %s %s but the plan uses %s; the planner should have honoured it, so the flag contradicts another one", o.name, v, pv)
+	}
+	return nil
+}
+
+// sameVirtualSplit reports whether the user's layers per virtual stage give
+// the plan's virtual stages per pipeline rank.
+func sameVirtualSplit(perStage string, uf, pf flagList) bool {
+	n, err := strconv.Atoi(perStage)
+	layers, _ := uf.intValue("--num-layers", 0)
+	pp, _ := pf.intValue("--pipeline-model-parallel-size", 1)
+	v, _ := pf.intValue("--num-virtual-stages-per-pipeline-rank", 0)
+	return err == nil && n > 0 && v > 0 && layers == n*pp*v
+}
+
+func isStageFlag(name string) bool {
+	switch name {
+	case "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers":
+		return true
+	}
+	return false
+}
+
+func stageSummary(pf flagList) []string {
+	var s []string
+	for _, o := range pf.occ {
+		if isStageFlag(o.name) {
+			s = append(s, o.name, o.value)
+		}
+	}
+	if len(s) == 0 {
+		return []string{"evenly"}
+	}
+	return s
+}
+
+func sameValue(a, b string) bool {
+	if a == b {
+		return true
+	}
+	fa, errA := strconv.ParseFloat(a, 64)
+	fb, errB := strconv.ParseFloat(b, 64)
+	return errA == nil && errB == nil && fa == fb
+}

@@ -1,0 +1,395 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// megatronSettings is what Megatron-LM's argument validation reads, parsed
+// back from a rendered argument list.
+type megatronSettings struct {
+	tp, pp, cp, ep                   int
+	numLayers, hidden, heads, groups int
+	seq, maxPos                      int
+	micro, global                    int
+	layersPerVirtual, virtualStages  int
+	first, last                      int
+	layout                           string
+	recompute, recomputeMethod       string
+	recomputeNumLayers               int
+	hasRecomputeNum                  bool
+	gqa, distOpt, overlapGrad        bool
+	overlapParam, cpuOffload         bool
+	precisionAware, bf16, fp16       bool
+	noOverlapP2P                     bool
+	offloadFraction                  float64
+	hasFirst, hasLast                bool
+}
+
+func readMegatronSettings(argv []string) (megatronSettings, error) {
+	fl := parseFlags(argv)
+	var s megatronSettings
+	var errs []error
+	intFlag := func(dst *int, name string, def int) {
+		v, err := fl.intValue(name, def)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		*dst = v
+	}
+	intFlag(&s.tp, "--tensor-model-parallel-size", 1)
+	intFlag(&s.pp, "--pipeline-model-parallel-size", 1)
+	intFlag(&s.cp, "--context-parallel-size", 1)
+	intFlag(&s.ep, "--expert-model-parallel-size", 1)
+	intFlag(&s.numLayers, "--num-layers", 0)
+	intFlag(&s.hidden, "--hidden-size", 0)
+	intFlag(&s.heads, "--num-attention-heads", 0)
+	intFlag(&s.groups, "--num-query-groups", 0)
+	intFlag(&s.seq, "--seq-length", 0)
+	intFlag(&s.maxPos, "--max-position-embeddings", 0)
+	intFlag(&s.micro, "--micro-batch-size", 1)
+	intFlag(&s.global, "--global-batch-size", 0)
+	intFlag(&s.layersPerVirtual, "--num-layers-per-virtual-pipeline-stage", 0)
+	intFlag(&s.virtualStages, "--num-virtual-stages-per-pipeline-rank", 0)
+	intFlag(&s.first, "--decoder-first-pipeline-num-layers", 0)
+	intFlag(&s.last, "--decoder-last-pipeline-num-layers", 0)
+	intFlag(&s.recomputeNumLayers, "--recompute-num-layers", 0)
+	_, s.hasFirst = fl.last("--decoder-first-pipeline-num-layers")
+	_, s.hasLast = fl.last("--decoder-last-pipeline-num-layers")
+	_, s.hasRecomputeNum = fl.last("--recompute-num-layers")
+	s.layout, _ = fl.last("--pipeline-model-parallel-layout")
+	s.recompute, _ = fl.last("--recompute-granularity")
+	s.recomputeMethod, _ = fl.last("--recompute-method")
+	s.offloadFraction = 1.0
+	if v, ok := fl.last("--optimizer-offload-fraction"); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--optimizer-offload-fraction %q: not a number", v))
+		}
+		s.offloadFraction = f
+	}
+	s.gqa = fl.has("--group-query-attention")
+	s.distOpt = fl.has("--use-distributed-optimizer")
+	s.overlapGrad = fl.has("--overlap-grad-reduce")
+	s.overlapParam = fl.has("--overlap-param-gather")
+	s.cpuOffload = fl.has("--optimizer-cpu-offload")
+	s.precisionAware = fl.has("--use-precision-aware-optimizer")
+	s.bf16 = fl.has("--bf16")
+	s.fp16 = fl.has("--fp16")
+	s.noOverlapP2P = fl.has("--no-overlap-p2p-communication")
+	return s, errors.Join(errs...)
+}
+
+// CheckMegatronArgs re-implements the start-up checks Megatron-LM's
+// arguments.py applies (megatron-lm.md) to a final argument list for a job of
+// worldSize ranks. A rendered launch that fails here would never start.
+func CheckMegatronArgs(argv []string, worldSize int) error {
+	s, err := readMegatronSettings(argv)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if s.tp < 1 || s.pp < 1 || s.cp < 1 || s.ep < 1 {
+		return fmt.Errorf("parallel sizes must be >= 1 (tp %d pp %d cp %d ep %d)", s.tp, s.pp, s.cp, s.ep)
+	}
+	model := s.tp * s.pp * s.cp
+	if worldSize%model != 0 {
+		return fmt.Errorf("world size %d is not divisible by tp*pp*cp = %d", worldSize, model)
+	}
+	dp := worldSize / model
+	if s.heads > 0 && s.heads%s.tp != 0 {
+		fail("--num-attention-heads %d is not divisible by tp %d", s.heads, s.tp)
+	}
+	if s.gqa && s.groups > 0 && s.groups%s.tp != 0 && s.tp%s.groups != 0 {
+		fail("--num-query-groups %d and tp %d: neither divides the other", s.groups, s.tp)
+	}
+	if s.heads > 0 && s.hidden%s.heads != 0 {
+		fail("--hidden-size %d is not divisible by --num-attention-heads %d", s.hidden, s.heads)
+	}
+	if s.cp > 1 && s.seq%(2*s.cp) != 0 {
+		fail("--seq-length %d is not divisible by 2*cp = %d", s.seq, 2*s.cp)
+	}
+	if s.maxPos > 0 && s.seq > s.maxPos {
+		fail("--max-position-embeddings %d < --seq-length %d", s.maxPos, s.seq)
+	}
+	if s.bf16 && s.fp16 {
+		fail("--bf16 and --fp16 are both set")
+	}
+	vpp, err := s.checkStages()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if s.micro < 1 {
+		fail("--micro-batch-size %d must be >= 1", s.micro)
+	}
+	if s.global > 0 && s.micro > 0 {
+		if s.global%(s.micro*dp) != 0 {
+			fail("--global-batch-size %d is not divisible by micro-batch %d * dp %d", s.global, s.micro, dp)
+		} else if vpp > 1 && (s.global/(s.micro*dp))%s.pp != 0 {
+			fail("interleaved schedule: %d micro-batches is not a multiple of pp %d", s.global/(s.micro*dp), s.pp)
+		}
+	}
+	errs = append(errs, s.checkRecompute()...)
+	errs = append(errs, s.checkOptimizer()...)
+	return errors.Join(errs...)
+}
+
+// checkStages validates the layer split flags and returns the number of
+// virtual stages per pipeline rank they imply.
+func (s megatronSettings) checkStages() (int, error) {
+	n := 0
+	for _, set := range []bool{s.layersPerVirtual > 0, s.virtualStages > 0, s.layout != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return 0, errors.New("at most one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout")
+	}
+	if s.layout != "" {
+		if s.hasFirst || s.hasLast {
+			return 0, errors.New("--pipeline-model-parallel-layout cannot be combined with --decoder-first/last-pipeline-num-layers")
+		}
+		return checkLayout(s.layout, s.pp, s.numLayers, s.noOverlapP2P)
+	}
+	vpp := 1
+	switch {
+	case s.virtualStages > 0:
+		vpp = s.virtualStages
+	case s.layersPerVirtual > 0:
+		if s.pp < 1 || s.numLayers%s.pp != 0 || (s.numLayers/s.pp)%s.layersPerVirtual != 0 {
+			return 0, fmt.Errorf("--num-layers %d over pp %d is not divisible by --num-layers-per-virtual-pipeline-stage %d", s.numLayers, s.pp, s.layersPerVirtual)
+		}
+		vpp = s.numLayers / s.pp / s.layersPerVirtual
+	}
+	if vpp > 1 {
+		if err := checkInterleaved(s.pp, s.noOverlapP2P); err != nil {
+			return 0, err
+		}
+	}
+	if s.hasFirst || s.hasLast {
+		return vpp, s.checkFirstLast(vpp)
+	}
+	if s.numLayers%s.pp != 0 {
+		return 0, fmt.Errorf("--num-layers %d is not divisible by pp %d", s.numLayers, s.pp)
+	}
+	if (s.numLayers/s.pp)%vpp != 0 {
+		return 0, fmt.Errorf("%d layers per pipeline rank do not divide into %d virtual stages", s.numLayers/s.pp, vpp)
+	}
+	return vpp, nil
+}
+
+func checkInterleaved(pp int, noOverlapP2P bool) error {
+	if pp < 2 {
+		return errors.New("the interleaved schedule needs pp > 1")
+	}
+	if noOverlapP2P && pp < 3 {
+		return errors.New("the interleaved schedule with --no-overlap-p2p-communication needs pp > 2")
+	}
+	return nil
+}
+
+func (s megatronSettings) checkFirstLast(vpp int) error {
+	rest, middle := s.numLayers, s.pp
+	for _, fl := range []struct {
+		set  bool
+		n    int
+		name string
+	}{{s.hasFirst, s.first, "--decoder-first-pipeline-num-layers"}, {s.hasLast, s.last, "--decoder-last-pipeline-num-layers"}} {
+		if !fl.set {
+			continue
+		}
+		if fl.n <= 0 || fl.n%vpp != 0 {
+			return fmt.Errorf("%s %d must be > 0 and divisible by the %d virtual stages", fl.name, fl.n, vpp)
+		}
+		rest -= fl.n
+		middle--
+	}
+	if middle < 0 {
+		return fmt.Errorf("first/last stage flags need pp >= 2 (pp %d)", s.pp)
+	}
+	if middle == 0 {
+		if rest != 0 {
+			return fmt.Errorf("first and last stage layers leave %d layers but no middle stage", rest)
+		}
+		return nil
+	}
+	if rest <= 0 || rest%middle != 0 || (rest/middle)%vpp != 0 {
+		return fmt.Errorf("%d remaining layers do not divide evenly over %d middle pipeline ranks and %d virtual stages", rest, middle, vpp)
+	}
+	return nil
+}
+
+// checkLayout parses a --pipeline-model-parallel-layout string and checks it
+// against pp and the layer count; it returns the virtual stages it implies.
+func checkLayout(layout string, pp, numLayers int, noOverlapP2P bool) (int, error) {
+	flat, err := expandLayout(layout)
+	if err != nil {
+		return 0, fmt.Errorf("--pipeline-model-parallel-layout %q: %w", layout, err)
+	}
+	stages := strings.Split(flat, "|")
+	if len(stages)%pp != 0 {
+		return 0, fmt.Errorf("--pipeline-model-parallel-layout has %d stages, not a multiple of pp %d", len(stages), pp)
+	}
+	if strings.Count(flat, "E") != 1 || !strings.HasPrefix(stages[0], "E") {
+		return 0, errors.New("--pipeline-model-parallel-layout needs exactly one E, at the start of the first stage")
+	}
+	if strings.Count(flat, "L") != 1 || !strings.HasSuffix(stages[len(stages)-1], "L") {
+		return 0, errors.New("--pipeline-model-parallel-layout needs exactly one L, at the end of the last stage")
+	}
+	if t := strings.Count(flat, "t"); t != numLayers {
+		return 0, fmt.Errorf("--pipeline-model-parallel-layout has %d decoder layers, --num-layers is %d", t, numLayers)
+	}
+	vpp := len(stages) / pp
+	if vpp > 1 {
+		if err := checkInterleaved(pp, noOverlapP2P); err != nil {
+			return 0, err
+		}
+	}
+	return vpp, nil
+}
+
+// expandLayout expands repeats (`x*n`, `(...)*n`) and drops commas and
+// spaces, leaving only E, t, m, L and |.
+func expandLayout(s string) (string, error) {
+	out, rest, err := expandSeq(strings.NewReplacer(",", "", " ", "").Replace(s), 0)
+	if err != nil {
+		return "", err
+	}
+	if rest != "" {
+		return "", fmt.Errorf("unbalanced ) near %q", rest)
+	}
+	return out, nil
+}
+
+func expandSeq(s string, depth int) (string, string, error) {
+	var b strings.Builder
+	for s != "" {
+		var unit string
+		switch c := s[0]; {
+		case c == ')':
+			if depth == 0 {
+				return "", "", errors.New("unbalanced )")
+			}
+			return b.String(), s, nil
+		case c == '(':
+			inner, rest, err := expandSeq(s[1:], depth+1)
+			if err != nil {
+				return "", "", err
+			}
+			if rest == "" || rest[0] != ')' {
+				return "", "", errors.New("unbalanced (")
+			}
+			unit, s = inner, rest[1:]
+		case strings.IndexByte("EtmL|", c) >= 0:
+			unit, s = string(c), s[1:]
+		default:
+			return "", "", fmt.Errorf("unexpected %q", c)
+		}
+		if strings.HasPrefix(s, "*") {
+			j := 1
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			n, err := strconv.Atoi(s[1:j])
+			if err != nil {
+				return "", "", fmt.Errorf("bad repeat count after %q", unit)
+			}
+			unit, s = strings.Repeat(unit, n), s[j:]
+		}
+		b.WriteString(unit)
+	}
+	if depth > 0 {
+		return "", "", errors.New("unbalanced (")
+	}
+	return b.String(), "", nil
+}
+
+func (s megatronSettings) checkRecompute() []error {
+	var errs []error
+	switch s.recompute {
+	case "":
+		if s.recomputeMethod != "" || s.hasRecomputeNum {
+			errs = append(errs, errors.New("--recompute-method/--recompute-num-layers need --recompute-granularity full"))
+		}
+	case "full":
+		if s.recomputeMethod != "uniform" && s.recomputeMethod != "block" {
+			errs = append(errs, fmt.Errorf("--recompute-granularity full needs --recompute-method uniform|block (got %q)", s.recomputeMethod))
+		}
+		if !s.hasRecomputeNum || s.recomputeNumLayers < 1 {
+			errs = append(errs, errors.New("--recompute-granularity full needs --recompute-num-layers >= 1"))
+		}
+	case "selective":
+		if s.recomputeMethod != "" || s.hasRecomputeNum {
+			errs = append(errs, errors.New("--recompute-granularity selective takes no --recompute-method/--recompute-num-layers"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--recompute-granularity %q: want full or selective", s.recompute))
+	}
+	return errs
+}
+
+func (s megatronSettings) checkOptimizer() []error {
+	var errs []error
+	if s.overlapParam && !(s.distOpt && s.overlapGrad) {
+		errs = append(errs, errors.New("--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce"))
+	}
+	if s.cpuOffload && !s.precisionAware {
+		errs = append(errs, errors.New("--optimizer-cpu-offload needs --use-precision-aware-optimizer"))
+	}
+	if s.cpuOffload && !s.distOpt {
+		errs = append(errs, errors.New("--optimizer-cpu-offload needs --use-distributed-optimizer"))
+	}
+	if s.offloadFraction < 0 || s.offloadFraction > 1 {
+		errs = append(errs, fmt.Errorf("--optimizer-offload-fraction %g outside 0..1", s.offloadFraction))
+	}
+	return errs
+}
+
+// UserStageLayers returns the decoder layers per pipeline stage (stage i =
+// vpp_index*PP + pp_rank) that the user's own split flags give, and the
+// virtual stages per rank; nil when the arguments split evenly. Launches
+// without planning use it so the user's split survives rendering.
+func UserStageLayers(args []string) ([]int, int, error) {
+	s, err := readMegatronSettings(args)
+	if err != nil {
+		return nil, 0, err
+	}
+	vpp, err := s.checkStages()
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.layout != "" {
+		flat, _ := expandLayout(s.layout)
+		var stages []int
+		for _, st := range strings.Split(flat, "|") {
+			stages = append(stages, strings.Count(st, "t"))
+		}
+		return stages, vpp, nil
+	}
+	if !s.hasFirst && !s.hasLast {
+		return nil, vpp, nil
+	}
+	perRank := make([]int, s.pp)
+	rest, middle := s.numLayers, s.pp
+	if s.hasFirst {
+		perRank[0], rest, middle = s.first, rest-s.first, middle-1
+	}
+	if s.hasLast {
+		perRank[s.pp-1], rest, middle = s.last, rest-s.last, middle-1
+	}
+	for r := range perRank {
+		if (r == 0 && s.hasFirst) || (r == s.pp-1 && s.hasLast) {
+			continue
+		}
+		perRank[r] = rest / middle
+	}
+	stages := make([]int, s.pp*vpp)
+	for i := range stages {
+		stages[i] = perRank[i%s.pp] / vpp
+	}
+	return stages, vpp, nil
+}

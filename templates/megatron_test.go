@@ -1,0 +1,314 @@
+package templates
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// TestEveryRenderedMegatronCombinationPassesItsChecks renders a grid of
+// configs over 4 hosts x 8 GPUs and checks every rank's final argv and env
+// with the Megatron start-up checks.
+func TestEveryRenderedMegatronCombinationPassesItsChecks(t *testing.T) {
+	hosts := []string{"n1", "n2", "n3", "n4"}
+	c := newTestCluster(islandDef{name: "ib", fabric: "f", hosts: hosts, gpus: 8, gpu: "H100-SXM-80GB", nics: ibNICs()})
+	args := []string{"--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32",
+		"--group-query-attention", "--num-query-groups", "8", "--seq-length", "4096", "--max-position-embeddings", "4096", "--bf16"}
+	rendered := 0
+	for _, tp := range []int{1, 2, 4, 8} {
+		for _, pp := range []int{1, 2, 4} {
+			for _, cp := range []int{1, 2} {
+				for _, vpp := range []int{1, 2} {
+					for _, split := range []string{"even", "firstlast", "layout"} {
+						for _, rec := range []planner.Recompute{planner.RecomputeNone, planner.RecomputeSelective, planner.RecomputeFull} {
+							for _, opt := range []string{"plain", "distopt", "offload"} {
+								cfg, ok := gridConfig(tp, pp, cp, vpp, split, rec, opt, 32, 32)
+								if !ok {
+									continue
+								}
+								p := &planner.Plan{Framework: planner.FrameworkMegatron, Config: cfg}
+								per := 8
+								nh := (cfg.WorldSize() + per - 1) / per
+								p.Placement = placeInOrder(c, []int{0, 1, 2, 3}[:nh], per, identity)
+								name := fmt.Sprintf("tp%d pp%d cp%d vpp%d %s %s %s", tp, pp, cp, vpp, split, rec, opt)
+								job, err := Render(p, c, Options{Script: "pretrain_gpt.py", Args: args})
+								if err != nil {
+									t.Errorf("%s: Render: %v", name, err)
+									continue
+								}
+								rendered++
+								for _, h := range job.Hosts {
+									for _, r := range h.Ranks {
+										if err := checkRankForMegatron(r); err != nil {
+											t.Errorf("%s: rank %d: %v", name, r.Rank, err)
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d combinations rendered and checked", rendered)
+	if rendered < 100 {
+		t.Fatalf("only %d combinations rendered; the grid is not exercising the renderer", rendered)
+	}
+}
+
+// gridConfig builds one grid point for 32 GPUs, false when it is not a
+// config the planner could produce.
+func gridConfig(tp, pp, cp, vpp int, split string, rec planner.Recompute, opt string, layers, gpus int) (planner.Config, bool) {
+	if tp*pp*cp > gpus || (vpp > 1 && pp == 1) || (split != "even" && pp == 1) {
+		return planner.Config{}, false
+	}
+	dp := gpus / (tp * pp * cp)
+	stages := pp * vpp
+	if layers%stages != 0 {
+		return planner.Config{}, false
+	}
+	sl := make([]int, stages)
+	for i := range sl {
+		sl[i] = layers / stages
+	}
+	switch split {
+	case "firstlast":
+		if vpp > 1 || pp < 2 {
+			return planner.Config{}, false
+		}
+		sl[0]--
+		sl[stages-1]--
+		sl[stages/2] += 2
+		if pp > 2 {
+			// keep the middle equal: move the two layers to every middle stage evenly
+			sl = make([]int, stages)
+			mid := (layers - 2*(layers/stages-1)) / (stages - 2)
+			if (layers-2*(layers/stages-1))%(stages-2) != 0 {
+				return planner.Config{}, false
+			}
+			for i := range sl {
+				sl[i] = mid
+			}
+			sl[0], sl[stages-1] = layers/stages-1, layers/stages-1
+		}
+	case "layout":
+		sl[0]++
+		sl[stages-1]--
+	}
+	mb := 1
+	gb := dp * mb * pp * 2
+	cfg := planner.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: vpp, MicroBatch: mb, GlobalBatch: gb,
+		NumMicroBatches: gb / (mb * dp), SequenceParallel: tp > 1, Recompute: rec, StageLayers: sl}
+	switch opt {
+	case "distopt":
+		cfg.DistributedOptimizer = true
+	case "offload":
+		cfg.DistributedOptimizer = true
+		cfg.Offload.OptimizerFraction = 0.5
+	}
+	return cfg, true
+}
+
+// checkRankForMegatron checks a rendered rank the way Megatron would at
+// start: its arguments (after `python -u script`) and the environment.
+func checkRankForMegatron(r RankJob) error {
+	env := map[string]string{}
+	for _, e := range r.Env {
+		env[e.Name] = e.Value
+	}
+	var world int
+	fmt.Sscan(env["WORLD_SIZE"], &world)
+	if err := CheckMegatronArgs(r.Argv[3:], world); err != nil {
+		return err
+	}
+	s, _ := readMegatronSettings(r.Argv[3:])
+	if (s.tp > 1 || s.cp > 1) && env["CUDA_DEVICE_MAX_CONNECTIONS"] != "1" {
+		return fmt.Errorf("tp %d cp %d without CUDA_DEVICE_MAX_CONNECTIONS=1", s.tp, s.cp)
+	}
+	for _, f := range []string{"--tensor-model-parallel-size", "--micro-batch-size", "--global-batch-size"} {
+		if n := countFlag(r.Argv, f); n != 1 {
+			return fmt.Errorf("%s appears %d times", f, n)
+		}
+	}
+	return nil
+}
+
+func countFlag(argv []string, f string) int {
+	n := 0
+	for _, a := range argv {
+		if a == f || strings.HasPrefix(a, f+"=") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCheckMegatronArgsRejectsBadCombinations(t *testing.T) {
+	base := []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16",
+		"--seq-length", "2048", "--micro-batch-size", "1", "--global-batch-size", "16"}
+	cases := []struct {
+		name  string
+		extra []string
+		world int
+		want  string
+	}{
+		{"world not divisible", []string{"--tensor-model-parallel-size", "3"}, 8, "not divisible by tp*pp*cp"},
+		{"heads vs tp", []string{"--tensor-model-parallel-size", "32"}, 32, "--num-attention-heads 16 is not divisible by tp 32"},
+		{"query groups", []string{"--tensor-model-parallel-size", "4", "--group-query-attention", "--num-query-groups", "6"}, 8, "neither divides"},
+		{"hidden vs heads", []string{"--hidden-size", "2050"}, 8, "--hidden-size 2050 is not divisible"},
+		{"seq vs cp", []string{"--context-parallel-size", "2", "--seq-length", "2050"}, 8, "not divisible by 2*cp"},
+		{"max positions", []string{"--max-position-embeddings", "1024"}, 8, "--max-position-embeddings 1024 < --seq-length 2048"},
+		{"layers vs pp", []string{"--pipeline-model-parallel-size", "5"}, 10, "--num-layers 24 is not divisible by pp 5"},
+		{"two vpp flags", []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2", "--num-layers-per-virtual-pipeline-stage", "3"}, 8, "at most one"},
+		{"vpp without pp", []string{"--num-virtual-stages-per-pipeline-rank", "2"}, 8, "needs pp > 1"},
+		{"vpp pp2 no overlap p2p", []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2", "--no-overlap-p2p-communication"}, 8, "needs pp > 2"},
+		{"vpp micro-batches", []string{"--pipeline-model-parallel-size", "4", "--num-virtual-stages-per-pipeline-rank", "2", "--global-batch-size", "6"}, 8, "not a multiple of pp"},
+		{"layers per virtual", []string{"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "5"}, 8, "not divisible by --num-layers-per-virtual"},
+		{"first zero", []string{"--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "0"}, 8, "must be > 0"},
+		{"first/last uneven rest", []string{"--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "5"}, 8, "do not divide evenly"},
+		{"first vs vpp", []string{"--pipeline-model-parallel-size", "4", "--num-virtual-stages-per-pipeline-rank", "2", "--decoder-first-pipeline-num-layers", "3", "--global-batch-size", "32"}, 8, "divisible by the 2 virtual stages"},
+		{"layout layer count", []string{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*12|t*11L"}, 8, "has 23 decoder layers"},
+		{"layout two E", []string{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*12|Et*12L"}, 8, "exactly one E"},
+		{"layout L not last", []string{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*12L|t*12"}, 8, "exactly one L"},
+		{"layout stages vs pp", []string{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*8|t*8|t*8L"}, 8, "not a multiple of pp"},
+		{"layout with first", []string{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*12|t*12L", "--decoder-first-pipeline-num-layers", "12"}, 8, "cannot be combined"},
+		{"layout bad paren", []string{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "E(t*12|t*12L"}, 8, "unbalanced"},
+		{"global vs micro*dp", []string{"--global-batch-size", "12", "--micro-batch-size", "4"}, 8, "not divisible by micro-batch 4 * dp 8"},
+		{"full without method", []string{"--recompute-granularity", "full"}, 8, "needs --recompute-method"},
+		{"selective with method", []string{"--recompute-granularity", "selective", "--recompute-method", "uniform"}, 8, "takes no --recompute-method"},
+		{"method without granularity", []string{"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 8, "need --recompute-granularity full"},
+		{"param gather without distopt", []string{"--overlap-grad-reduce", "--overlap-param-gather"}, 8, "--overlap-param-gather needs"},
+		{"cpu offload without precision-aware", []string{"--use-distributed-optimizer", "--optimizer-cpu-offload"}, 8, "needs --use-precision-aware-optimizer"},
+		{"offload fraction", []string{"--use-distributed-optimizer", "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--optimizer-offload-fraction", "1.5"}, 8, "outside 0..1"},
+		{"bf16 and fp16", []string{"--bf16", "--fp16"}, 8, "both set"},
+		{"not an int", []string{"--tensor-model-parallel-size=two"}, 8, "not an integer"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckMegatronArgs(append(append([]string{}, base...), tc.extra...), tc.world)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("CheckMegatronArgs(%v) = %v, want an error containing %q", tc.extra, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckMegatronArgsAcceptsValidSplits(t *testing.T) {
+	base := []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048"}
+	for _, extra := range [][]string{
+		{"--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "3", "--decoder-last-pipeline-num-layers", "5", "--global-batch-size", "8"},
+		{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "E(t*6|)*3t*6L", "--global-batch-size", "8"},
+		{"--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Et*7,|t*6|t*6|t*5L", "--global-batch-size", "8"},
+		{"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "3", "--global-batch-size", "8"},
+		{"--pipeline-model-parallel-size", "2", "--decoder-first-pipeline-num-layers=14", "--decoder-last-pipeline-num-layers=10"},
+	} {
+		if err := CheckMegatronArgs(append(append([]string{}, base...), extra...), 4); err != nil {
+			t.Errorf("%v: %v", extra, err)
+		}
+	}
+}
+
+func TestStageFlagsChoosesTheSimplestForm(t *testing.T) {
+	cases := []struct {
+		pp, vpp int
+		stages  []int
+		want    string
+	}{
+		{2, 1, []int{12, 12}, ""},
+		{2, 2, []int{6, 6, 6, 6}, "--num-virtual-stages-per-pipeline-rank 2"},
+		{2, 1, []int{26, 22}, "--decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22"},
+		{4, 1, []int{5, 7, 7, 5}, "--decoder-first-pipeline-num-layers 5 --decoder-last-pipeline-num-layers 5"},
+		{4, 1, []int{4, 7, 7, 6}, "--decoder-first-pipeline-num-layers 4 --decoder-last-pipeline-num-layers 6"},
+		{4, 1, []int{6, 6, 6, 5}, "--decoder-last-pipeline-num-layers 5"},
+		{4, 1, []int{6, 7, 6, 5}, "--pipeline-model-parallel-layout Et*6|t*7|t*6|t*5L"},
+		{2, 2, []int{7, 6, 6, 5}, "--pipeline-model-parallel-layout Et*7|t*6|t*6|t*5L"},
+		{2, 1, []int{24, 0}, "--pipeline-model-parallel-layout Et*24|L"},
+	}
+	for _, tc := range cases {
+		total := 0
+		for _, n := range tc.stages {
+			total += n
+		}
+		got, err := stageFlags(planner.Config{PP: tc.pp, VPP: tc.vpp, StageLayers: tc.stages}, total)
+		if err != nil {
+			t.Errorf("%v: %v", tc.stages, err)
+			continue
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("stageFlags(%v) = %q, want %q", tc.stages, strings.Join(got, " "), tc.want)
+		}
+	}
+}
+
+func TestMergeMegatronArgs(t *testing.T) {
+	planned := []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "2", "--global-batch-size", "64"}
+	got, err := MergeMegatronArgs([]string{"--lr", "1e-4", "--tensor-model-parallel-size=2", "--micro-batch-size", "2.0", "--data-path", "x"}, planned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--lr 1e-4 --data-path x " + strings.Join(planned, " ")
+	if strings.Join(got, " ") != want {
+		t.Errorf("merged = %q, want %q", strings.Join(got, " "), want)
+	}
+	for _, bad := range [][]string{
+		{"--tensor-model-parallel-size", "4"},
+		{"--use-distributed-optimizer"},
+		{"--num-virtual-stages-per-pipeline-rank", "2"},
+		{"--recompute-granularity", "full"},
+	} {
+		if _, err := MergeMegatronArgs(bad, planned); err == nil {
+			t.Errorf("MergeMegatronArgs(%v) accepted a flag that contradicts the plan", bad)
+		}
+	}
+	full := []string{"--tensor-model-parallel-size", "1", "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}
+	got, err = MergeMegatronArgs([]string{"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "4", "--overlap-grad-reduce"}, full)
+	if want := "--tensor-model-parallel-size 1 --recompute-granularity full --recompute-method block --recompute-num-layers 4 --overlap-grad-reduce"; err != nil || strings.Join(got, " ") != want {
+		t.Errorf("user's recompute method and overlap switch: got %q, %v; want %q", strings.Join(got, " "), err, want)
+	}
+	vpp := []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "3"}
+	got, err = MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "4"}, vpp)
+	if err != nil || strings.Join(got, " ") != "--num-layers 24 "+strings.Join(vpp, " ") {
+		t.Errorf("layers per virtual stage equal to the plan's split: %q, %v", got, err)
+	}
+	if _, err := MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "6"}, vpp); err == nil {
+		t.Errorf("a different virtual split was accepted")
+	}
+	if _, err := MergeMegatronArgs([]string{"--sequence-parallel"}, []string{"--tensor-model-parallel-size", "1"}); err != nil {
+		t.Errorf("--sequence-parallel at TP=1 should be tolerated: %v", err)
+	}
+}
+
+func TestUserStageLayersRoundTrips(t *testing.T) {
+	base := []string{"--num-layers", "24", "--pipeline-model-parallel-size", "4"}
+	cases := []struct {
+		extra []string
+		want  []int
+		vpp   int
+	}{
+		{nil, nil, 1},
+		{[]string{"--decoder-first-pipeline-num-layers", "3", "--decoder-last-pipeline-num-layers", "5"}, []int{3, 8, 8, 5}, 1},
+		{[]string{"--decoder-first-pipeline-num-layers", "6", "--decoder-last-pipeline-num-layers", "2", "--num-virtual-stages-per-pipeline-rank", "2"}, []int{3, 4, 4, 1, 3, 4, 4, 1}, 2},
+		{[]string{"--pipeline-model-parallel-layout", "Et*7|t*6|t*6|t*5L"}, []int{7, 6, 6, 5}, 1},
+	}
+	for _, tc := range cases {
+		got, vpp, err := UserStageLayers(append(append([]string{}, base...), tc.extra...))
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) || vpp != tc.vpp {
+			t.Errorf("%v: got %v vpp %d (%v), want %v vpp %d", tc.extra, got, vpp, err, tc.want, tc.vpp)
+			continue
+		}
+		if got == nil {
+			continue
+		}
+		// Rendering the split again must give flags the checker accepts.
+		flags, err := stageFlags(planner.Config{PP: 4, VPP: vpp, StageLayers: got}, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckMegatronArgs(append(append([]string{}, base...), append(flags, "--global-batch-size", "8")...), 4); err != nil {
+			t.Errorf("%v re-rendered as %v: %v", tc.extra, flags, err)
+		}
+	}
+}

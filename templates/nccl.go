@@ -1,0 +1,303 @@
+package templates
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// NCCLMode is how the NCCL transport is chosen for a job.
+type NCCLMode string
+
+const (
+	// NCCLAuto uses each host's RDMA NICs while the job stays on one RDMA
+	// fabric and TCP sockets on every rank once it spans islands without a
+	// shared RDMA fabric (a communicator mixing transports hangs).
+	NCCLAuto NCCLMode = "auto"
+	// NCCLSockets uses TCP sockets on every rank.
+	NCCLSockets NCCLMode = "sockets"
+	// NCCLPerGroup keeps RDMA inside islands and renders Holmes' flags so
+	// its Megatron fork creates cross-island groups over sockets.
+	NCCLPerGroup NCCLMode = "per-group"
+)
+
+// ParseNCCLMode parses the --nccl-mode value ("" means auto).
+func ParseNCCLMode(s string) (NCCLMode, error) {
+	switch m := NCCLMode(s); m {
+	case "":
+		return NCCLAuto, nil
+	case NCCLAuto, NCCLSockets, NCCLPerGroup:
+		return m, nil
+	}
+	return "", fmt.Errorf("--nccl-mode %q: want auto, sockets or per-group", s)
+}
+
+// fabricPlan is the transport decision for the islands a job uses.
+type fabricPlan struct {
+	// sockets forces TCP sockets on every rank.
+	sockets bool
+	// perGroup renders Holmes' per-device-type groups.
+	perGroup bool
+	// islands used by the job, in order of first rank.
+	islands  []int
+	warnings []string
+}
+
+// decideFabric applies the mode to the islands the placement uses.
+func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode) (fabricPlan, error) {
+	fp := fabricPlan{}
+	seen := map[int]bool{}
+	for _, r := range p.Placement {
+		isl := c.Hosts[r.HostIndex].Island
+		if !seen[isl] {
+			seen[isl] = true
+			fp.islands = append(fp.islands, isl)
+		}
+	}
+	anyRDMA, shared := false, true
+	fabric := ""
+	for i, isl := range fp.islands {
+		is := c.Islands[isl]
+		if is.RDMA {
+			anyRDMA = true
+		}
+		if !is.RDMA {
+			shared = false
+		}
+		if i == 0 {
+			fabric = is.Spec.Fabric
+		} else if is.Spec.Fabric == "" || is.Spec.Fabric != fabric {
+			shared = false
+		}
+	}
+	if !anyRDMA && hasAnyNICInfo(c, fp.islands) {
+		fp.warnings = append(fp.warnings, "no host of this job has an RDMA NIC (InfiniBand or RoCE): NCCL will use TCP sockets, expect slower collectives")
+	}
+	switch mode {
+	case NCCLSockets:
+		fp.sockets = true
+	case NCCLPerGroup:
+		if p.Framework != planner.FrameworkMegatron {
+			return fp, fmt.Errorf("--nccl-mode per-group needs Holmes' Megatron fork (--framework megatron), not %s; use --nccl-mode sockets", p.Framework)
+		}
+		if len(fp.islands) > 1 && !shared {
+			if err := checkGroupsInsideIslands(c, p); err != nil {
+				return fp, err
+			}
+			fp.perGroup = true
+		}
+	default:
+		fp.sockets = len(fp.islands) > 1 && !shared
+		if fp.sockets && anyRDMA {
+			fp.warnings = append(fp.warnings, "the job spans islands without a shared RDMA fabric: every rank uses TCP sockets (NCCL_IB_DISABLE=1) because a communicator mixing transports hangs; --nccl-mode per-group keeps RDMA inside islands with Holmes' Megatron fork")
+		}
+	}
+	return fp, nil
+}
+
+func hasAnyNICInfo(c *planner.Cluster, islands []int) bool {
+	for _, i := range islands {
+		if len(c.Islands[i].Spec.NICs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkGroupsInsideIslands fails when a TP, CP or DP group of the plan spans
+// islands: with per-group transports only pipeline send/recv may cross, as
+// Holmes requires; any other group would need RDMA the hosts lack.
+func checkGroupsInsideIslands(c *planner.Cluster, p *planner.Plan) error {
+	island := make(map[int]int, len(p.Placement))
+	for _, r := range p.Placement {
+		island[r.Rank] = c.Hosts[r.HostIndex].Island
+	}
+	tp, cp, dp := p.TP, max(p.CP, 1), p.DP
+	stageSize := tp * cp * dp
+	for rank := range p.WorldSize() {
+		// Every rank of one pipeline stage must share an island.
+		first := (rank / stageSize) * stageSize
+		if island[rank] != island[first] {
+			return fmt.Errorf("plan puts ranks %d and %d (same pipeline stage, TP/CP/DP groups) on islands %s and %s, which share no RDMA fabric: --nccl-mode per-group needs those groups inside one island; use --nccl-mode sockets",
+				first, rank, c.Islands[island[first]].Spec.Name, c.Islands[island[rank]].Spec.Name)
+		}
+	}
+	return nil
+}
+
+// hostNCCLEnv returns the NCCL and gloo settings for one host.
+func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, []string, error) {
+	h := c.Hosts[hostIdx]
+	spec := c.Islands[h.Island].Spec
+	if len(spec.NICs) == 0 {
+		return nil, nil, nil // nothing probed: leave NCCL to its own detection
+	}
+	multiIsland := len(fp.islands) > 1
+	sock, sockRate := socketNetdevs(spec.NICs, multiIsland)
+	var env []EnvVar
+	var warnings []string
+	if len(sock) > 0 {
+		env = append(env, EnvVar{"NCCL_SOCKET_IFNAME", "=" + strings.Join(sock, ",")},
+			EnvVar{"GLOO_SOCKET_IFNAME", sock[0]})
+	}
+	rdma := rdmaNIC(spec.NICs)
+	if fp.sockets || rdma == nil {
+		rate := sockRate
+		if len(sock) == 0 {
+			var ok bool
+			if rate, ok = ethernetRate(spec.NICs); !ok {
+				return nil, nil, fmt.Errorf("host %s (island %s) has no Ethernet NIC, but this job needs TCP sockets to reach the other islands; add the island's Ethernet NIC to the cluster file or keep the job inside one fabric", h.Name, spec.Name)
+			}
+			warnings = append(warnings, fmt.Sprintf("island %s: Ethernet interface names unknown, NCCL_SOCKET_IFNAME is left to NCCL (it may pick a wrong interface); `pipette-launch probe` records them", spec.Name))
+		}
+		threads, socks := socketThreads(rate)
+		return append(env, EnvVar{"NCCL_IB_DISABLE", "1"},
+			EnvVar{"NCCL_SOCKET_NTHREADS", strconv.Itoa(threads)},
+			EnvVar{"NCCL_NSOCKS_PERTHREAD", strconv.Itoa(socks)}), warnings, nil
+	}
+	if len(rdma.Devices) == 0 {
+		// NCCL then uses every RDMA device it finds, which works but may
+		// pick a port on the wrong fabric: say so rather than guess names.
+		return env, []string{fmt.Sprintf("island %s: %s NICs without device names, NCCL_IB_HCA is left to NCCL's detection; `pipette-launch probe` records them", spec.Name, rdma.Type)}, nil
+	}
+	env = append(env, EnvVar{"NCCL_IB_HCA", "=" + strings.Join(rdma.Devices, ",")})
+	if rdma.Type == planner.NICRoCE && rdma.GIDIndex != nil {
+		env = append(env, EnvVar{"NCCL_IB_GID_INDEX", strconv.Itoa(*rdma.GIDIndex)})
+	}
+	return env, nil, nil
+}
+
+// ethernetRate is the aggregate rate of the Ethernet-capable NICs (plain
+// Ethernet, else RoCE); false when the host has none.
+func ethernetRate(nics []planner.NICSpec) (float64, bool) {
+	for _, t := range []planner.NICType{planner.NICEthernet, planner.NICRoCE} {
+		rate, found := 0.0, false
+		for _, n := range nics {
+			if n.Type == t {
+				rate += n.RateGbitPerS * float64(max(n.Count, 1))
+				found = true
+			}
+		}
+		if found {
+			return rate, true
+		}
+	}
+	return 0, false
+}
+
+// rdmaNIC returns the host's fastest RDMA NIC spec, nil when it has none.
+func rdmaNIC(nics []planner.NICSpec) *planner.NICSpec {
+	var best *planner.NICSpec
+	for i := range nics {
+		n := &nics[i]
+		if n.Type.RDMA() && (best == nil || n.RateGbitPerS*float64(max(n.Count, 1)) > best.RateGbitPerS*float64(max(best.Count, 1))) {
+			best = n
+		}
+	}
+	return best
+}
+
+// socketNetdevs picks the interfaces NCCL's sockets (and its bootstrap) use:
+// plain Ethernet first, then RoCE netdevs (Ethernet too), then IPoIB, which
+// only reaches the same IB fabric and so is not offered to multi-island jobs.
+func socketNetdevs(nics []planner.NICSpec, multiIsland bool) ([]string, float64) {
+	for _, t := range []planner.NICType{planner.NICEthernet, planner.NICRoCE, planner.NICInfiniBand} {
+		if t == planner.NICInfiniBand && multiIsland {
+			break
+		}
+		var devs []string
+		rate := 0.0
+		for _, n := range nics {
+			if n.Type == t && len(n.Netdevs) > 0 {
+				devs = append(devs, n.Netdevs...)
+				rate += n.RateGbitPerS * float64(max(n.Count, 1))
+			}
+		}
+		if len(devs) > 0 {
+			return devs, rate
+		}
+	}
+	return nil, 0
+}
+
+// socketThreads sizes NCCL's socket transport to the link: more sockets
+// keep a fast TCP link full (nccl-and-nics.md: they help plain Ethernet a
+// lot), and NCCL caps threads x sockets at 64.
+func socketThreads(rateGbit float64) (threads, socksPerThread int) {
+	switch {
+	case rateGbit >= 100:
+		return 8, 8
+	case rateGbit >= 25:
+		return 4, 8
+	case rateGbit >= 10:
+		return 4, 4
+	default:
+		return 2, 2
+	}
+}
+
+// holmesArgs renders Holmes' heterogeneous-network flags for a rank on a
+// host: device types in pipeline order, then per type the number of stages
+// and each stage's layers.
+func holmesArgs(c *planner.Cluster, p *planner.Plan, hostIdx int, numLayers int) ([]string, error) {
+	if max(p.VPP, 1) > 1 {
+		return nil, fmt.Errorf("--nccl-mode per-group (Holmes) does not support virtual pipeline stages; plan again with VPP 1 or use --nccl-mode sockets")
+	}
+	stages := p.StageLayers
+	if len(stages) == 0 {
+		for range p.PP {
+			stages = append(stages, numLayers/p.PP)
+		}
+	}
+	stageIsland := make([]int, p.PP)
+	stageSize := p.TP * max(p.CP, 1) * p.DP
+	for _, r := range p.Placement {
+		stageIsland[r.Rank/stageSize] = c.Hosts[r.HostIndex].Island
+	}
+	var types []string
+	var counts [][]int
+	for s := range p.PP {
+		t := deviceType(c.Islands[stageIsland[s]])
+		if s == 0 || stageIsland[s] != stageIsland[s-1] {
+			for _, seen := range types {
+				if seen == t {
+					return nil, fmt.Errorf("--nccl-mode per-group: Holmes needs each island's pipeline stages contiguous, but stage %d returns to the %s island; use --nccl-mode sockets or another plan (--plan N)", s, t)
+				}
+			}
+			types = append(types, t)
+			counts = append(counts, nil)
+		}
+		counts[len(counts)-1] = append(counts[len(counts)-1], stages[s])
+	}
+	a := []string{"--use-hetnet", "--hetero-mode", "pp",
+		"--hetero-current-device-type", deviceType(c.Islands[c.Hosts[hostIdx].Island]),
+		"--hetero-device-types"}
+	a = append(a, types...)
+	a = append(a, "--hetero-pipeline-stages")
+	for _, cs := range counts {
+		a = append(a, strconv.Itoa(len(cs)))
+		for _, n := range cs {
+			a = append(a, strconv.Itoa(n))
+		}
+	}
+	return a, nil
+}
+
+// deviceType names an island for Holmes by its fastest NIC (ib, roce,
+// ethernet), as in Holmes' own scripts.
+func deviceType(is planner.Island) string {
+	if n := rdmaNIC(is.Spec.NICs); n != nil {
+		if n.Type == planner.NICInfiniBand {
+			return "ib"
+		}
+		return "roce"
+	}
+	return "ethernet"
+}
+
+func sortEnv(env []EnvVar) {
+	sort.SliceStable(env, func(i, j int) bool { return env[i].Name < env[j].Name })
+}

@@ -1,0 +1,482 @@
+package templates
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// Options are the user's side of a job: what to run and how.
+type Options struct {
+	// Name is the job name (also TORCHELASTIC_RUN_ID); default "pipette".
+	Name string
+	// Role is ROLE_NAME (torchrun's --role); default "default".
+	Role string
+	// Script is the training script (or module with Module, or program
+	// with NoPython); Args are its arguments, kept as given.
+	Script string
+	Args   []string
+	// Python is the interpreter (default python3); scripts run as
+	// `python -u script`, like torchrun.
+	Python   string
+	NoPython bool
+	Module   bool
+	// MasterAddr overrides the address of rank 0's host; MasterPort
+	// defaults to 29500.
+	MasterAddr  string
+	MasterPort  int
+	MaxRestarts int
+	NCCLMode    NCCLMode
+	// WorkDir is where files land and ranks start on each host (default
+	// the directory the launch script is started in).
+	WorkDir string
+	// LogDir, when set, receives one stdout and one stderr file per rank.
+	LogDir string
+	// DSConfigBase is the user's own ds_config.json (DeepSpeed): the
+	// planner's keys are laid over it, everything else (optimizer,
+	// scheduler, logging) is kept.
+	DSConfigBase []byte
+	// Env is the environment pipette-launch runs in, KEY=VALUE. Variables
+	// torchrun lets the parent decide (OMP_NUM_THREADS,
+	// TORCH_NCCL_ASYNC_ERROR_HANDLING) follow it, and NCCL_*, TORCH_* and
+	// UCX_* are forwarded to every rank, overriding computed values.
+	Env []string
+}
+
+// forwardedPrefixes are the variables copied from the user's environment to
+// every rank. DeepSpeed also copies PYTHON*, but a PYTHONHOME or PYTHONPATH
+// from the launching machine breaks hosts whose Python lives elsewhere.
+var forwardedPrefixes = []string{"NCCL_", "TORCH_", "UCX_"}
+
+// Render turns a placed plan into a Job: per-rank environment and argv,
+// per-host launch scripts, and the files the framework needs.
+func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
+	if err := checkPlacement(p, c); err != nil {
+		return nil, err
+	}
+	o = withDefaults(o)
+	userEnv := envMap(o.Env)
+	fp, err := decideFabric(c, p, o.NCCLMode)
+	if err != nil {
+		return nil, err
+	}
+	job := &Job{Name: o.Name, WorkDir: o.WorkDir, LogDir: o.LogDir, Warnings: fp.warnings}
+	megatronArgs := p.Framework == planner.FrameworkMegatron ||
+		(p.Framework == planner.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
+	numLayers, err := megatronLayers(o, megatronArgs)
+	if err != nil {
+		return nil, err
+	}
+	args, err := frameworkArgs(p, o, megatronArgs, numLayers)
+	if err != nil {
+		return nil, err
+	}
+	byHost := ranksByHost(p)
+	base := baseEnv(c, p, o, userEnv, len(byHost), megatronArgs)
+	for nodeRank, hb := range byHost {
+		hj, warnings, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, userEnv, numLayers)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range warnings {
+			if !slices.Contains(job.Warnings, w) {
+				job.Warnings = append(job.Warnings, w)
+			}
+		}
+		job.Hosts = append(job.Hosts, hj)
+	}
+	if err := addFrameworkFiles(job, p, o); err != nil {
+		return nil, err
+	}
+	for i := range job.Hosts {
+		s, err := HostScript(job, i)
+		if err != nil {
+			return nil, err
+		}
+		job.Hosts[i].Script = s
+	}
+	job.Warnings = append(job.Warnings, overriddenWarnings(userEnv)...)
+	return job, nil
+}
+
+// megatronLayers reads --num-layers from Megatron arguments and refuses
+// arguments the placement cannot serve.
+func megatronLayers(o Options, megatronArgs bool) (int, error) {
+	if !megatronArgs {
+		return 0, nil
+	}
+	set, err := readMegatronSettings(o.Args)
+	if err != nil {
+		return 0, fmt.Errorf("script arguments: %w", err)
+	}
+	if parseFlags(o.Args).has("--use-tp-pp-dp-mapping") {
+		// The placement puts Megatron's default groups on the intended
+		// links; another order would scatter them.
+		return 0, errors.New("--use-tp-pp-dp-mapping changes Megatron's rank order, but the plan places ranks for the default order tp-cp-ep-dp-pp: drop the flag")
+	}
+	return set.numLayers, nil
+}
+
+// baseEnv is the environment every rank of the job shares.
+func baseEnv(c *planner.Cluster, p *planner.Plan, o Options, userEnv map[string]string, nodes int, megatronArgs bool) []EnvVar {
+	masterAddr := o.MasterAddr
+	if masterAddr == "" {
+		h := c.Hosts[p.Placement[rank0(p)].HostIndex]
+		masterAddr = cmp.Or(h.Address, h.Name)
+	}
+	world := strconv.Itoa(len(p.Placement))
+	base := []EnvVar{
+		{"MASTER_ADDR", masterAddr},
+		{"MASTER_PORT", strconv.Itoa(o.MasterPort)},
+		{"WORLD_SIZE", world},
+		{"ROLE_NAME", o.Role},
+		{"ROLE_WORLD_SIZE", world},
+		{"GROUP_WORLD_SIZE", strconv.Itoa(nodes)},
+		{"TORCHELASTIC_RUN_ID", o.Name},
+		{"TORCHELASTIC_RESTART_COUNT", "0"},
+		{"TORCHELASTIC_MAX_RESTARTS", strconv.Itoa(o.MaxRestarts)},
+		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", cmp.Or(userEnv["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")},
+	}
+	if megatronArgs && (p.TP > 1 || p.CP > 1) {
+		base = append(base, EnvVar{"CUDA_DEVICE_MAX_CONNECTIONS", "1"})
+	}
+	return base
+}
+
+func withDefaults(o Options) Options {
+	if o.Name == "" {
+		o.Name = "pipette"
+	}
+	if o.Role == "" {
+		o.Role = "default"
+	}
+	if o.Python == "" {
+		o.Python = "python3"
+	}
+	if o.MasterPort == 0 {
+		o.MasterPort = 29500
+	}
+	if o.NCCLMode == "" {
+		o.NCCLMode = NCCLAuto
+	}
+	return o
+}
+
+// hostRanks is one host's ranks in local-rank order.
+type hostRanks struct {
+	host  int
+	ranks []planner.RankPlacement
+}
+
+// ranksByHost groups the placement by host; node ranks follow the lowest
+// global rank on each host so rank 0's host is node 0 (MASTER_ADDR).
+func ranksByHost(p *planner.Plan) []hostRanks {
+	idx := map[int]int{}
+	var out []hostRanks
+	ordered := make([]planner.RankPlacement, len(p.Placement))
+	for _, r := range p.Placement {
+		ordered[r.Rank] = r
+	}
+	for _, r := range ordered {
+		i, ok := idx[r.HostIndex]
+		if !ok {
+			i = len(out)
+			idx[r.HostIndex] = i
+			out = append(out, hostRanks{host: r.HostIndex})
+		}
+		out[i].ranks = append(out[i].ranks, r)
+	}
+	for _, h := range out {
+		rs := h.ranks
+		for a := 1; a < len(rs); a++ {
+			for b := a; b > 0 && rs[b].LocalRank < rs[b-1].LocalRank; b-- {
+				rs[b], rs[b-1] = rs[b-1], rs[b]
+			}
+		}
+	}
+	return out
+}
+
+func rank0(p *planner.Plan) int {
+	for i, r := range p.Placement {
+		if r.Rank == 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// checkPlacement rejects placements the environment cannot express: every
+// rank exactly once, local ranks 0..n-1 per host, a GPU used once.
+func checkPlacement(p *planner.Plan, c *planner.Cluster) error {
+	n := len(p.Placement)
+	if n == 0 {
+		return errors.New("plan has no placement")
+	}
+	if w := p.WorldSize(); w != n {
+		return fmt.Errorf("plan places %d ranks but TP*PP*DP*CP = %d", n, w)
+	}
+	seen := make([]bool, n)
+	local := map[int]map[int]bool{}
+	gpus := map[[2]int]bool{}
+	for _, r := range p.Placement {
+		if r.Rank < 0 || r.Rank >= n || seen[r.Rank] {
+			return fmt.Errorf("placement: rank %d missing, repeated or out of range", r.Rank)
+		}
+		seen[r.Rank] = true
+		if r.HostIndex < 0 || r.HostIndex >= len(c.Hosts) {
+			return fmt.Errorf("placement: rank %d on host index %d, cluster has %d hosts", r.Rank, r.HostIndex, len(c.Hosts))
+		}
+		h := c.Hosts[r.HostIndex]
+		if r.GPU < 0 || (h.GPUs > 0 && r.GPU >= h.GPUs) {
+			return fmt.Errorf("placement: rank %d on GPU %d of %s, which has %d", r.Rank, r.GPU, h.Name, h.GPUs)
+		}
+		if gpus[[2]int{r.HostIndex, r.GPU}] {
+			return fmt.Errorf("placement: GPU %d of %s holds two ranks", r.GPU, h.Name)
+		}
+		gpus[[2]int{r.HostIndex, r.GPU}] = true
+		if local[r.HostIndex] == nil {
+			local[r.HostIndex] = map[int]bool{}
+		}
+		local[r.HostIndex][r.LocalRank] = true
+	}
+	for hi, lr := range local {
+		for i := range len(lr) {
+			if !lr[i] {
+				return fmt.Errorf("placement: local ranks on %s are not 0..%d", c.Hosts[hi].Name, len(lr)-1)
+			}
+		}
+	}
+	return nil
+}
+
+// frameworkArgs returns the script arguments every rank gets (before any
+// per-host additions).
+func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int) ([]string, error) {
+	switch p.Framework {
+	case planner.FrameworkMegatron:
+		planned, err := MegatronPlanArgs(p.Config, numLayers)
+		if err != nil {
+			return nil, err
+		}
+		merged, err := MergeMegatronArgs(o.Args, planned)
+		if err != nil {
+			return nil, err
+		}
+		return merged, CheckMegatronArgs(merged, len(p.Placement))
+	case planner.FrameworkDeepSpeed:
+		user := parseFlags(o.Args).without(deepspeedManagedFlags)
+		if !megatronArgs {
+			if p.TP > 1 || p.PP > 1 || p.CP > 1 {
+				return nil, fmt.Errorf("the plan uses TP %d PP %d CP %d, which a plain DeepSpeed script (%s) cannot apply; pass Megatron-DeepSpeed arguments or plan with --framework deepspeed for data parallelism only", p.TP, p.PP, max(p.CP, 1), o.Script)
+			}
+			return append(user, deepspeedArgs(p.Config, false)...), nil
+		}
+		planned, err := megatronDeepSpeedPlanArgs(p.Config, numLayers)
+		if err != nil {
+			return nil, err
+		}
+		merged, err := MergeMegatronArgs(user, planned)
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckMegatronArgs(merged, len(p.Placement)); err != nil {
+			return nil, err
+		}
+		return append(merged, deepspeedArgs(p.Config, true)...), nil
+	case planner.FrameworkTorch, "":
+		return o.Args, nil
+	}
+	return nil, fmt.Errorf("unknown framework %q", p.Framework)
+}
+
+// megatronDeepSpeedPlanArgs are the Megatron flags Megatron-DeepSpeed
+// understands: it has no distributed optimizer, interleaving, layout or
+// Megatron CPU offload (ZeRO and ds_config.json take those roles).
+func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
+	if max(cfg.VPP, 1) > 1 {
+		return nil, errors.New("DeepSpeed has no interleaved pipeline schedule: the plan's virtual stages cannot be rendered")
+	}
+	if len(cfg.StageLayers) > 0 && !allEqual(cfg.StageLayers) {
+		return nil, errors.New("Megatron-DeepSpeed splits layers evenly (partition_method uniform): the plan's uneven stages cannot be rendered; plan for megatron or with even stages")
+	}
+	if cfg.CP > 1 {
+		return nil, errors.New("context parallelism is not rendered for Megatron-DeepSpeed")
+	}
+	c := cfg
+	c.DistributedOptimizer, c.Offload, c.StageLayers = false, planner.Offload{}, nil
+	a, err := MegatronPlanArgs(c, numLayers)
+	if err != nil {
+		return nil, err
+	}
+	// Megatron-DeepSpeed predates these flags; argparse would reject them.
+	return parseFlags(a).without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true}), nil
+}
+
+// renderHost builds one host's ranks.
+func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, hb hostRanks,
+	nodeRank, nodes int, base []EnvVar, args []string, userEnv map[string]string, numLayers int) (HostJob, []string, error) {
+	h := c.Hosts[hb.host]
+	hj := HostJob{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: nodeRank}
+	if hj.Address == "" {
+		hj.Address = h.Name
+	}
+	nccl, warnings, err := hostNCCLEnv(c, hb.host, fp)
+	if err != nil {
+		return hj, nil, err
+	}
+	hostArgs := args
+	if fp.perGroup {
+		ha, err := holmesArgs(c, p, hb.host, numLayers)
+		if err != nil {
+			return hj, nil, err
+		}
+		hostArgs = append(append([]string(nil), args...), ha...)
+	}
+	visible := make([]string, len(hb.ranks))
+	for i, r := range hb.ranks {
+		visible[i] = strconv.Itoa(r.GPU)
+	}
+	local := len(hb.ranks)
+	for _, r := range hb.ranks {
+		env := append([]EnvVar(nil), base...)
+		env = append(env, nccl...)
+		env = append(env,
+			EnvVar{"RANK", strconv.Itoa(r.Rank)},
+			EnvVar{"LOCAL_RANK", strconv.Itoa(r.LocalRank)},
+			EnvVar{"LOCAL_WORLD_SIZE", strconv.Itoa(local)},
+			EnvVar{"GROUP_RANK", strconv.Itoa(nodeRank)},
+			EnvVar{"ROLE_RANK", strconv.Itoa(r.Rank)},
+		)
+		if gpusKnown(h) {
+			// Every rank sees its host's GPUs in local-rank order, so device
+			// LOCAL_RANK (Megatron's set_device) is the GPU the plan chose,
+			// while peers stay visible for CUDA IPC. nvidia-smi's indices
+			// follow PCI bus order; CUDA's default (fastest first) can differ.
+			env = append(env, EnvVar{"CUDA_VISIBLE_DEVICES", strings.Join(visible, ",")},
+				EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"})
+		}
+		if p.Framework == planner.FrameworkDeepSpeed {
+			env = append(env, EnvVar{"LOCAL_SIZE", strconv.Itoa(local)},
+				EnvVar{"CROSS_RANK", strconv.Itoa(nodeRank)}, EnvVar{"CROSS_SIZE", strconv.Itoa(nodes)})
+		}
+		if _, ok := userEnv["OMP_NUM_THREADS"]; !ok && local > 1 {
+			env = append(env, EnvVar{"OMP_NUM_THREADS", "1"})
+		}
+		env = withForwarded(env, userEnv)
+		sortEnv(env)
+		hj.Ranks = append(hj.Ranks, RankJob{Rank: r.Rank, LocalRank: r.LocalRank, Env: env, Argv: rankArgv(o, p.Framework, r.LocalRank, hostArgs)})
+	}
+	return hj, warnings, nil
+}
+
+// gpusKnown reports whether the host's GPUs were described (probed or
+// written in a cluster file). Hosts given only by name (--hosts) keep
+// whatever CUDA_VISIBLE_DEVICES they have, as with torchrun.
+func gpusKnown(h planner.Host) bool { return h.GPU.Model != "" }
+
+// rankArgv is the program line of one rank, as torchrun (or DeepSpeed's
+// launch.py, which puts --local_rank right after the script) builds it.
+func rankArgv(o Options, f planner.Framework, localRank int, args []string) []string {
+	var argv []string
+	switch {
+	case o.NoPython:
+		argv = []string{o.Script}
+	case o.Module:
+		argv = []string{o.Python, "-u", "-m", o.Script}
+	default:
+		argv = []string{o.Python, "-u", o.Script}
+	}
+	if f == planner.FrameworkDeepSpeed {
+		argv = append(argv, "--local_rank="+strconv.Itoa(localRank))
+	}
+	return append(argv, args...)
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func envMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && envNameRE.MatchString(k) {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// withForwarded sets the forwarded user variables, replacing computed
+// ones of the same name.
+func withForwarded(env []EnvVar, user map[string]string) []EnvVar {
+	fwd := map[string]bool{}
+	for k := range user {
+		if forwarded(k) {
+			fwd[k] = true
+		}
+	}
+	out := env[:0:0]
+	for _, e := range env {
+		if !fwd[e.Name] {
+			out = append(out, e)
+		}
+	}
+	for k := range fwd {
+		out = append(out, EnvVar{k, user[k]})
+	}
+	return out
+}
+
+func forwarded(name string) bool {
+	for _, p := range forwardedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// overriddenWarnings names computed NCCL settings the user's environment
+// replaced, since a wrong one can hang a mixed-fabric job.
+func overriddenWarnings(user map[string]string) []string {
+	var w []string
+	for _, name := range []string{"NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "NCCL_NET"} {
+		if v, ok := user[name]; ok {
+			w = append(w, fmt.Sprintf("%s=%s from your environment replaces pipette-launch's per-host value on every rank", name, v))
+		}
+	}
+	return w
+}
+
+// addFrameworkFiles adds the hostfile and ds_config.json DeepSpeed needs.
+func addFrameworkFiles(job *Job, p *planner.Plan, o Options) error {
+	if p.Framework != planner.FrameworkDeepSpeed {
+		return nil
+	}
+	fp16 := parseFlags(o.Args).has("--fp16") || baseUsesFP16(o.DSConfigBase)
+	data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, fp16))
+	if err != nil {
+		return err
+	}
+	if o.DSConfigBase != nil {
+		var replaced []string
+		if data, replaced, err = overlayDSConfig(o.DSConfigBase, data); err != nil {
+			return err
+		}
+		if len(replaced) > 0 {
+			job.Warnings = append(job.Warnings, "your DeepSpeed config's "+strings.Join(replaced, ", ")+" replaced by the plan's values")
+		}
+	}
+	if err := CheckDSConfig(data, p.DP, p.PP); err != nil {
+		return fmt.Errorf("rendered %w", err)
+	}
+	job.Files = append(job.Files,
+		File{Path: DSConfigFile, Mode: 0o644, Content: data},
+		File{Path: HostfileName, Mode: 0o644, Content: Hostfile(job.Hosts)})
+	return nil
+}
