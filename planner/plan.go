@@ -133,4 +133,7 @@ type Result struct {
 	// of those did not fit.
 	Considered     int `json:"considered"`
 	RejectedMemory int `json:"rejected_memory"`
+	// Comparison is the best plan with and without CPU offload (nil for
+	// searches that ignore islands).
+	Comparison *OffloadComparison `json:"comparison,omitempty"`
 }

@@ -387,7 +387,12 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		return nil, fmt.Errorf("no parallel configuration of %s is valid on %d GPUs with global batch %d: check that the attention heads (%d) divide by a TP size that fits a host, that the global batch divides by micro-batch x data-parallel size, and any fixed --tp/--pp/--dp", m.Name, world, o.GlobalBatch, m.Heads)
 	}
 	var cands []candidate
-	miss := noFit{best: math.Inf(1)}
+	var miss noFit
+	var tallies [2]kindTally
+	noteMiss := func(cfg Config, est MemoryEstimate) {
+		miss.note(cfg, est)
+		tallies[kindIndex(cfg.UsesOffload())].miss.note(cfg, est)
+	}
 	sym := hostSymmetry(c)
 	starts := startOrders(c)
 	if o.IgnoreIslands {
@@ -399,11 +404,15 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 			cfg := cfg0
 			cfg.Offload = off
 			res.Considered++
+			tallies[kindIndex(cfg.UsesOffload())].considered++
 			est, over := stageMemory(m, cfg, o.Framework, func(int) float64 { return maxCap })
-			hostOver := HostBytesPerNode(m, cfg, o.Framework, perHostRanks(c)) - minHostMem
-			if over > 0 || (!math.IsInf(minHostMem, 1) && hostOver > 0) {
+			est.HostBytesPerNode = HostBytesPerNode(m, cfg, o.Framework, perHostRanks(c))
+			if !math.IsInf(minHostMem, 1) {
+				est.HostCapacityBytes = minHostMem
+			}
+			if over > 0 || (est.HostCapacityBytes > 0 && est.HostBytesPerNode > est.HostCapacityBytes) {
 				res.RejectedMemory++
-				miss.note(cfg, math.Max(over, hostOver), est.Breakdown)
+				noteMiss(cfg, est)
 				continue
 			}
 			e := newPlanEval(c, m, cfg, o.Framework)
@@ -421,20 +430,26 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		return strings.Compare(a.key, b.key)
 	})
 	var plans []Plan
-	placed := 0
+	placed := map[string]bool{}
 	orders := &orderCache{best: map[string][]int{}}
+	place := func(cfg Config) (Plan, bool) {
+		plan, ok, _ := placeAndPredict(c, m, cfg, o, sym, starts, orders)
+		if !ok {
+			res.RejectedMemory++
+			noteMiss(cfg, plan.Memory)
+		}
+		return plan, ok
+	}
 	for _, cand := range cands {
-		if placed >= maxPlaced {
+		if len(placed) >= maxPlaced {
 			break
 		}
 		if len(plans) >= topK && cand.lb >= plans[topK-1].Predicted.IterationSeconds {
 			continue
 		}
-		placed++
-		plan, ok, over := placeAndPredict(c, m, cand.cfg, o, sym, starts, orders)
+		placed[cand.key] = true
+		plan, ok := place(cand.cfg)
 		if !ok {
-			res.RejectedMemory++
-			miss.note(cand.cfg, over, plan.Memory.Breakdown)
 			continue
 		}
 		plans = append(plans, plan)
@@ -444,6 +459,9 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	}
 	if len(plans) == 0 {
 		return nil, miss.err(m, world)
+	}
+	if !o.IgnoreIslands { // the naive comparison row needs no explanation
+		res.Comparison = compareKinds(plans, cands, placed, &tallies, place)
 	}
 	res.Plans = plans[:min(topK, len(plans))]
 	return res, nil
@@ -785,23 +803,44 @@ func uniqueHosts(blockHost []int) []int {
 	return out
 }
 
-// noFit remembers the config that missed memory by the least.
+// noFit remembers the config that missed memory by the least, and whether
+// GPU or host memory was the larger miss.
 type noFit struct {
+	set  bool
 	best float64
 	cfg  Config
-	mem  MemoryBreakdown
+	mem  MemoryEstimate
+	host bool
 }
 
-func (n *noFit) note(cfg Config, over float64, mem MemoryBreakdown) {
-	if over < n.best {
-		n.best, n.cfg, n.mem = over, cfg, mem
+// note records cfg's memory estimate (capacities filled in) if it misses
+// by less than any config seen so far.
+func (n *noFit) note(cfg Config, est MemoryEstimate) {
+	over, host := est.PeakBytesPerGPU-est.GPUCapacityBytes, false
+	if est.HostCapacityBytes > 0 && est.HostBytesPerNode-est.HostCapacityBytes > over {
+		over, host = est.HostBytesPerNode-est.HostCapacityBytes, true
 	}
+	if !n.set || over < n.best {
+		n.set, n.best, n.cfg, n.mem, n.host = true, over, cfg, est, host
+	}
+}
+
+func (n *noFit) seen() bool { return n.set }
+
+// memoryMiss is the closest miss in the comparison's terms.
+func (n *noFit) memoryMiss() *MemoryMiss {
+	mm := &MemoryMiss{Config: n.cfg, Memory: "gpu", Stage: n.mem.PeakStage, NeedBytes: n.mem.PeakBytesPerGPU,
+		CapacityBytes: n.mem.GPUCapacityBytes, MissBytes: n.best}
+	if n.host {
+		mm.Memory, mm.NeedBytes, mm.CapacityBytes = "host", n.mem.HostBytesPerNode, n.mem.HostCapacityBytes
+	}
+	return mm
 }
 
 func (n *noFit) err(m Model, world int) error {
 	e := &NoFitError{BestMissBytes: n.best}
 	c := n.cfg
-	peak := n.mem.Total()
+	peak := n.mem.Breakdown.Total()
 	if peak > 0 && n.best > 0 {
 		need := int(math.Ceil(float64(world) * peak / math.Max(peak-n.best, 1)))
 		e.Suggestions = append(e.Suggestions, fmt.Sprintf("use more GPUs (about %d instead of %d)", need, world))

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -216,38 +218,152 @@ func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
 
 const gibibyte = 1 << 30
 
+// tableRow is one row of the plan table: a rank number or a comparison label.
+type tableRow struct {
+	label string
+	plan  *planner.Plan
+}
+
 func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naive *planner.Plan) {
 	out := opts.IO.Out
 	fmt.Fprintf(out, "%s (%.1fB parameters) on %d GPUs in %d hosts, %d island(s); %d configurations considered, %d over memory\n\n",
 		res.Model.Name, float64(res.Model.Parameters)/1e9, c.TotalGPUs(), len(c.Hosts), len(c.Islands), res.Considered, res.RejectedMemory)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\tVPP\tMB\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tBUBBLE\tGiB/GPU")
+	rows := make([]tableRow, 0, len(res.Plans)+2)
 	for i := range res.Plans {
-		printRow(tw, fmt.Sprint(i+1), &res.Plans[i], opts.Breakdown)
+		rows = append(rows, tableRow{fmt.Sprint(i + 1), &res.Plans[i]})
+	}
+	why := explainOffload(res, opts.Fixed)
+	if why.row != nil {
+		rows = append(rows, *why.row)
 	}
 	if naive != nil {
-		printRow(tw, "naive", naive, opts.Breakdown)
+		rows = append(rows, tableRow{"naive", naive})
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\tVPP\tMB\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tBUBBLE\tGiB/GPU")
+	for _, r := range rows {
+		printRow(tw, r.label, r.plan)
 	}
 	tw.Flush()
+	if why.line != "" {
+		fmt.Fprintf(out, "\n%s\n", why.line)
+	}
 	if naive != nil {
 		fmt.Fprintf(out, "\nnaive: best plan ignoring islands (hosts in file order, default rank order); plan 1 is %.2fx faster\n",
 			naive.Predicted.IterationSeconds/res.Plans[0].Predicted.IterationSeconds)
 	}
+	if opts.Breakdown {
+		printBreakdown(out, rows)
+	}
 }
 
-func printRow(tw *tabwriter.Writer, label string, p *planner.Plan, breakdown bool) {
+func printRow(tw io.Writer, label string, p *planner.Plan) {
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
-		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, p.Recompute, optimizerLabel(p), offloadLabel(p.Offload),
+		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, p.Recompute, optimizerLabel(p), offloadLabel(p),
 		compactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
 		100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
-	if !breakdown {
-		return
+}
+
+// printBreakdown is a second table, one row per plan row, so that the
+// ranked table keeps its columns.
+func printBreakdown(out io.Writer, rows []tableRow) {
+	fmt.Fprintln(out, "\nbreakdown: seconds per iteration on the critical path; GiB per GPU on the peak stage; host GiB per node")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANK\tCOMPUTE s\tTP s\tPP s\tDP s\tOFFLOAD s\tSTAGE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tOTHER\tHOST")
+	for _, r := range rows {
+		b, mb := r.plan.Predicted.Breakdown, r.plan.Memory.Breakdown
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n",
+			r.label, b.Compute, b.TP, b.PP, b.DP, b.Offload, r.plan.Memory.PeakStage,
+			mb.Weights/gibibyte, mb.Gradients/gibibyte, mb.Optimizer/gibibyte, mb.Activations/gibibyte, mb.Other/gibibyte,
+			hostLabel(r.plan.Memory))
 	}
-	b, mb := p.Predicted.Breakdown, p.Memory.Breakdown
-	fmt.Fprintf(tw, "\t  time s: compute %.3f, tp %.3f, pp %.3f, dp %.3f, offload %.3f\n", b.Compute, b.TP, b.PP, b.DP, b.Offload)
-	fmt.Fprintf(tw, "\t  memory GiB (stage %d): weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f, other %.1f; host %.1f/node\n",
-		p.Memory.PeakStage, mb.Weights/gibibyte, mb.Gradients/gibibyte, mb.Optimizer/gibibyte, mb.Activations/gibibyte, mb.Other/gibibyte,
-		p.Memory.HostBytesPerNode/gibibyte)
+	tw.Flush()
+}
+
+func hostLabel(m planner.MemoryEstimate) string {
+	if m.HostCapacityBytes <= 0 {
+		return fmt.Sprintf("%.1f", m.HostBytesPerNode/gibibyte)
+	}
+	return fmt.Sprintf("%.1f/%.1f", m.HostBytesPerNode/gibibyte, m.HostCapacityBytes/gibibyte)
+}
+
+// offloadWhy is the table's answer to "why (not) offload": an extra row for
+// the best plan of the other kind when the table lacks one, and a line.
+type offloadWhy struct {
+	row  *tableRow
+	line string
+}
+
+// explainOffload compares plan 1 with the best plan of the other kind:
+// with offload when plan 1 has none, without when plan 1 offloads.
+func explainOffload(res *planner.Result, fx planner.Constraints) offloadWhy {
+	cmp := res.Comparison
+	if cmp == nil || len(res.Plans) == 0 {
+		return offloadWhy{}
+	}
+	first := &res.Plans[0]
+	alt, kind, label := cmp.BestWithOffload, "with", "offload"
+	if first.UsesOffload() {
+		alt, kind, label = cmp.BestWithoutOffload, "without", "no-offload"
+	}
+	head := "best " + kind + " offload"
+	switch {
+	case alt == nil:
+		return offloadWhy{}
+	case alt.Considered == 0:
+		return offloadWhy{line: head + ": not tried (" + notTriedReason(kind, fx) + ")"}
+	case !alt.Fits && alt.Miss != nil:
+		return offloadWhy{line: head + ": does not fit: " + missLabel(alt.Miss, first.Framework)}
+	case !alt.Fits:
+		return offloadWhy{line: head + ": nothing fits"}
+	}
+	where, why := "", offloadWhy{}
+	if rank := rankOf(res.Plans, alt.Plan); rank > 0 {
+		where = fmt.Sprintf("rank %d", rank)
+	} else {
+		where = fmt.Sprintf("row %q", label)
+		why.row = &tableRow{label, alt.Plan}
+	}
+	why.line = fmt.Sprintf("%s (%s): %.3f s/iteration, %.2fx plan 1's %.3f s", head, where,
+		alt.IterationSeconds, alt.IterationSeconds/first.Predicted.IterationSeconds, first.Predicted.IterationSeconds)
+	if alt.OffloadSeconds > 0 {
+		why.line += fmt.Sprintf(", of which %.3f s is offload (PCIe copies and the CPU optimizer step)", alt.OffloadSeconds)
+	}
+	return why
+}
+
+// rankOf is p's 1-based rank among plans, 0 when absent.
+func rankOf(plans []planner.Plan, p *planner.Plan) int {
+	for i := range plans {
+		if reflect.DeepEqual(plans[i].Config, p.Config) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func notTriedReason(kind string, fx planner.Constraints) string {
+	switch {
+	case kind == "with" && fx.NoOffload:
+		return "--no-offload"
+	case kind == "with":
+		return "offload is tried only for configurations that do not fit without it, and every one fits"
+	case fx.ForceOffload:
+		return "--offload"
+	}
+	return "no configuration without offload was valid"
+}
+
+func missLabel(m *planner.MemoryMiss, f planner.Framework) string {
+	c := m.Config
+	closest := fmt.Sprintf("the closest (TP%d PP%d DP%d CP%d mb%d, recompute %s, %s)", c.TP, c.PP, c.DP, c.CP, c.MicroBatch, c.Recompute,
+		optimizerLabel(&planner.Plan{Config: c, Framework: f}))
+	if m.Memory == "host" {
+		return fmt.Sprintf("%s needs %.1f GiB of host memory per node, has %.1f GiB (misses by %.1f GiB)",
+			closest, m.NeedBytes/gibibyte, m.CapacityBytes/gibibyte, m.MissBytes/gibibyte)
+	}
+	return fmt.Sprintf("%s needs %.1f GiB per GPU on stage %d, has %.1f GiB (misses by %.1f GiB)",
+		closest, m.NeedBytes/gibibyte, m.Stage, m.CapacityBytes/gibibyte, m.MissBytes/gibibyte)
 }
 
 func optimizerLabel(p *planner.Plan) string {
@@ -260,7 +376,9 @@ func optimizerLabel(p *planner.Plan) string {
 	return "plain"
 }
 
-func offloadLabel(o planner.Offload) string {
+// offloadLabel is what is offloaded and its exposed time per iteration.
+func offloadLabel(p *planner.Plan) string {
+	o := p.Offload
 	if o == (planner.Offload{}) {
 		return "-"
 	}
@@ -268,7 +386,7 @@ func offloadLabel(o planner.Offload) string {
 	if o.Params {
 		s += "+params"
 	}
-	return s
+	return fmt.Sprintf("%s (%.2fs)", s, p.Predicted.Breakdown.Offload)
 }
 
 // compactLayers writes runs as Megatron's layout does: "26*2 22*2" is two

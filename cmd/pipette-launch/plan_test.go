@@ -27,7 +27,7 @@ func TestPlanTableDefaultCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"gpt3-13b", "RANK", "TFLOP/s/GPU", "LAYERS/STAGE", "time s: compute", "memory GiB"} {
+	for _, want := range []string{"gpt3-13b", "RANK", "TFLOP/s/GPU", "LAYERS/STAGE", "breakdown:", "COMPUTE s", "ACTIVATIONS"} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("output lacks %q:\n%s", want, s)
 		}
