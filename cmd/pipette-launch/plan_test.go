@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,5 +194,207 @@ func TestPlanCommandFlags(t *testing.T) {
 	var ec cli.ExitCoder
 	if !errors.As(err, &ec) || ec.ExitCode() != 2 {
 		t.Fatalf("--zero-stage 7: %v, want exit 2", err)
+	}
+}
+
+// tables returns every table in the output: a block of lines from a header
+// starting with "RANK" to the next blank line.
+func tables(out string) [][]string {
+	var blocks [][]string
+	var cur []string
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "RANK "):
+			cur = []string{line}
+		case cur != nil && strings.TrimSpace(line) == "":
+			blocks, cur = append(blocks, cur), nil
+		case cur != nil:
+			cur = append(cur, line)
+		}
+	}
+	if cur != nil {
+		blocks = append(blocks, cur)
+	}
+	return blocks
+}
+
+// columnStarts are the offsets where a cell begins: cells are separated by
+// at least two spaces (tabwriter padding) and contain single spaces only.
+func columnStarts(line string) []int {
+	var starts []int
+	for i := 0; i < len(line); i++ {
+		if line[i] != ' ' && (i == 0 || (i >= 2 && line[i-1] == ' ' && line[i-2] == ' ')) {
+			starts = append(starts, i)
+		}
+	}
+	return starts
+}
+
+func cells(line string) []string {
+	var out []string
+	for _, c := range strings.Split(line, "  ") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestPlanTablesAligned: every row of every table starts its cells at the
+// header's column offsets, with and without --breakdown, and the breakdown
+// table has one row per row of the ranked table.
+func TestPlanTablesAligned(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*PlanOptions)
+	}{
+		{"default cluster", func(o *PlanOptions) {}},
+		{"default cluster, breakdown", func(o *PlanOptions) { o.Breakdown = true }},
+		{"small offload, breakdown", func(o *PlanOptions) {
+			o.ClusterFile, o.GlobalBatch, o.Top, o.Breakdown = "../../examples/small-offload.yaml", 64, 5, true
+		}},
+		{"two islands (naive row), breakdown", func(o *PlanOptions) {
+			o.ClusterFile, o.Model, o.GlobalBatch, o.Breakdown = "../../examples/two-clusters.yaml", "llama3-8b", 64, true
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			opts := planOpts(&out, tc.mod)
+			if err := runPlan(opts); err != nil {
+				t.Fatal(err)
+			}
+			blocks := tables(out.String())
+			want := 1
+			if opts.Breakdown {
+				want = 2
+			}
+			for _, b := range blocks {
+				head := columnStarts(b[0])
+				for _, row := range b[1:] {
+					if got := columnStarts(row); !slices.Equal(got, head) {
+						t.Errorf("row %q: cells start at %v, header at %v", row, got, head)
+					}
+				}
+			}
+			if len(blocks) != want {
+				t.Fatalf("%d tables, want %d:\n%s", len(blocks), want, out.String())
+			}
+			if want == 2 {
+				if len(blocks[0]) != len(blocks[1]) {
+					t.Fatalf("breakdown has %d rows, ranked table %d", len(blocks[1]), len(blocks[0]))
+				}
+				for i := range blocks[0] {
+					if a, b := cells(blocks[0][i])[0], cells(blocks[1][i])[0]; a != b {
+						t.Errorf("row %d: ranked table %q, breakdown %q", i, a, b)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPlanShowsWhyOffload: the table says why plan 1 does or does not
+// offload (issue 6), and the OFFLOAD cell carries the seconds offload adds.
+func TestPlanShowsWhyOffload(t *testing.T) {
+	offloadCell := regexp.MustCompile(`^opt \d+%(\+params)? \((\d+\.\d\d)s\)$`)
+	for _, tc := range []struct {
+		name string
+		mod  func(*PlanOptions)
+		// line is the start of the explanation; row the extra table row's label ("" = none).
+		line, row  string
+		firstOffld bool
+	}{
+		{"13B on 4x40GB, megatron", func(o *PlanOptions) { o.ClusterFile, o.GlobalBatch = "../../examples/small-offload.yaml", 64 },
+			"best without offload: does not fit: the closest (TP", "", true},
+		{"13B on 4x40GB, deepspeed", func(o *PlanOptions) {
+			o.ClusterFile, o.GlobalBatch, o.Framework = "../../examples/small-offload.yaml", 64, "deepspeed"
+		}, "best without offload: does not fit: the closest (TP", "", true},
+		{"13B on the example cluster", func(o *PlanOptions) {}, `best with offload (row "offload"): `, "offload", false},
+		{"--no-offload", func(o *PlanOptions) { o.Fixed.NoOffload = true }, "best with offload: not tried (--no-offload)", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := runPlan(planOpts(&out, tc.mod)); err != nil {
+				t.Fatal(err)
+			}
+			s := out.String()
+			if !strings.Contains(s, "\n"+tc.line) {
+				t.Fatalf("no line starting %q:\n%s", tc.line, s)
+			}
+			rows := map[string][]string{}
+			for _, r := range tables(s)[0][1:] {
+				c := cells(r)
+				rows[c[0]] = c
+			}
+			const offloadCol = 10
+			if m := offloadCell.FindStringSubmatch(rows["1"][offloadCol-1]); (m != nil) != tc.firstOffld {
+				t.Errorf("plan 1 OFFLOAD cell %q, want offload=%v with its seconds", rows["1"][offloadCol-1], tc.firstOffld)
+			} else if m != nil && m[2] == "0.00" {
+				t.Errorf("plan 1 offloads in 0.00 s")
+			}
+			if tc.row == "" {
+				if _, ok := rows["offload"]; ok {
+					t.Errorf("unexpected offload row:\n%s", s)
+				}
+				return
+			}
+			r, ok := rows[tc.row]
+			if !ok {
+				t.Fatalf("no %q row:\n%s", tc.row, s)
+			}
+			if m := offloadCell.FindStringSubmatch(r[offloadCol-1]); m == nil || m[2] == "0.00" {
+				t.Errorf("%q row OFFLOAD cell %q, want its (non-zero) seconds", tc.row, r[offloadCol-1])
+			}
+			var alt, first float64
+			line := s[strings.Index(s, tc.line)+len(tc.line):]
+			if _, err := fmt.Sscanf(line, "%f s/iteration", &alt); err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			fmt.Sscanf(rows["1"][11], "%f", &first)
+			if alt <= first || !strings.Contains(line[:strings.Index(line, "\n")], "s is offload") {
+				t.Errorf("best with offload %g s not slower than plan 1's %g s, or no offload seconds: %q", alt, first, line)
+			}
+		})
+	}
+}
+
+// TestPlanJSONComparison: --json carries the comparison under a new key;
+// a 13B model on one 4 x 40GB host does not fit without offload.
+func TestPlanJSONComparison(t *testing.T) {
+	var out bytes.Buffer
+	if err := runPlan(planOpts(&out, func(o *PlanOptions) {
+		o.ClusterFile, o.GlobalBatch, o.JSON = "../../examples/small-offload.yaml", 64, true
+	})); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Plans      []json.RawMessage `json:"plans"`
+		Comparison struct {
+			Without struct {
+				Considered int  `json:"considered"`
+				Fits       bool `json:"fits"`
+				Miss       *struct {
+					Memory    string  `json:"memory"`
+					Stage     *int    `json:"stage"`
+					MissBytes float64 `json:"miss_bytes"`
+				} `json:"miss"`
+			} `json:"best_without_offload"`
+			With struct {
+				Fits             bool            `json:"fits"`
+				IterationSeconds float64         `json:"iteration_seconds"`
+				OffloadSeconds   float64         `json:"offload_seconds"`
+				Plan             json.RawMessage `json:"plan"`
+			} `json:"best_with_offload"`
+		} `json:"comparison"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("bad JSON: %v", err)
+	}
+	w, wo := doc.Comparison.With, doc.Comparison.Without
+	if wo.Considered == 0 || wo.Fits || wo.Miss == nil || wo.Miss.Memory != "gpu" || wo.Miss.Stage == nil || wo.Miss.MissBytes <= 0 {
+		t.Errorf("best_without_offload %+v: want a GPU-memory miss", wo)
+	}
+	if !w.Fits || w.IterationSeconds <= 0 || w.OffloadSeconds <= 0 || len(w.Plan) == 0 || len(doc.Plans) == 0 {
+		t.Errorf("best_with_offload %+v: want plan 1's figures", w)
 	}
 }
