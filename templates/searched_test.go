@@ -1,7 +1,10 @@
 package templates
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/examples"
@@ -19,7 +22,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 		"two-clusters":  {"--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8", "--ffn-hidden-size", "14336", "--swiglu", "--seq-length", "4096", "--max-position-embeddings", "8192", "--vocab-size", "128256", "--bf16"},
 		"small-offload": {"--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "40", "--seq-length", "2048", "--max-position-embeddings", "2048", "--vocab-size", "50257", "--bf16"},
 	}
-	rendered := 0
+	rendered, offloaded := 0, 0
 	for name, data := range clusters {
 		f, err := planner.ParseClusterFile(data)
 		if err != nil {
@@ -51,6 +54,9 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 					continue
 				}
 				rendered++
+				if p.UsesOffload() {
+					offloaded++
+				}
 				for _, h := range job.Hosts {
 					for _, r := range h.Ranks {
 						argv := r.Argv
@@ -60,6 +66,9 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 						if err := checkRankForMegatron(RankJob{Env: r.Env, Argv: argv}); err != nil {
 							t.Errorf("%s rank %d: %v", label, r.Rank, err)
 						}
+						if err := checkOffloadFlags(&p, argv); err != nil {
+							t.Errorf("%s rank %d: %v", label, r.Rank, err)
+						}
 					}
 				}
 				for _, f := range job.Files {
@@ -67,13 +76,55 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 						if err := CheckDSConfig(f.Content, p.DP, p.PP); err != nil {
 							t.Errorf("%s: %v", label, err)
 						}
+						if err := checkDSOffload(&p, f.Content); err != nil {
+							t.Errorf("%s: %v", label, err)
+						}
 					}
 				}
 			}
 		}
 	}
-	t.Logf("%d searched plans rendered and checked", rendered)
-	if rendered == 0 {
-		t.Fatal("no searched plan rendered")
+	t.Logf("%d searched plans rendered and checked, %d of them with offload", rendered, offloaded)
+	if rendered == 0 || offloaded == 0 {
+		t.Fatalf("%d searched plans rendered, %d with offload: want both", rendered, offloaded)
 	}
+}
+
+// checkOffloadFlags: a Megatron rank carries the optimizer-offload flags
+// with their companions exactly when the plan offloads; a DeepSpeed rank
+// asks Megatron-DeepSpeed for its CPU optimizer.
+func checkOffloadFlags(p *planner.Plan, argv []string) error {
+	want := p.Offload.OptimizerFraction > 0
+	flags := []string{"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--optimizer-offload-fraction", "--overlap-cpu-optimizer-d2h-h2d"}
+	if p.Framework == planner.FrameworkDeepSpeed {
+		flags = []string{"--cpu-optimizer"}
+	}
+	for _, f := range flags {
+		if slices.Contains(argv, f) != want {
+			return fmt.Errorf("offload %+v but %s present=%v", p.Offload, f, !want)
+		}
+	}
+	if i := slices.Index(argv, "--optimizer-offload-fraction"); i >= 0 && argv[i+1] != strconv.FormatFloat(p.Offload.OptimizerFraction, 'g', -1, 64) {
+		return fmt.Errorf("--optimizer-offload-fraction %s, plan %g", argv[i+1], p.Offload.OptimizerFraction)
+	}
+	return nil
+}
+
+// checkDSOffload: ds_config.json has offload_optimizer (and offload_param)
+// on the CPU exactly when the plan offloads them.
+func checkDSOffload(p *planner.Plan, data []byte) error {
+	var cfg struct {
+		Zero struct {
+			Opt   *struct{ Device string } `json:"offload_optimizer"`
+			Param *struct{ Device string } `json:"offload_param"`
+		} `json:"zero_optimization"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return err
+	}
+	opt, param := cfg.Zero.Opt != nil && cfg.Zero.Opt.Device == "cpu", cfg.Zero.Param != nil && cfg.Zero.Param.Device == "cpu"
+	if opt != (p.Offload.OptimizerFraction > 0) || param != p.Offload.Params {
+		return fmt.Errorf("offload %+v but ds_config offload_optimizer on cpu=%v, offload_param on cpu=%v", p.Offload, opt, param)
+	}
+	return nil
 }

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,4 +262,99 @@ func TestDryRunWarnsAboutAMissingScript(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "warning: script not_here/pretrain_gpt.py not found here") || !strings.Contains(out, "# job pipette: 32 ranks") {
 		t.Errorf("exit %d\nstderr: %s\nstdout head: %.200s", code, errOut, out)
 	}
+}
+
+// TestOffloadLaunches13B: the issue-6 case end to end through runRun: a
+// 13B model on one host of 4 x A100 40GB is planned with optimizer offload
+// and rendered into launches that pass Megatron's and DeepSpeed's start-up
+// checks and carry the offload settings (the golden files pin the text;
+// this says what must hold in it).
+func TestOffloadLaunches13B(t *testing.T) {
+	saved := launchJob
+	t.Cleanup(func() { launchJob = saved })
+	for _, tc := range []struct {
+		framework string
+		// flags every rank's argv must carry.
+		flags []string
+	}{
+		{"megatron", []string{"--use-distributed-optimizer", "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--optimizer-offload-fraction", "--overlap-cpu-optimizer-d2h-h2d"}},
+		{"deepspeed", []string{"--deepspeed", "--deepspeed_config", "--cpu-optimizer"}},
+	} {
+		t.Run(tc.framework, func(t *testing.T) {
+			var job *templates.Job
+			launchJob = func(_ context.Context, j *templates.Job, _ *RunOptions) error { job = j; return nil }
+			code, _, errOut := runCLI(t, cat([]string{"--framework", tc.framework, "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)...)
+			if code != 0 || job == nil {
+				t.Fatalf("exit %d, job %v: %s", code, job != nil, errOut)
+			}
+			if !strings.Contains(errOut, "optimizer offload") {
+				t.Errorf("the chosen plan does not offload: %s", errOut)
+			}
+			var tp, pp int
+			for _, h := range job.Hosts {
+				for _, r := range h.Ranks {
+					argv := slices.Clone(r.Argv[3:]) // after python3 -u script
+					if tc.framework == "deepspeed" {
+						argv = slices.DeleteFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--local_rank=") })
+					}
+					if err := templates.CheckMegatronArgs(argv, 4); err != nil {
+						t.Errorf("rank %d: %v\n%q", r.Rank, err, argv)
+					}
+					for _, f := range tc.flags {
+						if !slices.Contains(argv, f) {
+							t.Errorf("rank %d lacks %s: %q", r.Rank, f, argv)
+						}
+					}
+					if i := slices.Index(argv, "--optimizer-offload-fraction"); i >= 0 {
+						if f, err := strconv.ParseFloat(argv[i+1], 64); err != nil || f <= 0 || f > 1 {
+							t.Errorf("rank %d: --optimizer-offload-fraction %q", r.Rank, argv[i+1])
+						}
+					}
+					tp, pp = intFlag(argv, "--tensor-model-parallel-size"), intFlag(argv, "--pipeline-model-parallel-size")
+				}
+			}
+			var ds []byte
+			for _, f := range job.Files {
+				if f.Path == templates.DSConfigFile {
+					ds = f.Content
+				}
+			}
+			if tc.framework != "deepspeed" {
+				if ds != nil {
+					t.Errorf("megatron launch writes a ds_config.json")
+				}
+				return
+			}
+			if tp*pp == 0 || 4%(tp*pp) != 0 {
+				t.Fatalf("argv gives tp %d pp %d on 4 GPUs", tp, pp)
+			}
+			if err := templates.CheckDSConfig(ds, 4/(tp*pp), pp); err != nil {
+				t.Errorf("ds_config.json: %v\n%s", err, ds)
+			}
+			var cfg struct {
+				Zero struct {
+					Stage   int `json:"stage"`
+					Offload *struct {
+						Device string `json:"device"`
+						Pin    bool   `json:"pin_memory"`
+					} `json:"offload_optimizer"`
+				} `json:"zero_optimization"`
+			}
+			if err := json.Unmarshal(ds, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Zero.Stage < 1 || cfg.Zero.Offload == nil || cfg.Zero.Offload.Device != "cpu" || !cfg.Zero.Offload.Pin {
+				t.Errorf("zero_optimization %+v: want stage >= 1 with offload_optimizer on pinned cpu memory\n%s", cfg.Zero, ds)
+			}
+		})
+	}
+}
+
+func intFlag(argv []string, name string) int {
+	i := slices.Index(argv, name)
+	if i < 0 || i+1 >= len(argv) {
+		return 0
+	}
+	n, _ := strconv.Atoi(argv[i+1])
+	return n
 }
