@@ -14,7 +14,6 @@ var requiredTools = []struct{ name, pkg string }{
 	{"ip", "iproute2"},
 	{"tc", "iproute2"},
 	{"sshd", "openssh-server"},
-	{"ssh-keygen", "openssh-client"},
 	{"unshare", "util-linux"},
 	{"nsenter", "util-linux"},
 	{"mount", "mount"},
@@ -49,7 +48,20 @@ func run(ctx context.Context, name string, args ...string) error {
 }
 
 func output(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return outputInput(ctx, "", name, args...)
+}
+
+// runInput runs a command with stdin and folds its output into the error.
+func runInput(ctx context.Context, stdin, name string, args ...string) error {
+	_, err := outputInput(ctx, stdin, name, args...)
+	return err
+}
+
+func outputInput(ctx context.Context, stdin, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr

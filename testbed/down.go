@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -91,16 +92,18 @@ func teardown(st *state) error {
 	var errs []error
 	var victims []owner
 	seen := map[int]bool{}
-	for _, ns := range st.Netns {
-		if !netnsExists(ns) {
-			continue
+	var netns []string
+	for _, ns := range madeNetns(st) {
+		if netnsExists(ns) {
+			netns = append(netns, ns)
 		}
-		pids, err := netnsPids(ns)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, p := range pids {
+	}
+	by, err := pidsByNetns(netns)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, ns := range netns {
+		for _, p := range by[ns] {
 			if t, err := processStartTime(p); err == nil && !seen[p] {
 				seen[p] = true
 				victims = append(victims, owner{Pid: p, StartTime: t})
@@ -118,16 +121,16 @@ func teardown(st *state) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i := len(st.Netns) - 1; i >= 0; i-- {
-		if ns := st.Netns[i]; netnsExists(ns) {
-			if err := run(ctx, "ip", "netns", "del", ns); err != nil {
-				errs = append(errs, err)
-			}
-		}
+	var del []string
+	for i := len(netns) - 1; i >= 0; i-- {
+		del = append(del, "netns del "+netns[i])
+	}
+	if err := batch(ctx, "ip", "", del); err != nil {
+		errs = append(errs, err)
 	}
 	// The root link is a veth whose peer lived in the switch namespace, so
 	// it is normally gone already.
-	for _, l := range st.Links {
+	for _, l := range madeLinks(st) {
 		if run(ctx, "ip", "link", "show", "dev", l) == nil {
 			if err := run(ctx, "ip", "link", "del", "dev", l); err != nil {
 				errs = append(errs, err)
@@ -141,6 +144,31 @@ func teardown(st *state) error {
 		return fmt.Errorf("test-bed %d: remove %s: %w", st.Index, st.dir, err)
 	}
 	return nil
+}
+
+// madeNetns is what the state records plus the names Up derives from the
+// spec, in creation order: a crash between creating a namespace and saving
+// the state must not leak it. The names belong to this instance's index,
+// which is held under the root lock, so nothing else uses them.
+func madeNetns(st *state) []string {
+	names := append([]string(nil), st.Netns...)
+	derived := []string{swNetns(st.Index)}
+	for i := range st.Spec.Hosts {
+		derived = append(derived, hostNetns(st.Index, i+1))
+	}
+	for _, n := range derived {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func madeLinks(st *state) []string {
+	if slices.Contains(st.Links, rootLink(st.Index)) {
+		return st.Links
+	}
+	return append(append([]string(nil), st.Links...), rootLink(st.Index))
 }
 
 func netnsExists(ns string) bool {

@@ -3,75 +3,97 @@ package testbed
 import (
 	"bufio"
 	"context"
-	"errors"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // sshdScript runs inside the host's network namespace and fresh mount and
 // UTS namespaces (testbed.md step 3). The private /sys/class is mounted
-// before the private /tmp because the class dir lives outside /tmp anyway
-// and must stay reachable. exec keeps sshd's pid the one Go started.
+// before the private /tmp, as testbed.md prescribes. The host's /etc/hosts
+// names every test-bed host, so names resolve on the hosts as on a real
+// cluster (gloo and MASTER_ADDR=<name> need that). exec keeps sshd's pid the
+// one Go started.
 const sshdScript = `set -e
 hostname "$1"
 mount --bind "$2" /sys/class
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount --bind "$6" /etc/hosts
 exec "$3" -D -f "$4" -E "$5"`
-
-// copyClassScript copies the namespace's /sys/class (symlinks into
-// /sys/devices, so /sys/class/net lists this host's interfaces) except the
-// real machine's RDMA devices, which the host must not see. Some class
-// attributes are write-only; their copy errors are harmless.
-const copyClassScript = `cd /sys/class
-for c in *; do
-  case "$c" in infiniband*) ;; *) cp -a "$c" "$1"/ 2>/dev/null || true ;; esac
-done
-test -L "$1/net/eth0"`
 
 func (b *builder) hostDir(name string) string { return filepath.Join(b.st.dir, "host", name) }
 
-func keygen(ctx context.Context, path, comment string) error {
-	return run(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path)
+// writeKey writes an OpenSSH ed25519 key pair, as ssh-keygen would (in Go:
+// one process start per key is the slowest part of Up on a loaded machine).
+func writeKey(path, comment string) error {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + comment + "\n"
+	return os.WriteFile(path+".pub", []byte(line), 0o644)
 }
 
-// makeKeys creates the client key, authorized_keys and one host key per
-// host, concurrently since each ssh-keygen is a process start.
-func (b *builder) makeKeys(ctx context.Context) error {
+// makeKeys creates the client key, authorized_keys and one host key per host.
+func (b *builder) makeKeys() error {
 	key := filepath.Join(b.st.dir, "id_ed25519")
-	paths := []string{key}
-	comments := []string{"pipette-testbed-client"}
+	if err := writeKey(key, "pipette-testbed-client"); err != nil {
+		return fmt.Errorf("client key: %w", err)
+	}
 	for _, h := range b.spec.Hosts {
-		if err := os.MkdirAll(filepath.Join(b.hostDir(h.Name), "class"), 0o700); err != nil {
+		if err := os.MkdirAll(b.hostDir(h.Name), 0o700); err != nil {
 			return err
 		}
-		paths = append(paths, filepath.Join(b.hostDir(h.Name), "ssh_host_ed25519_key"))
-		comments = append(comments, h.Name)
-	}
-	errs := make([]error, len(paths))
-	var wg sync.WaitGroup
-	for i := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = keygen(ctx, paths[i], comments[i])
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("generate ssh keys: %w", err)
+		if err := writeKey(filepath.Join(b.hostDir(h.Name), "ssh_host_ed25519_key"), h.Name); err != nil {
+			return fmt.Errorf("host %s: host key: %w", h.Name, err)
+		}
 	}
 	pub, err := os.ReadFile(key + ".pub")
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(b.st.dir, "authorized_keys"), pub, 0o600)
+}
+
+// writeClassDir builds the host's private /sys/class as testbed.md step 4
+// does: net, listing only the host's interfaces (lo and the veth eth0, both
+// virtual devices, as /sys/class/net inside its namespace shows them), plus
+// the fake RDMA device if any. The symlinks resolve in the host's own sysfs.
+// Other classes are left out on purpose: copying them costs thousands of
+// files per host, and reading their attributes has side effects
+// (zram-control/hot_add adds a device on every read). The machine's own
+// RDMA devices are thus hidden from the hosts.
+func writeClassDir(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "net"), 0o755); err != nil {
+		return err
+	}
+	for _, ifname := range []string{"lo", hostIfName()} {
+		if err := os.Symlink("../../devices/virtual/net/"+ifname, filepath.Join(dir, "net", ifname)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeFakeRDMA lays out /sys/class/infiniband/mlx5_0 the way a real mlx5
@@ -165,10 +187,10 @@ func (b *builder) writeSshdConfig(h Host) (string, error) {
 }
 
 // prepareHost builds the host's private /sys/class and sshd config.
-func (b *builder) prepareHost(ctx context.Context, h Host, hs HostSpec) (string, error) {
+func (b *builder) prepareHost(h Host, hs HostSpec) (string, error) {
 	classDir := filepath.Join(b.hostDir(h.Name), "class")
-	if err := run(ctx, "ip", "netns", "exec", h.Netns, "sh", "-c", copyClassScript, "sh", classDir); err != nil {
-		return "", fmt.Errorf("host %s: copy /sys/class: %w", h.Name, err)
+	if err := writeClassDir(classDir); err != nil {
+		return "", fmt.Errorf("host %s: private /sys/class: %w", h.Name, err)
 	}
 	if err := writeFakeRDMA(classDir, hs, h.Addr); err != nil {
 		return "", fmt.Errorf("host %s: fake RDMA sysfs: %w", h.Name, err)
@@ -190,7 +212,8 @@ func (b *builder) startSshd(h *Host, cfg string) error {
 	}
 	defer out.Close()
 	cmd := exec.Command("ip", "netns", "exec", h.Netns, "unshare", "-m", "-u", "--propagation", "private",
-		"sh", "-c", sshdScript, "sh", h.Name, filepath.Join(dir, "class"), sshdPath, cfg, filepath.Join(dir, "sshd.log"))
+		"sh", "-c", sshdScript, "sh", h.Name, filepath.Join(dir, "class"), sshdPath, cfg, filepath.Join(dir, "sshd.log"),
+		filepath.Join(b.st.dir, hostsInsideFile))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -257,11 +280,15 @@ func (b *builder) sshdLogTail(name string) string {
 	return strings.Join(parts, "; ")
 }
 
+// hostsInsideFile is bind-mounted over /etc/hosts on every host.
+const hostsInsideFile = "etc-hosts.inside"
+
 // writeClientFiles writes known_hosts (each key under name and address),
 // ssh_config, and the host lists pipette-launch and /etc/hosts users want.
 func (b *builder) writeClientFiles(hosts []Host) error {
 	d := b.st.dir
 	var kh, cfg, names, addrs, etc strings.Builder
+	inside := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	fmt.Fprintf(&cfg, "# pipette-testbed %q: use with ssh -F %s\n", b.st.Name, filepath.Join(d, "ssh_config"))
 	for _, h := range hosts {
 		pub, err := os.ReadFile(filepath.Join(b.hostDir(h.Name), "ssh_host_ed25519_key.pub"))
@@ -282,6 +309,7 @@ func (b *builder) writeClientFiles(hosts []Host) error {
 	for name, content := range map[string]string{
 		"known_hosts": kh.String(), "ssh_config": cfg.String(),
 		"hosts": names.String(), "hosts.addr": addrs.String(), "etc-hosts": etc.String(),
+		hostsInsideFile: inside + etc.String(),
 	} {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
 			return err

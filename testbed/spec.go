@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -83,6 +84,9 @@ func (h HostSpec) rate() int {
 
 // Validate reports the first problem with the spec, naming the field.
 func (s *Spec) Validate() error {
+	if root := filepath.Clean(s.stateRoot()); root == "/tmp" || strings.HasPrefix(root, "/tmp/") || !filepath.IsAbs(root) {
+		return fmt.Errorf("testbed spec %q: state root %q: use an absolute path outside /tmp (every host mounts a private /tmp that would hide its sshd config and keys)", s.Name, s.StateRoot)
+	}
 	if len(s.Hosts) == 0 {
 		return fmt.Errorf("testbed spec %q: no hosts: give at least one", s.Name)
 	}

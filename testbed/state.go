@@ -142,11 +142,19 @@ func allocate(spec Spec) (*state, error) {
 		return nil, err
 	}
 	defer unlock()
+	// Reclaim every abandoned instance, not only those below the first free
+	// index: their sshd processes would otherwise run until `down --all`.
+	busy := map[int]bool{}
 	for k := minIndex; k <= maxIndex; k++ {
-		dir := filepath.Join(root, strconv.Itoa(k))
-		if err := reclaimIfAbandoned(dir); err != nil {
+		if reclaimIfAbandoned(filepath.Join(root, strconv.Itoa(k))) != nil {
+			busy[k] = true
+		}
+	}
+	for k := minIndex; k <= maxIndex; k++ {
+		if busy[k] {
 			continue
 		}
+		dir := filepath.Join(root, strconv.Itoa(k))
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			if errors.Is(err, os.ErrExist) {
 				continue
@@ -199,6 +207,8 @@ type Info struct {
 	OwnerAlive bool
 	Ready      bool
 	Hosts      []Host
+	// SshdAlive counts the instance's sshd processes still running.
+	SshdAlive int
 }
 
 // List describes every instance under root ("" = DefaultStateRoot), sorted
@@ -223,7 +233,13 @@ func List(root string) ([]Info, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Info{
+		alive := 0
+		for _, o := range s.Sshd {
+			if o.alive() {
+				alive++
+			}
+		}
+		out = append(out, Info{SshdAlive: alive,
 			Index: s.Index, Name: s.Name, Dir: s.dir, Created: s.Created,
 			Persistent: s.Owner == nil, OwnerAlive: s.Owner == nil || s.Owner.alive(),
 			Ready: s.Ready, Hosts: s.Hosts,

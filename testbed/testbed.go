@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -97,34 +98,31 @@ func Up(ctx context.Context, spec Spec) (*Testbed, error) {
 }
 
 func (b *builder) build(ctx context.Context) (*Testbed, error) {
-	if err := b.makeKeys(ctx); err != nil {
+	if err := b.makeKeys(); err != nil {
 		return nil, err
 	}
-	if err := b.buildSwitch(ctx); err != nil {
-		return nil, fmt.Errorf("switch: %w", err)
+	if err := b.buildNetwork(ctx); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
 	}
 	k := b.st.Index
 	hosts := make([]Host, len(b.spec.Hosts))
 	for i, hs := range b.spec.Hosts {
 		hosts[i] = Host{Name: hs.Name, Addr: hostAddr(k, i+1), Netns: hostNetns(k, i+1), Group: hs.group(), RDMA: hs.RDMA}
-		if err := b.buildHostLink(ctx, i+1, hs); err != nil {
-			return nil, fmt.Errorf("host %s: %w", hs.Name, err)
-		}
 	}
 	cfgs := make([]string, len(hosts))
 	if err := forEach(len(hosts), func(i int) (err error) {
-		cfgs[i], err = b.prepareHost(ctx, hosts[i], b.spec.Hosts[i])
+		cfgs[i], err = b.prepareHost(hosts[i], b.spec.Hosts[i])
 		return err
 	}); err != nil {
 		return nil, err
+	}
+	if err := b.writeClientFiles(hosts); err != nil {
+		return nil, fmt.Errorf("client files: %w", err)
 	}
 	for i := range hosts {
 		if err := b.startSshd(&hosts[i], cfgs[i]); err != nil {
 			return nil, err
 		}
-	}
-	if err := b.writeClientFiles(hosts); err != nil {
-		return nil, fmt.Errorf("client files: %w", err)
 	}
 	if err := forEach(len(hosts), func(i int) error {
 		return b.waitSshd(ctx, hosts[i], sshdReadyTimeout)
@@ -307,20 +305,48 @@ func (tb *Testbed) Pids(host string) ([]int, error) {
 	return netnsPids(h.Netns)
 }
 
+// netnsPids lists the processes whose network namespace is ns, as `ip netns
+// pids` does, without starting a process.
 func netnsPids(ns string) ([]int, error) {
-	out, err := output(context.Background(), "ip", "netns", "pids", ns)
+	by, err := pidsByNetns([]string{ns})
+	return by[ns], err
+}
+
+// pidsByNetns scans /proc once for processes in any of the named
+// namespaces, matching /proc/PID/ns/net against /run/netns/NAME by inode.
+func pidsByNetns(names []string) (map[string][]int, error) {
+	inode := map[uint64]string{}
+	for _, ns := range names {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join("/run/netns", ns), &st); err != nil {
+			return nil, fmt.Errorf("netns %s: %w", ns, err)
+		}
+		inode[st.Ino] = ns
+	}
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		p, err := strconv.Atoi(f)
+	out := map[string][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			return nil, fmt.Errorf("ip netns pids %s: unexpected %q", ns, f)
+			continue
 		}
-		pids = append(pids, p)
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			continue // exited, or a kernel thread
+		}
+		// link reads "net:[4026532123]"
+		ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(link, "net:["), "]"), 10, 64)
+		if err != nil {
+			continue
+		}
+		if ns, ok := inode[ino]; ok {
+			out[ns] = append(out[ns], pid)
+		}
 	}
-	return pids, nil
+	return out, nil
 }
 
 // Proc is a process running on a host.

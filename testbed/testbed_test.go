@@ -2,10 +2,15 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -27,48 +32,372 @@ func TestUpSSHHostnameTmpAndRDMA(t *testing.T) {
 		{Name: "roce1", RDMA: RDMARoCE, RateGbitPerS: 100},
 		{Name: "eth1"},
 	}})
-	for _, h := range tb.Hosts {
-		if got := sshOut(t, tb, h.Name, "hostname"); got != h.Name {
-			t.Errorf("ssh %s hostname = %q, want %q", h.Name, got, h.Name)
-		}
-	}
-	// by address too: known_hosts holds the key under both
-	if got := sshOut(t, tb, tb.Hosts[0].Addr, "hostname"); got != "ib1" {
-		t.Errorf("ssh by address: hostname = %q, want ib1", got)
-	}
+	// One login per host prints: hostname, its interfaces (through the
+	// private /sys/class), the fake HCA's link layer and rate, whether ib1's
+	// /tmp file is visible.
+	const probe = `hostname; ls /sys/class/net | tr '\n' ' '; echo
+p=/sys/class/infiniband/mlx5_0/ports/1
+cat $p/link_layer $p/rate 2>/dev/null || echo none
+test -e /tmp/only-on-ib1 && echo tmp-shared || echo tmp-private`
 	sshOut(t, tb, "ib1", "echo secret > /tmp/only-on-ib1")
-	if got := sshOut(t, tb, "ib1", "cat /tmp/only-on-ib1"); got != "secret" {
-		t.Errorf("ib1 /tmp file = %q", got)
+	tests := []struct {
+		host, want string
+	}{
+		{"ib1", "ib1\neth0 lo \nInfiniBand\n200 Gb/sec (4X HDR)\ntmp-shared"},
+		{"roce1", "roce1\neth0 lo \nEthernet\n100 Gb/sec (4X EDR)\ntmp-private"},
+		{"eth1", "eth1\neth0 lo \nnone\ntmp-private"},
+		// by address too: known_hosts holds each key under name and address
+		{tb.Hosts[2].Addr, "eth1\neth0 lo \nnone\ntmp-private"},
 	}
-	if got := sshOut(t, tb, "eth1", "test -e /tmp/only-on-ib1 && echo present || echo absent"); got != "absent" {
-		t.Errorf("eth1 sees ib1's /tmp file: %q", got)
+	for _, tt := range tests {
+		if got := sshOut(t, tb, tt.host, probe); got != tt.want {
+			t.Errorf("ssh %s:\n%s\nwant:\n%s", tt.host, got, tt.want)
+		}
 	}
 	if _, err := os.Stat("/tmp/only-on-ib1"); err == nil {
-		t.Errorf("machine's /tmp sees host file")
+		t.Errorf("the machine's /tmp sees the host's file")
 	}
-	rdma := []struct {
-		host, linkLayer, rate string
-	}{
-		{"ib1", "InfiniBand", "200 Gb/sec (4X HDR)"},
-		{"roce1", "Ethernet", "100 Gb/sec (4X EDR)"},
-		{"eth1", "", ""},
-	}
-	for _, c := range rdma {
-		got := sshOut(t, tb, c.host, "cat /sys/class/infiniband/mlx5_0/ports/1/link_layer 2>/dev/null; cat /sys/class/infiniband/mlx5_0/ports/1/rate 2>/dev/null; true")
-		want := strings.TrimSpace(c.linkLayer + "\n" + c.rate)
-		if got != want {
-			t.Errorf("%s: link_layer+rate = %q, want %q", c.host, got, want)
-		}
-		// the host's own interfaces show through its private /sys/class
-		if got := sshOut(t, tb, c.host, "ls /sys/class/net | tr '\\n' ' '"); got != "eth0 lo" {
-			t.Errorf("%s: /sys/class/net = %q, want \"eth0 lo\"", c.host, got)
-		}
-	}
-	if got := sshOut(t, tb, "roce1", "cat /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3 /sys/class/infiniband/mlx5_0/device/net/eth0/operstate"); got != "RoCE v2\nup" {
-		t.Errorf("roce1 gid type 3 + netdev state = %q", got)
+	// RoCE v2 GID, the HCA's netdev, and other hosts' names resolving
+	got := sshOut(t, tb, "roce1", "cat /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3 /sys/class/infiniband/mlx5_0/device/net/eth0/operstate; getent hosts ib1")
+	if want := "RoCE v2\nup\n" + tb.Hosts[0].Addr + "     ib1"; got != want {
+		t.Errorf("roce1: %q, want %q", got, want)
 	}
 }
 
-func TestSmoke(t *testing.T) {
-	_ = filepath.Join
+// iperf3Mbit runs iperf3 for one second from client to server (both test-bed
+// hosts) and returns the received rate in Mbit/s.
+func iperf3Mbit(t *testing.T, tb *Testbed, server, client string) float64 {
+	t.Helper()
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Fatalf("iperf3 missing: install the Debian package iperf3")
+	}
+	srv, err := tb.Host(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", srv.Netns, "iperf3", "-s", "-1", "-B", srv.Addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []byte
+	for range 100 { // the server needs a moment to listen
+		out, err = tb.Exec(ctx, client, "iperf3", "-c", srv.Addr, "-t", "1", "--json")
+		if !strings.Contains(string(out), "Connection refused") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3 %s -> %s: %v: %s", client, server, err, out)
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("iperf3 json: %v: %s", err, out)
+	}
+	if res.End.SumReceived.BitsPerSecond <= 0 {
+		t.Fatalf("iperf3 %s -> %s: no rate in output: %s", client, server, out)
+	}
+	return res.End.SumReceived.BitsPerSecond / 1e6
+}
+
+func TestGroupShaping(t *testing.T) {
+	tb := New(t, Spec{GroupShape: "100mbit", Hosts: []HostSpec{
+		{Name: "a1", Group: "ib", RDMA: RDMAInfiniBand},
+		{Name: "a2", Group: "ib", RDMA: RDMAInfiniBand},
+		{Name: "b1", Group: "eth"},
+	}})
+	inside := iperf3Mbit(t, tb, "a1", "a2")
+	between := iperf3Mbit(t, tb, "a1", "b1")
+	t.Logf("inside group %.0f Mbit/s, between groups %.0f Mbit/s", inside, between)
+	if inside < 1000 {
+		t.Errorf("inside a group: %.0f Mbit/s, want > 1000 (unshaped)", inside)
+	}
+	if between > 200 || between < 20 {
+		t.Errorf("between groups: %.0f Mbit/s, want about 100 (shaped to 100mbit)", between)
+	}
+}
+
+func TestHostShaping(t *testing.T) {
+	tb := New(t, Spec{Hosts: []HostSpec{{Name: "fast"}, {Name: "slow", Shape: "50mbit"}}})
+	r := iperf3Mbit(t, tb, "fast", "slow")
+	if r > 100 || r < 10 {
+		t.Errorf("slow host link: %.0f Mbit/s, want about 50", r)
+	}
+}
+
+// made lists what an instance created, to check that teardown removed it.
+type made struct {
+	netns []string
+	link  string
+	pids  []int
+	dir   string
+}
+
+func madeBy(t *testing.T, tb *Testbed) made {
+	t.Helper()
+	m := made{link: rootLink(tb.Index), dir: tb.Dir}
+	for _, h := range tb.Hosts {
+		m.netns = append(m.netns, h.Netns)
+		pids, err := tb.Pids(h.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pids, h.SshdPid) {
+			t.Fatalf("host %s: sshd pid %d not among netns pids %v", h.Name, h.SshdPid, pids)
+		}
+		m.pids = append(m.pids, pids...)
+	}
+	m.netns = append(m.netns, swNetns(tb.Index))
+	return m
+}
+
+func assertGone(t *testing.T, m made) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			listed[f[0]] = true
+		}
+	}
+	for _, ns := range m.netns {
+		if listed[ns] {
+			t.Errorf("netns %s still exists", ns)
+		}
+	}
+	if out, err := exec.Command("ip", "link", "show", "dev", m.link).CombinedOutput(); err == nil {
+		t.Errorf("link %s still exists: %s", m.link, out)
+	}
+	for _, p := range m.pids {
+		if _, err := processStartTime(p); err == nil {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+			t.Errorf("process %d (%q) still running", p, cmdline)
+		}
+	}
+	if _, err := os.Stat(m.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir %s still exists (%v)", m.dir, err)
+	}
+}
+
+func TestDownRemovesEverythingAndLeftoverJobs(t *testing.T) {
+	tb := New(t, Spec{Hosts: []HostSpec{{Name: "n1"}, {Name: "n2", RDMA: RDMARoCE}}})
+	// a job that ignores its session ending, as a crashed launcher leaves it
+	sshOut(t, tb, "n1", "setsid sleep 300 </dev/null >/dev/null 2>&1 &")
+	procs, err := tb.Processes("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(procs, func(p Proc) bool { return p.Cmdline == "sleep 300" }) {
+		t.Fatalf("Processes(n1) = %v, want the leftover sleep", procs)
+	}
+	if procs, _ := tb.Processes("n2"); len(procs) != 0 {
+		t.Errorf("Processes(n2) = %v, want none (sshd listener excluded)", procs)
+	}
+	m := madeBy(t, tb)
+	if err := tb.Down(); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	assertGone(t, m)
+	if err := tb.Down(); err != nil {
+		t.Errorf("second Down: %v", err)
+	}
+}
+
+func TestDownAfterCrashFromStateDir(t *testing.T) {
+	ctx := context.Background()
+	tb, err := Up(ctx, Spec{Name: "crash", Hosts: []HostSpec{{Name: "c1"}, {Name: "c2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := madeBy(t, tb)
+	t.Cleanup(func() { DownDir(m.dir) })
+	dir := tb.Dir
+	tb = nil // the process that made it is gone; only the state dir remains
+	// and it crashed right after creating its last namespace, before
+	// recording it
+	st, err := loadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Netns = st.Netns[:len(st.Netns)-1]
+	if err := st.save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := DownDir(dir); err != nil {
+		t.Fatalf("DownDir: %v", err)
+	}
+	assertGone(t, m)
+}
+
+func TestReclaimAbandonedInstance(t *testing.T) {
+	tb, err := Up(context.Background(), Spec{Name: "abandoned", Hosts: []HostSpec{{Name: "r1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := madeBy(t, tb)
+	t.Cleanup(func() { DownDir(m.dir) })
+	if err := reclaimIfAbandoned(tb.Dir); err == nil {
+		t.Fatalf("reclaim took an instance whose owner is alive")
+	}
+	if _, err := os.Stat(tb.Dir); err != nil {
+		t.Fatalf("live instance touched: %v", err)
+	}
+	// pretend the owner died: same pid, different start time
+	st, err := loadState(tb.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Owner.StartTime++
+	if err := st.save(); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := lockRoot(filepath.Dir(tb.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = reclaimIfAbandoned(tb.Dir)
+	unlock()
+	if err != nil {
+		t.Fatalf("reclaim of abandoned instance: %v", err)
+	}
+	assertGone(t, m)
+}
+
+func TestTwoTestbedsConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	tbs := make([]*Testbed, 2)
+	errs := make([]error, 2)
+	for i := range tbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// same host names on purpose: names are per instance
+			tbs[i], errs[i] = Up(context.Background(), Spec{Name: fmt.Sprintf("conc%d", i), Hosts: []HostSpec{{Name: "x1"}, {Name: "x2"}}})
+		}()
+	}
+	wg.Wait()
+	for i, tb := range tbs {
+		if errs[i] != nil {
+			t.Fatalf("Up %d: %v", i, errs[i])
+		}
+		t.Cleanup(func() { tb.Down() })
+	}
+	if tbs[0].Index == tbs[1].Index || tbs[0].Hosts[0].Addr == tbs[1].Hosts[0].Addr {
+		t.Fatalf("instances share index %d / address %s", tbs[0].Index, tbs[0].Hosts[0].Addr)
+	}
+	for _, tb := range tbs {
+		if got := sshOut(t, tb, tb.Hosts[1].Addr, "hostname; cat /proc/net/fib_trie | grep -c 198.18"); !strings.HasPrefix(got, "x2\n") {
+			t.Errorf("%s: %q", tb.Name, got)
+		}
+	}
+	// a host of one instance has no route to the other's: different subnets
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := tbs[0].Exec(ctx, "x1", "ip", "route", "get", tbs[1].Hosts[0].Addr); err == nil {
+		t.Errorf("instance 0 has a route to instance 1: %s", out)
+	}
+}
+
+func TestExecHelpers(t *testing.T) {
+	tb := New(t, Spec{Hosts: []HostSpec{{Name: "e1", RDMA: RDMAInfiniBand}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := tb.Exec(ctx, "e1", "ip", "-4", "-o", "addr", "show", "dev", "eth0")
+	if err != nil || !strings.Contains(string(out), tb.Hosts[0].Addr+"/24") {
+		t.Errorf("Exec ip addr: %v: %s", err, out)
+	}
+	sshOut(t, tb, "e1", "echo hi > /tmp/mark")
+	out, err = tb.ExecInHost(ctx, "e1", "sh", "-c", "hostname; cat /tmp/mark; cat /sys/class/infiniband/mlx5_0/ports/1/link_layer")
+	if got := strings.TrimSpace(string(out)); err != nil || got != "e1\nhi\nInfiniBand" {
+		t.Errorf("ExecInHost = %q, %v", got, err)
+	}
+	if _, err := tb.Exec(ctx, "nope", "true"); err == nil {
+		t.Errorf("Exec on unknown host: no error")
+	}
+	for _, f := range []string{tb.KeyFile, tb.KnownHostsFile, tb.SSHConfigFile, tb.HostsFile, tb.AddrsFile, tb.EtcHostsFile} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("missing file: %v", err)
+		}
+	}
+	kh, _ := os.ReadFile(tb.KnownHostsFile)
+	if !strings.HasPrefix(string(kh), "e1,"+tb.Hosts[0].Addr+" ssh-ed25519 ") {
+		t.Errorf("known_hosts = %q", kh)
+	}
+	names, _ := os.ReadFile(tb.HostsFile)
+	if string(names) != "e1\n" {
+		t.Errorf("hosts file = %q", names)
+	}
+	// Open from another process's point of view sees the same instance
+	o, err := Open(tb.Dir)
+	if err != nil || o.Hosts[0] != tb.Hosts[0] || o.SSHConfigFile != tb.SSHConfigFile {
+		t.Errorf("Open = %+v, %v", o, err)
+	}
+}
+
+func TestWrongHostKeyRefused(t *testing.T) {
+	tb := New(t, Spec{Hosts: []HostSpec{{Name: "k1"}, {Name: "k2"}}})
+	// k2's address with k1's key: ssh must refuse (StrictHostKeyChecking yes)
+	kh, err := os.ReadFile(tb.KnownHostsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(kh)), "\n")
+	k1key := strings.SplitN(lines[0], " ", 2)[1]
+	bad := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(bad, []byte("k2,"+tb.Hosts[1].Addr+" "+k1key+"\n"), 0o600)
+	args := append(tb.SSHArgs("k2"), "true")
+	for i, a := range args {
+		if strings.HasPrefix(a, "UserKnownHostsFile=") {
+			args[i] = "UserKnownHostsFile=" + bad
+		}
+	}
+	out, err := exec.Command("ssh", args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "HOST IDENTIFICATION HAS CHANGED") {
+		t.Errorf("ssh with wrong host key: err=%v out=%s", err, out)
+	}
+}
+
+func TestPrerequisitesNamePackage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := CheckPrerequisites()
+	if err == nil || !strings.Contains(err.Error(), "install the Debian package iproute2") {
+		t.Errorf("CheckPrerequisites with empty PATH = %v, want it to name iproute2", err)
+	}
+}
+
+// BenchmarkUpDown16 measures building and removing a 16-host test-bed (the
+// size of the launcher's fan-out benchmark).
+func BenchmarkUpDown16(b *testing.B) {
+	spec := Spec{Name: "bench"}
+	for i := 1; i <= 16; i++ {
+		spec.Hosts = append(spec.Hosts, HostSpec{Name: fmt.Sprintf("node%02d", i)})
+	}
+	var up, down time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		tb, err := Up(context.Background(), spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := tb.Down(); err != nil {
+			b.Fatal(err)
+		}
+		up += t1.Sub(t0)
+		down += time.Since(t1)
+	}
+	b.ReportMetric(up.Seconds()/float64(b.N), "up-s/op")
+	b.ReportMetric(down.Seconds()/float64(b.N), "down-s/op")
 }
