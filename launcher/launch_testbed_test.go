@@ -141,6 +141,10 @@ func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
 				t.Fatalf("processes on %s: %v", h, err)
 			}
 			for _, p := range procs {
+				if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid)); err != nil ||
+					strings.HasPrefix(strings.TrimSpace(string(stat[strings.LastIndexByte(string(stat), ')')+1:])), "Z") {
+					continue // exited, or a zombie waiting for init to reap it
+				}
 				// sshd's per-connection processes, and processes that are
 				// exiting (empty cmdline), may take a moment to go.
 				lingering := strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") || p.Cmdline == ""
