@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -530,4 +531,46 @@ func TestLaunchStartFailsHalfway(t *testing.T) {
 	}
 	t.Logf("error: %v\noutput:\n%s", err, out.String())
 	assertNothingLeft(t, tb)
+}
+
+// Authentication through a real ssh-agent, with no key file anywhere.
+func TestDialWithSSHAgent(t *testing.T) {
+	tb := newBed(t, 1)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agentCmd.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v (install the Debian package openssh-client)", err)
+	}
+	defer func() { agentCmd.Process.Kill(); agentCmd.Wait() }()
+	for i := 0; i < 50; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	add := exec.Command("ssh-add", tb.KeyFile)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v %s", err, out)
+	}
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	t.Setenv("HOME", dir) // no ~/.ssh keys to fall back on
+	opts := SSHOptions{KnownHostsFile: tb.KnownHostsFile, SSHConfigFile: "none", User: "root"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, HostTarget{Name: tb.Hosts[0].Addr}, opts)
+	if err != nil {
+		t.Fatalf("Dial with agent: %v", err)
+	}
+	defer c.Close()
+	out, _, err := c.Run(ctx, "hostname")
+	if err != nil || strings.TrimSpace(string(out)) != "node1" {
+		t.Errorf("hostname = %q, %v", out, err)
+	}
+	// Without the agent there is nothing to authenticate with.
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, err := Dial(ctx, HostTarget{Name: tb.Hosts[0].Addr}, opts); err == nil || !strings.Contains(err.Error(), "no SSH credentials") {
+		t.Errorf("Dial without agent or keys = %v, want a no-credentials error", err)
+	}
 }
