@@ -485,6 +485,25 @@ func TestConnKeepaliveDetectsDeadHost(t *testing.T) {
 	if out, _, err := c.Run(ctx, "hostname"); err != nil || strings.TrimSpace(string(out)) != "node1" {
 		t.Fatalf("hostname = %q, %v", out, err)
 	}
+	// Run: exit codes are typed; cancelling ends the wait.
+	_, stderr, err := c.Run(ctx, "echo oops >&2; exit 7")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 7 || strings.TrimSpace(string(stderr)) != "oops" || !strings.Contains(err.Error(), "exit code 7: oops") {
+		t.Errorf("Run exit 7 = %v, stderr %q", err, stderr)
+	}
+	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, _, err := c.Run(short, "sleep 5"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run past its deadline = %v, want DeadlineExceeded", err)
+	}
+	stop()
+	// Upload lands atomically with its mode.
+	if err := c.Upload(ctx, []byte("x y\n"), "/tmp/up/a b.txt", 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.Run(ctx, "stat -c %a \"/tmp/up/a b.txt\"; cat \"/tmp/up/a b.txt\"; ls /tmp/up | wc -l"); err != nil || string(out) != "640\nx y\n1\n" {
+		t.Errorf("uploaded file: %q, %v", out, err)
+	}
+
 	// Silence the host: its interface goes down, no RST, no FIN.
 	if out, err := tb.Exec(ctx, "node1", "ip", "link", "set", "eth0", "down"); err != nil {
 		t.Fatalf("%v %s", err, out)
