@@ -570,6 +570,31 @@ func (c *Conn) keepalive(every time.Duration, max int) {
 	}
 }
 
+// checkAlive returns why the connection is down, asking the server with a
+// keepalive when not yet known.
+func (c *Conn) checkAlive(timeout time.Duration) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	select {
+	case err := <-reply:
+		if err != nil {
+			c.markLost(fmt.Errorf("%w: %v", ErrConnLost, err))
+			c.client.Close()
+		}
+	case <-c.lost:
+	case <-time.After(timeout):
+		c.markLost(fmt.Errorf("%w: no answer to a keepalive within %s", ErrConnLost, timeout))
+		c.client.Close()
+	}
+	return c.Err()
+}
+
 // Lost is closed when the connection has ended (closed, dropped, or
 // keepalives unanswered); Err then says why.
 func (c *Conn) Lost() <-chan struct{} { return c.lost }
@@ -698,7 +723,8 @@ func (s *Session) wait() {
 		}
 		err = x
 	case errors.As(err, &missing), errors.Is(err, io.EOF):
-		if lerr := s.conn.Err(); lerr != nil {
+		// Usually the connection went down; the session may notice first.
+		if lerr := s.conn.checkAlive(2 * time.Second); lerr != nil {
 			err = lerr
 		} else {
 			err = fmt.Errorf("session ended without exit status (connection closed or command killed)")
