@@ -421,10 +421,11 @@ func TestLaunchMaxRestarts(t *testing.T) {
 
 	// Failing every time: gives up after the restarts, saying so.
 	job = allreduceJob(t, tb, "restart2", tb.Names(), 1, "--fail-rank", "0", "--exit-code", "3")
-	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), MaxRestarts: 1, Grace: 3 * time.Second})
+	var out2 syncBuffer
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out2, MaxRestarts: 1, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) || jf.Restarts != 1 || jf.Rank != 0 || jf.ExitCode != 3 {
-		t.Fatalf("Launch = %v, want rank 0 exit 3 after 1 restart", err)
+		t.Fatalf("Launch = %v, want rank 0 exit 3 after 1 restart\noutput:\n%s", err, out2.String())
 	}
 	if !strings.Contains(err.Error(), "restarts  : 1") {
 		t.Errorf("summary lacks the restart count:\n%v", err)
