@@ -41,9 +41,11 @@ echo "$T pgid $$"
 PG=$$
 # Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
 # Watchdog: own session, so stopping the group does not stop it first.
+# It waits with the read builtin, not cat: killing the watchdog shell then
+# leaves no child behind.
 setsid /bin/sh -c '
   alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
-  cat <&3 >/dev/null 2>&1
+  while IFS= read -r _; do :; done <&3
   alive "$1" || exit 0
   kill -TERM -$1 2>/dev/null
   i=0
