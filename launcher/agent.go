@@ -41,12 +41,15 @@ echo "$T pgid $$"
 PG=$$
 # Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
 # Watchdog: own session, so stopping the group does not stop it first.
+# It waits with the read builtin, not cat: killing the watchdog shell then
+# leaves no child behind.
 setsid /bin/sh -c '
-  cat <&3 >/dev/null 2>&1
-  kill -0 -$1 2>/dev/null || exit 0
+  alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
+  while IFS= read -r _; do :; done <&3
+  alive "$1" || exit 0
   kill -TERM -$1 2>/dev/null
   i=0
-  while kill -0 -$1 2>/dev/null && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
+  while alive "$1" && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
   kill -KILL -$1 2>/dev/null
 ' pipette-watchdog "$PG" "$G" >/dev/null 2>&1 &
 WDP=$!
@@ -72,7 +75,11 @@ P=
 	}
 	b.WriteString(`wait $P
 rm -rf "$S"
+# End the watchdog (by group and by pid, in case it has not reached its
+# setsid yet) and reap it, so nothing of ours outlives "done".
 kill -KILL -"$WDP" 2>/dev/null
+kill -KILL "$WDP" 2>/dev/null
+wait "$WDP" 2>/dev/null
 echo "$T done"
 # Stop whatever the ranks left behind in the group (daemonised children).
 trap '' TERM

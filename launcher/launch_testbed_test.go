@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -141,6 +142,10 @@ func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
 				t.Fatalf("processes on %s: %v", h, err)
 			}
 			for _, p := range procs {
+				if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid)); err != nil ||
+					strings.HasPrefix(strings.TrimSpace(string(stat[strings.LastIndexByte(string(stat), ')')+1:])), "Z") {
+					continue // exited, or a zombie waiting for init to reap it
+				}
 				// sshd's per-connection processes, and processes that are
 				// exiting (empty cmdline), may take a moment to go.
 				lingering := strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") || p.Cmdline == ""
@@ -416,10 +421,11 @@ func TestLaunchMaxRestarts(t *testing.T) {
 
 	// Failing every time: gives up after the restarts, saying so.
 	job = allreduceJob(t, tb, "restart2", tb.Names(), 1, "--fail-rank", "0", "--exit-code", "3")
-	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), MaxRestarts: 1, Grace: 3 * time.Second})
+	var out2 syncBuffer
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out2, MaxRestarts: 1, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) || jf.Restarts != 1 || jf.Rank != 0 || jf.ExitCode != 3 {
-		t.Fatalf("Launch = %v, want rank 0 exit 3 after 1 restart", err)
+		t.Fatalf("Launch = %v, want rank 0 exit 3 after 1 restart\noutput:\n%s", err, out2.String())
 	}
 	if !strings.Contains(err.Error(), "restarts  : 1") {
 		t.Errorf("summary lacks the restart count:\n%v", err)
@@ -480,6 +486,25 @@ func TestConnKeepaliveDetectsDeadHost(t *testing.T) {
 	if out, _, err := c.Run(ctx, "hostname"); err != nil || strings.TrimSpace(string(out)) != "node1" {
 		t.Fatalf("hostname = %q, %v", out, err)
 	}
+	// Run: exit codes are typed; cancelling ends the wait.
+	_, stderr, err := c.Run(ctx, "echo oops >&2; exit 7")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 7 || strings.TrimSpace(string(stderr)) != "oops" || !strings.Contains(err.Error(), "exit code 7: oops") {
+		t.Errorf("Run exit 7 = %v, stderr %q", err, stderr)
+	}
+	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	if _, _, err := c.Run(short, "sleep 5"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run past its deadline = %v, want DeadlineExceeded", err)
+	}
+	stop()
+	// Upload lands atomically with its mode.
+	if err := c.Upload(ctx, []byte("x y\n"), "/tmp/up/a b.txt", 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := c.Run(ctx, "stat -c %a \"/tmp/up/a b.txt\"; cat \"/tmp/up/a b.txt\"; ls /tmp/up | wc -l"); err != nil || string(out) != "640\nx y\n1\n" {
+		t.Errorf("uploaded file: %q, %v", out, err)
+	}
+
 	// Silence the host: its interface goes down, no RST, no FIN.
 	if out, err := tb.Exec(ctx, "node1", "ip", "link", "set", "eth0", "down"); err != nil {
 		t.Fatalf("%v %s", err, out)
@@ -526,4 +551,46 @@ func TestLaunchStartFailsHalfway(t *testing.T) {
 	}
 	t.Logf("error: %v\noutput:\n%s", err, out.String())
 	assertNothingLeft(t, tb)
+}
+
+// Authentication through a real ssh-agent, with no key file anywhere.
+func TestDialWithSSHAgent(t *testing.T) {
+	tb := newBed(t, 1)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agentCmd.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v (install the Debian package openssh-client)", err)
+	}
+	defer func() { agentCmd.Process.Kill(); agentCmd.Wait() }()
+	for i := 0; i < 50; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	add := exec.Command("ssh-add", tb.KeyFile)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v %s", err, out)
+	}
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	t.Setenv("HOME", dir) // no ~/.ssh keys to fall back on
+	opts := SSHOptions{KnownHostsFile: tb.KnownHostsFile, SSHConfigFile: "none", User: "root"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, HostTarget{Name: tb.Hosts[0].Addr}, opts)
+	if err != nil {
+		t.Fatalf("Dial with agent: %v", err)
+	}
+	defer c.Close()
+	out, _, err := c.Run(ctx, "hostname")
+	if err != nil || strings.TrimSpace(string(out)) != "node1" {
+		t.Errorf("hostname = %q, %v", out, err)
+	}
+	// Without the agent there is nothing to authenticate with.
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, err := Dial(ctx, HostTarget{Name: tb.Hosts[0].Addr}, opts); err == nil || !strings.Contains(err.Error(), "no SSH credentials") {
+		t.Errorf("Dial without agent or keys = %v, want a no-credentials error", err)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -17,10 +16,10 @@ func TestHostErrorsSortedAndFolded(t *testing.T) {
 	h := &HostErrors{}
 	h.Add("node10", refused)
 	h.Add("node2", fmt.Errorf("connect: connection refused"))
-	h.Add("gpu1", &HostKeyMismatchError{Host: "10.0.0.1", KnownHostsFile: "kh", Fingerprint: "ssh-ed25519 SHA256:x", Lines: []int{3}})
+	h.Add("gpu1", &HostKeyMismatchError{Host: "198.18.250.1", KnownHostsFile: "kh", Fingerprint: "ssh-ed25519 SHA256:x", Lines: []int{3}})
 	h.Add("node1", refused)
 	want := "2 distinct errors:\n" +
-		"  gpu1: HOST KEY MISMATCH for 10.0.0.1: it presented ssh-ed25519 SHA256:x, which differs from kh line 3; possible man-in-the-middle; refusing to connect (if the host was reinstalled, remove the old key with `ssh-keygen -R 10.0.0.1 -f kh`)\n" +
+		"  gpu1: HOST KEY MISMATCH for 198.18.250.1: it presented ssh-ed25519 SHA256:x, which differs from kh line 3; possible man-in-the-middle; refusing to connect (if the host was reinstalled, remove the old key with `ssh-keygen -R 198.18.250.1 -f kh`)\n" +
 		"  node1, node2, node10: connect: connection refused"
 	if got := h.Error(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
@@ -153,7 +152,7 @@ func TestStopCommandIsPOSIX(t *testing.T) {
 	if out, err := exec.Command("/bin/sh", "-c", stopCommand(pgid, 0, time.Second)).CombinedOutput(); err != nil {
 		t.Fatalf("stop command: %v %s", err, out)
 	}
-	if syscall.Kill(-pgid, 0) == nil {
+	if groupAlive(pgid) {
 		t.Errorf("process group %d survived the stop command", pgid)
 	}
 	if d := time.Since(start); d < 900*time.Millisecond {

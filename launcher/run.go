@@ -538,11 +538,14 @@ func stopCommand(pgid, wd int, grace time.Duration) string {
 	if wd > 1 {
 		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
 	}
-	script := cmd + fmt.Sprintf("kill -TERM %[1]s 2>/dev/null; i=0; "+
-		"while kill -0 %[1]s 2>/dev/null && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
+	// alive ignores zombies: they are dead, only not yet reaped (slow on
+	// some inits), and kill -0 would count them.
+	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk '$1 == %[3]d && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "+
+		"kill -TERM %[1]s 2>/dev/null; i=0; "+
+		"while alive && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
 		"kill -KILL %[1]s 2>/dev/null; i=0; "+
-		"while kill -0 %[1]s 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"if kill -0 %[1]s 2>/dev/null; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks)
+		"while alive && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
+		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks, pgid)
 	// The login shell may not be POSIX (fish, csh): run it under sh.
 	return "exec /bin/sh -c " + shellquote.Quote(script)
 }

@@ -570,6 +570,31 @@ func (c *Conn) keepalive(every time.Duration, max int) {
 	}
 }
 
+// checkAlive returns why the connection is down, asking the server with a
+// keepalive when not yet known.
+func (c *Conn) checkAlive(timeout time.Duration) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	reply := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	select {
+	case err := <-reply:
+		if err != nil {
+			c.markLost(fmt.Errorf("%w: %v", ErrConnLost, err))
+			c.client.Close()
+		}
+	case <-c.lost:
+	case <-time.After(timeout):
+		c.markLost(fmt.Errorf("%w: no answer to a keepalive within %s", ErrConnLost, timeout))
+		c.client.Close()
+	}
+	return c.Err()
+}
+
 // Lost is closed when the connection has ended (closed, dropped, or
 // keepalives unanswered); Err then says why.
 func (c *Conn) Lost() <-chan struct{} { return c.lost }
@@ -605,6 +630,9 @@ func (c *Conn) Run(ctx context.Context, cmd string) (stdout, stderr []byte, err 
 		return nil, nil, err
 	}
 	err = s.Wait()
+	if s.cancelled {
+		return nil, nil, err // the output may still be being written
+	}
 	return o.Bytes(), e.Bytes(), err
 }
 
@@ -616,18 +644,23 @@ func (c *Conn) RunInput(ctx context.Context, cmd string, in io.Reader) (stdout, 
 		return nil, nil, err
 	}
 	err = s.Wait()
+	if s.cancelled {
+		return nil, nil, err
+	}
 	return o.Bytes(), e.Bytes(), err
 }
 
 // Session is a started remote command.
 type Session struct {
-	conn    *Conn
-	sess    *ssh.Session
-	stdin   io.WriteCloser
-	stderr  *tailBuffer
-	done    chan struct{}
-	err     error
-	stopCtx func() bool
+	conn      *Conn
+	sess      *ssh.Session
+	stdin     io.WriteCloser
+	stderr    *tailBuffer
+	done      chan struct{}
+	err       error
+	stopCtx   func() bool
+	ctx       context.Context
+	cancelled bool // Wait returned early because ctx was done
 }
 
 // Start starts cmd with its output copied to stdout and stderr (either may
@@ -669,6 +702,7 @@ func (c *Conn) start(ctx context.Context, cmd string, in io.Reader, stdout, stde
 		sess.Close()
 		return nil, fmt.Errorf("start %q: %w", cmd, err)
 	}
+	s.ctx = ctx
 	s.stopCtx = context.AfterFunc(ctx, func() { sess.Close() })
 	go s.wait()
 	return s, nil
@@ -689,7 +723,8 @@ func (s *Session) wait() {
 		}
 		err = x
 	case errors.As(err, &missing), errors.Is(err, io.EOF):
-		if lerr := s.conn.Err(); lerr != nil {
+		// Usually the connection went down; the session may notice first.
+		if lerr := s.conn.checkAlive(2 * time.Second); lerr != nil {
 			err = lerr
 		} else {
 			err = fmt.Errorf("session ended without exit status (connection closed or command killed)")
@@ -703,11 +738,24 @@ func (s *Session) wait() {
 	close(s.done)
 }
 
-// Wait blocks until the command ends. A non-zero exit is an *ExitError; a
+// Wait blocks until the command ends or the context given to Start is
+// done (then the session is closed, the remote command may still run, and
+// the error wraps the context's). A non-zero exit is an *ExitError; a
 // dropped connection wraps ErrConnLost.
 func (s *Session) Wait() error {
-	<-s.done
-	return s.err
+	select {
+	case <-s.done:
+		return s.err
+	case <-s.ctx.Done():
+		select {
+		case <-s.done:
+			return s.err
+		default:
+		}
+		s.sess.Close()
+		s.cancelled = true
+		return fmt.Errorf("%w (the remote command may still be running)", context.Cause(s.ctx))
+	}
 }
 
 // Done is closed when the command has ended.

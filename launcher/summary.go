@@ -30,7 +30,10 @@ func (f *JobFailure) Interrupted() bool { return f.interrupted }
 // HostLost reports whether the failure is a lost connection to a host.
 func (f *JobFailure) HostLost() bool { return f.hostLost }
 
-func (f *JobFailure) restartable() bool { return !f.interrupted && !f.hostLost }
+// restartable: a rank failed and every rank was confirmed stopped (a
+// restart next to survivors of the last attempt would fight over ports and
+// GPUs).
+func (f *JobFailure) restartable() bool { return !f.interrupted && !f.hostLost && f.StopErr == nil }
 
 func (f *JobFailure) headline() string {
 	switch {

@@ -59,7 +59,7 @@ func run(nHosts, n int, command string) error {
 		fn   func() error
 	}{
 		{"pipette pool (dial+run+close)", func() error { return poolRun(ctx, targets, sshOpts, command) }},
-		{"pipette Launch (dial+upload agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
+		{"pipette Launch (dial+send agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
 		{"pdsh -R ssh", func() error { return pdshRun(ctx, tb, command) }},
 	}
 	times := make([][]time.Duration, len(variants))
