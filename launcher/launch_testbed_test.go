@@ -131,38 +131,12 @@ func sortedKeys(m map[string]string) []string {
 // assertNothingLeft fails if any host runs anything but sshd.
 func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
 	t.Helper()
-	// Per-connection sshd processes exit right after Launch closes its
-	// connections; only they may linger, briefly.
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		var left []string
-		for _, h := range tb.Names() {
-			procs, err := tb.Processes(h)
-			if err != nil {
-				t.Fatalf("processes on %s: %v", h, err)
-			}
-			for _, p := range procs {
-				if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid)); err != nil ||
-					strings.HasPrefix(strings.TrimSpace(string(stat[strings.LastIndexByte(string(stat), ')')+1:])), "Z") {
-					continue // exited, or a zombie waiting for init to reap it
-				}
-				// sshd's per-connection processes, and processes that are
-				// exiting (empty cmdline), may take a moment to go.
-				lingering := strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") || p.Cmdline == ""
-				if lingering && time.Now().Before(deadline) {
-					left = append(left, h+": "+p.Cmdline)
-					continue
-				}
-				if p.Cmdline == "" || !lingering {
-					stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
-					t.Errorf("left running on %s: pid %d %q (%s)", h, p.Pid, p.Cmdline, strings.TrimSpace(string(stat)))
-				}
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) || t.Failed() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	left, err := tb.Leftovers(3 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		t.Errorf("left running on %s", l)
 	}
 }
 
@@ -363,11 +337,14 @@ func TestLaunchHostWithoutScript(t *testing.T) {
 	// host but node2, as on a cluster where one node missed the rsync.
 	job := allreduceJob(t, tb, "noscript", tb.Names(), 2)
 	job.Files = nil
-	src, _ := filepath.Abs("../examples/torch_allreduce.py")
+	// The content travels as an argument: the checkout may itself live
+	// under /tmp, which each host hides behind its private /tmp.
+	script := string(allreduceScript(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, h := range []string{"node1", "node3"} {
-		if out, err := tb.ExecInHost(ctx, h, "sh", "-c", "mkdir -p /tmp/pipette-noscript && cp "+src+" /tmp/pipette-noscript/"); err != nil {
+		put := `mkdir -p /tmp/pipette-noscript && printf %s "$1" >/tmp/pipette-noscript/torch_allreduce.py`
+		if out, err := tb.ExecInHost(ctx, h, "sh", "-c", put, "sh", script); err != nil {
 			t.Fatalf("%s: %v %s", h, err, out)
 		}
 	}

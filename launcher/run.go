@@ -54,12 +54,16 @@ type LaunchOptions struct {
 	Now func() time.Time
 }
 
+// DefaultGrace is how long ranks get between SIGTERM and SIGKILL when the
+// job is stopped: long enough for a checkpoint-free rank to flush its logs.
+const DefaultGrace = 10 * time.Second
+
 func (o LaunchOptions) withDefaults() LaunchOptions {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
 	if o.Grace <= 0 {
-		o.Grace = 10 * time.Second
+		o.Grace = DefaultGrace
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 30 * time.Second

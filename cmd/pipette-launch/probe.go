@@ -56,7 +56,7 @@ func newProbeCmd(io *IOStreams) *cli.Command {
 one cluster (island). --measure runs iperf3 between every pair of hosts (n-1 rounds of
 disjoint pairs, both directions) and stores the matrix; a measurement younger than
 --max-age is reused unless --reprobe.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-16],gpu3; user@host:port accepted)", Destination: &opts.Hosts},
 			&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile or one host per line", Destination: &opts.Hostfile},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "cluster.yaml", Usage: "cluster file to write (- for stdout)", Destination: &opts.Output},
@@ -70,18 +70,12 @@ disjoint pairs, both directions) and stores the matrix; a measurement younger th
 			&cli.BoolFlag{Name: "reprobe", Usage: "measure again even when a fresh cached measurement exists", Destination: &opts.Reprobe},
 			&cli.DurationFlag{Name: "max-age", Value: launcher.DefaultMeasureMaxAge, Usage: "reuse a cached measurement younger than this", Destination: &opts.MaxAge},
 			&cli.StringFlag{Name: "cache-dir", Usage: "where measurements are cached (default: the user cache dir)", Destination: &opts.CacheDir},
-			&cli.StringFlag{Name: "ssh-config", Usage: "ssh_config file (default ~/.ssh/config; none to read none)", Destination: &opts.SSH.SSHConfigFile},
-			&cli.StringFlag{Name: "known-hosts", Usage: "known_hosts file (default ~/.ssh/known_hosts)", Destination: &opts.SSH.KnownHostsFile},
-			&cli.BoolFlag{Name: "insecure-skip-host-key-check", Usage: "do not verify host keys (unsafe)", Destination: &opts.SSH.InsecureIgnoreHostKey},
-			&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "SSH private key file (repeatable)"},
-			&cli.StringFlag{Name: "user", Usage: "SSH user for hosts that name none", Destination: &opts.SSH.User},
-			&cli.IntFlag{Name: "fanout", Value: launcher.DefaultFanout, Usage: "hosts contacted at once", Destination: &opts.Fanout},
-		},
+		}, sshFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("probe: unexpected argument %q (hosts go in --hosts or --hostfile)", c.Args().First()), 2)
 			}
-			opts.SSH.IdentityFiles = c.StringSlice("identity")
+			opts.SSH, opts.Fanout = sshOptionsFromCLI(c)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Context = ctx

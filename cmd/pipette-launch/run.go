@@ -1,18 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/examples"
-	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
@@ -47,12 +51,27 @@ type RunOptions struct {
 	Ignored    []string
 	Script     string
 	ScriptArgs []string
+
+	// Launching: SSH connection, output filters and stopping.
+	SSH                          launcher.SSHOptions
+	Fanout                       int
+	LocalRanksFilter, QuietRanks []int
+	StopGrace                    time.Duration
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
 // launcher package provides it; tests replace it.
 var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
-	return errors.New("launching is not wired yet")
+	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
+		SSH:              opts.SSH,
+		Fanout:           opts.Fanout,
+		Out:              opts.IO.Out,
+		LogDir:           opts.LogDir,
+		LocalRanksFilter: opts.LocalRanksFilter,
+		QuietRanks:       opts.QuietRanks,
+		Grace:            opts.StopGrace,
+		MaxRestarts:      opts.MaxRestarts,
+	})
 }
 
 // inputError marks bad input: the CLI exits 2 for it.
@@ -85,7 +104,11 @@ func runAction(c *cli.Context, io *IOStreams) error {
 	if err != nil {
 		return exitFor(err)
 	}
-	return exitFor(runRun(c.Context, opts))
+	// SIGINT/SIGTERM/SIGHUP stop every rank on every host before exiting,
+	// as torchrun's agent forwards them to its workers.
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	return exitFor(runRun(ctx, opts))
 }
 
 // exitFor maps errors to exit codes: 2 for bad input, 1 otherwise.
@@ -272,7 +295,11 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 	if err != nil {
 		return nil, false, err
 	}
-	if o.Hosts != "" || o.Hostfile != "" {
+	launching := !o.DryRun && o.OutputDir == ""
+	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && launching && envLookup(o.Env)("SLURM_JOB_NODELIST") == "" {
+		return nil, false, inputErrorf("no hosts to launch on: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or run inside a Slurm allocation; the embedded example cluster is only for --dry-run and plan")
+	}
+	if o.Hosts != "" || o.Hostfile != "" || (o.ClusterFile == "" && launching) {
 		hosts, err := listedHosts(o, nproc, allGPUs)
 		if err != nil {
 			return nil, false, err
@@ -352,48 +379,49 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
 	return nil
 }
 
-func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]hostSlots, error) {
+// listedHosts reads --hosts, --hostfile (DeepSpeed's `HOST slots=N` or one
+// host per line) or SLURM_JOB_NODELIST. --nproc-per-node caps a hostfile's
+// slots and gives the rank count where none is listed (torchrun's default 1).
+func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]launcher.HostSpec, error) {
 	if allGPUs {
 		return nil, inputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has; give a number with --hosts/--hostfile", o.NProcPerNode)
 	}
-	if o.Hostfile != "" {
-		data, err := os.ReadFile(o.Hostfile)
-		if err != nil {
-			return nil, inputErrorf("hostfile: %v", err)
-		}
-		hosts, err := parseHostfile(o.Hostfile, data)
-		if err != nil {
-			return nil, &inputError{err.Error()}
-		}
-		if nproc > 0 {
-			for i := range hosts {
-				hosts[i].Slots = min(hosts[i].Slots, nproc)
-			}
-		}
-		return hosts, nil
-	}
-	names, err := hostlist.Expand(o.Hosts)
+	hosts, err := launcher.ResolveHosts(launcher.HostSources{Hosts: o.Hosts, Hostfile: o.Hostfile, Getenv: envLookup(o.Env)})
 	if err != nil {
-		return nil, inputErrorf("--hosts %q: %v", o.Hosts, err)
+		return nil, &inputError{err.Error()}
 	}
-	if nproc == 0 {
-		nproc = 1 // torchrun's default
-	}
-	hosts := make([]hostSlots, len(names))
-	for i, n := range names {
-		hosts[i] = hostSlots{n, nproc}
+	for i := range hosts {
+		switch {
+		case hosts[i].Slots == 0:
+			hosts[i].Slots = max(nproc, 1)
+		case nproc > 0:
+			hosts[i].Slots = min(hosts[i].Slots, nproc)
+		}
 	}
 	return hosts, nil
 }
 
+// envLookup is os.Getenv over a KEY=VALUE list.
+func envLookup(env []string) func(string) string {
+	return func(name string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
 // hostsCluster is a cluster of listed hosts with nothing probed: no NICs
 // (NCCL keeps its own detection) and unknown GPUs.
-func hostsCluster(hosts []hostSlots) *planner.Cluster {
+func hostsCluster(hosts []launcher.HostSpec) *planner.Cluster {
 	island := planner.Island{Spec: planner.IslandSpec{Name: "hosts"}}
 	var hs []planner.Host
 	for i, h := range hosts {
 		island.Hosts = append(island.Hosts, i)
-		hs = append(hs, planner.Host{HostEntry: planner.HostEntry{Name: h.Name, Address: h.Name}, GPUs: h.Slots})
+		entry := planner.HostEntry{Name: h.Name, Address: cmp.Or(h.Addr, h.Name), User: h.User, Port: h.Port}
+		hs = append(hs, planner.Host{HostEntry: entry, GPUs: h.Slots})
 	}
 	n := len(hs)
 	bw, lat := make([][]float64, n), make([][]float64, n)

@@ -207,15 +207,53 @@ func TestOutputDirWritesRunnableFiles(t *testing.T) {
 	}
 }
 
-func TestParseHostfile(t *testing.T) {
-	hosts, err := parseHostfile("h", []byte("# c\n\nw1 slots=4\nw2  slots=8 extra\n"))
-	if err != nil || len(hosts) != 2 || hosts[1] != (hostSlots{"w2", 8}) {
-		t.Fatalf("parseHostfile = %v, %v", hosts, err)
+// TestListedHosts: --nproc-per-node caps a hostfile's slots and fills in
+// hosts listed without any; user@host:port and Slurm's node list work.
+func TestListedHosts(t *testing.T) {
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "hostfile")
+	if err := os.WriteFile(hf, []byte("# c\nw1 slots=4\nw2\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"", "# only\n", "w1 slots = 4\n", "w1 slots=4\nw1 slots=2\n", "w1\n", "w1 slots=0\n"} {
-		if _, err := parseHostfile("h", []byte(bad)); err == nil {
-			t.Errorf("parseHostfile(%q) accepted it", bad)
-		}
+	tests := []struct {
+		name      string
+		opts      RunOptions
+		nproc     int
+		wantNames []string
+		wantSlots []int
+		wantUser  string
+		wantPort  int
+	}{
+		{"hostfile capped", RunOptions{Hostfile: hf}, 2, []string{"w1", "w2"}, []int{2, 2}, "", 0},
+		{"hostfile default slots", RunOptions{Hostfile: hf}, 0, []string{"w1", "w2"}, []int{4, 1}, "", 0},
+		{"hosts with user and port", RunOptions{Hosts: "ops@gpu[1-2]:2222"}, 8, []string{"gpu1", "gpu2"}, []int{8, 8}, "ops", 2222},
+		{"slurm", RunOptions{Env: []string{"SLURM_JOB_NODELIST=n[07-08]"}}, 4, []string{"n07", "n08"}, []int{4, 4}, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts, err := listedHosts(&tc.opts, tc.nproc, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := hostsCluster(hosts)
+			if len(c.Hosts) != len(tc.wantNames) {
+				t.Fatalf("%d hosts, want %d", len(c.Hosts), len(tc.wantNames))
+			}
+			for i, h := range c.Hosts {
+				if h.Name != tc.wantNames[i] || h.GPUs != tc.wantSlots[i] || h.User != tc.wantUser || h.Port != tc.wantPort {
+					t.Errorf("host %d = %+v, want %s with %d slots, user %q port %d", i, h.HostEntry, tc.wantNames[i], tc.wantSlots[i], tc.wantUser, tc.wantPort)
+				}
+			}
+		})
+	}
+}
+
+// TestLaunchNeedsHosts: the embedded example is for dry runs; a real launch
+// without hosts says what to give.
+func TestLaunchNeedsHosts(t *testing.T) {
+	code, _, errOut := runCLI(t, "--no-check-script", "train.py")
+	if code != 2 || !strings.Contains(errOut, "no hosts to launch on") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the missing hosts", code, errOut)
 	}
 }
 

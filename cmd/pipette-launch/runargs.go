@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"fmt"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/launcher"
 )
 
 // runFlags are torchrun's flags (dashed and underscored spellings, PET_*
@@ -25,7 +23,7 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
 		&cli.BoolFlag{Name: "no-python", EnvVars: []string{"PET_NO_PYTHON"}, Aliases: []string{"no_python"}, Usage: "run the script as a program, not under python"},
 		&cli.BoolFlag{Name: "module", EnvVars: []string{"PET_MODULE"}, Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
-		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "directory on each host for per-rank stdout/stderr files"},
+		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "one log file per rank: on this machine when launching, on each host in --output-dir scripts"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"PET_RDZV_ID"}, Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
 		&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter that runs the script on every host"},
 		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand); default: the embedded example"},
@@ -43,7 +41,10 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
 		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
 		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
-	}, ignoredTorchrunFlags()...)
+		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
+		&cli.StringFlag{Name: "quiet-ranks", Usage: "global ranks whose output is not streamed (0,3); they still go to --log-dir"},
+		&cli.DurationFlag{Name: "stop-grace", Value: launcher.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
+	}, append(sshFlags(), ignoredTorchrunFlags()...)...)
 }
 
 // ignoredTorchrunFlags are accepted so torchrun command lines keep working,
@@ -59,7 +60,6 @@ func ignoredTorchrunFlags() []cli.Flag {
 		&cli.StringFlag{Name: "start-method", EnvVars: []string{"PET_START_METHOD"}, Aliases: []string{"start_method"}, Hidden: true, Usage: "ignored: ranks are processes started by the launch script"},
 		&cli.StringFlag{Name: "redirects", EnvVars: []string{"PET_REDIRECTS"}, Aliases: []string{"r"}, Hidden: true, Usage: "ignored: use --log-dir"},
 		&cli.StringFlag{Name: "tee", EnvVars: []string{"PET_TEE"}, Aliases: []string{"t"}, Hidden: true, Usage: "ignored: use --log-dir"},
-		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Hidden: true, Usage: "ignored"},
 	}
 }
 
@@ -109,6 +109,15 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 		if err := applyRdzvEndpoint(o, ep, c.IsSet("master-port")); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	o.SSH, o.Fanout = sshOptionsFromCLI(c)
+	o.StopGrace = c.Duration("stop-grace")
+	if o.LocalRanksFilter, err = parseRankList("local-ranks-filter", c.String("local-ranks-filter")); err != nil {
+		return nil, &inputError{err.Error()}
+	}
+	if o.QuietRanks, err = parseRankList("quiet-ranks", c.String("quiet-ranks")); err != nil {
+		return nil, &inputError{err.Error()}
 	}
 	args := c.Args().Slice()
 	if len(args) == 0 {
@@ -172,47 +181,4 @@ func parseNProc(s string) (n int, all bool, err error) {
 		return 0, false, inputErrorf("--nproc-per-node %q: want a positive number, gpu or auto", s)
 	}
 	return n, false, nil
-}
-
-// hostSlots is one host and its rank count.
-type hostSlots struct {
-	Name  string
-	Slots int
-}
-
-var hostfileLine = regexp.MustCompile(`^(\S+)\s+slots=(\d+)`)
-
-// parseHostfile reads DeepSpeed's hostfile format: `host slots=N` lines in
-// rank order, # comments and blank lines skipped; duplicates and bad
-// lines are errors, as in DeepSpeed's runner.
-func parseHostfile(name string, data []byte) ([]hostSlots, error) {
-	var out []hostSlots
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for ln := 1; sc.Scan(); ln++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		m := hostfileLine.FindStringSubmatch(line)
-		if m == nil {
-			return nil, fmt.Errorf("hostfile %s line %d: %q is not `HOST slots=N`", name, ln, line)
-		}
-		n, err := strconv.Atoi(m[2])
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("hostfile %s line %d: slots must be a positive number", name, ln)
-		}
-		if seen[m[1]] {
-			return nil, fmt.Errorf("hostfile %s line %d: host %s appears twice", name, ln, m[1])
-		}
-		seen[m[1]] = true
-		out = append(out, hostSlots{m[1], n})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("hostfile %s: %w", name, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("hostfile %s: no hosts in it", name)
-	}
-	return out, nil
 }

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/testbed"
+)
+
+// These tests start real torch.distributed (gloo) jobs through the CLI on a
+// real test-bed: 4 hosts (network namespaces with their own sshd), 2 ranks
+// each, hosts given by a hostfile as a torchrun user would.
+
+const bedPython = "/usr/bin/python3" // root's PATH may find a python without torch first
+
+// e2eBed brings up 4 hosts and puts the example job where every host sees
+// it: under /var/tmp, since each host has a private /tmp.
+func e2eBed(t *testing.T) (*testbed.Testbed, string) {
+	t.Helper()
+	if out, err := exec.Command(bedPython, "-c", "import torch.distributed").CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import torch.distributed (install the Debian package python3-torch): %v\n%s", bedPython, err, out)
+	}
+	spec := testbed.Spec{}
+	for i := 1; i <= 4; i++ {
+		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
+	}
+	tb := testbed.New(t, spec)
+	dir, err := os.MkdirTemp("/var/tmp", "pipette-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	src, err := os.ReadFile("../../examples/torch_allreduce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "torch_allreduce.py"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tb, dir
+}
+
+// e2eArgs is the command line up to and including the script.
+func e2eArgs(tb *testbed.Testbed, dir string) []string {
+	return []string{"pipette-launch", "run",
+		"--hostfile", tb.HostsFile, "--nproc-per-node", "2", "--framework", "torch",
+		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile,
+		"--python", bedPython, "--workdir", dir, "--stop-grace", "3s", "--master-port", "29611",
+		filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "8", "--timeout", "60"}
+}
+
+func assertNoLeftovers(t *testing.T, tb *testbed.Testbed) {
+	t.Helper()
+	left, err := tb.Leftovers(3 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		t.Errorf("left running on %s", l)
+	}
+}
+
+func TestRunCLIOnTestbed(t *testing.T) {
+	tb, dir := e2eBed(t)
+	tests := []struct {
+		name      string
+		extra     []string
+		wantCode  int
+		wantOut   []string // in stdout
+		wantErr   []string // in stderr
+		notInOut  []string
+		maxSecond float64
+	}{
+		{
+			name:     "allreduce 4x2",
+			wantCode: 0,
+			wantOut: []string{"node1:0: ALLREDUCE OK rank=0 sum=36", "node4:7: ALLREDUCE OK rank=7 sum=36",
+				"node3:5: ENV", "WORLD_SIZE=8", "MASTER_ADDR=node1", "MASTER_PORT=29611", "LOCAL_WORLD_SIZE=2"},
+		},
+		{
+			name:     "rank 5 exits 3",
+			extra:    []string{"--fail-rank", "5", "--exit-code", "3", "--sleep", "60"},
+			wantCode: 1,
+			wantErr:  []string{"node3", "rank 5", "exit code 3", "failing on purpose"},
+			// The other ranks sleep 60 s: stopping them must not wait for that.
+			maxSecond: 30,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut syncWriter
+			start := time.Now()
+			code := runApp(append(e2eArgs(tb, dir), tc.extra...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			took := time.Since(start).Seconds()
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errOut.String())
+			}
+			for _, w := range tc.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q\nstdout:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(errOut.String(), w) {
+					t.Errorf("stderr lacks %q\nstderr:\n%s", w, errOut.String())
+				}
+			}
+			if tc.maxSecond > 0 && took > tc.maxSecond {
+				t.Errorf("took %.1fs, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
+			}
+			assertNoLeftovers(t, tb)
+		})
+	}
+}
+
+// TestRunCLISIGTERM sends a real SIGTERM to a real pipette-launch process
+// mid-run: it must stop every rank on every host and exit non-zero.
+func TestRunCLISIGTERM(t *testing.T) {
+	tb, dir := e2eBed(t)
+	bin := filepath.Join(t.TempDir(), "pipette-launch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	args := append(e2eArgs(tb, dir), "--sleep", "120")
+	cmd := exec.Command(bin, args[1:]...)
+	var out, errOut syncWriter
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until all 8 ranks are past init and sleeping.
+	deadline := time.Now().Add(90 * time.Second)
+	for strings.Count(out.String(), "sleeping 120s") < 8 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("ranks never all started\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	select {
+	case err := <-done:
+		if err == nil || cmd.ProcessState.ExitCode() == 0 {
+			t.Errorf("pipette-launch exited 0 after SIGTERM; want non-zero\nstderr:\n%s", errOut.String())
+		}
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		t.Fatalf("pipette-launch still running 30s after SIGTERM\nstderr:\n%s", errOut.String())
+	}
+	assertNoLeftovers(t, tb)
+}
+
+// syncWriter is a bytes.Buffer safe for concurrent writers and readers.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

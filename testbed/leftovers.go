@@ -1,0 +1,63 @@
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Leftovers lists what still runs on the hosts besides sshd, as
+// "host: pid cmdline", waiting up to settle for processes that are on their
+// way out: sshd's per-connection children and exiting processes (empty
+// cmdline) linger briefly after a client disconnects, and zombies waiting for
+// init to reap them are already dead. Tests use it to prove a job left
+// nothing running.
+func (tb *Testbed) Leftovers(settle time.Duration) ([]string, error) {
+	deadline := time.Now().Add(settle)
+	for {
+		left, lingering, err := tb.scanLeftovers()
+		if err != nil {
+			return nil, err
+		}
+		if len(lingering) == 0 || time.Now().After(deadline) {
+			return append(left, lingering...), nil
+		}
+		if len(left) > 0 {
+			return left, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// scanLeftovers splits live non-sshd processes into those that must not be
+// there (left) and those that may still be exiting (lingering).
+func (tb *Testbed) scanLeftovers() (left, lingering []string, err error) {
+	for _, h := range tb.Names() {
+		procs, err := tb.Processes(h)
+		if err != nil {
+			return nil, nil, fmt.Errorf("processes on %s: %w", h, err)
+		}
+		for _, p := range procs {
+			if isZombieOrGone(p.Pid) {
+				continue
+			}
+			desc := fmt.Sprintf("%s: pid %d %q", h, p.Pid, p.Cmdline)
+			if strings.HasPrefix(p.Cmdline, "sshd") || strings.HasPrefix(p.Cmdline, "/usr/sbin/sshd") || p.Cmdline == "" {
+				lingering = append(lingering, desc)
+			} else {
+				left = append(left, desc)
+			}
+		}
+	}
+	return left, lingering, nil
+}
+
+func isZombieOrGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(stat)
+	return strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
+}
