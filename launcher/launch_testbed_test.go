@@ -1,18 +1,17 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,24 +47,6 @@ func bedSSH(tb *testbed.Testbed) SSHOptions {
 		ConnectTimeout: 5 * time.Second,
 		KeepAlive:      2 * time.Second,
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for Launch's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func allreduceScript(t *testing.T) []byte {
@@ -143,7 +124,7 @@ func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
 func TestLaunchAllreduce4x2(t *testing.T) {
 	tb := newBed(t, 4)
 	job := allreduceJob(t, tb, "ar4x2", tb.Names(), 2)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	logDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -183,7 +164,7 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 	// Rank 5 (node3, local rank 1) exits 3 after the all_reduce while the
 	// others sleep a minute: only the launcher can end them early.
 	job := allreduceJob(t, tb, "fail3", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3", "--sleep", "60")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 5 * time.Second})
@@ -211,7 +192,7 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 func TestLaunchCancelStopsEverything(t *testing.T) {
 	tb := newBed(t, 4)
 	job := allreduceJob(t, tb, "cancel", tb.Names(), 2, "--sleep", "120")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Cancel once every rank is sleeping, as SIGTERM to pipette-launch would.
@@ -281,7 +262,7 @@ func TestLaunchUnreachableAndBadHostKeys(t *testing.T) {
 	opts := bedSSH(tb)
 	opts.KnownHostsFile = badKH
 	opts.ConnectTimeout = 3 * time.Second
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = Launch(ctx, job, LaunchOptions{SSH: opts, Out: &out})
@@ -348,7 +329,7 @@ func TestLaunchHostWithoutScript(t *testing.T) {
 			t.Fatalf("%s: %v %s", h, err, out)
 		}
 	}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) {
@@ -371,7 +352,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 
 	// Rank 1 fails on the first attempt only: one restart recovers.
 	job := allreduceJob(t, tb, "restart", tb.Names(), 1, "--fail-rank", "1", "--exit-code", "3", "--fail-restarts", "1")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	logDir := t.TempDir()
 	if err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, MaxRestarts: 2, Grace: 3 * time.Second, LogDir: logDir}); err != nil {
 		t.Fatalf("Launch with --max-restarts 2: %v\noutput:\n%s", err, out.String())
@@ -398,7 +379,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 
 	// Failing every time: gives up after the restarts, saying so.
 	job = allreduceJob(t, tb, "restart2", tb.Names(), 1, "--fail-rank", "0", "--exit-code", "3")
-	var out2 syncBuffer
+	var out2 syncbuf.Buffer
 	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out2, MaxRestarts: 1, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) || jf.Restarts != 1 || jf.Rank != 0 || jf.ExitCode != 3 {
@@ -416,7 +397,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 func TestLaunchLostConnection(t *testing.T) {
 	tb := newBed(t, 3)
 	job := allreduceJob(t, tb, "lost", tb.Names(), 1, "--sleep", "120")
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n2, _ := tb.Host("node2")
@@ -517,7 +498,7 @@ func TestLaunchStartFailsHalfway(t *testing.T) {
 		job.Hosts = append(job.Hosts, templates.HostJob{Name: h, NodeRank: i,
 			Ranks: []templates.RankJob{{Rank: i, Argv: []string{"sleep", "60"}}}})
 	}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 2 * time.Second})
 	var he *HostErrors
 	if !errors.As(err, &he) || strings.Join(he.Hosts(), ",") != "node3" {

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,7 +96,7 @@ func TestRunCLIOnTestbed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut syncWriter
+			var out, errOut syncbuf.Buffer
 			start := time.Now()
 			code := runApp(append(e2eArgs(tb, dir), tc.extra...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 			took := time.Since(start).Seconds()
@@ -132,7 +131,7 @@ func TestRunCLISIGTERM(t *testing.T) {
 	}
 	args := append(e2eArgs(tb, dir), "--sleep", "120")
 	cmd := exec.Command(bin, args[1:]...)
-	var out, errOut syncWriter
+	var out, errOut syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -163,22 +162,4 @@ func TestRunCLISIGTERM(t *testing.T) {
 		t.Fatalf("pipette-launch still running 30s after SIGTERM\nstderr:\n%s", errOut.String())
 	}
 	assertNoLeftovers(t, tb)
-}
-
-// syncWriter is a bytes.Buffer safe for concurrent writers and readers.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
