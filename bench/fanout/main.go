@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -54,12 +55,19 @@ func run(nHosts, n int, command string) error {
 		targets = append(targets, launcher.HostTarget{Name: h})
 	}
 
+	cli, err := buildCLI()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(filepath.Dir(cli))
 	variants := []struct {
 		name string
 		fn   func() error
 	}{
 		{"pipette pool (dial+run+close)", func() error { return poolRun(ctx, targets, sshOpts, command) }},
 		{"pipette Launch (dial+send agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
+		{"pipette-launch run (CLI binary: start+finish)", func() error { return cliRun(ctx, cli, tb, command) }},
+		{"pipette-launch probe+run (CLI binary)", func() error { return cliProbeRun(ctx, cli, tb, command) }},
 		{"pdsh -R ssh", func() error { return pdshRun(ctx, tb, command) }},
 	}
 	times := make([][]time.Duration, len(variants))
@@ -162,3 +170,48 @@ func maxD(d []time.Duration) time.Duration {
 	return m
 }
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// buildCLI builds the pipette-launch binary, so the CLI variants measure
+// what a user runs (not `go run`'s compile).
+func buildCLI() (string, error) {
+	dir, err := os.MkdirTemp("", "fanout-cli-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "pipette-launch")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/pipette-launch").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func cliSSHFlags(tb *testbed.Testbed) []string {
+	return []string{"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile}
+}
+
+// cliRun is `pipette-launch run --hostfile H --no-python CMD`: one rank per
+// host, started, streamed and reaped.
+func cliRun(ctx context.Context, bin string, tb *testbed.Testbed, command string) error {
+	args := append([]string{"run", "--hostfile", tb.HostsFile, "--no-python"}, cliSSHFlags(tb)...)
+	out, err := exec.CommandContext(ctx, bin, append(args, command)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v\n%s", err, out)
+	}
+	return nil
+}
+
+// cliProbeRun probes every host (GPUs, NICs, memory, CPUs) and then runs
+// the command, the whole first contact a user makes with a cluster.
+func cliProbeRun(ctx context.Context, bin string, tb *testbed.Testbed, command string) error {
+	f, err := os.CreateTemp("", "fanout-cluster-*.yaml")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	args := append([]string{"probe", "--hostfile", tb.HostsFile, "--nproc-per-node", "1", "-o", f.Name()}, cliSSHFlags(tb)...)
+	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("probe: %v\n%s", err, out)
+	}
+	return cliRun(ctx, bin, tb, command)
+}
