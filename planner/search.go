@@ -421,7 +421,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		}
 	}
 	if len(cands) == 0 {
-		return nil, miss.err(m, world)
+		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if a.quick != b.quick {
@@ -458,7 +458,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		})
 	}
 	if len(plans) == 0 {
-		return nil, miss.err(m, world)
+		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
 	}
 	if !o.IgnoreIslands { // the naive comparison row needs no explanation
 		res.Comparison = compareKinds(plans, cands, placed, &tallies, place)
@@ -837,7 +837,10 @@ func (n *noFit) memoryMiss() *MemoryMiss {
 	return mm
 }
 
-func (n *noFit) err(m Model, world int) error {
+// err explains the closest miss. offloaded is the closest miss among the
+// configs that offload; when any was tried, the advice says how far even
+// offload falls short instead of suggesting it.
+func (n *noFit) err(m Model, world int, offloaded *noFit) error {
 	e := &NoFitError{BestMissBytes: n.best}
 	c := n.cfg
 	peak := n.mem.Breakdown.Total()
@@ -848,7 +851,12 @@ func (n *noFit) err(m Model, world int) error {
 	if c.Recompute != RecomputeFull {
 		e.Suggestions = append(e.Suggestions, "allow full activation recomputation (--recompute full)")
 	}
-	if c.Offload == (Offload{}) {
+	switch {
+	case offloaded.seen():
+		mm := offloaded.memoryMiss()
+		e.Suggestions = append(e.Suggestions, fmt.Sprintf("CPU offload was tried: the closest offloaded plan still misses by %.1f GiB of %s memory (needs %.1f GiB, has %.1f GiB)",
+			mm.MissBytes/gib, mm.Memory, mm.NeedBytes/gib, mm.CapacityBytes/gib))
+	case c.Offload == (Offload{}):
 		e.Suggestions = append(e.Suggestions, "allow CPU offload of optimizer states (drop --no-offload or pass --offload)")
 	}
 	e.Suggestions = append(e.Suggestions, "lower --seq-length or the micro-batch size")

@@ -200,6 +200,27 @@ func TestSearchNoFitSaysByHowMuch(t *testing.T) {
 	if !strings.Contains(nf.Message, "more GPUs") {
 		t.Fatalf("no-fit error does not suggest more GPUs: %s", nf.Message)
 	}
+	if !strings.Contains(nf.Message, "allow CPU offload") {
+		t.Fatalf("with --no-offload the advice should offer offload: %s", nf.Message)
+	}
+}
+
+// When offload was tried and still misses, the advice says so (and on which
+// memory) instead of suggesting offload again.
+func TestSearchNoFitAfterOffloadSaysHowFar(t *testing.T) {
+	c := dgxA100(1)
+	for i := range c.Hosts {
+		c.Hosts[i].MemoryBytes = 512 * gib
+	}
+	_, err := Search(c, gpt3_175b, SearchOptions{GlobalBatch: 64, Fixed: Constraints{ZeroStage: -1}})
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("175B on 8 GPUs with 512 GiB host memory: %v, want a NoFitError", err)
+	}
+	if strings.Contains(nf.Message, "allow CPU offload") || !strings.Contains(nf.Message, "CPU offload was tried") ||
+		!strings.Contains(nf.Message, "host memory") {
+		t.Fatalf("advice should say offload was tried and misses on host memory: %s", nf.Message)
+	}
 }
 
 // Property: with the pipeline fixed, more micro-batches (a bigger global
