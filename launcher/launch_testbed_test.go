@@ -109,18 +109,6 @@ func sortedKeys(m map[string]string) []string {
 	return ks
 }
 
-// assertNothingLeft fails if any host runs anything but sshd.
-func assertNothingLeft(t *testing.T, tb *testbed.Testbed) {
-	t.Helper()
-	left, err := tb.Leftovers(3 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range left {
-		t.Errorf("left running on %s", l)
-	}
-}
-
 func TestLaunchAllreduce4x2(t *testing.T) {
 	tb := newBed(t, 4)
 	job := allreduceJob(t, tb, "ar4x2", tb.Names(), 2)
@@ -156,7 +144,7 @@ func TestLaunchAllreduce4x2(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", text)
 	}
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 func TestLaunchRankExit3StopsEverything(t *testing.T) {
@@ -186,7 +174,7 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, msg)
 		}
 	}
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 func TestLaunchCancelStopsEverything(t *testing.T) {
@@ -220,7 +208,7 @@ func TestLaunchCancelStopsEverything(t *testing.T) {
 	if !strings.Contains(err.Error(), "interrupted") {
 		t.Errorf("summary %q does not say interrupted", err)
 	}
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 func TestLaunchUnreachableAndBadHostKeys(t *testing.T) {
@@ -292,7 +280,7 @@ func TestLaunchUnreachableAndBadHostKeys(t *testing.T) {
 		t.Errorf("error blames a good host:\n%s", msg)
 	}
 	t.Logf("error:\n%s", msg)
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 // bedHostOf returns the test-bed host a known_hosts host field names (by
@@ -342,7 +330,7 @@ func TestLaunchHostWithoutScript(t *testing.T) {
 		t.Errorf("summary lacks python's message:\n%v", err)
 	}
 	t.Logf("summary:\n%v", err)
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 func TestLaunchMaxRestarts(t *testing.T) {
@@ -375,7 +363,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 	if !strings.Contains(string(log), "=== pipette-launch: restart 1 ===") {
 		t.Errorf("node2.1.log does not mark the restart:\n%s", log)
 	}
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 
 	// Failing every time: gives up after the restarts, saying so.
 	job = allreduceJob(t, tb, "restart2", tb.Names(), 1, "--fail-rank", "0", "--exit-code", "3")
@@ -388,7 +376,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 	if !strings.Contains(err.Error(), "restarts  : 1") {
 		t.Errorf("summary lacks the restart count:\n%v", err)
 	}
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 // A host whose SSH connection drops mid-run: the job stops everywhere, the
@@ -427,7 +415,7 @@ func TestLaunchLostConnection(t *testing.T) {
 	}
 	t.Logf("summary:\n%v", err)
 	// Launch re-dialled node2 to stop its ranks.
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 func TestConnKeepaliveDetectsDeadHost(t *testing.T) {
@@ -508,7 +496,7 @@ func TestLaunchStartFailsHalfway(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 	t.Logf("error: %v\noutput:\n%s", err, out.String())
-	assertNothingLeft(t, tb)
+	tb.AssertNothingLeft(t)
 }
 
 // Authentication through a real ssh-agent, with no key file anywhere.

@@ -544,13 +544,8 @@ func (c *Conn) keepalive(every time.Duration, max int) {
 			return
 		case <-t.C:
 		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
 		select {
-		case err := <-reply:
+		case err := <-c.sendKeepalive():
 			if err != nil {
 				c.markLost(fmt.Errorf("%w: keepalive: %v", ErrConnLost, err))
 				c.client.Close()
@@ -570,19 +565,25 @@ func (c *Conn) keepalive(every time.Duration, max int) {
 	}
 }
 
+// sendKeepalive asks the server for a reply without blocking the caller: a
+// dead peer never answers, so callers select on the result with a timeout.
+func (c *Conn) sendKeepalive() <-chan error {
+	reply := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	return reply
+}
+
 // checkAlive returns why the connection is down, asking the server with a
 // keepalive when not yet known.
 func (c *Conn) checkAlive(timeout time.Duration) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	reply := make(chan error, 1)
-	go func() {
-		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
-		reply <- err
-	}()
 	select {
-	case err := <-reply:
+	case err := <-c.sendKeepalive():
 		if err != nil {
 			c.markLost(fmt.Errorf("%w: %v", ErrConnLost, err))
 			c.client.Close()

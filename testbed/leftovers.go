@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -60,4 +61,17 @@ func isZombieOrGone(pid int) bool {
 	}
 	s := string(stat)
 	return strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
+}
+
+// AssertNothingLeft fails t for every process a job left running on any
+// host (see Leftovers).
+func (tb *Testbed) AssertNothingLeft(t testing.TB) {
+	t.Helper()
+	left, err := tb.Leftovers(3 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		t.Errorf("left running on %s", l)
+	}
 }

@@ -57,17 +57,6 @@ func e2eArgs(tb *testbed.Testbed, dir string) []string {
 		filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "8", "--timeout", "60"}
 }
 
-func assertNoLeftovers(t *testing.T, tb *testbed.Testbed) {
-	t.Helper()
-	left, err := tb.Leftovers(3 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range left {
-		t.Errorf("left running on %s", l)
-	}
-}
-
 func TestRunCLIOnTestbed(t *testing.T) {
 	tb, dir := e2eBed(t)
 	tests := []struct {
@@ -116,7 +105,7 @@ func TestRunCLIOnTestbed(t *testing.T) {
 			if tc.maxSecond > 0 && took > tc.maxSecond {
 				t.Errorf("took %.1fs, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
 			}
-			assertNoLeftovers(t, tb)
+			tb.AssertNothingLeft(t)
 		})
 	}
 }
@@ -161,5 +150,5 @@ func TestRunCLISIGTERM(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("pipette-launch still running 30s after SIGTERM\nstderr:\n%s", errOut.String())
 	}
-	assertNoLeftovers(t, tb)
+	tb.AssertNothingLeft(t)
 }
