@@ -113,6 +113,7 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors) Model {
 		MaxPositionEmbeddings: a.int("--max-position-embeddings", errs),
 		UntieEmbeddings:       a.has("--untie-embeddings-and-output-weights"),
 		Vocab:                 vocabFromArgs(a, errs),
+		MaterializedAttention: materializedAttention(a),
 	}
 	if a.has("--group-query-attention") {
 		m.QueryGroups = a.int("--num-query-groups", errs)
@@ -213,4 +214,15 @@ func MegatronBatchArgs(args []string) (micro, global int, err error) {
 		return 0, 0, err
 	}
 	return micro, global, nil
+}
+
+// materializedAttention reports whether the run stores attention scores:
+// only Megatron's unfused backends do; "flash", "fused" and "auto" (the
+// default, Transformer Engine's fused kernels) do not.
+func materializedAttention(a megatronArgs) bool {
+	switch a["--attention-backend"] {
+	case "unfused", "local":
+		return true
+	}
+	return false
 }

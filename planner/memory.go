@@ -23,10 +23,14 @@ import "math"
 // this estimator computes; the offload cases agree exactly (see tests).
 //
 // Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, Table 2),
-// generalised; see layerActivationBytes. The paper stores the attention
-// score matrices (5*a*s^2*b bytes per layer) unless selective recompute is
-// on. Flash/fused attention never materialises them, so for such runs
-// "none" is pessimistic and "selective" is the realistic memory figure.
+// generalised; see layerActivationBytes. The paper's unfused attention
+// stores the score matrices (softmax output, dropout mask and output:
+// 5*a*s^2*b bytes per layer) unless selective recompute is on. Flash/fused
+// attention, the default of current Megatron-LM (Transformer Engine) and
+// DeepSpeed runs, never stores them: it keeps only its output, which the
+// 10+24/t terms already count. So the score term applies only to models with
+// MaterializedAttention; otherwise "none" and "selective" store the same and
+// selective only adds recompute time.
 
 // Allowances the formulas above do not cover, taken as GPU "Other":
 //   - otherFixedBytes: the CUDA context (several hundred MiB per process),
@@ -245,7 +249,7 @@ func layerActivationBytes(m Model, cfg Config) float64 {
 		}
 		return 2 * s * b * h
 	}
-	return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, cfg.Recompute == RecomputeNone)
+	return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, cfg.Recompute == RecomputeNone && m.MaterializedAttention)
 }
 
 func fullLayerActivationBytes(m Model, cfg Config, s, b, h, t float64, sp, scores bool) float64 {
@@ -268,16 +272,19 @@ func fullLayerActivationBytes(m Model, cfg Config, s, b, h, t float64, sp, score
 
 // recomputeWorkingSet is the transient memory of the one layer whose
 // backward is running: selective recompute rebuilds that layer's attention
-// scores (5*a*s^2*b/t); full recompute rebuilds all of its activations,
+// scores (5*a*s^2*b/t, unfused attention only); full recompute rebuilds all of its activations,
 // less the input it kept. Without recompute everything is already stored.
 func recomputeWorkingSet(m Model, cfg Config) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
 	t, sp := float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1
 	switch cfg.Recompute {
 	case RecomputeSelective:
+		if !m.MaterializedAttention {
+			return 0 // flash attention's backward rebuilds scores tile by tile
+		}
 		return 5 * float64(m.Heads) * s * s * b / t
 	case RecomputeFull:
-		return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, true) - layerActivationBytes(m, cfg)
+		return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, m.MaterializedAttention) - layerActivationBytes(m, cfg)
 	}
 	return 0
 }

@@ -20,7 +20,9 @@ func relClose(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(mat
 //	    5*a*s^2*b = 83,886,080                     = 437,788,672
 //	other = 2 GiB + 5% of (18P + activations)
 func TestEstimateStageMemoryHandComputed(t *testing.T) {
-	m := Model{NumLayers: 4, Hidden: 1024, Heads: 16, SeqLength: 1024, Vocab: 50257}
+	// Unfused attention, as in the paper: selective recompute rebuilds one
+	// layer's scores during backward (the +scores below).
+	m := Model{NumLayers: 4, Hidden: 1024, Heads: 16, SeqLength: 1024, Vocab: 50257, MaterializedAttention: true}
 	cfg := Config{TP: 1, PP: 1, DP: 1, MicroBatch: 1, NumMicroBatches: 8, Recompute: RecomputeSelective}
 	got := EstimateStageMemory(m, cfg, FrameworkMegatron, 0)
 	const p = 101852160.0
@@ -47,6 +49,49 @@ func TestEstimateStageMemoryHandComputed(t *testing.T) {
 		t.Errorf("TP2 PP2: states %g (want %g), activations %g (want %g)",
 			got.Weights+got.Gradients+got.Optimizer, 9*p0, got.Activations, act)
 	}
+	// Flash attention (the default): no score matrices stored or rebuilt,
+	// so the same two configs lose exactly the scores term.
+	m.MaterializedAttention = false
+	if got := EstimateStageMemory(m, cfg, FrameworkMegatron, 0); !relClose(got.Activations, act-scores/2, 1e-12) {
+		t.Errorf("flash TP2 PP2: activations %g, want %g", got.Activations, act-scores/2)
+	}
+	cfg = Config{TP: 1, PP: 1, DP: 1, MicroBatch: 1, NumMicroBatches: 8, Recompute: RecomputeSelective}
+	if got := EstimateStageMemory(m, cfg, FrameworkMegatron, 0); !relClose(got.Activations, 353902592, 1e-12) {
+		t.Errorf("flash TP1: activations %g, want %g", got.Activations, 353902592.0)
+	}
+}
+
+// With flash attention, recompute "none" stores what "selective" stores (no
+// score matrices either way); with unfused attention it stores more.
+func TestFlashAttentionNoneEqualsSelective(t *testing.T) {
+	for _, materialized := range []bool{false, true} {
+		m, _ := Preset("llama3-8b")
+		m.MaterializedAttention = materialized
+		none := EstimateStageMemory(m, Config{TP: 2, PP: 1, DP: 4, MicroBatch: 1, NumMicroBatches: 4, SequenceParallel: true, Recompute: RecomputeNone}, FrameworkMegatron, 0)
+		sel := EstimateStageMemory(m, Config{TP: 2, PP: 1, DP: 4, MicroBatch: 1, NumMicroBatches: 4, SequenceParallel: true, Recompute: RecomputeSelective}, FrameworkMegatron, 0)
+		if equal := relClose(none.Activations, sel.Activations, 1e-12); equal == materialized {
+			t.Errorf("materialized=%v: none %.3g GB, selective %.3g GB", materialized, none.Activations/1e9, sel.Activations/1e9)
+		}
+	}
+}
+
+// Megatron's unfused backends store attention scores; the fused and
+// flash ones (and the default, auto) do not.
+func TestMegatronArgsAttentionBackend(t *testing.T) {
+	base := []string{"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128", "--max-position-embeddings", "128", "--vocab-size", "1000"}
+	for backend, want := range map[string]bool{"": false, "auto": false, "flash": false, "fused": false, "unfused": true, "local": true} {
+		args := base
+		if backend != "" {
+			args = append(append([]string{}, base...), "--attention-backend", backend)
+		}
+		m, _, _, err := ModelFromMegatronArgs(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.MaterializedAttention != want {
+			t.Errorf("--attention-backend %q: MaterializedAttention %v, want %v", backend, m.MaterializedAttention, want)
+		}
+	}
 }
 
 // TestKorthikantiTable2 checks that the generalised per-layer formula
@@ -54,6 +99,7 @@ func TestEstimateStageMemoryHandComputed(t *testing.T) {
 // here GPT-3 175B's layer at s=2048, b=1, t=8.
 func TestKorthikantiTable2(t *testing.T) {
 	m, _ := Preset("gpt3-175b")
+	m.MaterializedAttention = true // the paper's attention stores its scores
 	s, b, h, a, tp := 2048.0, 1.0, 12288.0, 96.0, 8.0
 	cases := []struct {
 		name string
@@ -82,10 +128,10 @@ func TestKorthikantiTable2(t *testing.T) {
 // recompute cuts activation memory about 5x against tensor parallelism
 // alone.
 func TestKorthikantiFiveTimesReduction(t *testing.T) {
-	cases := []Model{
-		{NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200},
-		{NumLayers: 105, Hidden: 20480, Heads: 128, SeqLength: 2048, Vocab: 51200},
-		{NumLayers: 128, Hidden: 25600, Heads: 160, SeqLength: 2048, Vocab: 51200},
+	cases := []Model{ // the paper's attention stores its scores
+		{NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200, MaterializedAttention: true},
+		{NumLayers: 105, Hidden: 20480, Heads: 128, SeqLength: 2048, Vocab: 51200, MaterializedAttention: true},
+		{NumLayers: 128, Hidden: 25600, Heads: 160, SeqLength: 2048, Vocab: 51200, MaterializedAttention: true},
 	}
 	for _, m := range cases {
 		base := layerActivationBytes(m, normalized(Config{TP: 8, MicroBatch: 1, Recompute: RecomputeNone}))
@@ -151,10 +197,8 @@ func TestMatchesMegatronTheoreticalMemory(t *testing.T) {
 		if gs := got.Weights + got.Gradients + got.Optimizer; !relClose(gs, states, 2e-3) {
 			t.Errorf("%s %+v: states %.4g GB, Megatron %.4g GB", c.m.Name, c.cfg, gs/1e9, states/1e9)
 		}
-		// Activations agree exactly on the first stage once the one
-		// layer's scores that selective recompute rebuilds (which Megatron
-		// leaves out: it assumes they are never stored) are added.
-		act += 5 * float64(c.m.Heads*c.m.SeqLength*c.m.SeqLength*c.cfg.MicroBatch) / float64(c.cfg.TP)
+		// Activations agree exactly on the first stage: Megatron's formula,
+		// like the presets' default flash attention, never stores scores.
 		if !relClose(got.Activations, act, 1e-9) {
 			t.Errorf("%s %+v: activations %.6g GB, Megatron %.6g GB", c.m.Name, c.cfg, got.Activations/1e9, act/1e9)
 		}

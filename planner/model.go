@@ -13,6 +13,11 @@ type Model struct {
 	Vocab                 int    `yaml:"vocab_size" json:"vocab_size"`
 	MaxPositionEmbeddings int    `yaml:"max_position_embeddings,omitempty" json:"max_position_embeddings,omitempty"`
 	UntieEmbeddings       bool   `yaml:"untie_embeddings_and_output_weights,omitempty" json:"untie_embeddings_and_output_weights,omitempty"`
+	// MaterializedAttention: attention runs unfused and stores its s x s
+	// score matrices (Megatron's --attention-backend unfused/local). The
+	// default, false, is flash/fused attention (Megatron with Transformer
+	// Engine, DeepSpeed with flash-attn), which never stores them.
+	MaterializedAttention bool `yaml:"materialized_attention,omitempty" json:"materialized_attention,omitempty"`
 }
 
 // FFN returns the FFN hidden size. When unset it is Megatron's default:
