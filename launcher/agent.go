@@ -80,10 +80,23 @@ rm -rf "$S"
 kill -KILL -"$WDP" 2>/dev/null
 kill -KILL "$WDP" 2>/dev/null
 wait "$WDP" 2>/dev/null
-echo "$T done"
-# Stop whatever the ranks left behind in the group (daemonised children).
+# Stop whatever the ranks left behind in the group (daemonised children):
+# TERM, then KILL after the grace period. Members are listed from a check in
+# its own session, so its ps and awk are not members; the agent and the
+# check's parent (a command substitution's subshell) are left out, and the
+# agent must survive to exit 0 after "done".
+leftovers() {
+  setsid -w /bin/sh -c 'ps -e -o pgid= -o pid= -o stat= |
+    awk -v g="$1" -v p="$PPID" '"'"'$1 == g && $2 != g && $2 != p && $3 !~ /^Z/ {print $2}'"'"'' pipette-sweep "$PG"
+}
 trap '' TERM
-kill -TERM -$$ 2>/dev/null
+if [ -n "$(leftovers)" ]; then
+  kill -TERM -$PG 2>/dev/null
+  i=0
+  while [ -n "$(leftovers)" ] && [ $i -lt $((G * 10)) ]; do sleep 0.1; i=$((i+1)); done
+  for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; done
+fi
+echo "$T done"
 exit 0
 `)
 	return b.String()

@@ -162,10 +162,12 @@ func TestWithRestartEnv(t *testing.T) {
 func TestAgentLeavesNothingAfterDone(t *testing.T) {
 	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
 		{Rank: 0, Argv: []string{"true"}},
-		// A daemonised child left in the group must be stopped too.
+		// A daemonised child left in the group must be stopped too,
 		{Rank: 1, Argv: []string{"/bin/sh", "-c", "sleep 300 >/dev/null 2>&1 & echo started"}},
+		// also one that ignores SIGTERM (KILL after the grace period).
+		{Rank: 2, Argv: []string{"/bin/sh", "-c", "trap '' TERM; sleep 301 >/dev/null 2>&1 & echo started"}},
 	}}
-	for i := range 20 { // the watchdog race shows up rarely: repeat
+	for i := range 10 { // the watchdog race shows up rarely: repeat
 		cmd, stdin, sc := startAgent(t, h, 1)
 		var pgid, wd int
 		for sc.Scan() {
