@@ -349,7 +349,26 @@ func pcieEffectiveBytesPerS(gen int) float64 {
 // Ethernet: the smaller of the two hosts' Ethernet rates (RoCE NICs count as
 // Ethernet for TCP; a host with only InfiniBand is assumed to have a
 // 10 Gbit/s Ethernet port).
-func (f *ClusterFile) Resolve() (*Cluster, error) {
+func (f *ClusterFile) Resolve() (*Cluster, error) { return f.ResolveFor(TransportAuto) }
+
+// Transport is how NCCL carries inter-host traffic for the whole job; the
+// renderer sets the same per host (templates' --nccl-mode), so the planner
+// prices the links the job will really use.
+type Transport int
+
+const (
+	// TransportAuto: RDMA while every island shares one RDMA fabric (or
+	// there is one island); otherwise TCP sockets on every rank, because a
+	// communicator mixing transports hangs.
+	TransportAuto Transport = iota
+	// TransportSockets: TCP sockets on every rank.
+	TransportSockets
+	// TransportPerGroup: RDMA inside islands, sockets between them (Holmes).
+	TransportPerGroup
+)
+
+// ResolveFor resolves the cluster with the links priced for transport t.
+func (f *ClusterFile) ResolveFor(t Transport) (*Cluster, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -363,8 +382,34 @@ func (f *ClusterFile) Resolve() (*Cluster, error) {
 		islands = append(islands, isl)
 		hosts = append(hosts, hs...)
 	}
-	bw, lat := f.linkMatrix(islands, hosts)
+	if socketsOnly(t, islands) {
+		for i := range hosts {
+			hosts[i].NICBytesPerS = ethernetBytesPerS(islands[hosts[i].Island].Spec.NICs)
+		}
+	}
+	bw, lat := f.linkMatrix(islands, hosts, socketsOnly(t, islands))
 	return NewCluster(islands, hosts, bw, lat), nil
+}
+
+// socketsOnly reports whether every rank will use TCP sockets under t: the
+// same rule templates apply when rendering NCCL settings.
+func socketsOnly(t Transport, islands []Island) bool {
+	switch t {
+	case TransportSockets:
+		return true
+	case TransportPerGroup:
+		return false
+	}
+	if len(islands) <= 1 {
+		return false
+	}
+	fabric := islands[0].Spec.Fabric
+	for _, is := range islands {
+		if !is.RDMA || is.Spec.Fabric == "" || is.Spec.Fabric != fabric {
+			return true
+		}
+	}
+	return false
 }
 
 func resolveIsland(i int, spec IslandSpec, firstHost int) (Island, []Host, error) {
@@ -481,7 +526,7 @@ func ethernetBytesPerS(nics []NICSpec) float64 {
 	return v
 }
 
-func (f *ClusterFile) linkMatrix(islands []Island, hosts []Host) (bw, lat [][]float64) {
+func (f *ClusterFile) linkMatrix(islands []Island, hosts []Host, sockets bool) (bw, lat [][]float64) {
 	n := len(hosts)
 	bw, lat = make([][]float64, n), make([][]float64, n)
 	measured := f.measuredIndex()
@@ -491,7 +536,7 @@ func (f *ClusterFile) linkMatrix(islands []Island, hosts []Host) (bw, lat [][]fl
 			if a == b {
 				continue
 			}
-			bw[a][b], lat[a][b] = f.nominalLink(islands, hosts[a], hosts[b])
+			bw[a][b], lat[a][b] = f.nominalLink(islands, hosts[a], hosts[b], sockets)
 			if v, ok := measured[[2]string{hosts[a].Name, hosts[b].Name}]; ok {
 				bw[a][b] = v
 			}
@@ -518,15 +563,19 @@ func (f *ClusterFile) measuredIndex() map[[2]string]float64 {
 	return out
 }
 
-func (f *ClusterFile) nominalLink(islands []Island, a, b Host) (float64, float64) {
+// nominalLink is the link between two hosts from their NICs and the
+// links section. With sockets, RDMA NICs carry nothing: same-island pairs
+// run over their Ethernet (and RoCE ports as Ethernet), and an RDMA link
+// between islands is not used.
+func (f *ClusterFile) nominalLink(islands []Island, a, b Host, sockets bool) (float64, float64) {
 	ia, ib := islands[a.Island], islands[b.Island]
 	if a.Island == b.Island {
-		return math.Min(a.NICBytesPerS, b.NICBytesPerS), latencyFor(ia.RDMA)
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), latencyFor(ia.RDMA && !sockets)
 	}
-	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok {
+	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && !(sockets && l.Type.RDMA()) {
 		return linkSpecBytesPerS(l, ia.Spec.NICs, ib.Spec.NICs), linkLatency(l)
 	}
-	if ia.RDMA && ib.RDMA && ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric {
+	if !sockets && ia.RDMA && ib.RDMA && ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric {
 		return math.Min(a.NICBytesPerS, b.NICBytesPerS), rdmaLatencyS
 	}
 	return math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs)), ethernetLatencyS

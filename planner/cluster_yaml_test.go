@@ -79,7 +79,11 @@ func TestResolveTwoClustersLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mustResolve(t, string(data))
+	// Per-group transport (Holmes): RDMA inside the IB island.
+	c, err := mustParseCluster(t, string(data)).ResolveFor(TransportPerGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		a, b int
 		bw   float64
@@ -100,6 +104,49 @@ func TestResolveTwoClustersLinks(t *testing.T) {
 	}
 	if !c.Islands[0].RDMA || c.Islands[1].RDMA {
 		t.Errorf("RDMA flags = %v, %v; want true, false", c.Islands[0].RDMA, c.Islands[1].RDMA)
+	}
+}
+
+// The default transport (and --nccl-mode auto when rendering) runs a job
+// that spans islands without a shared RDMA fabric on sockets everywhere, so
+// the IB island's hosts talk over their 25 GbE port, not 8 x 400G IB; one
+// island alone, or islands on one fabric, keep RDMA.
+func TestResolveTransportPricesSockets(t *testing.T) {
+	data, err := os.ReadFile("../examples/two-clusters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		t    Transport
+		bw   float64
+		lat  float64
+	}{
+		{"auto spans islands", TransportAuto, 25e9 / 8, ethernetLatencyS},
+		{"sockets", TransportSockets, 25e9 / 8, ethernetLatencyS},
+		{"per-group", TransportPerGroup, 8 * 400e9 / 8, rdmaLatencyS},
+	} {
+		c, err := mustParseCluster(t, string(data)).ResolveFor(tc.t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := c.LinkBetween(0, 1); !near(l.BytesPerS, tc.bw) || !near(l.LatencyS, tc.lat) {
+			t.Errorf("%s: IB-island link = %+v, want %g B/s %g s", tc.name, l, tc.bw, tc.lat)
+		}
+		if l := c.LinkBetween(0, 2); !near(l.BytesPerS, 25e9/8) {
+			t.Errorf("%s: cross-island link = %+v, want the 25 Gbit/s link", tc.name, l)
+		}
+	}
+	one := mustResolve(t, `
+clusters:
+  - name: ib
+    hosts: a[1-2]
+    gpus_per_host: 4
+    gpu: {model: H100}
+    nics: [{type: infiniband, count: 4, rate_gbit_per_s: 200}, {type: ethernet, count: 1, rate_gbit_per_s: 10}]
+`)
+	if l := one.LinkBetween(0, 1); !near(l.BytesPerS, 4*200e9/8) || !near(l.LatencyS, rdmaLatencyS) {
+		t.Errorf("one IB island under auto = %+v, want RDMA at 4 x 200G", l)
 	}
 }
 

@@ -35,6 +35,18 @@ func ParseNCCLMode(s string) (NCCLMode, error) {
 	return "", fmt.Errorf("--nccl-mode %q: want auto, sockets or per-group", s)
 }
 
+// Transport is the planner's view of the mode, so plans are priced on the
+// links the rendered NCCL settings will use.
+func (m NCCLMode) Transport() planner.Transport {
+	switch m {
+	case NCCLSockets:
+		return planner.TransportSockets
+	case NCCLPerGroup:
+		return planner.TransportPerGroup
+	}
+	return planner.TransportAuto
+}
+
 // fabricPlan is the transport decision for the islands a job uses.
 type fabricPlan struct {
 	// sockets forces TCP sockets on every rank.

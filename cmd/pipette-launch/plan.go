@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/urfave/cli/v2"
 )
 
@@ -22,14 +23,16 @@ type PlanOptions struct {
 	// ClusterFile is a cluster YAML; empty uses the embedded example.
 	ClusterFile string
 	// Model is a preset name or a model YAML file.
-	Model           string
-	GlobalBatch     int
-	SeqLength       int // 0 keeps the model's
-	Framework       string
-	Top             int
-	JSON            bool
-	Breakdown       bool
-	Seed            int64
+	Model       string
+	GlobalBatch int
+	SeqLength   int // 0 keeps the model's
+	Framework   string
+	Top         int
+	JSON        bool
+	Breakdown   bool
+	Seed        int64
+	// NCCLMode prices links as `run --nccl-mode` will render them.
+	NCCLMode        string
 	PlacementBudget time.Duration
 	Fixed           planner.Constraints
 }
@@ -48,6 +51,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.BoolFlag{Name: "breakdown", Usage: "add time and memory breakdowns"},
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "placement search seed"},
+			&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "price links as run --nccl-mode renders them: auto (sockets everywhere when islands share no RDMA fabric), sockets or per-group"},
 			&cli.DurationFlag{Name: "placement-budget", Value: 2 * time.Second, Usage: "time limit of the placement search per configuration"},
 			&cli.IntFlag{Name: "tp", Usage: "fix tensor parallel size"},
 			&cli.IntFlag{Name: "pp", Usage: "fix pipeline parallel size"},
@@ -66,7 +70,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 				IO: io, ClusterFile: c.String("cluster"), Model: c.String("model"),
 				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"),
 				Framework: c.String("framework"), Top: c.Int("top"), JSON: c.Bool("json"),
-				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), PlacementBudget: c.Duration("placement-budget"),
+				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), NCCLMode: c.String("nccl-mode"), PlacementBudget: c.Duration("placement-budget"),
 				Fixed: planner.Constraints{
 					TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
 					MicroBatch: c.Int("micro-batch-size"), Recompute: planner.Recompute(c.String("recompute")),
@@ -87,7 +91,11 @@ func usageError(format string, a ...any) error { return cli.Exit(fmt.Sprintf(for
 
 // runPlan loads the cluster and model, searches, and prints the plans.
 func runPlan(opts *PlanOptions) error {
-	c, err := loadCluster(opts.ClusterFile)
+	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	c, err := loadCluster(opts.ClusterFile, mode.Transport())
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -127,7 +135,7 @@ func runPlan(opts *PlanOptions) error {
 	return nil
 }
 
-func loadCluster(path string) (*planner.Cluster, error) {
+func loadCluster(path string, t planner.Transport) (*planner.Cluster, error) {
 	data := examples.DefaultCluster
 	name := "embedded example cluster"
 	if path != "" {
@@ -141,7 +149,7 @@ func loadCluster(path string) (*planner.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	c, err := f.Resolve()
+	c, err := f.ResolveFor(t)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
 	}

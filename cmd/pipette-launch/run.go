@@ -327,7 +327,8 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 	if err := capCluster(f, nnodes, nproc); err != nil {
 		return nil, false, err
 	}
-	c, err = f.Resolve()
+	mode, _ := templates.ParseNCCLMode(o.NCCLMode) // checked by runRun
+	c, err = f.ResolveFor(mode.Transport())
 	if err != nil {
 		return nil, false, inputErrorf("%s: %v", name, err)
 	}
