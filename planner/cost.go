@@ -315,9 +315,19 @@ func dpCommSeconds(cfg Config, f Framework, params float64, allReduce func(bytes
 	if n <= 1 {
 		return 0, 0, 0
 	}
-	bytes := params * bytesPerElem
-	total = allReduce(bytes) // RS + AG (distributed optimizer) moves the same bytes
-	gather := total / 2
+	gather := allReduce(params*bytesPerElem) / 2 // a bf16 all-gather (or reduce-scatter)
+	// Megatron with --bf16 accumulates and reduces gradients in fp32
+	// (arguments.py sets accumulate_allreduce_grads_in_fp32), and torch DDP
+	// under autocast keeps fp32 gradients; DeepSpeed reduces 16-bit ones.
+	gradBytes := 4.0
+	if f == FrameworkDeepSpeed {
+		gradBytes = bytesPerElem
+	}
+	total = allReduce(params * gradBytes)
+	if f == FrameworkMegatron && cfg.DistributedOptimizer {
+		// fp32 gradient reduce-scatter, then a bf16 parameter all-gather.
+		total = total/2 + gather
+	}
 	bucket := min(1, dpBucketParams/max(params, 1))
 	tail = total * bucket
 	if f == FrameworkDeepSpeed && cfg.ZeroStage >= 2 {

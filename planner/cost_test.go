@@ -255,3 +255,28 @@ func TestHierarchicalDPAllReduce(t *testing.T) {
 		t.Fatalf("uneven runs: %v %d", d, k)
 	}
 }
+
+// Data-parallel wire volume per GPU (with an all-reduce priced at its
+// buffer size): Megatron reduces fp32 gradients (4 B/param); with the
+// distributed optimizer a fp32 reduce-scatter (2) plus a bf16 parameter
+// all-gather (1); DeepSpeed ZeRO-1 reduces 16-bit gradients (2).
+func TestDPCommVolumeByFramework(t *testing.T) {
+	const p = 1e9
+	identity := func(bytes float64) float64 { return bytes }
+	for _, tc := range []struct {
+		name string
+		f    Framework
+		cfg  Config
+		want float64
+	}{
+		{"megatron ddp", FrameworkMegatron, Config{DP: 8, CP: 1}, 4 * p},
+		{"megatron distopt", FrameworkMegatron, Config{DP: 8, CP: 1, DistributedOptimizer: true}, 3 * p},
+		{"deepspeed zero1", FrameworkDeepSpeed, Config{DP: 8, CP: 1, ZeroStage: 1}, 2 * p},
+		{"torch ddp", FrameworkTorch, Config{DP: 8, CP: 1}, 4 * p},
+	} {
+		total, _, _ := dpCommSeconds(tc.cfg, tc.f, p, identity)
+		if !relClose(total, tc.want, 1e-12) {
+			t.Errorf("%s: %g bytes on the wire, want %g", tc.name, total, tc.want)
+		}
+	}
+}
