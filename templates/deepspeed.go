@@ -34,10 +34,14 @@ type DSPrecision struct {
 
 // DSZero is zero_optimization.
 type DSZero struct {
-	Stage               int        `json:"stage"`
-	OverlapComm         bool       `json:"overlap_comm"`
-	ContiguousGradients bool       `json:"contiguous_gradients"`
-	ReduceScatter       bool       `json:"reduce_scatter"`
+	Stage               int  `json:"stage"`
+	OverlapComm         bool `json:"overlap_comm"`
+	ContiguousGradients bool `json:"contiguous_gradients"`
+	ReduceScatter       bool `json:"reduce_scatter"`
+	// The bucket sizes the memory estimator counts (DeepSpeed's default is
+	// 5e8 elements each, 2.5x what the plan assumed).
+	ReduceBucketSize    int64      `json:"reduce_bucket_size,omitempty"`
+	AllgatherBucketSize int64      `json:"allgather_bucket_size,omitempty"`
 	OffloadOptimizer    *DSOffload `json:"offload_optimizer,omitempty"`
 	OffloadParam        *DSOffload `json:"offload_param,omitempty"`
 }
@@ -69,6 +73,8 @@ func DeepSpeedConfig(cfg planner.Config, fp16 bool) DSConfig {
 			OverlapComm:         true,
 			ContiguousGradients: true,
 			ReduceScatter:       true,
+			ReduceBucketSize:    planner.DeepSpeedBucketElements,
+			AllgatherBucketSize: planner.DeepSpeedBucketElements,
 		},
 		GradientClipping: 1.0,
 	}

@@ -84,7 +84,9 @@ func TestOverlayKeepsTheUsersOwnSettings(t *testing.T) {
 	if err := CheckDSConfig(out, 4, 1); err != nil {
 		t.Fatalf("merged config fails DeepSpeed's checks: %v\n%s", err, out)
 	}
-	for _, want := range []string{`"type": "AdamW"`, `"reduce_bucket_size": 500000000`, `"stage": 2`, `"train_batch_size": 64`, `"offload_optimizer"`} {
+	// The planned bucket size replaces the user's: the memory estimate
+	// counts it (the replacement is reported, as for the stage).
+	for _, want := range []string{`"type": "AdamW"`, `"reduce_bucket_size": 200000000`, `"stage": 2`, `"train_batch_size": 64`, `"offload_optimizer"`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("merged config lacks %s:\n%s", want, out)
 		}
@@ -92,7 +94,17 @@ func TestOverlayKeepsTheUsersOwnSettings(t *testing.T) {
 	if strings.Contains(string(out), "offload_param") || strings.Contains(string(out), `"fp16"`) {
 		t.Errorf("merged config keeps what the plan dropped:\n%s", out)
 	}
-	if got := strings.Join(replaced, ","); got != "train_batch_size,zero_optimization.offload_param,zero_optimization.stage" {
+	if got := strings.Join(replaced, ","); got != "train_batch_size,zero_optimization.offload_param,zero_optimization.reduce_bucket_size,zero_optimization.stage" {
 		t.Errorf("replaced = %s", got)
+	}
+}
+
+// The ds_config carries the bucket sizes the memory estimator counted;
+// DeepSpeed's own default (5e8 elements each) would use 2.5x the memory.
+func TestDeepSpeedConfigBucketsMatchEstimator(t *testing.T) {
+	c := DeepSpeedConfig(planner.Config{TP: 1, PP: 1, DP: 8, CP: 1, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 2}, false)
+	z := c.ZeroOptimization
+	if z.ReduceBucketSize != planner.DeepSpeedBucketElements || z.AllgatherBucketSize != planner.DeepSpeedBucketElements {
+		t.Errorf("buckets reduce=%d allgather=%d, want %g each", z.ReduceBucketSize, z.AllgatherBucketSize, float64(planner.DeepSpeedBucketElements))
 	}
 }
