@@ -14,7 +14,8 @@ type megatronArgs map[string]string
 // megatronSwitches take no value (argparse store_true).
 var megatronSwitches = map[string]bool{
 	"--swiglu": true, "--group-query-attention": true, "--untie-embeddings-and-output-weights": true,
-	"--sequence-parallel": true, "--use-distributed-optimizer": true, "--optimizer-cpu-offload": true,
+	"--recompute-activations": true,
+	"--sequence-parallel":     true, "--use-distributed-optimizer": true, "--optimizer-cpu-offload": true,
 }
 
 func parseMegatronArgs(args []string) megatronArgs {
@@ -163,6 +164,13 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constrai
 		default:
 			errs.add("--recompute-granularity", "want full or selective, got %q", g)
 		}
+	}
+	// Megatron turns --recompute-activations into selective recompute.
+	if a.has("--recompute-activations") {
+		if c.Recompute == RecomputeFull {
+			errs.add("--recompute-activations", "means selective recompute, but --recompute-granularity full was given; drop one")
+		}
+		c.Recompute = RecomputeSelective
 	}
 	if v, ok := a["--zero-stage"]; ok {
 		n, err := strconv.Atoi(v)

@@ -84,3 +84,17 @@ func TestModelFromMegatronArgsErrors(t *testing.T) {
 		t.Errorf("bad global batch: %v", err)
 	}
 }
+
+// Megatron's --recompute-activations means selective recompute; beside
+// --recompute-granularity full it is a contradiction.
+func TestMegatronArgsRecomputeActivations(t *testing.T) {
+	base := []string{"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128", "--max-position-embeddings", "128", "--vocab-size", "1000"}
+	_, fixed, _, err := ModelFromMegatronArgs(append(append([]string{}, base...), "--recompute-activations"))
+	if err != nil || fixed.Recompute != RecomputeSelective {
+		t.Errorf("--recompute-activations: recompute %q, err %v; want selective", fixed.Recompute, err)
+	}
+	_, _, _, err = ModelFromMegatronArgs(append(append([]string{}, base...), "--recompute-activations", "--recompute-granularity", "full"))
+	if err == nil || !strings.Contains(err.Error(), "--recompute-activations") {
+		t.Errorf("with full: err = %v, want one naming --recompute-activations", err)
+	}
+}

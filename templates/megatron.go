@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ var (
 	plannedSwitches = []string{
 		"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
 		"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--overlap-cpu-optimizer-d2h-h2d",
+		"--recompute-activations",
 	}
 	megatronPlannedFlags = flagSet(plannedValueFlags, plannedSwitches)
 	// megatronSwitches are the store_true flags the checker reads (plus
@@ -359,6 +361,13 @@ func userFlagAgrees(o flagOcc, uf, pf flagList) error {
 	v, _ := uf.last(o.name)
 	pv, planned := pf.last(o.name)
 	switch {
+	case o.name == "--recompute-activations":
+		// Megatron's alias for selective recompute: the plan says it as
+		// --recompute-granularity selective.
+		if g, _ := pf.last("--recompute-granularity"); g != string(planner.RecomputeSelective) {
+			return fmt.Errorf("you passed --recompute-activations (selective recompute) but the plan recomputes %q; drop it or plan again with it fixed", cmp.Or(g, "nothing"))
+		}
+		return nil
 	case megatronSwitches[o.name] && !planned:
 		if o.name == "--sequence-parallel" {
 			tp, _ := pf.intValue("--tensor-model-parallel-size", 1)

@@ -61,6 +61,15 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	_, s.hasRecomputeNum = fl.last("--recompute-num-layers")
 	s.layout, _ = fl.last("--pipeline-model-parallel-layout")
 	s.recompute, _ = fl.last("--recompute-granularity")
+	if _, ok := fl.last("--recompute-activations"); ok {
+		// Megatron's validate_args sets selective for this switch, then
+		// rejects a --recompute-method beside it.
+		if s.recompute == "full" {
+			s.recompute = "full+activations"
+		} else {
+			s.recompute = "selective"
+		}
+	}
 	s.recomputeMethod, _ = fl.last("--recompute-method")
 	s.offloadFraction = 1.0
 	if v, ok := fl.last("--optimizer-offload-fraction"); ok {
@@ -311,6 +320,8 @@ func expandSeq(s string, depth int) (string, string, error) {
 func (s megatronSettings) checkRecompute() []error {
 	var errs []error
 	switch s.recompute {
+	case "full+activations":
+		errs = append(errs, errors.New("--recompute-activations makes Megatron recompute selectively, which contradicts --recompute-granularity full and its --recompute-method"))
 	case "":
 		if s.recomputeMethod != "" || s.hasRecomputeNum {
 			errs = append(errs, errors.New("--recompute-method/--recompute-num-layers need --recompute-granularity full"))

@@ -180,6 +180,8 @@ func TestCheckMegatronArgsRejectsBadCombinations(t *testing.T) {
 		{"full without method", []string{"--recompute-granularity", "full"}, 8, "needs --recompute-method"},
 		{"selective with method", []string{"--recompute-granularity", "selective", "--recompute-method", "uniform"}, 8, "takes no --recompute-method"},
 		{"method without granularity", []string{"--recompute-method", "uniform", "--recompute-num-layers", "1"}, 8, "need --recompute-granularity full"},
+		{"recompute-activations with full", []string{"--recompute-activations", "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}, 8, "contradicts --recompute-granularity full"},
+		{"recompute-activations with method", []string{"--recompute-activations", "--recompute-method", "uniform"}, 8, "takes no --recompute-method"},
 		{"param gather without distopt", []string{"--overlap-grad-reduce", "--overlap-param-gather"}, 8, "--overlap-param-gather needs"},
 		{"cpu offload without precision-aware", []string{"--use-distributed-optimizer", "--optimizer-cpu-offload"}, 8, "needs --use-precision-aware-optimizer"},
 		{"offload fraction", []string{"--use-distributed-optimizer", "--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--optimizer-offload-fraction", "1.5"}, 8, "outside 0..1"},
@@ -309,6 +311,28 @@ func TestUserStageLayersRoundTrips(t *testing.T) {
 		}
 		if err := CheckMegatronArgs(append(append([]string{}, base...), append(flags, "--global-batch-size", "8")...), 4); err != nil {
 			t.Errorf("%v re-rendered as %v: %v", tc.extra, flags, err)
+		}
+	}
+}
+
+// --recompute-activations is Megatron's alias for selective recompute: it
+// agrees with a selective plan (and is replaced by the plan's flags) and
+// contradicts any other.
+func TestMergeRecomputeActivations(t *testing.T) {
+	user := []string{"--num-layers", "24", "--recompute-activations"}
+	out, err := MergeMegatronArgs(user, []string{"--recompute-granularity", "selective"})
+	if err != nil {
+		t.Fatalf("selective plan: %v", err)
+	}
+	if strings.Contains(strings.Join(out, " "), "--recompute-activations") {
+		t.Errorf("merged args keep the alias beside the plan's flags: %v", out)
+	}
+	for _, planned := range [][]string{
+		{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
+		{},
+	} {
+		if _, err := MergeMegatronArgs(user, planned); err == nil || !strings.Contains(err.Error(), "--recompute-activations") {
+			t.Errorf("plan %v: err = %v, want a contradiction naming --recompute-activations", planned, err)
 		}
 	}
 }
