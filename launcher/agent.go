@@ -37,6 +37,9 @@ func agentScript(h templates.HostJob, workDir, nonce string, grace int) string {
 	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch agent for host %s (generated; started by pipette-launch run)\n", oneLine(h.Name))
 	fmt.Fprintf(&b, "T=%s\nWD=%s\nG=%d\n", q(tag), q(workDir), grace)
 	b.WriteString(`exec 3<&0 </dev/null
+# Before anything starts: a work directory that cannot be made is a start
+# failure of this host, not a rank failure.
+mkdir -p "$WD" || { echo "pipette-launch: cannot create work directory $WD" >&2; exit 96; }
 echo "$T pgid $$"
 PG=$$
 # Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
@@ -97,6 +100,11 @@ if [ -n "$(leftovers)" ]; then
   for p in $(leftovers); do kill -KILL "$p" 2>/dev/null; done
 fi
 echo "$T done"
+# The private directory the agent was started from (agentStartCommand);
+# only a path of exactly that shape is removed.
+case "$0" in
+*/pipette-agent.??????/agent.sh) rm -rf "${0%/agent.sh}" ;;
+esac
 exit 0
 `)
 	return b.String()

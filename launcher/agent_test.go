@@ -195,3 +195,34 @@ func TestAgentLeavesNothingAfterDone(t *testing.T) {
 		stdin.Close()
 	}
 }
+
+// agentStartCommand runs exactly the n bytes it was sent, from a private
+// directory of its own, and refuses a short upload.
+func TestAgentStartCommand(t *testing.T) {
+	script := "echo ran from \"$0\"\n"
+	for _, tc := range []struct {
+		name    string
+		n       int
+		wantRun bool
+	}{
+		{"complete", len(script), true},
+		{"truncated", len(script) + 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("/bin/sh", "-c", agentStartCommand(tc.n))
+			cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+			cmd.Stdin = strings.NewReader(script)
+			out, err := cmd.CombinedOutput()
+			ran := strings.Contains(string(out), "ran from")
+			if ran != tc.wantRun || (err == nil) != tc.wantRun {
+				t.Fatalf("ran=%v err=%v, want ran=%v\n%s", ran, err, tc.wantRun, out)
+			}
+			if tc.wantRun && !strings.Contains(string(out), "/pipette-agent.") {
+				t.Errorf("agent did not run from its private directory: %s", out)
+			}
+			if !tc.wantRun && !strings.Contains(string(out), "agent upload incomplete") {
+				t.Errorf("no message for the short upload: %s", out)
+			}
+		})
+	}
+}

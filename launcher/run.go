@@ -244,16 +244,13 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 	}
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
 
-	agentPath := func(r *hostRun) string {
-		return path.Join(job.WorkDir, ".pipette-agent-"+safeName(r.target.Name)+".sh")
-	}
 	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
 		r := byName[t.Name]
 		if r.conn == nil {
 			return fmt.Errorf("not connected")
 		}
 		script := agentScript(r.job, job.WorkDir, nonce, graceSec)
-		return startHost(ctx, r, agentPath(r), script, nonce, opts, out, events)
+		return startHost(ctx, r, script, nonce, opts, out, events)
 	})
 	if err != nil {
 		stopErr := stopAll(runs, opts, out)
@@ -298,7 +295,7 @@ func newNonce() string {
 
 // startHost starts the host's agent and waits until it reports its
 // process group, so that it can be stopped.
-func startHost(ctx context.Context, r *hostRun, agent, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
+func startHost(ctx context.Context, r *hostRun, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
 	tag := "@@pipette-" + nonce + " "
 	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
 	stderr := &lineSplitter{fn: func(line string) {
@@ -313,7 +310,7 @@ func startHost(ctx context.Context, r *hostRun, agent, script, nonce string, opt
 	}}
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
-	sess, err := r.conn.Start(context.Background(), agentStartCommand(agent, len(script)), r.lines, stderr)
+	sess, err := r.conn.Start(context.Background(), agentStartCommand(len(script)), r.lines, stderr)
 	if err != nil {
 		return err
 	}
@@ -352,17 +349,19 @@ func startHost(ctx context.Context, r *hostRun, agent, script, nonce string, opt
 	}
 }
 
-// agentStartCommand writes the agent (the first n bytes of stdin) to a
-// file and runs it under setsid, all in one session: one login-shell start
-// per host instead of two. The rest of stdin stays open for the watchdog.
-// head -c stops at n bytes and nothing follows them, so it cannot eat into
-// what the agent reads.
-func agentStartCommand(agent string, n int) string {
-	a := shellquote.Quote(agent)
-	tmp := shellquote.Quote(agent + ".tmp")
-	// umask only for the agent file: ranks keep the login's umask.
-	return fmt.Sprintf("(umask 077 && mkdir -p %s && head -c %d > %s) && mv -f %s %s && exec setsid -w /bin/sh %s",
-		shellquote.Quote(path.Dir(agent)), n, tmp, tmp, a, a)
+// agentStartCommand writes the agent (the first n bytes of stdin) into a
+// fresh private directory (mktemp -d: owned by the login, mode 0700, a name
+// nobody can guess or pre-create) and runs it under setsid, all in one
+// session: one login-shell start per host instead of two. The rest of stdin
+// stays open for the watchdog. head -c stops at n bytes and nothing follows
+// them, so it cannot eat into what the agent reads; a short read (the
+// session dropped mid-send) is caught by the size check and nothing runs.
+// It runs under /bin/sh whatever the login shell is.
+func agentStartCommand(n int) string {
+	script := fmt.Sprintf(`d=$(mktemp -d "${TMPDIR:-/tmp}/pipette-agent.XXXXXX") && head -c %d >"$d/agent.sh" && `+
+		`[ "$(wc -c <"$d/agent.sh")" -eq %d ] || { echo "pipette-launch: agent upload incomplete" >&2; exit 97; }; `+
+		`exec setsid -w /bin/sh "$d/agent.sh"`, n, n)
+	return "exec /bin/sh -c " + shellquote.Quote(script)
 }
 
 // handleAgentLine sorts one line of agent output: control line or rank output.

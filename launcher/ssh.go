@@ -786,12 +786,12 @@ func (s *Session) Close() error { return s.sess.Close() }
 // mode, atomically: a partial upload never looks like a complete file. It
 // streams over a session's stdin, so it needs no sftp subsystem.
 func (c *Conn) Upload(ctx context.Context, content []byte, remotePath string, mode os.FileMode) error {
-	dir := path.Dir(remotePath)
-	tmp := remotePath + ".pipette-tmp"
-	cmd := fmt.Sprintf("mkdir -p %s && cat > %s && chmod %04o %s && mv -f %s %s",
-		shellquote.Quote(dir), shellquote.Quote(tmp), mode.Perm(), shellquote.Quote(tmp),
-		shellquote.Quote(tmp), shellquote.Quote(remotePath))
-	_, _, err := c.RunInput(ctx, cmd, bytes.NewReader(content))
+	// A temp name of its own per upload: hosts sharing the directory (NFS)
+	// must not write one temp file; the size check catches a short write.
+	script := fmt.Sprintf(`mkdir -p %s && t=$(mktemp %s) && cat >"$t" && [ "$(wc -c <"$t")" -eq %d ] && chmod %04o "$t" && mv -f "$t" %s || { rm -f "$t"; exit 1; }`,
+		shellquote.Quote(path.Dir(remotePath)), shellquote.Quote(remotePath+".pipette-tmp.XXXXXX"), len(content),
+		mode.Perm(), shellquote.Quote(remotePath))
+	_, _, err := c.RunInput(ctx, "exec /bin/sh -c "+shellquote.Quote(script), bytes.NewReader(content))
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", remotePath, err)
 	}

@@ -183,6 +183,16 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
+	if job.WorkDir == "" {
+		// torchrun's behaviour: ranks start in the directory pipette-launch
+		// runs in (the same path on every host, as on a shared filesystem),
+		// so a relative script path means the same thing here and there.
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("launch directory: %w (give --workdir)", err)
+		}
+		job.WorkDir = wd
+	}
 	return launchJob(ctx, job, opts)
 }
 

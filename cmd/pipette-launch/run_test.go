@@ -167,6 +167,11 @@ func TestLaunchGetsTheRenderedJob(t *testing.T) {
 	if got == nil || len(got.Hosts) != 2 || len(got.Hosts[1].Ranks) != 2 {
 		t.Fatalf("launchJob got %+v", got)
 	}
+	// Without --workdir, ranks start where pipette-launch runs (torchrun's
+	// behaviour), not in some directory of the launcher's own.
+	if wd, _ := os.Getwd(); got.WorkDir != wd {
+		t.Errorf("work dir %q, want the launch directory %q", got.WorkDir, wd)
+	}
 	env := map[string]string{}
 	for _, e := range got.Hosts[1].Ranks[1].Env {
 		env[e.Name] = e.Value
