@@ -106,9 +106,27 @@ func runAction(c *cli.Context, io *IOStreams) error {
 	}
 	// SIGINT/SIGTERM/SIGHUP stop every rank on every host before exiting,
 	// as torchrun's agent forwards them to its workers.
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	ctx := c.Context
+	if sigs := stopSignals(); len(sigs) > 0 { // none would mean every signal
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, sigs...)
+		defer stop()
+	}
 	return exitFor(runRun(ctx, opts))
+}
+
+// stopSignals are the signals that stop the job, leaving out those this
+// process was started ignoring: under nohup (SIGHUP) or in a script's
+// background job (SIGINT) the user asked for them not to stop it, and
+// catching them would undo that (torchrun's "SIGHUP death under nohup").
+func stopSignals() []os.Signal {
+	var sigs []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
 }
 
 // exitFor maps errors to exit codes: 2 for bad input, 1 otherwise.

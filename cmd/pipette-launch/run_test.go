@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/templates"
@@ -400,4 +402,17 @@ func intFlag(argv []string, name string) int {
 	}
 	n, _ := strconv.Atoi(argv[i+1])
 	return n
+}
+
+// Under nohup SIGHUP is ignored: the job must not start catching it (and
+// thereby stop on a closed terminal).
+func TestStopSignalsKeepIgnoredOnes(t *testing.T) {
+	if !signal.Ignored(syscall.SIGHUP) && !slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
+		t.Fatalf("SIGHUP not caught by default: %v", stopSignals())
+	}
+	signal.Ignore(syscall.SIGHUP)
+	defer signal.Reset(syscall.SIGHUP)
+	if slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
+		t.Errorf("SIGHUP caught although ignored (nohup): %v", stopSignals())
+	}
 }
