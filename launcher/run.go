@@ -408,6 +408,10 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 // exited 0.
 func supervise(ctx context.Context, job templates.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *JobFailure {
 	ended := 0
+	// Exit events reach the channel before their host's end (the session's
+	// output is read in full before Wait returns), so a host that ends
+	// with a rank unaccounted for lost that rank's status: not a success.
+	exited := map[*hostRun]map[int]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -419,12 +423,19 @@ func supervise(ctx context.Context, job templates.Job, runs []*hostRun, events <
 				if ev.code != 0 {
 					return rankFailure(job, ev, out)
 				}
+				if exited[ev.host] == nil {
+					exited[ev.host] = map[int]bool{}
+				}
+				exited[ev.host][ev.rank] = true
 			case evHostEnded:
 				ev.host.mu.Lock()
 				done := ev.host.done
 				ev.host.mu.Unlock()
 				if !done || ev.err != nil {
 					return hostFailure(job, ev)
+				}
+				if f := missingExit(job, ev, exited[ev.host]); f != nil {
+					return f
 				}
 				ended++
 				if ended == len(runs) {
@@ -433,6 +444,18 @@ func supervise(ctx context.Context, job templates.Job, runs []*hostRun, events <
 			}
 		}
 	}
+}
+
+// missingExit is the failure of a host whose agent finished without an
+// exit status for one of its ranks (say, a garbled control line).
+func missingExit(job templates.Job, ev event, exited map[int]bool) *JobFailure {
+	for _, r := range ev.host.job.Ranks {
+		if !exited[r.Rank] {
+			return &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: r.Rank, LocalRank: r.LocalRank,
+				ExitCode: -1, Reason: "its exit status never arrived (the agent's report was lost); treated as failed"}
+		}
+	}
+	return nil
 }
 
 func rankFailure(job templates.Job, ev event, out *output) *JobFailure {
