@@ -497,10 +497,13 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	var mu sync.Mutex
 	for _, r := range runs {
 		r.mu.Lock()
-		pgid, wd, sess := r.pgid, r.wd, r.sess
+		pgid, wd, sess, done := r.pgid, r.wd, r.sess, r.done
 		r.stopping = true
 		r.mu.Unlock()
-		if sess == nil {
+		// A host whose agent said "done" has already swept its own group
+		// (TERM, KILL after the grace period) and is exiting: its group and
+		// watchdog ids may belong to other processes by now.
+		if sess == nil || done {
 			continue
 		}
 		wg.Add(1)
