@@ -164,7 +164,11 @@ func Dial(ctx context.Context, target HostTarget, opts SSHOptions) (*Conn, error
 	if opts.InsecureIgnoreHostKey {
 		cfg.HostKeyCallback = ssh.InsecureIgnoreHostKey()
 	} else {
-		cb, algos, err := hostKeyCheck(knownHostsPath(opts, r), hostport)
+		// Like OpenSSH, look the key up under the name the user gave
+		// (the ssh_config alias, or the cluster file's host name), then
+		// under the address dialled: probe records hosts' addresses, and a
+		// known_hosts written by ssh-keyscan NAME has only the name.
+		cb, algos, err := hostKeyCheck(knownHostsPath(opts, r), lookupNames(r.HostTarget.Name, hostport, r.Port)...)
 		if err != nil {
 			return nil, err
 		}
@@ -447,7 +451,17 @@ var (
 // keys, and the host key algorithms known_hosts has for hostport, so the
 // server is asked for a key type we can check (golang/go#29286: otherwise
 // Go may negotiate another type and report a false mismatch).
-func hostKeyCheck(file, hostport string) (ssh.HostKeyCallback, []string, error) {
+// lookupNames are the known_hosts names to try for a connection: the
+// target's name with the port, then the address dialled.
+func lookupNames(name, hostport string, port int) []string {
+	byName := net.JoinHostPort(name, strconv.Itoa(port))
+	if name == "" || byName == hostport {
+		return []string{hostport}
+	}
+	return []string{byName, hostport}
+}
+
+func hostKeyCheck(file string, hostports ...string) (ssh.HostKeyCallback, []string, error) {
 	cb, err := knownhosts.New(file)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -462,32 +476,42 @@ func hostKeyCheck(file, hostport string) (ssh.HostKeyCallback, []string, error) 
 		probeKey, _ = ssh.NewPublicKey(pub)
 	})
 	var algos []string
-	var ke *knownhosts.KeyError
-	if err := cb(hostport, &net.TCPAddr{IP: net.IPv4zero}, probeKey); errors.As(err, &ke) {
-		seen := map[string]bool{}
-		for _, k := range ke.Want {
-			for _, a := range algorithmsForKeyType(k.Key.Type()) {
-				if !seen[a] {
-					seen[a] = true
-					algos = append(algos, a)
+	seen := map[string]bool{}
+	for _, hp := range hostports {
+		var ke *knownhosts.KeyError
+		if err := cb(hp, &net.TCPAddr{IP: net.IPv4zero}, probeKey); errors.As(err, &ke) {
+			for _, k := range ke.Want {
+				for _, a := range algorithmsForKeyType(k.Key.Type()) {
+					if !seen[a] {
+						seen[a] = true
+						algos = append(algos, a)
+					}
 				}
 			}
 		}
 	}
-	check := func(host string, remote net.Addr, key ssh.PublicKey) error {
-		err := cb(host, remote, key)
-		if errors.As(err, &ke) {
-			fp := key.Type() + " " + ssh.FingerprintSHA256(key)
-			if len(ke.Want) == 0 {
-				return &UnknownHostKeyError{Host: knownhosts.Normalize(host), KnownHostsFile: file, Fingerprint: fp}
+	// The server's own name for itself is ignored: every name in hostports
+	// is tried; a key on record that differs is refused at once, and only a
+	// host unknown under every name is "unknown".
+	check := func(_ string, remote net.Addr, key ssh.PublicKey) error {
+		fp := key.Type() + " " + ssh.FingerprintSHA256(key)
+		for _, hp := range hostports {
+			err := cb(hp, remote, key)
+			var ke *knownhosts.KeyError
+			switch {
+			case err == nil:
+				return nil
+			case !errors.As(err, &ke):
+				return err
+			case len(ke.Want) > 0:
+				mm := &HostKeyMismatchError{Host: knownhosts.Normalize(hp), KnownHostsFile: file, Fingerprint: fp}
+				for _, w := range ke.Want {
+					mm.Lines = append(mm.Lines, w.Line)
+				}
+				return mm
 			}
-			mm := &HostKeyMismatchError{Host: knownhosts.Normalize(host), KnownHostsFile: file, Fingerprint: fp}
-			for _, w := range ke.Want {
-				mm.Lines = append(mm.Lines, w.Line)
-			}
-			return mm
 		}
-		return err
+		return &UnknownHostKeyError{Host: knownhosts.Normalize(hostports[0]), KnownHostsFile: file, Fingerprint: fp}
 	}
 	return check, algos, nil
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -90,5 +92,63 @@ func TestHostKeyAlgorithmsFromKnownHosts(t *testing.T) {
 	if _, _, err := hostKeyCheck(filepath.Join(t.TempDir(), "none"), "198.18.250.1:22"); err == nil ||
 		!strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "--insecure-skip-host-key-check") {
 		t.Errorf("missing known_hosts: %v", err)
+	}
+}
+
+// Like OpenSSH, a host is checked under the name it was given and then the
+// address dialled: probe writes addresses, ssh-keyscan NAME records names.
+func TestHostKeyCheckByNameThenAddress(t *testing.T) {
+	newKey := func() ssh.PublicKey {
+		pub, _, _ := ed25519.GenerateKey(rand.Reader)
+		k, _ := ssh.NewPublicKey(pub)
+		return k
+	}
+	good, other := newKey(), newKey()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	byName := write("by-name", knownhosts.Line([]string{"node1"}, good)+"\n")
+	byAddr := write("by-addr", knownhosts.Line([]string{"198.18.250.9"}, good)+"\n")
+	names := lookupNames("node1", "198.18.250.9:22", 22)
+	remote := &net.TCPAddr{IP: net.ParseIP("198.18.250.9"), Port: 22}
+	for _, tc := range []struct {
+		name string
+		file string
+		key  ssh.PublicKey
+		want string // "" ok, "unknown", "mismatch"
+	}{
+		{"recorded by name", byName, good, ""},
+		{"recorded by address", byAddr, good, ""},
+		{"changed key under name", byName, other, "mismatch"},
+		{"changed key under address", byAddr, other, "mismatch"},
+		{"not recorded", write("empty", ""), good, "unknown"},
+	} {
+		cb, _, err := hostKeyCheck(tc.file, names...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cb("198.18.250.9:22", remote, tc.key)
+		var unknown *UnknownHostKeyError
+		var mismatch *HostKeyMismatchError
+		got := ""
+		switch {
+		case errors.As(err, &unknown):
+			got = "unknown"
+			if unknown.Host != "node1" {
+				t.Errorf("%s: unknown host reported as %q, want node1", tc.name, unknown.Host)
+			}
+		case errors.As(err, &mismatch):
+			got = "mismatch"
+		case err != nil:
+			got = "error: " + err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
