@@ -116,11 +116,7 @@ func rankCommand(r templates.RankJob) string {
 	for _, e := range r.Env {
 		words = append(words, e.Name+"="+e.Value)
 	}
-	if len(r.Argv) > 0 && strings.Contains(r.Argv[0], "=") {
-		// env would take it for an assignment.
-		words = append(words, "--")
-	}
-	words = append(words, r.Argv...)
+	words = append(words, templates.EnvSafeArgv(r.Argv)...)
 	return shellquote.Join(words)
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,9 +137,16 @@ func TestRankCommandQuotes(t *testing.T) {
 	if got := rankCommand(r); got != want {
 		t.Errorf("rankCommand = %s\nwant         %s", got, want)
 	}
-	r = templates.RankJob{Argv: []string{"X=1", "prog"}}
-	if got := rankCommand(r); got != "env -- X=1 prog" {
-		t.Errorf("argv[0] with '=' must follow --: %s", got)
+	// A program whose path holds "=" must run, not become an assignment
+	// (GNU env treats such words as assignments even after "--").
+	prog := filepath.Join(t.TempDir(), "a=b")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"ran $A $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = templates.RankJob{Env: []templates.EnvVar{{Name: "A", Value: "1"}}, Argv: []string{prog, "x y"}}
+	out, err := exec.Command("/bin/sh", "-c", rankCommand(r)).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ran 1 x y" {
+		t.Errorf("%s: %v %q, want \"ran 1 x y\"", rankCommand(r), err, out)
 	}
 }
 

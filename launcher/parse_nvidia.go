@@ -35,6 +35,7 @@ func ParseGPUQuery(out string) ([]GPU, error) {
 	r := csv.NewReader(strings.NewReader(strings.TrimSpace(out)))
 	r.TrimLeadingSpace = true
 	r.FieldsPerRecord = -1
+	r.LazyQuotes = true // a warning line may carry a stray quote
 	rows, err := r.ReadAll()
 	if err != nil {
 		return nil, fmt.Errorf("nvidia-smi --query-gpu output: %w", err)
@@ -58,8 +59,15 @@ func ParseGPUQuery(out string) ([]GPU, error) {
 		rows = rows[1:]
 	}
 	var gpus []GPU
+	var skipped []string
 	for n, row := range rows {
 		if len(row) == 1 && strings.TrimSpace(row[0]) == "" {
+			continue
+		}
+		if !isGPURow(row, col) {
+			// nvidia-smi prints warnings ("WARNING: infoROM is corrupted
+			// at gpu ...") among the rows, exit status 0: not a GPU.
+			skipped = append(skipped, strings.Join(row, ","))
 			continue
 		}
 		g, err := gpuFromRow(row, col)
@@ -68,7 +76,21 @@ func ParseGPUQuery(out string) ([]GPU, error) {
 		}
 		gpus = append(gpus, g)
 	}
+	if len(gpus) == 0 && len(skipped) > 0 {
+		// Only messages: say so rather than report a host without GPUs.
+		return nil, fmt.Errorf("nvidia-smi --query-gpu output has no GPU rows (no numeric index); it said %q", skipped[0])
+	}
 	return gpus, nil
+}
+
+// isGPURow reports whether a row starts like a GPU's: a numeric index.
+func isGPURow(row []string, col map[string]int) bool {
+	i, ok := col["index"]
+	if !ok || i >= len(row) {
+		return false
+	}
+	_, err := strconv.Atoi(strings.TrimSpace(row[i]))
+	return err == nil
 }
 
 func isGPUQueryHeader(row []string) bool {

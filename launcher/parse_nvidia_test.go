@@ -66,6 +66,17 @@ func TestParseGPUQueryNoHeader(t *testing.T) {
 	}
 }
 
+// nvidia-smi's warnings among the rows (exit status 0) are not GPUs and
+// must not fail the host's probe.
+func TestParseGPUQuerySkipsWarnings(t *testing.T) {
+	out := "WARNING: infoROM is corrupted at gpu 0000:00:0A.0\n0, NVIDIA H100 80GB HBM3, 81559, 00000000:00:09.0, 5\n" +
+		"1, NVIDIA H100 80GB HBM3, 81559, 00000000:00:0A.0, 5\nWarning: \"persistence mode\" is disabled, see docs\n"
+	gpus, err := ParseGPUQuery(out)
+	if err != nil || len(gpus) != 2 || gpus[1].Index != 1 {
+		t.Fatalf("got %+v, %v; want the two GPUs", gpus, err)
+	}
+}
+
 func TestParseGPUQueryErrors(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"bad memory", "0, NVIDIA H200, [N/A], 00000000:83:00.0", "memory.total"},

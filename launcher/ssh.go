@@ -247,7 +247,7 @@ func handshakeError(err error) error {
 		return mis
 	}
 	if strings.Contains(err.Error(), "unable to authenticate") {
-		return fmt.Errorf("ssh authentication failed (tried agent and keys; check IdentityFile / --ssh-key and the user): %w", err)
+		return fmt.Errorf("ssh authentication failed (tried agent and keys; check IdentityFile / --identity and the user): %w", err)
 	}
 	return fmt.Errorf("ssh handshake: %w", err)
 }
@@ -411,7 +411,7 @@ func authMethods(identities []string, explicit bool) ([]ssh.AuthMethod, func(), 
 	}
 	if len(methods) == 0 {
 		closeAgent()
-		return nil, nil, fmt.Errorf("no SSH credentials: no ssh-agent (SSH_AUTH_SOCK) and no key in ~/.ssh (id_ed25519, id_rsa, id_ecdsa); pass --ssh-key FILE")
+		return nil, nil, fmt.Errorf("no SSH credentials: no ssh-agent (SSH_AUTH_SOCK) and no key in ~/.ssh (id_ed25519, id_rsa, id_ecdsa); pass --identity FILE")
 	}
 	return methods, closeAgent, nil
 }
