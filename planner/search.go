@@ -374,12 +374,9 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		topK = defaultTopK
 	}
 	world := c.TotalGPUs()
-	maxCap, minHostMem := 0.0, math.Inf(1)
+	maxCap := 0.0
 	for _, h := range c.Hosts {
 		maxCap = math.Max(maxCap, gpuCapacityBytes(h))
-		if h.MemoryBytes > 0 {
-			minHostMem = math.Min(minHostMem, h.MemoryBytes)
-		}
 	}
 	res := &Result{Model: ModelSummary{Name: m.Name, Parameters: m.Parameters(), Model: m}}
 	configs := enumerate(c, m, o)
@@ -406,10 +403,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 			res.Considered++
 			tallies[kindIndex(cfg.UsesOffload())].considered++
 			est, over := stageMemory(m, cfg, o.Framework, func(int) float64 { return maxCap })
-			est.HostBytesPerNode = HostBytesPerNode(m, cfg, o.Framework, perHostRanks(c))
-			if !math.IsInf(minHostMem, 1) {
-				est.HostCapacityBytes = minHostMem
-			}
+			est.HostBytesPerNode, est.HostCapacityBytes = worstHostMemory(m, cfg, o.Framework, c.Hosts, nil)
 			if over > 0 || (est.HostCapacityBytes > 0 && est.HostBytesPerNode > est.HostCapacityBytes) {
 				res.RejectedMemory++
 				noteMiss(cfg, est)
@@ -491,14 +485,6 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
-}
-
-func perHostRanks(c *Cluster) int {
-	n := 0
-	for _, h := range c.Hosts {
-		n = max(n, h.GPUs)
-	}
-	return n
 }
 
 func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
@@ -777,18 +763,38 @@ func (e *planEval) memory(blockHost []int) MemoryEstimate {
 		return capacity
 	}
 	est, _ := stageMemory(e.m, e.cfg, e.f, capOf)
-	est.HostCapacityBytes = math.Inf(1)
-	for _, h := range uniqueHosts(blockHost) {
-		host := e.c.Hosts[h]
-		est.HostBytesPerNode = math.Max(est.HostBytesPerNode, HostBytesPerNode(e.m, e.cfg, e.f, host.GPUs))
-		if host.MemoryBytes > 0 {
-			est.HostCapacityBytes = math.Min(est.HostCapacityBytes, host.MemoryBytes)
+	est.HostBytesPerNode, est.HostCapacityBytes = worstHostMemory(e.m, e.cfg, e.f, e.c.Hosts, uniqueHosts(blockHost))
+	return est
+}
+
+// worstHostMemory is the host-memory need and capacity of the host that
+// misses by most (or comes closest), each host judged by its own ranks and
+// its own memory: hosts differ in GPU count and DRAM. only (nil: all
+// hosts) restricts it to the hosts a placement uses. Capacity 0 means no
+// host states its memory; the need is then the largest.
+func worstHostMemory(m Model, cfg Config, f Framework, hosts []Host, only []int) (need, capacity float64) {
+	idx := only
+	if idx == nil {
+		idx = make([]int, len(hosts))
+		for i := range idx {
+			idx[i] = i
 		}
 	}
-	if math.IsInf(est.HostCapacityBytes, 1) {
-		est.HostCapacityBytes = 0
+	worst := math.Inf(-1)
+	for _, i := range idx {
+		h := hosts[i]
+		n := HostBytesPerNode(m, cfg, f, h.GPUs)
+		if h.MemoryBytes <= 0 {
+			if capacity == 0 {
+				need = math.Max(need, n)
+			}
+			continue
+		}
+		if over := n - h.MemoryBytes; over > worst {
+			worst, need, capacity = over, n, h.MemoryBytes
+		}
 	}
-	return est
+	return need, capacity
 }
 
 func uniqueHosts(blockHost []int) []int {
@@ -860,7 +866,11 @@ func (n *noFit) err(m Model, world int, offloaded *noFit) error {
 		e.Suggestions = append(e.Suggestions, "allow CPU offload of optimizer states (drop --no-offload or pass --offload)")
 	}
 	e.Suggestions = append(e.Suggestions, "lower --seq-length or the micro-batch size")
-	e.Message = fmt.Sprintf("no configuration of %s fits on %d GPUs: the closest (TP%d PP%d DP%d CP%d mb%d, recompute %s) misses by %.1f GiB per GPU; try: %s",
-		m.Name, world, c.TP, c.PP, c.DP, c.CP, c.MicroBatch, c.Recompute, n.best/gib, strings.Join(e.Suggestions, "; "))
+	where := "per GPU"
+	if n.host {
+		where = "of host memory on a node"
+	}
+	e.Message = fmt.Sprintf("no configuration of %s fits on %d GPUs: the closest (TP%d PP%d DP%d CP%d mb%d, recompute %s) misses by %.1f GiB %s; try: %s",
+		m.Name, world, c.TP, c.PP, c.DP, c.CP, c.MicroBatch, c.Recompute, n.best/gib, where, strings.Join(e.Suggestions, "; "))
 	return e
 }

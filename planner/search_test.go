@@ -298,3 +298,34 @@ func TestSearchFasterLinksNeverSlower(t *testing.T) {
 		}
 	}
 }
+
+// Hosts with different GPU counts and DRAM are each judged by their own
+// ranks and memory: a big host with 8 GPUs and 2 TiB beside 1-GPU hosts
+// with 16 GiB fits (the reviewer's case, once rejected as 8 x 3 GiB against
+// 16 GiB), and a host that really is short is named as a host-memory miss.
+func TestSearchHostMemoryPerHost(t *testing.T) {
+	m, _ := Preset("gpt3-1.3b")
+	build := func(smallHostGiB float64) *Cluster {
+		c := dgxA100(3)
+		c.Hosts[0].MemoryBytes = 2048 * gib
+		for _, i := range []int{1, 2} {
+			c.Hosts[i].GPUs = 1
+			c.Hosts[i].MemoryBytes = smallHostGiB * gib
+		}
+		return c
+	}
+	res, err := Search(build(16), m, SearchOptions{GlobalBatch: 40, Fixed: Constraints{ZeroStage: -1}})
+	if err != nil {
+		t.Fatalf("8-GPU 2 TiB host + two 1-GPU 16 GiB hosts: %v", err)
+	}
+	for _, p := range res.Plans {
+		if !p.Memory.Fits() {
+			t.Errorf("plan over capacity: %+v", p.Memory)
+		}
+	}
+	_, err = Search(build(2), m, SearchOptions{GlobalBatch: 40, Fixed: Constraints{ZeroStage: -1}})
+	var nf *NoFitError
+	if !errors.As(err, &nf) || !strings.Contains(nf.Message, "host memory") {
+		t.Errorf("1-GPU hosts with 2 GiB: %v, want a host-memory miss", err)
+	}
+}
