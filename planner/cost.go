@@ -737,11 +737,40 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		}
 	}
 	iter := 0.0
+	emb := e.embeddingSyncSeconds(blockHost)
 	for r := 0; r < e.p; r++ {
 		x, _ := e.dpExposed(blockHost, r, scratch.lastBwd[r], scratch.hosts)
+		if r == 0 || r == e.p-1 {
+			x += emb
+		}
 		iter = max(iter, scratch.finish[r]+x)
 	}
 	return iter + e.optSec + e.memoryPenalty(blockHost)
+}
+
+// embeddingSyncSeconds is the all-reduce of the tied word-embedding
+// gradient between the first and the last pipeline stage (Megatron's
+// _allreduce_word_embedding_grads; DeepSpeed's tied-layer reduction), which
+// runs after the data-parallel reduction, unoverlapped, on the link between
+// those stages' hosts: a cross-island pipeline pays it on the slow link.
+// Each TP rank reduces its vocabulary shard, fp32 main grads in Megatron.
+func (e *planEval) embeddingSyncSeconds(blockHost []int) float64 {
+	if e.p <= 1 || e.m.UntieEmbeddings {
+		return 0
+	}
+	gradBytes := 4.0
+	if e.f == FrameworkDeepSpeed {
+		gradBytes = bytesPerElem
+	}
+	shard := gradBytes * float64(e.m.PaddedVocab(e.cfg.TP)) / float64(e.cfg.TP) * float64(e.m.Hidden)
+	worst := 0.0
+	for d := 0; d < e.dp; d++ {
+		for c := 0; c < e.cp; c++ {
+			first, last := blockHost[e.block(0, d, c)], blockHost[e.block(e.p-1, d, c)]
+			worst = max(worst, AllReduceSeconds(shard, 2, e.link(first, last)))
+		}
+	}
+	return worst
 }
 
 // memoryPenalty charges blocks whose stage does not fit their host's GPUs.

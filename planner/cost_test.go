@@ -280,3 +280,32 @@ func TestDPCommVolumeByFramework(t *testing.T) {
 		}
 	}
 }
+
+// The tied word-embedding gradient is all-reduced between the first and
+// the last stage after the DP reduction. By hand for GPT-3 175B at TP8 PP2
+// on two DGX A100 (the host link shared by the 8 TP ranks): each TP rank
+// reduces 4 B x 51200/8 x 12288 = 314,572,800 B between 2 ranks, a 2-rank
+// ring: 2*(1/2)*bytes/(bw/8) + 2*lat. Untied models and PP = 1 pay nothing.
+func TestEmbeddingSyncSeconds(t *testing.T) {
+	c := dgxA100(2)
+	cfg := normalized(Config{TP: 8, PP: 2, DP: 1, MicroBatch: 1, NumMicroBatches: 8, GlobalBatch: 8})
+	e := newPlanEval(c, gpt3_175b, cfg, FrameworkMegatron)
+	l := c.LinkBetween(0, 1)
+	bytes := 4.0 * 51200 / 8 * 12288
+	want := bytes/(l.BytesPerS/8) + 2*l.LatencyS
+	if got := e.embeddingSyncSeconds([]int{0, 1}); !approx(got, want, 1e-12) {
+		t.Errorf("across hosts: %g s, want %g", got, want)
+	}
+	if same := e.embeddingSyncSeconds([]int{0, 0}); same >= want {
+		t.Errorf("first and last stage on one host (NVSwitch) %g s, not below across hosts %g", same, want)
+	}
+	untied := gpt3_175b
+	untied.UntieEmbeddings = true
+	if got := newPlanEval(c, untied, cfg, FrameworkMegatron).embeddingSyncSeconds([]int{0, 1}); got != 0 {
+		t.Errorf("untied embeddings: %g s, want 0", got)
+	}
+	cfg1 := normalized(Config{TP: 8, PP: 1, DP: 2, MicroBatch: 1, NumMicroBatches: 4, GlobalBatch: 8})
+	if got := newPlanEval(c, gpt3_175b, cfg1, FrameworkMegatron).embeddingSyncSeconds([]int{0, 1}); got != 0 {
+		t.Errorf("PP=1: %g s, want 0", got)
+	}
+}

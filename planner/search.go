@@ -697,8 +697,12 @@ func (e *planEval) predict(blockHost []int) Prediction {
 		}
 	}
 	iter := 0.0
+	emb := e.embeddingSyncSeconds(blockHost)
 	for r := 0; r < e.p; r++ {
 		x, _ := e.dpExposed(blockHost, r, lastBwd[r], hosts[:0])
+		if r == 0 || r == e.p-1 {
+			x += emb
+		}
 		iter = math.Max(iter, finish[r]+x)
 	}
 	off := e.offloadSeconds(blockHost)
