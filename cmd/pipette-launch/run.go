@@ -115,13 +115,14 @@ func runAction(c *cli.Context, io *IOStreams) error {
 	return exitFor(runRun(ctx, opts))
 }
 
-// stopSignals are the signals that stop the job, leaving out those this
+// stopSignals are the signals that stop the job (torchrun's agent forwards
+// INT, TERM, HUP and QUIT to its workers), leaving out those this
 // process was started ignoring: under nohup (SIGHUP) or in a script's
 // background job (SIGINT) the user asked for them not to stop it, and
 // catching them would undo that (torchrun's "SIGHUP death under nohup").
 func stopSignals() []os.Signal {
 	var sigs []os.Signal
-	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		if !signal.Ignored(s) {
 			sigs = append(sigs, s)
 		}

@@ -255,6 +255,14 @@ func TestListedHosts(t *testing.T) {
 	}
 }
 
+// TestStopGraceMustBePositive: 0 would mean SIGKILL at once; not silently 10s.
+func TestStopGraceMustBePositive(t *testing.T) {
+	code, _, errOut := runCLI(t, "--hosts", "n1", "--no-check-script", "--stop-grace", "0s", "train.py")
+	if code != 2 || !strings.Contains(errOut, "--stop-grace") {
+		t.Errorf("exit %d, stderr %q; want 2 naming --stop-grace", code, errOut)
+	}
+}
+
 // TestLaunchNeedsHosts: the embedded example is for dry runs; a real launch
 // without hosts says what to give.
 func TestLaunchNeedsHosts(t *testing.T) {

@@ -113,6 +113,9 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	var err error
 	o.SSH, o.Fanout = sshOptionsFromCLI(c)
 	o.StopGrace = c.Duration("stop-grace")
+	if o.StopGrace <= 0 {
+		return nil, inputErrorf("--stop-grace %s: want a positive duration such as 10s (ranks need time to exit after SIGTERM)", o.StopGrace)
+	}
 	if o.LocalRanksFilter, err = parseRankList("local-ranks-filter", c.String("local-ranks-filter")); err != nil {
 		return nil, &inputError{err.Error()}
 	}
