@@ -785,9 +785,14 @@ func worstHostMemory(m Model, cfg Config, f Framework, hosts []Host, only []int)
 		}
 	}
 	worst := math.Inf(-1)
+	needOf := map[int]float64{} // by GPU count: hosts of a kind repeat
 	for _, i := range idx {
 		h := hosts[i]
-		n := HostBytesPerNode(m, cfg, f, h.GPUs)
+		n, ok := needOf[h.GPUs]
+		if !ok {
+			n = HostBytesPerNode(m, cfg, f, h.GPUs)
+			needOf[h.GPUs] = n
+		}
 		if h.MemoryBytes <= 0 {
 			if capacity == 0 {
 				need = math.Max(need, n)
