@@ -47,6 +47,14 @@ PL_RUN_SSH_FLAGS_TMPL=${PL_RUN_SSH_FLAGS_TMPL:-$PL_SSH_FLAGS_TMPL}
 PL_EXTRA_PROBE_FLAGS=${PL_EXTRA_PROBE_FLAGS:---reprobe}
 PL_PLAN_FLAGS=(--model "$MODEL" --global-batch-size "$GLOBAL_BATCH")
 [[ -n $SEQ_LENGTH ]] && PL_PLAN_FLAGS+=(--seq-length "$SEQ_LENGTH")
+# The comparison is placement against the default rank order for one plan.
+# A plan with data parallelism is where the order matters: PLAN_FIX pins
+# the pipeline to 2 stages as a user fixing --pp would (the unconstrained
+# best plan on this test-bed may have DP = 1, and then both orders carry
+# only pipeline traffic across the islands). PLAN_FIX= plans freely.
+PLAN_FIX=${PLAN_FIX---pp 2}
+# shellcheck disable=SC2206 # word-split on purpose: a list of flags
+[[ -n $PLAN_FIX ]] && PL_PLAN_FLAGS+=($PLAN_FIX)
 # Planned: run plans from the cluster file; only a Megatron launch is planned
 # (plain torch jobs get torchrun's order), so the replay runs as one, with
 # the model and pinned sizes in Megatron's flags (replay_sizes.py).
