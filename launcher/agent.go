@@ -73,10 +73,17 @@ tagged() {
 P=
 `)
 	for _, r := range h.Ranks {
-		fmt.Fprintf(&b, "{ ( cd \"$WD\" && exec %s ) </dev/null 2>&1; echo $? >\"$S/%d\"; } | tagged %d &\nP=\"$P $!\"\n",
+		// Only the rank takes SIGTERM: the shell that records its status
+		// and the reader that forwards its output ignore it, so on a
+		// graceful stop the rank's last lines still arrive (no EPIPE while
+		// it checkpoints) and its exit status is reported; KILL after the
+		// grace period still ends them all.
+		fmt.Fprintf(&b, "{ trap '' TERM; ( trap - TERM; cd \"$WD\" && exec %s ) </dev/null 2>&1; echo $? >\"$S/%d\"; } | { trap '' TERM; tagged %d; } &\nP=\"$P $!\"\n",
 			rankCommand(r), r.Rank, r.Rank)
 	}
-	b.WriteString(`wait $P
+	b.WriteString(`# The agent, too, outlives a TERM to the group: it reports the ranks' exits.
+trap '' TERM
+wait $P
 rm -rf "$S"
 # End the watchdog (by group and by pid, in case it has not reached its
 # setsid yet) and reap it, so nothing of ours outlives "done".

@@ -234,3 +234,41 @@ func TestAgentStartCommand(t *testing.T) {
 		})
 	}
 }
+
+// A graceful stop (TERM to the host's process group, as stopCommand and the
+// watchdog send) must let a rank finish its shutdown: its last output lines
+// (a checkpoint message, say) still arrive, nothing gets EPIPE, and its exit
+// status is reported.
+func TestAgentGracefulStopKeepsRankOutput(t *testing.T) {
+	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+		{Rank: 0, Argv: []string{"/bin/sh", "-c", `trap 'sleep 0.3; echo checkpoint saved; exit 0' TERM; echo up; while :; do sleep 0.1; done`}},
+	}}
+	cmd, _, sc := startAgent(t, h, 5)
+	var pgid int
+	var lines []string
+	for sc.Scan() {
+		l := sc.Text()
+		if p, ok := strings.CutPrefix(l, "@@pipette-N0NCE pgid "); ok {
+			pgid, _ = strconv.Atoi(p)
+		}
+		if l == "0 up" {
+			break
+		}
+	}
+	if pgid <= 1 {
+		t.Fatal("no pgid reported")
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	cmd.Wait()
+	out := strings.Join(lines, "\n")
+	for _, want := range []string{"0 checkpoint saved", "0 @@pipette-N0NCE exit 0 0", "@@pipette-N0NCE done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after TERM to the group, output lacks %q:\n%s", want, out)
+		}
+	}
+}
