@@ -81,19 +81,7 @@ func TestAgentWatchdogStopsGroupOnStdinEOF(t *testing.T) {
 		{Rank: 1, Argv: []string{"sleep", "300"}},
 	}}
 	cmd, stdin, sc := startAgent(t, h, 1)
-	var pgid int
-	for sc.Scan() {
-		l := sc.Text()
-		if p, ok := strings.CutPrefix(l, "@@pipette-N0NCE pgid "); ok {
-			pgid, _ = strconv.Atoi(p)
-		}
-		if l == "0 up" {
-			break
-		}
-	}
-	if pgid <= 1 {
-		t.Fatal("no pgid reported")
-	}
+	pgid := pgidWhenRank0Up(t, sc)
 	if err := syscall.Kill(-pgid, 0); err != nil {
 		t.Fatalf("process group %d not running: %v", pgid, err)
 	}
@@ -244,20 +232,8 @@ func TestAgentGracefulStopKeepsRankOutput(t *testing.T) {
 		{Rank: 0, Argv: []string{"/bin/sh", "-c", `trap 'sleep 0.3; echo checkpoint saved; exit 0' TERM; echo up; while :; do sleep 0.1; done`}},
 	}}
 	cmd, _, sc := startAgent(t, h, 5)
-	var pgid int
+	pgid := pgidWhenRank0Up(t, sc)
 	var lines []string
-	for sc.Scan() {
-		l := sc.Text()
-		if p, ok := strings.CutPrefix(l, "@@pipette-N0NCE pgid "); ok {
-			pgid, _ = strconv.Atoi(p)
-		}
-		if l == "0 up" {
-			break
-		}
-	}
-	if pgid <= 1 {
-		t.Fatal("no pgid reported")
-	}
 	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -271,4 +247,24 @@ func TestAgentGracefulStopKeepsRankOutput(t *testing.T) {
 			t.Errorf("after TERM to the group, output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// pgidWhenRank0Up reads agent output up to rank 0's "up" line and returns
+// the process group the agent reported before starting it.
+func pgidWhenRank0Up(t *testing.T, sc *bufio.Scanner) int {
+	t.Helper()
+	pgid := 0
+	for sc.Scan() {
+		l := sc.Text()
+		if p, ok := strings.CutPrefix(l, "@@pipette-N0NCE pgid "); ok {
+			pgid, _ = strconv.Atoi(p)
+		}
+		if l == "0 up" {
+			break
+		}
+	}
+	if pgid <= 1 {
+		t.Fatal("no pgid reported")
+	}
+	return pgid
 }
