@@ -396,13 +396,17 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		starts = [][]int{identity(len(c.Hosts))}
 	}
 	for _, cfg0 := range configs {
-		_, baseMiss := stageMemory(m, cfg0, o.Framework, func(int) float64 { return maxCap })
+		capOf := func(int) float64 { return maxCap }
+		baseEst, baseMiss := stageMemory(m, cfg0, o.Framework, capOf)
 		for _, off := range offloadChoices(o.Framework, cfg0, o.Fixed, baseMiss > 0) {
 			cfg := cfg0
 			cfg.Offload = off
 			res.Considered++
 			tallies[kindIndex(cfg.UsesOffload())].considered++
-			est, over := stageMemory(m, cfg, o.Framework, func(int) float64 { return maxCap })
+			est, over := baseEst, baseMiss // the same config: estimated once
+			if cfg.Offload != cfg0.Offload {
+				est, over = stageMemory(m, cfg, o.Framework, capOf)
+			}
 			est.HostBytesPerNode, est.HostCapacityBytes = worstHostMemory(m, cfg, o.Framework, c.Hosts, nil)
 			if over > 0 || (est.HostCapacityBytes > 0 && est.HostBytesPerNode > est.HostCapacityBytes) {
 				res.RejectedMemory++
