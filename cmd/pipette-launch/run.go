@@ -324,11 +324,16 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 	if err != nil {
 		return nil, false, err
 	}
+	// Hosts come from --hosts/--hostfile, else (for a real launch without a
+	// cluster file) Slurm's node list; the embedded example is never
+	// launched on.
 	launching := !o.DryRun && o.OutputDir == ""
-	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && launching && envLookup(o.Env)("SLURM_JOB_NODELIST") == "" {
+	fromSlurm := o.ClusterFile == "" && launching && envLookup(o.Env)("SLURM_JOB_NODELIST") != ""
+	listed := o.Hosts != "" || o.Hostfile != "" || fromSlurm
+	if o.ClusterFile == "" && launching && !listed {
 		return nil, false, inputErrorf("no hosts to launch on: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or run inside a Slurm allocation; the embedded example cluster is only for --dry-run and plan")
 	}
-	if o.Hosts != "" || o.Hostfile != "" || (o.ClusterFile == "" && launching) {
+	if listed {
 		hosts, err := listedHosts(o, nproc, allGPUs)
 		if err != nil {
 			return nil, false, err
