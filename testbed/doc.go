@@ -24,6 +24,14 @@
 // file system otherwise (so `ps` on a host shows every process; use
 // Testbed.Processes for one host's).
 //
+// # Slurm
+//
+// Spec.Slurm (`pipette-testbed up --slurm`) also runs Debian's real Slurm
+// on the hosts: munged on a private key and socket, slurmctld on the first
+// host and one slurmd per host in that host's namespaces; clients reach it
+// with Testbed.SlurmEnv (SLURM_CONF). slurm.go says what had to be turned
+// off to run Slurm without systemd or cgroups of its own.
+//
 // # Files
 //
 // The state dir holds the client key (KeyFile), known_hosts with every host

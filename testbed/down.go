@@ -110,7 +110,7 @@ func teardown(st *state) error {
 			}
 		}
 	}
-	for _, o := range st.Sshd {
+	for _, o := range append(append([]owner(nil), st.Sshd...), st.Daemons...) {
 		if !seen[o.Pid] && o.alive() {
 			seen[o.Pid] = true
 			victims = append(victims, o)

@@ -33,6 +33,8 @@ type Spec struct {
 	// Persistent marks an instance that outlives the process that made it
 	// (the CLI's `up`). Others are reclaimed once their owner process is dead.
 	Persistent bool
+	// Slurm also starts a real Slurm cluster on the hosts (slurm.go).
+	Slurm bool `json:",omitempty"`
 }
 
 // HostSpec describes one host.

@@ -42,10 +42,12 @@ type state struct {
 	// Links lists interfaces created in the root network namespace.
 	Links []string `json:"links,omitempty"`
 	// Sshd lists sshd processes started, one per host.
-	Sshd  []owner `json:"sshd,omitempty"`
-	Hosts []Host  `json:"hosts,omitempty"`
-	Spec  Spec    `json:"spec"`
-	Ready bool    `json:"ready"`
+	Sshd []owner `json:"sshd,omitempty"`
+	// Daemons lists the other processes started (munged, slurmctld, slurmd).
+	Daemons []owner `json:"daemons,omitempty"`
+	Hosts   []Host  `json:"hosts,omitempty"`
+	Spec    Spec    `json:"spec"`
+	Ready   bool    `json:"ready"`
 
 	dir string
 }

@@ -129,6 +129,11 @@ func (b *builder) build(ctx context.Context) (*Testbed, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if b.spec.Slurm {
+		if err := b.startSlurm(ctx, hosts); err != nil {
+			return nil, fmt.Errorf("slurm: %w", err)
+		}
+	}
 	b.st.Hosts = hosts
 	b.st.Ready = true
 	if err := b.st.save(); err != nil {
@@ -355,8 +360,9 @@ type Proc struct {
 	Cmdline string
 }
 
-// Processes lists host's processes except its listening sshd, so a test can
-// assert that nothing of a job is left running.
+// Processes lists host's processes except its listening sshd and the
+// test-bed's own daemons (slurmd, slurmctld), so a test can assert that
+// nothing of a job is left running.
 func (tb *Testbed) Processes(host string) ([]Proc, error) {
 	h, err := tb.Host(host)
 	if err != nil {
@@ -366,9 +372,13 @@ func (tb *Testbed) Processes(host string) ([]Proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	ours := map[int]bool{h.SshdPid: true}
+	for _, o := range tb.st.Daemons {
+		ours[o.Pid] = true
+	}
 	var procs []Proc
 	for _, p := range pids {
-		if p == h.SshdPid {
+		if ours[p] || isDaemonHelper(p, ours) {
 			continue
 		}
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
@@ -378,4 +388,26 @@ func (tb *Testbed) Processes(host string) ([]Proc, error) {
 		procs = append(procs, Proc{Pid: p, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(raw), "\x00", " "))})
 	}
 	return procs, nil
+}
+
+// isDaemonHelper reports a helper a test-bed daemon keeps for itself
+// (slurmctld's slurmscriptd), which is no job's leftover. Job steps
+// (slurmstepd and what it starts) are not helpers: they must be gone after
+// a job.
+func isDaemonHelper(pid int, daemons map[int]bool) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != "slurmscriptd" {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return err == nil && daemons[ppid]
 }

@@ -65,6 +65,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 					&cli.IntFlag{Name: "rate", Value: 200, Usage: "rate in Gbit/s the fake RDMA NICs report"},
 					&cli.StringFlag{Name: "shape", Usage: "tc rate of links between groups (e.g. 100mbit); inside a group links are unshaped"},
 					&cli.StringFlag{Name: "prefix", Value: "node", Usage: "host name prefix (hosts are PREFIX01, PREFIX02, ...)"},
+					&cli.BoolFlag{Name: "slurm", Usage: "also run a real Slurm cluster on the hosts (slurmctld on the first, slurmd on each; needs munge, slurmctld, slurmd, slurm-client)"},
 					stateRoot,
 				},
 				OnUsageError: usageOnly,
@@ -76,6 +77,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 						Name: c.String("name"), Hosts: c.Int("hosts"), Groups: c.String("groups"),
 						IB: c.StringSlice("ib"), RoCE: c.StringSlice("roce"), Rate: c.Int("rate"),
 						Shape: c.String("shape"), Prefix: c.String("prefix"), StateRoot: c.String("state-root"),
+						Slurm: c.Bool("slurm"),
 					}
 					return runUp(c.Context, o, out)
 				},
@@ -126,6 +128,7 @@ type upOptions struct {
 	Shape     string
 	Prefix    string
 	StateRoot string
+	Slurm     bool
 }
 
 type groupSpec struct {
@@ -224,7 +227,7 @@ func (o upOptions) spec() (testbed.Spec, error) {
 		total += g.count
 	}
 	width := max(2, len(strconv.Itoa(total)))
-	spec := testbed.Spec{Name: o.Name, GroupShape: o.Shape, StateRoot: o.StateRoot, Persistent: true}
+	spec := testbed.Spec{Name: o.Name, GroupShape: o.Shape, StateRoot: o.StateRoot, Persistent: true, Slurm: o.Slurm}
 	n := 0
 	for _, g := range groups {
 		for range g.count {
@@ -293,6 +296,9 @@ func printUp(out io.Writer, tb *testbed.Testbed, shape, root string) {
 	down := "pipette-testbed down --name " + tb.Name
 	if root != "" && root != testbed.DefaultStateRoot {
 		down += " --state-root " + root
+	}
+	if conf := tb.SlurmConfFile(); conf != "" {
+		fmt.Fprintf(out, "  SLURM_CONF=%s srun -N%d -l hostname\n", conf, len(tb.Hosts))
 	}
 	fmt.Fprintf(out, "remove with:\n  %s\n", down)
 }
