@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -132,7 +133,9 @@ func teardown(st *state) error {
 	// it is normally gone already.
 	for _, l := range madeLinks(st) {
 		if run(ctx, "ip", "link", "show", "dev", l) == nil {
-			if err := run(ctx, "ip", "link", "del", "dev", l); err != nil {
+			// The kernel may remove it between show and del (its peer's
+			// namespace is freed asynchronously): gone is what we want.
+			if err := run(ctx, "ip", "link", "del", "dev", l); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 				errs = append(errs, err)
 			}
 		}

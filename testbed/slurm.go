@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -284,5 +285,55 @@ func waitSlurmIdle(ctx context.Context, conf string, n int, timeout time.Duratio
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// slurmClient runs a Slurm client program against the instance.
+func (tb *Testbed) slurmClient(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), tb.SlurmEnv()...)
+	cmd.Dir = tb.Dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// SlurmAlloc allocates nodes hosts without a shell (salloc --no-shell) and
+// returns the environment a process inside that allocation has
+// (SLURM_CONF, SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_NUM_NODES). The
+// allocation is cancelled when t ends.
+func (tb *Testbed) SlurmAlloc(t testing.TB, nodes int) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := tb.slurmClient(ctx, "salloc", "--no-shell", "-N", fmt.Sprint(nodes), "-J", "pipette-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "salloc: Granted job allocation "); ok {
+			id = strings.TrimSpace(rest)
+		}
+	}
+	if id == "" {
+		t.Fatalf("salloc: no job id in %q", out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := tb.slurmClient(ctx, "scancel", id); err != nil {
+			t.Errorf("cancel allocation %s: %v", id, err)
+		}
+	})
+	nl, err := tb.slurmClient(ctx, "squeue", "-h", "-j", id, "-o", "%N")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		"SLURM_CONF": tb.SlurmConfFile(), "SLURM_JOB_ID": id, "SLURM_JOBID": id,
+		"SLURM_JOB_NODELIST": nl, "SLURM_JOB_NUM_NODES": fmt.Sprint(nodes),
 	}
 }

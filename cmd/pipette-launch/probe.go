@@ -29,6 +29,9 @@ type ProbeOptions struct {
 	Getenv func(string) string
 	SSH    launcher.SSHOptions
 	Fanout int
+	// Launcher is how hosts are reached: ssh, slurm (srun inside the
+	// allocation), or auto (slurm when SLURM_JOB_ID is set).
+	Launcher string
 
 	NProcPerNode  int
 	Group         string
@@ -59,6 +62,7 @@ disjoint pairs, both directions) and stores the matrix; a measurement younger th
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-16],gpu3; user@host:port accepted)", Destination: &opts.Hosts},
 			&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile or one host per line", Destination: &opts.Hostfile},
+			&cli.StringFlag{Name: "launcher", Value: launcherAuto, Usage: "reach hosts by `ssh`, or by `slurm` (srun steps inside the allocation; --hosts/--hostfile narrow and order its nodes); auto: slurm when SLURM_JOB_ID is set", Destination: &opts.Launcher},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "cluster.yaml", Usage: "cluster file to write (- for stdout)", Destination: &opts.Output},
 			&cli.IntFlag{Name: "nproc-per-node", Usage: "process slots on hosts without GPUs", Destination: &opts.NProcPerNode},
 			&cli.StringFlag{Name: "group", Value: launcher.GroupByHardware, Usage: "form clusters by identical `hardware`, or one per `host`", Destination: &opts.Group},
@@ -119,6 +123,9 @@ func (o *ProbeOptions) validate() error {
 	case o.Output == "":
 		return probeInputErrorf("-o: give the cluster file to write (or - for stdout)")
 	}
+	if _, err := chooseLauncher(o.Launcher, o.getenv()); err != nil {
+		return probeInputError{err}
+	}
 	return nil
 }
 
@@ -132,16 +139,14 @@ func runProbe(opts *ProbeOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	specs, err := launcher.ResolveHosts(launcher.HostSources{Hosts: opts.Hosts, Hostfile: opts.Hostfile, Getenv: opts.Getenv})
-	if err != nil {
-		return probeInputError{fmt.Errorf("probe: %w", err)}
-	}
-	targets := launcher.Targets(specs)
 	progress := launcher.NewProgress(opts.IO.ErrOut)
-	pool := launcher.NewPool(opts.SSH, opts.Fanout)
-	defer pool.Close()
-
-	probes, err := launcher.ProbeHosts(ctx, pool, targets, progress)
+	reach, err := newHostReach(opts)
+	if err != nil {
+		return err
+	}
+	defer reach.close()
+	targets := reach.targets
+	probes, err := reach.probe(ctx, progress)
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
@@ -157,7 +162,7 @@ func runProbe(opts *ProbeOptions) error {
 		CPUSlotTFLOPS: opts.CPUSlotTFLOPS,
 	}
 	if opts.Measure {
-		if co.Measured, err = measureHosts(ctx, opts, pool, targets, probes, progress); err != nil {
+		if co.Measured, err = measureHosts(ctx, opts, reach.runner, targets, probes, progress); err != nil {
 			return err
 		}
 	}
@@ -176,7 +181,7 @@ func runProbe(opts *ProbeOptions) error {
 	return nil
 }
 
-func measureHosts(ctx context.Context, opts *ProbeOptions, pool *launcher.Pool, targets []launcher.HostTarget,
+func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
 	probes []*launcher.HostProbe, progress *launcher.Progress) (*planner.MeasuredBandwidth, error) {
 	if len(targets) < 2 {
 		fmt.Fprintln(opts.IO.ErrOut, "measure: one host, no links to measure")
@@ -184,7 +189,7 @@ func measureHosts(ctx context.Context, opts *ProbeOptions, pool *launcher.Pool, 
 	}
 	hosts := make([]launcher.MeasureHost, len(targets))
 	for i, t := range targets {
-		hosts[i] = launcher.MeasureHost{Name: t.Name, Addr: probes[i].Addr, Runner: pool.Conn(t)}
+		hosts[i] = launcher.MeasureHost{Name: t.Name, Addr: probes[i].Addr, Runner: runner(t)}
 		if hosts[i].Addr == "" {
 			return nil, fmt.Errorf("measure: %s: the probe found no IPv4 address other hosts could reach", t.Name)
 		}

@@ -1,0 +1,190 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+)
+
+// Slurm reaches the nodes of a Slurm allocation through srun instead of
+// SSH: many Slurm clusters forbid SSH between compute nodes, and there
+// Slurm is what starts and stops processes on every node.
+type Slurm struct {
+	// JobID is the allocation (SLURM_JOB_ID); every step runs inside it.
+	JobID string
+	// Env is srun's environment (SLURM_CONF, PATH, ...); nil means
+	// os.Environ(). SLURM_JOB_ID is set from JobID either way.
+	Env []string
+	// Srun is the srun program ("srun" on PATH when empty).
+	Srun string
+}
+
+// SlurmFromEnv returns the allocation pipette-launch runs in and its nodes
+// in SLURM_JOB_NODELIST order, or an error saying what is missing.
+func SlurmFromEnv(getenv func(string) string) (Slurm, []string, error) {
+	id := strings.TrimSpace(getenv("SLURM_JOB_ID"))
+	if id == "" {
+		return Slurm{}, nil, fmt.Errorf("not inside a Slurm allocation (SLURM_JOB_ID is unset): run under salloc or sbatch, or use --launcher ssh")
+	}
+	nl := strings.TrimSpace(getenv("SLURM_JOB_NODELIST"))
+	if nl == "" {
+		return Slurm{}, nil, fmt.Errorf("Slurm job %s: SLURM_JOB_NODELIST is unset", id)
+	}
+	nodes, err := hostlist.Expand(nl)
+	if err != nil {
+		return Slurm{}, nil, fmt.Errorf("SLURM_JOB_NODELIST: %w", err)
+	}
+	return Slurm{JobID: id}, nodes, nil
+}
+
+func (s Slurm) env() []string {
+	env := s.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if !strings.HasPrefix(e, "SLURM_JOB_ID=") && !strings.HasPrefix(e, "SLURM_JOBID=") {
+			out = append(out, e)
+		}
+	}
+	return append(out, "SLURM_JOB_ID="+s.JobID)
+}
+
+func (s Slurm) srun() string {
+	if s.Srun != "" {
+		return s.Srun
+	}
+	return "srun"
+}
+
+// stepArgs are srun's arguments for a step of one task on each of nodes.
+// --overlap lets the step share the nodes with a running step (the job
+// itself, or a probe inside a batch script's allocation); --kill-on-bad-exit
+// ends the step when one task fails; --label prefixes each output line with
+// the task's number, which demultiplexes the nodes' output.
+func (s Slurm) stepArgs(nodes []string) []string {
+	return []string{
+		"--jobid=" + s.JobID, "--overlap", "--quiet", "--label", "--kill-on-bad-exit=1",
+		"--nodes=" + strconv.Itoa(len(nodes)), "--ntasks=" + strconv.Itoa(len(nodes)), "--ntasks-per-node=1",
+		"--nodelist=" + strings.Join(nodes, ","),
+	}
+}
+
+// Runner runs commands on one node, each as its own one-task step.
+func (s Slurm) Runner(node string) Runner { return slurmRunner{s: s, node: node} }
+
+type slurmRunner struct {
+	s    Slurm
+	node string
+}
+
+func (r slurmRunner) Run(ctx context.Context, cmd string) (stdout, stderr []byte, err error) {
+	args := []string{"--jobid=" + r.s.JobID, "--overlap", "--quiet", "--nodes=1", "--ntasks=1",
+		"--nodelist=" + r.node, "/bin/sh", "-c", cmd}
+	c := exec.CommandContext(ctx, r.s.srun(), args...)
+	c.Env = r.s.env()
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	if err := c.Run(); err != nil {
+		return o.Bytes(), e.Bytes(), fmt.Errorf("srun on %s: %w", r.node, err)
+	}
+	return o.Bytes(), e.Bytes(), nil
+}
+
+// nodeMarker starts the line each task prints first: its Slurm node name,
+// which maps srun's task labels to nodes whatever order Slurm numbered
+// them in.
+const nodeMarker = "::pipette-node::"
+
+// slurmProbeWrapper makes the probe's view of "the address other hosts
+// reach this one on" the same as over SSH: SSH_CONNECTION's local address
+// is the one that routes to the launching machine, and under srun that
+// machine is SLURM_LAUNCH_NODE_IPADDR.
+const slurmProbeWrapper = `printf '%s %s\n' '` + nodeMarker + `' "$SLURMD_NODENAME"
+ra=$(ip -o -4 route get "$SLURM_LAUNCH_NODE_IPADDR" 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+SSH_CONNECTION="$SLURM_LAUNCH_NODE_IPADDR 0 $ra 0"
+export SSH_CONNECTION
+`
+
+// ProbeHostsSlurm probes every node in one srun step (one task per node)
+// with the same probe script and parser as over SSH. Results follow nodes'
+// order, each Target being the node's name; nodes that did not answer are
+// nil and named in the returned *HostErrors.
+func ProbeHostsSlurm(ctx context.Context, s Slurm, nodes []string, progress *Progress) ([]*HostProbe, error) {
+	progress.Update("probe: srun on %d nodes of Slurm job %s", len(nodes), s.JobID)
+	args := append(s.stepArgs(nodes), "/bin/sh", "-c", slurmProbeWrapper+"exec "+ProbeCommand())
+	c := exec.CommandContext(ctx, s.srun(), args...)
+	c.Env = s.env()
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	runErr := c.Run()
+	progress.Done()
+	byNode, err := splitByNode(o.String())
+	if err != nil {
+		return nil, fmt.Errorf("srun probe: %w", err)
+	}
+	errs := &HostErrors{}
+	out := make([]*HostProbe, len(nodes))
+	for i, n := range nodes {
+		text, ok := byNode[n]
+		if !ok {
+			why := "no output from its task"
+			if runErr != nil {
+				why = fmt.Sprintf("%s (srun: %v%s)", why, runErr, stderrSuffix(e.Bytes()))
+			}
+			errs.Add(n, fmt.Errorf("probe through srun: %s", why))
+			continue
+		}
+		hp, err := ParseProbeOutput(text)
+		if err != nil {
+			errs.Add(n, fmt.Errorf("probe through srun: %w", err))
+			continue
+		}
+		hp.Target = n
+		out[i] = hp
+	}
+	return out, errs.ErrorOrNil()
+}
+
+// splitByNode sorts srun --label output ("  3: text") into each task's
+// text, and names each task by the node marker line it printed first.
+func splitByNode(out string) (map[string]string, error) {
+	tasks := map[int][]string{}
+	node := map[int]string{}
+	for _, line := range strings.Split(out, "\n") {
+		label, text, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		task, err := strconv.Atoi(strings.TrimSpace(label))
+		if err != nil {
+			continue
+		}
+		if name, ok := strings.CutPrefix(text, nodeMarker+" "); ok && node[task] == "" {
+			node[task] = strings.TrimSpace(name)
+			continue
+		}
+		tasks[task] = append(tasks[task], text)
+	}
+	ids := make([]int, 0, len(node))
+	for id := range node {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	byNode := map[string]string{}
+	for _, id := range ids {
+		if _, dup := byNode[node[id]]; dup {
+			return nil, fmt.Errorf("two tasks ran on node %s: the step must have one task per node", node[id])
+		}
+		byNode[node[id]] = strings.Join(tasks[id], "\n")
+	}
+	return byNode, nil
+}
