@@ -195,9 +195,18 @@ func TestDownRemovesEverythingAndLeftoverJobs(t *testing.T) {
 	tb := New(t, Spec{Hosts: []HostSpec{{Name: "n1"}, {Name: "n2", RDMA: RDMARoCE}}})
 	// a job that ignores its session ending, as a crashed launcher leaves it
 	sshOut(t, tb, "n1", "setsid sleep 300 </dev/null >/dev/null 2>&1 &")
-	procs, err := tb.Processes("n1")
-	if err != nil {
-		t.Fatal(err)
+	// On a busy machine the background shell may not have exec'd sleep yet
+	// when ssh returns: wait for it (bounded), then check.
+	var procs []Proc
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		if procs, err = tb.Processes("n1"); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(procs, func(p Proc) bool { return p.Cmdline == "sleep 300" }) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if !slices.ContainsFunc(procs, func(p Proc) bool { return p.Cmdline == "sleep 300" }) {
 		t.Fatalf("Processes(n1) = %v, want the leftover sleep", procs)
