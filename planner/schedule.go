@@ -12,6 +12,9 @@ type PipelineTimes struct {
 	// interleaved schedules use between model chunks.
 	Link         []float64
 	MicroBatches int
+	// Trace asks for every op's start and end in ScheduleResult.Events (the
+	// report draws them); the search leaves it off.
+	Trace bool
 }
 
 // ScheduleResult is the simulated critical path of one iteration.
@@ -24,6 +27,16 @@ type ScheduleResult struct {
 	Busy []float64
 	// BubbleFraction = 1 - sum(Busy) / (Makespan * ranks).
 	BubbleFraction float64
+	// Events are the ops in the order they ran (only with Trace).
+	Events []ScheduleEvent
+}
+
+// ScheduleEvent is one forward or backward of one model chunk for one
+// micro-batch on one pipeline rank.
+type ScheduleEvent struct {
+	Rank, Chunk, Micro int
+	Backward           bool
+	Start, End         float64
 }
 
 type schedOp struct {
@@ -124,6 +137,9 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 					endF[idx(r, op.chunk, op.micro)] = start + d
 				}
 				free[r] = start + d
+				if pt.Trace {
+					res.Events = append(res.Events, ScheduleEvent{Rank: r, Chunk: op.chunk, Micro: op.micro, Backward: op.backward, Start: start, End: start + d})
+				}
 				res.Busy[r] += d
 				next[r]++
 				remaining--
