@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/report"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/urfave/cli/v2"
 )
@@ -35,13 +36,14 @@ type PlanOptions struct {
 	NCCLMode        string
 	PlacementBudget time.Duration
 	Fixed           planner.Constraints
+	Report          ReportOptions
 }
 
 func newPlanCmd(io *IOStreams) *cli.Command {
 	return &cli.Command{
 		Name:  "plan",
 		Usage: "rank parallel configurations and rank placements for a model on a cluster",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "cluster", Usage: "cluster YAML `FILE` (default: the embedded example cluster)"},
 			&cli.StringFlag{Name: "model", Usage: "model preset `NAME` (" + strings.Join(planner.PresetNames(), ", ") + ") or model YAML file"},
 			&cli.IntFlag{Name: "global-batch-size", Usage: "sequences per iteration"},
@@ -64,7 +66,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "distributed-optimizer", Usage: "fix Megatron's distributed optimizer on (=false: off)"},
 			&cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"},
 			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
-		},
+		}, reportFlags()...),
 		Action: func(c *cli.Context) error {
 			opts := &PlanOptions{
 				IO: io, ClusterFile: c.String("cluster"), Model: c.String("model"),
@@ -76,6 +78,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 					MicroBatch: c.Int("micro-batch-size"), Recompute: planner.Recompute(c.String("recompute")),
 					ZeroStage: c.Int("zero-stage"), NoOffload: c.Bool("no-offload"), ForceOffload: c.Bool("offload"),
 				},
+				Report: reportOptionsFrom(c),
 			}
 			if c.IsSet("distributed-optimizer") {
 				v := c.Bool("distributed-optimizer")
@@ -121,6 +124,10 @@ func runPlan(opts *PlanOptions) error {
 		if r, err := planner.Search(c, m, so); err == nil && len(r.Plans) > 0 {
 			naive = &r.Plans[0]
 		}
+	}
+	in := report.Input{Cluster: c, Model: m, Result: res, Naive: naive}
+	if err := writeReport(opts.Report, in, opts.ClusterFile, opts.IO); err != nil {
+		return usageError("%v", err)
 	}
 	if opts.JSON {
 		out := struct {
@@ -267,8 +274,8 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 
 func printRow(tw io.Writer, label string, p *planner.Plan) {
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
-		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, p.Recompute, optimizerLabel(p), offloadLabel(p),
-		compactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
+		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, p.Recompute, p.OptimizerLabel(), offloadLabel(p),
+		planner.CompactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
 		100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
 }
 
@@ -365,7 +372,7 @@ func notTriedReason(kind string, fx planner.Constraints) string {
 func missLabel(m *planner.MemoryMiss, f planner.Framework) string {
 	c := m.Config
 	closest := fmt.Sprintf("the closest (TP%d PP%d DP%d CP%d mb%d, recompute %s, %s)", c.TP, c.PP, c.DP, c.CP, c.MicroBatch, c.Recompute,
-		optimizerLabel(&planner.Plan{Config: c, Framework: f}))
+		(&planner.Plan{Config: c, Framework: f}).OptimizerLabel())
 	if m.Memory == "host" {
 		return fmt.Sprintf("%s needs %.1f GiB of host memory per node, has %.1f GiB (misses by %.1f GiB)",
 			closest, m.NeedBytes/gibibyte, m.CapacityBytes/gibibyte, m.MissBytes/gibibyte)
@@ -374,44 +381,10 @@ func missLabel(m *planner.MemoryMiss, f planner.Framework) string {
 		closest, m.NeedBytes/gibibyte, m.Stage, m.CapacityBytes/gibibyte, m.MissBytes/gibibyte)
 }
 
-func optimizerLabel(p *planner.Plan) string {
-	switch {
-	case p.Framework == planner.FrameworkDeepSpeed:
-		return fmt.Sprintf("zero-%d", p.ZeroStage)
-	case p.DistributedOptimizer:
-		return "distopt"
-	}
-	return "plain"
-}
-
 // offloadLabel is what is offloaded and its exposed time per iteration.
 func offloadLabel(p *planner.Plan) string {
-	o := p.Offload
-	if o == (planner.Offload{}) {
+	if !p.UsesOffload() {
 		return "-"
 	}
-	s := fmt.Sprintf("opt %.0f%%", 100*o.OptimizerFraction)
-	if o.Params {
-		s += "+params"
-	}
-	return fmt.Sprintf("%s (%.2fs)", s, p.Predicted.Breakdown.Offload)
-}
-
-// compactLayers writes runs as Megatron's layout does: "26*2 22*2" is two
-// stages of 26 layers then two of 22.
-func compactLayers(layers []int) string {
-	var parts []string
-	for i := 0; i < len(layers); {
-		j := i
-		for j < len(layers) && layers[j] == layers[i] {
-			j++
-		}
-		if j-i == 1 {
-			parts = append(parts, fmt.Sprint(layers[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d*%d", layers[i], j-i))
-		}
-		i = j
-	}
-	return strings.Join(parts, " ")
+	return fmt.Sprintf("%s (%.2fs)", p.OffloadLabel(), p.Predicted.Breakdown.Offload)
 }

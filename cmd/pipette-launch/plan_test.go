@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/urfave/cli/v2"
 )
 
@@ -157,7 +158,7 @@ func TestPlanNoFitExits1WithAdvice(t *testing.T) {
 }
 
 func TestCompactLayers(t *testing.T) {
-	if got := compactLayers([]int{26, 26, 22, 22, 7}); got != "26*2 22*2 7" {
+	if got := planner.CompactLayers([]int{26, 26, 22, 22, 7}); got != "26*2 22*2 7" {
 		t.Fatalf("got %q", got)
 	}
 }

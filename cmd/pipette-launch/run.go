@@ -57,6 +57,10 @@ type RunOptions struct {
 	Fanout                       int
 	LocalRanksFilter, QuietRanks []int
 	StopGrace                    time.Duration
+
+	// Report draws the plans; searched is what choosePlan's search found.
+	Report   ReportOptions
+	searched *searchedPlans
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
@@ -162,6 +166,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	}
 	plan, summary, err := choosePlan(opts, cluster, fw, planned)
 	if err != nil {
+		return err
+	}
+	if err := writeRunReport(opts, cluster); err != nil {
 		return err
 	}
 	dsBase, err := userDSConfig(opts, fw)

@@ -44,7 +44,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
 		&cli.StringFlag{Name: "quiet-ranks", Usage: "global ranks whose output is not streamed (0,3); they still go to --log-dir"},
 		&cli.DurationFlag{Name: "stop-grace", Value: launcher.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
-	}, append(sshFlags(), ignoredTorchrunFlags()...)...)
+	}, append(append(sshFlags(), reportFlags()...), ignoredTorchrunFlags()...)...)
 }
 
 // ignoredTorchrunFlags are accepted so torchrun command lines keep working,
@@ -87,6 +87,7 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 		Model:         c.String("model"),
 		GlobalBatch:   c.Int("global-batch-size"),
 		DryRun:        c.Bool("dry-run"),
+		Report:        reportOptionsFrom(c),
 		OutputDir:     c.String("output-dir"),
 		NCCLMode:      c.String("nccl-mode"),
 		WorkDir:       c.String("workdir"),

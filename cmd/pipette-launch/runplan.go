@@ -80,6 +80,7 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	if o.PlanIndex > len(res.Plans) {
 		return nil, "", inputErrorf("--plan %d: only %d plans were found", o.PlanIndex, len(res.Plans))
 	}
+	o.searched = &searchedPlans{model: m, result: res}
 	p := res.Plans[o.PlanIndex-1]
 	p.Framework = fw
 	return &p, planSummary(&p, o.PlanIndex, len(res.Plans)), nil

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/report"
+	"github.com/urfave/cli/v2"
+)
+
+// reportFlags draw the plan: `plan` and `run` (with --dry-run or
+// --output-dir) both take them.
+func reportFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "report", Usage: "write a self-contained HTML report of the plans to `FILE` (timeline, placement, memory, why this plan)"},
+		&cli.StringFlag{Name: "svg", Usage: "write the report's figures as separate SVG files into `DIR`"},
+	}
+}
+
+// ReportOptions are where the report goes; both empty: no report.
+type ReportOptions struct {
+	Path, SVGDir string
+}
+
+func reportOptionsFrom(c *cli.Context) ReportOptions {
+	return ReportOptions{Path: c.String("report"), SVGDir: c.String("svg")}
+}
+
+func (o ReportOptions) wanted() bool { return o.Path != "" || o.SVGDir != "" }
+
+// writeReport builds the report of a search and writes the HTML file
+// and/or the SVG files, naming each on errOut.
+func writeReport(o ReportOptions, in report.Input, clusterFile string, io *IOStreams) error {
+	if !o.wanted() {
+		return nil
+	}
+	in.Measured = clusterMeasured(clusterFile)
+	if in.ClusterName == "" {
+		in.ClusterName = clusterFile
+		if clusterFile == "" {
+			in.ClusterName = "the embedded example cluster"
+		}
+	}
+	r, err := report.Build(in)
+	if err != nil {
+		return err
+	}
+	if o.Path != "" {
+		if err := r.WriteFile(o.Path); err != nil {
+			return err
+		}
+		fmt.Fprintf(io.ErrOut, "pipette-launch: report written to %s\n", o.Path)
+	}
+	if o.SVGDir != "" {
+		paths, err := r.WriteSVGs(o.SVGDir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(io.ErrOut, "pipette-launch: %d SVG figures written to %s\n", len(paths), o.SVGDir)
+	}
+	return nil
+}
+
+// clusterMeasured says whether the cluster file carries a measured
+// bandwidth matrix (the report labels its heat-map by it).
+func clusterMeasured(path string) bool {
+	if path == "" {
+		return false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	f, err := planner.ParseClusterFile(data)
+	return err == nil && f.Measured != nil
+}
+
+// searchedPlans is a run's search, kept for its report.
+type searchedPlans struct {
+	model  planner.Model
+	result *planner.Result
+}
+
+// writeRunReport draws the plans a run searched, the one it uses first.
+func writeRunReport(o *RunOptions, c *planner.Cluster) error {
+	if !o.Report.wanted() {
+		return nil
+	}
+	if o.searched == nil {
+		return inputErrorf("--report/--svg draw a planned job: give --cluster FILE (or none, for the embedded example) and a model; jobs on --hosts, --hostfile or Slurm's node list and plain torch jobs run in torchrun's order, unplanned")
+	}
+	in := report.Input{Cluster: c, Model: o.searched.model, Result: o.searched.result, Chosen: o.PlanIndex - 1}
+	if err := writeReport(o.Report, in, o.ClusterFile, o.IO); err != nil {
+		return &inputError{err.Error()}
+	}
+	return nil
+}
