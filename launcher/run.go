@@ -50,6 +50,9 @@ type LaunchOptions struct {
 	// set to 1 (unless the job sets it) so output streams live and the
 	// last lines before a crash are not lost in a buffer.
 	KeepPythonBuffering bool
+	// Slurm, when set, starts the job as one srun step in that allocation
+	// instead of over SSH (SSH, Fanout and Pool are then unused).
+	Slurm *Slurm
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 }
@@ -104,6 +107,9 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 	if err := validateJob(job); err != nil {
 		return err
 	}
+	if opts.Slurm != nil {
+		return launchSlurm(ctx, job, opts)
+	}
 	if job.WorkDir == "" {
 		job.WorkDir = DefaultWorkDir(job.Name)
 	}
@@ -124,18 +130,26 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 	if err := out.openLogs(); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}
-	for attempt := 0; ; attempt++ {
-		err := runAttempt(ctx, pool, job, targets, opts, out, attempt)
+	return runAttempts(ctx, opts, out, func(attempt int) error {
+		return runAttempt(ctx, pool, job, targets, opts, out, attempt)
+	})
+}
+
+// runAttempts runs the job, and again after a rank failure up to
+// MaxRestarts times.
+func runAttempts(ctx context.Context, opts LaunchOptions, out *output, attempt func(n int) error) error {
+	for n := 0; ; n++ {
+		err := attempt(n)
 		var jf *JobFailure
 		if err == nil || !errors.As(err, &jf) {
 			return err
 		}
-		jf.Restarts = attempt
-		if !jf.restartable() || attempt >= opts.MaxRestarts || ctx.Err() != nil {
+		jf.Restarts = n
+		if !jf.restartable() || n >= opts.MaxRestarts || ctx.Err() != nil {
 			return err
 		}
-		out.note("pipette-launch: %s; restarting the whole job (restart %d of %d)", jf.headline(), attempt+1, opts.MaxRestarts)
-		out.logAttempt(attempt + 1)
+		out.note("pipette-launch: %s; restarting the whole job (restart %d of %d)", jf.headline(), n+1, opts.MaxRestarts)
+		out.logAttempt(n + 1)
 	}
 }
 
