@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,9 +188,11 @@ func runSlurmAttempt(ctx context.Context, s Slurm, job templates.Job, opts Launc
 	failure := supervise(ctx, job, runs, events, opts, out)
 	if failure == nil {
 		<-st.done
+		st.waitStepGone(30 * time.Second)
 		return nil
 	}
 	failure.StopErr = st.stop(opts, out)
+	st.waitStepGone(30 * time.Second)
 	if why := slurmCancelReason(st); why != "" && !failure.interrupted {
 		failure.Reason = why + "; first failure seen: " + failure.Reason
 		failure.interrupted = true
@@ -412,4 +415,27 @@ func slurmCancelReason(st *slurmStep) string {
 		return "the Slurm job was cancelled (scancel)"
 	}
 	return ""
+}
+
+// waitStepGone waits (bounded) until Slurm no longer lists the step: srun
+// ends when its tasks have, while each node's slurmstepd may still be
+// tidying up; a restart or the next command should find the nodes free.
+func (st *slurmStep) waitStepGone(limit time.Duration) {
+	st.mu.Lock()
+	step := st.stepID
+	st.mu.Unlock()
+	if step == "" {
+		return
+	}
+	id := st.s.JobID + "." + step
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c := exec.CommandContext(ctx, "squeue", "-h", "-s", "-j", st.s.JobID, "-o", "%i")
+		c.Env = st.s.env()
+		out, err := c.Output()
+		cancel()
+		if err != nil || !slices.Contains(strings.Fields(string(out)), id) {
+			return // gone, or the job itself is gone (squeue fails then)
+		}
+	}
 }

@@ -43,8 +43,10 @@ type RunOptions struct {
 	DryRun                bool
 	OutputDir             string
 	NCCLMode              string
-	WorkDir               string
-	NoCheckScript         bool
+	// Launcher is --launcher: auto, ssh or slurm.
+	Launcher      string
+	WorkDir       string
+	NoCheckScript bool
 	// Role is ROLE_NAME; Ignored lists torchrun flags given that mean
 	// nothing here (warned about).
 	Role       string
@@ -61,12 +63,15 @@ type RunOptions struct {
 	// Report draws the plans; searched is what choosePlan's search found.
 	Report   ReportOptions
 	searched *searchedPlans
+	// slurm is the allocation the job starts in when --launcher picks Slurm.
+	slurm *launcher.Slurm
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
 // launcher package provides it; tests replace it.
 var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
 	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
+		Slurm:            opts.slurm,
 		SSH:              opts.SSH,
 		Fanout:           opts.Fanout,
 		Out:              opts.IO.Out,
@@ -195,9 +200,15 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
 	}
+	if opts.slurm, err = slurmFor(opts, job); err != nil {
+		return err
+	}
 	switch {
 	case opts.DryRun:
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
+		if opts.slurm != nil {
+			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, opts.slurm.SrunCommand(*job))
+		}
 		return templates.Describe(opts.IO.Out, job)
 	case opts.OutputDir != "":
 		for _, w := range job.Warnings {

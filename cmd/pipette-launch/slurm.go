@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/templates"
 )
 
 // --launcher values: how pipette-launch reaches and starts processes on the
@@ -119,4 +120,32 @@ func (r *hostReach) close() {
 	if r.pool != nil {
 		r.pool.Close()
 	}
+}
+
+// slurmFor returns the allocation a run starts in when --launcher picks
+// Slurm (nil for SSH). Every host of the job must be one of its nodes.
+func slurmFor(o *RunOptions, job *templates.Job) (*launcher.Slurm, error) {
+	getenv := envLookup(o.Env)
+	which, err := chooseLauncher(o.Launcher, getenv)
+	if err != nil || which != launcherSlurm {
+		return nil, inputErrorOrNil(err)
+	}
+	s, nodes, err := launcher.SlurmFromEnv(getenv)
+	if err != nil {
+		return nil, inputErrorf("--launcher slurm: %v", err)
+	}
+	for _, h := range job.Hosts {
+		if !slices.Contains(nodes, h.Name) {
+			return nil, inputErrorf("--launcher slurm: host %s is not a node of Slurm job %s (SLURM_JOB_NODELIST: %s): plan on the allocation's nodes, or use --launcher ssh", h.Name, s.JobID, strings.Join(nodes, ","))
+		}
+	}
+	s.Env = o.Env
+	return &s, nil
+}
+
+func inputErrorOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &inputError{err.Error()}
 }

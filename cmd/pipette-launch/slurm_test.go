@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
@@ -92,5 +95,130 @@ func TestProbeThroughSrunMatchesSSH(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "node9 is not in the allocation") || probeExit(err) != 2 {
 		t.Errorf("host outside the allocation: err = %v (exit %d)", err, probeExit(err))
 	}
+	tb.AssertNothingLeft(t)
+}
+
+// slurmE2E is a 4-host Slurm test-bed with the example job and a built
+// pipette-launch under /var/tmp, which every host sees (each has a private
+// /tmp).
+func slurmE2E(t *testing.T) (*testbed.Testbed, string, string) {
+	t.Helper()
+	if out, err := exec.Command(bedPython, "-c", "import torch.distributed").CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import torch.distributed (install the Debian package python3-torch): %v\n%s", bedPython, err, out)
+	}
+	spec := testbed.Spec{Slurm: true}
+	for i := 1; i <= 4; i++ {
+		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
+	}
+	tb := testbed.New(t, spec)
+	dir, err := os.MkdirTemp("/var/tmp", "pipette-slurm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	src, err := os.ReadFile("../../examples/torch_allreduce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "torch_allreduce.py"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "pipette-launch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return tb, dir, bin
+}
+
+func slurmJobArgs(dir string, port int, extra ...string) []string {
+	args := []string{"--nproc-per-node", "2", "--framework", "torch", "--python", bedPython, "--workdir", dir,
+		"--stop-grace", "3s", "--master-port", fmt.Sprint(port), filepath.Join(dir, "torch_allreduce.py"),
+		"--expect-world", "8", "--timeout", "60"}
+	return append(args, extra...)
+}
+
+func checkAllreduceOutput(t *testing.T, text string, hosts []string) {
+	t.Helper()
+	for n, h := range hosts {
+		for l := 0; l < 2; l++ {
+			r := n*2 + l
+			for _, w := range []string{
+				fmt.Sprintf("%s:%d: ENV RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 MASTER_ADDR=%s MASTER_PORT=", h, r, r, l, hosts[0]),
+				fmt.Sprintf("%s:%d: ALLREDUCE OK rank=%d sum=36", h, r, r),
+			} {
+				if !strings.Contains(text, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", text)
+	}
+}
+
+// Inside an allocation (as under salloc), run with --launcher left at auto
+// starts the job through srun: every rank gets its torchrun environment,
+// and the all-reduce is right.
+func TestRunInsideSallocUsesSrun(t *testing.T) {
+	tb, dir, _ := slurmE2E(t)
+	alloc := tb.SlurmAlloc(t, 4)
+	for k, v := range alloc {
+		t.Setenv(k, v)
+	}
+	var out, errOut syncbuf.Buffer
+	args := append([]string{"pipette-launch", "run"}, slurmJobArgs(dir, 29631)...)
+	if code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	checkAllreduceOutput(t, out.String(), []string{"node1", "node2", "node3", "node4"})
+
+	// --dry-run shows the srun step instead of SSH sessions.
+	out, errOut = syncbuf.Buffer{}, syncbuf.Buffer{}
+	args = append([]string{"pipette-launch", "run", "--dry-run", "--hosts", "node[1-4]"}, slurmJobArgs(dir, 29631)...)
+	if code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "started as one srun step in Slurm job "+alloc["SLURM_JOB_ID"]) ||
+		!strings.Contains(out.String(), "--nodelist=node1,node2,node3,node4") {
+		t.Errorf("dry run does not show the srun step:\n%s", out.String())
+	}
+	tb.AssertNothingLeft(t)
+}
+
+// The batch script `pipette-launch sbatch` writes runs as it is under
+// `sbatch --wait`, and passes the same job.
+func TestSbatchScriptRunsAsWritten(t *testing.T) {
+	tb, dir, bin := slurmE2E(t)
+	script := filepath.Join(dir, "job.sbatch")
+	args := append([]string{"sbatch", "--hosts", "node[1-4]", "--time", "10:00", "--write", script}, slurmJobArgs(dir, 29641)...)
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("pipette-launch sbatch: %v\n%s", err, out)
+	}
+	body, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"#SBATCH --nodes=4\n", "#SBATCH --ntasks-per-node=1\n", "#SBATCH --nodelist=node1,node2,node3,node4\n",
+		"#SBATCH --time=10:00\n", "#SBATCH --signal=B:TERM@120\n", " run --launcher slurm "} {
+		if !strings.Contains(string(body), w) {
+			t.Errorf("batch script lacks %q:\n%s", w, body)
+		}
+	}
+	if strings.Contains(string(body), "--gpus-per-node") {
+		t.Errorf("batch script asks for GPUs on CPU hosts:\n%s", body)
+	}
+	outFile := filepath.Join(dir, "slurm.out")
+	cmd := exec.Command("sbatch", "--wait", "-o", outFile, script)
+	cmd.Env = append(os.Environ(), tb.SlurmEnv()...)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(outFile)
+		t.Fatalf("sbatch --wait: %v: %s\njob output:\n%s", err, o, log)
+	}
+	log, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAllreduceOutput(t, string(log), []string{"node1", "node2", "node3", "node4"})
 	tb.AssertNothingLeft(t)
 }

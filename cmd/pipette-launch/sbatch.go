@@ -1,0 +1,213 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// SbatchOptions are `pipette-launch sbatch`'s own flags; every other flag
+// is run's and is passed on to the run inside the allocation.
+type SbatchOptions struct {
+	Time, Partition, Account, JobName string
+	// SignalBefore asks Slurm to send SIGTERM this long before the time
+	// limit, so pipette-launch stops the ranks with its grace period.
+	SignalBefore time.Duration
+	Extra        []string // more #SBATCH lines, verbatim
+	Write        string   // the batch script's path; "-" is stdout
+}
+
+// sbatchFlagNames are the flags not passed on to the inner run.
+var sbatchFlagNames = []string{"time", "partition", "account", "job-name", "signal-before", "sbatch-arg", "write", "launcher"}
+
+func sbatchFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "time", Usage: "#SBATCH --time (e.g. 2:00:00)"},
+		&cli.StringFlag{Name: "partition", Usage: "#SBATCH --partition"},
+		&cli.StringFlag{Name: "account", Usage: "#SBATCH --account"},
+		&cli.StringFlag{Name: "job-name", Usage: "#SBATCH --job-name (default: --run-id)"},
+		&cli.DurationFlag{Name: "signal-before", Value: 2 * time.Minute, Usage: "with --time: Slurm sends SIGTERM this long before the limit, and pipette-launch stops every rank with its grace period"},
+		&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "another #SBATCH option, verbatim (repeatable, e.g. --sbatch-arg=--exclusive)"},
+		&cli.StringFlag{Name: "write", Value: "-", Usage: "where to write the batch script (- for stdout)"},
+	}
+}
+
+func newSbatchCmd(io *IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:      "sbatch",
+		Usage:     "write a Slurm batch script that runs the job with pipette-launch inside its allocation",
+		ArgsUsage: "script.py [script args...]",
+		Description: `Takes run's flags and the training command line, and writes a batch script with
+#SBATCH --nodes/--ntasks-per-node/--gpus-per-node/--nodelist from the plan (or from
+--hosts/--hostfile, or --nnodes) and --time/--partition/--account, whose body runs
+'pipette-launch run --launcher slurm' with the same flags inside the allocation.
+Submit it with sbatch.`,
+		Flags: append(runFlags(), sbatchFlags()...),
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("pipette-launch sbatch: %v (see pipette-launch sbatch --help)", err), 2)
+		},
+		Action: func(c *cli.Context) error { return exitFor(sbatchAction(c, io)) },
+	}
+}
+
+// selfPath is the pipette-launch the batch script runs (tests point it at a
+// built binary).
+var selfPath = os.Executable
+
+func sbatchAction(c *cli.Context, io *IOStreams) error {
+	opts, err := runOptionsFromCLI(c, io, os.Environ())
+	if err != nil {
+		return err
+	}
+	so := SbatchOptions{Time: c.String("time"), Partition: c.String("partition"), Account: c.String("account"),
+		JobName: c.String("job-name"), SignalBefore: c.Duration("signal-before"), Extra: c.StringSlice("sbatch-arg"), Write: c.String("write")}
+	if so.JobName == "" {
+		so.JobName = opts.RunID
+	}
+	nodes, err := sbatchNodes(opts)
+	if err != nil {
+		return err
+	}
+	self, err := selfPath()
+	if err != nil {
+		return fmt.Errorf("sbatch: find pipette-launch itself: %w", err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("sbatch: launch directory: %w", err)
+	}
+	inner := append([]string{self, "run", "--launcher", launcherSlurm}, passedFlags(c, runFlags(), sbatchFlagNames)...)
+	inner = append(append(inner, opts.Script), opts.ScriptArgs...)
+	text := batchScript(so, nodes, wd, inner)
+	if so.Write == "-" {
+		_, err := io.Out.Write([]byte(text))
+		return err
+	}
+	if err := os.WriteFile(so.Write, []byte(text), 0o755); err != nil {
+		return fmt.Errorf("sbatch: write %s: %w", so.Write, err)
+	}
+	fmt.Fprintf(io.ErrOut, "pipette-launch: wrote %s; submit it with: sbatch %s\n", so.Write, shellquote.Quote(so.Write))
+	return nil
+}
+
+// batchNodes is what the allocation must hold.
+type batchNodes struct {
+	Count       int
+	Names       []string // empty: any nodes
+	GPUsPerNode int      // 0: do not ask for GPUs (CPU hosts, or unknown)
+}
+
+// sbatchNodes plans (with --cluster, --hosts or --hostfile) as a run would
+// and asks for exactly the job's hosts; with none of them, --nnodes says how
+// many nodes, and the run inside the allocation takes them as Slurm gives
+// them.
+func sbatchNodes(o *RunOptions) (batchNodes, error) {
+	if err := checkRunOptions(o); err != nil {
+		return batchNodes{}, err
+	}
+	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" {
+		n, err := parseNNodes(o.NNodes)
+		if err != nil {
+			return batchNodes{}, err
+		}
+		if n <= 0 {
+			return batchNodes{}, inputErrorf("sbatch: say which nodes to ask for: --nnodes N, or --cluster/--hosts/--hostfile")
+		}
+		return batchNodes{Count: n}, nil
+	}
+	fw := chooseFramework(o)
+	cluster, planned, err := loadRunCluster(o)
+	if err != nil {
+		return batchNodes{}, err
+	}
+	plan, _, err := choosePlan(o, cluster, fw, planned)
+	if err != nil {
+		return batchNodes{}, err
+	}
+	job, err := templates.Render(plan, cluster, templates.Options{Name: o.RunID, Script: o.Script, Args: o.ScriptArgs,
+		Python: o.Python, NoPython: o.NoPython, Module: o.Module, MasterPort: o.MasterPort})
+	if err != nil {
+		return batchNodes{}, &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
+	}
+	b := batchNodes{Count: len(job.Hosts)}
+	gpus := planned
+	for _, h := range job.Hosts {
+		b.Names = append(b.Names, h.Name)
+		b.GPUsPerNode = max(b.GPUsPerNode, len(h.Ranks))
+	}
+	for _, h := range cluster.Hosts {
+		if h.GPU.Model == launcher.CPUModel {
+			gpus = false
+		}
+	}
+	if !gpus {
+		b.GPUsPerNode = 0
+	}
+	return b, nil
+}
+
+// passedFlags re-renders the flags the user set, except skip, as
+// command-line words for the run inside the allocation.
+func passedFlags(c *cli.Context, flags []cli.Flag, skip []string) []string {
+	var out []string
+	for _, f := range flags {
+		name := f.Names()[0]
+		if slices.Contains(skip, name) || !c.IsSet(name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.BoolFlag:
+			out = append(out, fmt.Sprintf("--%s=%t", name, c.Bool(name)))
+		case *cli.StringSliceFlag:
+			for _, v := range c.StringSlice(name) {
+				out = append(out, "--"+name, v)
+			}
+		default:
+			out = append(out, "--"+name, fmt.Sprint(c.Value(name)))
+		}
+	}
+	return out
+}
+
+func batchScript(o SbatchOptions, n batchNodes, wd string, inner []string) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# Written by pipette-launch sbatch: submit with sbatch. The job runs as one\n" +
+		"# srun step started by pipette-launch inside the allocation (one task per node).\n")
+	line := func(opt string) { fmt.Fprintf(&b, "#SBATCH %s\n", opt) }
+	line("--job-name=" + o.JobName)
+	line(fmt.Sprintf("--nodes=%d", n.Count))
+	line("--ntasks-per-node=1")
+	if len(n.Names) > 0 {
+		line("--nodelist=" + strings.Join(n.Names, ","))
+	}
+	if n.GPUsPerNode > 0 {
+		line(fmt.Sprintf("--gpus-per-node=%d", n.GPUsPerNode))
+	}
+	if o.Time != "" {
+		line("--time=" + o.Time)
+		if o.SignalBefore > 0 {
+			line(fmt.Sprintf("--signal=B:TERM@%d", int(o.SignalBefore.Seconds())))
+		}
+	}
+	if o.Partition != "" {
+		line("--partition=" + o.Partition)
+	}
+	if o.Account != "" {
+		line("--account=" + o.Account)
+	}
+	for _, e := range o.Extra {
+		line(e)
+	}
+	fmt.Fprintf(&b, "cd %s || exit 1\n", shellquote.Quote(filepath.Clean(wd)))
+	fmt.Fprintf(&b, "exec %s\n", shellquote.Join(inner))
+	return b.String()
+}
