@@ -24,6 +24,11 @@ type ClusterFile struct {
 	Links []LinkSpec `yaml:"links,omitempty" json:"links,omitempty"`
 	// Measured, when present, overrides nominal host-to-host figures.
 	Measured *MeasuredBandwidth `yaml:"measured,omitempty" json:"measured,omitempty"`
+	// MeasuredCompute (probe --measure) replaces catalog compute rates and
+	// intra-host buses; Calibration (calibrate) corrects the model from
+	// real runs. See measured_compute.go and calibration.go.
+	MeasuredCompute *MeasuredCompute `yaml:"measured_compute,omitempty" json:"measured_compute,omitempty"`
+	Calibration     *Calibration     `yaml:"calibration,omitempty" json:"calibration,omitempty"`
 }
 
 // IslandSpec describes a group of identical hosts on one fabric.

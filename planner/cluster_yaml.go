@@ -164,6 +164,12 @@ func (f *ClusterFile) Validate() error {
 	if f.Measured != nil {
 		validateMeasured(&errs, f.Measured, hosts)
 	}
+	if f.MeasuredCompute != nil {
+		validateMeasuredCompute(&errs, f.MeasuredCompute, hosts)
+	}
+	if f.Calibration != nil {
+		validateCalibration(&errs, f.Calibration, names)
+	}
 	return errs.err("cluster file")
 }
 
@@ -387,7 +393,9 @@ func (f *ClusterFile) ResolveFor(t Transport) (*Cluster, error) {
 			hosts[i].NICBytesPerS = ethernetBytesPerS(islands[hosts[i].Island].Spec.NICs)
 		}
 	}
+	f.applyMeasuredCompute(islands, hosts)
 	bw, lat := f.linkMatrix(islands, hosts, socketsOnly(t, islands))
+	f.applyCalibration(islands, hosts, bw, lat)
 	return NewCluster(islands, hosts, bw, lat), nil
 }
 
