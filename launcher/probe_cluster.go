@@ -30,6 +30,8 @@ type ClusterOptions struct {
 	// Measured, when set, is stored in the file and splits a hardware group
 	// whose hosts are joined by links much slower than the group's best.
 	Measured *planner.MeasuredBandwidth
+	// MeasuredCompute, when set, is stored in the file as it is.
+	MeasuredCompute *planner.MeasuredCompute
 	// CPUSlotTFLOPS is the compute figure written for one process slot of
 	// a GPU-less host (default DefaultCPUSlotTFLOPS).
 	CPUSlotTFLOPS float64
@@ -170,7 +172,7 @@ func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFi
 		}
 	}
 	groups := groupHosts(probes, o)
-	f := &planner.ClusterFile{Measured: o.Measured}
+	f := &planner.ClusterFile{Measured: o.Measured, MeasuredCompute: o.MeasuredCompute}
 	var warnings []string
 	for i, g := range groups {
 		is, w := islandSpec(fmt.Sprintf("cluster%d", i+1), g, o)

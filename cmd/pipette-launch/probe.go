@@ -44,6 +44,12 @@ type ProbeOptions struct {
 	Reprobe        bool
 	MaxAge         time.Duration
 	CacheDir       string
+	// ComputeSeconds bounds each host's GEMM sweep under --measure (0
+	// skips the compute measurement); Python runs it; Model, when set,
+	// gives the sweep the model's layer shapes.
+	ComputeSeconds float64
+	Python         string
+	Model          string
 
 	// Output is the cluster file to write; "-" writes it to IO.Out.
 	Output string
@@ -58,7 +64,11 @@ func newProbeCmd(io *IOStreams) *cli.Command {
 /sys/class/net, /proc/meminfo and the host's address. Hosts with identical hardware form
 one cluster (island). --measure runs iperf3 between every pair of hosts (n-1 rounds of
 disjoint pairs, both directions) and stores the matrix; a measurement younger than
---max-age is reused unless --reprobe.`,
+--max-age is reused unless --reprobe. --measure also times torch.matmul on every host's
+GPUs (bf16; CPU process slots: fp32), all devices of a host at once, at a decoder layer's
+GEMM shapes (--model's, else generic ones) for --measure-compute-seconds, and an
+all-reduce among them (NCCL, or gloo on CPU); stored as measured_compute with the date.
+The planner then uses these rates instead of the catalog's (docs/cluster-format.md).`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-16],gpu3; user@host:port accepted)", Destination: &opts.Hosts},
 			&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile or one host per line", Destination: &opts.Hostfile},
@@ -74,6 +84,9 @@ disjoint pairs, both directions) and stores the matrix; a measurement younger th
 			&cli.BoolFlag{Name: "reprobe", Usage: "measure again even when a fresh cached measurement exists", Destination: &opts.Reprobe},
 			&cli.DurationFlag{Name: "max-age", Value: launcher.DefaultMeasureMaxAge, Usage: "reuse a cached measurement younger than this", Destination: &opts.MaxAge},
 			&cli.StringFlag{Name: "cache-dir", Usage: "where measurements are cached (default: the user cache dir)", Destination: &opts.CacheDir},
+			&cli.Float64Flag{Name: "measure-compute-seconds", Value: 3, Usage: "with --measure: seconds of GEMM sweep per host (0: no compute measurement)", Destination: &opts.ComputeSeconds},
+			&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter with torch on the hosts, for --measure's compute sweep", Destination: &opts.Python},
+			&cli.StringFlag{Name: "model", Usage: "with --measure: sweep this model's layer GEMMs (preset or model YAML) instead of generic shapes", Destination: &opts.Model},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -122,6 +135,8 @@ func (o *ProbeOptions) validate() error {
 		return probeInputErrorf("--measure-port %d: want 1-65535", o.MeasurePort)
 	case o.Output == "":
 		return probeInputErrorf("-o: give the cluster file to write (or - for stdout)")
+	case o.ComputeSeconds < 0 || o.ComputeSeconds > 300:
+		return probeInputErrorf("--measure-compute-seconds %g: want 0-300", o.ComputeSeconds)
 	}
 	if _, err := chooseLauncher(o.Launcher, o.getenv()); err != nil {
 		return probeInputError{err}
@@ -163,6 +178,9 @@ func runProbe(opts *ProbeOptions) error {
 	}
 	if opts.Measure {
 		if co.Measured, err = measureHosts(ctx, opts, reach.runner, targets, probes, progress); err != nil {
+			return err
+		}
+		if co.MeasuredCompute, err = measureCompute(ctx, opts, pool, targets, probes, progress); err != nil {
 			return err
 		}
 	}
@@ -275,6 +293,9 @@ func printProbeSummary(opts *ProbeOptions, f *planner.ClusterFile) {
 	}
 	if f.Measured != nil {
 		fmt.Fprintf(w, "measured with %s at %s:\n%s", f.Measured.Tool, f.Measured.MeasuredAt.Format(time.RFC3339), launcher.MatrixTable(f.Measured))
+	}
+	if mc := f.MeasuredCompute; mc != nil {
+		fmt.Fprintf(w, "compute measured with %s at %s (TFLOP/s per GPU or slot, all at once):\n%s", mc.Tool, mc.MeasuredAt.Format(time.RFC3339), launcher.ComputeTable(mc))
 	}
 	if opts.Output != "-" {
 		fmt.Fprintf(w, "wrote %s\n", opts.Output)

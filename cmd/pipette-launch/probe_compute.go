@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/planner"
+)
+
+// measureCompute runs the compute sweep on every probed host: one worker
+// per GPU, or per --nproc-per-node slot on GPU-less hosts (whose CPU
+// threads are shared out among the slots, as torchrun's OMP rule does).
+func measureCompute(ctx context.Context, opts *ProbeOptions, pool *launcher.Pool, targets []launcher.HostTarget,
+	probes []*launcher.HostProbe, progress *launcher.Progress) (*planner.MeasuredCompute, error) {
+	if opts.ComputeSeconds <= 0 {
+		return nil, nil
+	}
+	var model *planner.Model
+	if opts.Model != "" {
+		m, err := loadModel(opts.Model, 0)
+		if err != nil {
+			return nil, probeInputError{fmt.Errorf("probe: %w", err)}
+		}
+		model = &m
+	}
+	hosts := make([]launcher.ComputeHost, 0, len(targets))
+	for i, t := range targets {
+		hp := probes[i]
+		o := launcher.ComputeOptions{Python: opts.Python, BudgetSeconds: opts.ComputeSeconds, CUDA: len(hp.GPUs) > 0, Workers: len(hp.GPUs)}
+		if !o.CUDA {
+			o.Workers = max(opts.NProcPerNode, 1)
+		}
+		o.Threads = max(1, hp.CPUCores/o.Workers)
+		if model != nil {
+			o.Shapes = launcher.ModelComputeShapes(*model, o.Workers)
+		} else {
+			o.Shapes = launcher.DefaultComputeShapes(o.CUDA)
+		}
+		hosts = append(hosts, launcher.ComputeHost{Name: t.Name, Runner: pool.Conn(t), Options: o})
+	}
+	mc, err := launcher.MeasureCompute(ctx, hosts, progress)
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	return mc, nil
+}
