@@ -32,6 +32,16 @@ each micro-batch sleeps F = C/(3M) ms forward and B = 2C/(3M) ms backward.
 A perfect pipeline with free communication therefore takes C*(1 + (P-1)/M)
 per step, and never less than C.
 
+--compute gemm instead runs the plan's real GEMMs on the CPU (float32, torch's
+threads as OMP_NUM_THREADS sets them), from the Megatron flags: per
+micro-batch and decoder layer of this stage the four GEMMs of a layer's TP
+shard (QKV: tokens x h -> (h+2kv)/T, attention output: h/T -> h, MLP up:
+h -> ffn/T (2 ffn/T with --swiglu), MLP down: ffn/T -> h; tokens =
+seq_length x micro-batch), and on the last stage the output layer
+(h -> vocab/T); backward runs each GEMM twice (data and weight gradients).
+The stage's layers are num_layers/P, the remainder on the first stages.
+Half the layers run before each of a pass's two TP all-reduces.
+
 Each TP all-reduce carries --tp-bytes, each activation or gradient send
 --pp-bytes, the DP all-reduce --dp-bytes (float32 tensors, numel = bytes/4
 rounded up). --tp-bytes 0 or --dp-bytes 0 skips that traffic; --pp-bytes 0
@@ -97,8 +107,10 @@ def parse_args(argv):
     p.add_argument("--tp-bytes", type=int, required=True, help="bytes of each TP all-reduce")
     p.add_argument("--pp-bytes", type=int, required=True, help="bytes of each PP send (activation or gradient)")
     p.add_argument("--dp-bytes", type=int, required=True, help="bytes of the DP all-reduce per step")
-    p.add_argument("--compute-ms", type=float, required=True,
-                   help="compute of one stage for a whole step, in ms (slept)")
+    p.add_argument("--compute-ms", type=float,
+                   help="compute of one stage for a whole step, in ms (slept; required with --compute sleep)")
+    p.add_argument("--compute", choices=("sleep", "gemm"), default="sleep",
+                   help="sleep --compute-ms, or run the plan's GEMMs from the Megatron flags")
     p.add_argument("--steps", type=int, required=True, help="measured steps N")
     p.add_argument("--warmup", type=int, required=True, help="unmeasured steps W run first")
     p.add_argument("--json-out", help="rank 0 writes the result JSON here too")
@@ -119,8 +131,13 @@ def parse_args(argv):
             fail_usage("--%s must not be negative, got %d" % (name.replace("_", "-"), getattr(args, name)))
     if args.cp != 1:
         fail_usage("--cp %d: only --cp 1 is replayed (context-parallel traffic is not modelled)" % args.cp)
-    if not (args.compute_ms >= 0 and math.isfinite(args.compute_ms)):
-        fail_usage("--compute-ms must be a finite number >= 0, got %r" % args.compute_ms)
+    if args.compute == "sleep":
+        if args.compute_ms is None:
+            fail_usage("--compute-ms is required with --compute sleep")
+        if not (args.compute_ms >= 0 and math.isfinite(args.compute_ms)):
+            fail_usage("--compute-ms must be a finite number >= 0, got %r" % args.compute_ms)
+    else:
+        args.shape = gemm_shape(args)
     if args.timeout_s <= 0:
         fail_usage("--timeout-s must be positive, got %r" % args.timeout_s)
     return args
@@ -154,6 +171,76 @@ def add_megatron_flags(p):
         g.add_argument(f, action="store_true", help=argparse.SUPPRESS)
     g.add_argument("--expert-model-parallel-size", type=int, help="must be 1")
     g.add_argument("--use-tp-pp-dp-mapping", action="store_true", help="rejected: another rank order")
+
+
+def gemm_shape(args):
+    """The layer shape --compute gemm needs, from the Megatron flags."""
+    def need(flag):
+        v = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if v is None:
+            fail_usage("--compute gemm needs %s" % flag)
+        try:
+            v = int(v)
+        except ValueError:
+            fail_usage("%s %r is not an integer" % (flag, v))
+        if v < 1:
+            fail_usage("%s must be at least 1, got %d" % (flag, v))
+        return v
+    h, heads = need("--hidden-size"), need("--num-attention-heads")
+    layers, seq, mbs = need("--num-layers"), need("--seq-length"), need("--micro-batch-size")
+    vocab = need("--vocab-size")
+    groups = int(args.num_query_groups) if args.num_query_groups else heads
+    if args.ffn_hidden_size:
+        ffn = int(args.ffn_hidden_size)
+    elif args.swiglu:
+        ffn = 4 * h * 2 // 3 // 64 * 64
+    else:
+        ffn = 4 * h
+    t = args.tp
+    if h % heads or heads % t or ffn % t or (h // heads * groups) % t:
+        fail_usage("--compute gemm: hidden %d, heads %d, ffn %d do not split over TP %d" % (h, heads, ffn, t))
+    return {"hidden": h, "kv": h // heads * groups, "ffn": ffn, "up": 2 * ffn if args.swiglu else ffn,
+            "tokens": seq * mbs, "layers": layers, "vocab": vocab}
+
+
+def stage_layers(layers, pp, stage):
+    return layers // pp + (1 if stage < layers % pp else 0)
+
+
+class GemmCompute:
+    """The GEMMs of one stage's layers for one micro-batch (see the doc)."""
+
+    def __init__(self, torch, shape, tp, pp, stage):
+        self.torch = torch
+        h, t = shape["hidden"], tp
+        n = shape["tokens"]
+        r = lambda *s: torch.randn(*s, dtype=torch.float32) * 0.01
+        self.x, self.attn, self.mlp = r(n, h), r(n, h // t), r(n, shape["ffn"] // t)
+        self.w = [r(h, (h + 2 * shape["kv"]) // t), r(h // t, h), r(h, shape["up"] // t), r(shape["ffn"] // t, h)]
+        self.outs = [torch.empty(n, w.shape[1]) for w in self.w]
+        self.ins = [self.x, self.attn, self.x, self.mlp]
+        self.layers = stage_layers(shape["layers"], pp, stage)
+        self.logits = None
+        if stage == pp - 1:
+            self.logits = (r(h, max(1, shape["vocab"] // t)), torch.empty(n, max(1, shape["vocab"] // t)))
+
+    def layer(self, times):
+        mm = self.torch.matmul
+        for _ in range(times):
+            for a, w, o in zip(self.ins, self.w, self.outs):
+                mm(a, w, out=o)
+
+    def run(self, times, tp_allreduce):
+        first = self.layers // 2
+        for _ in range(first):
+            self.layer(times)
+        tp_allreduce()
+        for _ in range(self.layers - first):
+            self.layer(times)
+        if self.logits is not None:
+            for _ in range(times):
+                self.torch.matmul(self.x, self.logits[0], out=self.logits[1])
+        tp_allreduce()
 
 
 def env_int(name):
@@ -231,8 +318,13 @@ class Replayer:
         self.next = rank + stride if self.stage < layout.pp - 1 else None
         self.tp_group, self.dp_group = tp_group, dp_group
         m = args.micro_batches
-        self.fwd_s = args.compute_ms / 1000.0 / (3 * m)
-        self.bwd_s = 2 * self.fwd_s
+        self.gemm = None
+        if args.compute == "gemm":
+            self.gemm = GemmCompute(torch, args.shape, layout.tp, layout.pp, self.stage)
+            self.fwd_s = self.bwd_s = 0.0
+        else:
+            self.fwd_s = args.compute_ms / 1000.0 / (3 * m)
+            self.bwd_s = 2 * self.fwd_s
         self.act_out = buffer(torch, args.pp_bytes)
         self.act_in = buffer(torch, args.pp_bytes)
         self.grad_out = buffer(torch, args.pp_bytes)
@@ -268,10 +360,16 @@ class Replayer:
         self.tp_allreduce()
 
     def forward(self):
-        self.compute(self.fwd_s)
+        if self.gemm is not None:
+            self.gemm.run(1, self.tp_allreduce)
+        else:
+            self.compute(self.fwd_s)
 
     def backward(self):
-        self.compute(self.bwd_s)
+        if self.gemm is not None:
+            self.gemm.run(2, self.tp_allreduce)
+        else:
+            self.compute(self.bwd_s)
 
     def step(self):
         """One 1F1B step (Megatron's forward_backward_pipelining_without_interleaving)."""
@@ -363,6 +461,10 @@ def main(argv):
             times.append(dt)
             if rank == 0:
                 print("step %d/%d: %.4f s" % (i - args.warmup + 1, args.steps, dt), flush=True)
+                # Megatron-LM's training_log format, so `pipette-launch
+                # calibrate` reads this job's log as it reads Megatron's.
+                print(" iteration %8d/%8d | elapsed time per iteration (ms): %.1f |"
+                      % (i - args.warmup + 1, args.steps, dt * 1000), flush=True)
         elif rank == 0:
             print("warmup %d/%d: %.4f s" % (i + 1, args.warmup, dt), flush=True)
 
@@ -380,6 +482,7 @@ def main(argv):
             "pp_bytes": args.pp_bytes,
             "dp_bytes": args.dp_bytes,
             "compute_ms": args.compute_ms,
+            "compute": args.compute,
             "warmup": args.warmup,
         }
         line = json.dumps(result)

@@ -129,17 +129,39 @@ func runPlan(opts *PlanOptions) error {
 	if err := writeReport(opts.Report, in, opts.ClusterFile, opts.IO); err != nil {
 		return usageError("%v", err)
 	}
+	calibrated := calibrationSummary(opts.ClusterFile)
 	if opts.JSON {
 		out := struct {
 			*planner.Result
 			IgnoringIslands *planner.Plan `json:"ignoring_islands,omitempty"`
-		}{res, naive}
+			Calibration     string        `json:"calibration,omitempty"`
+		}{res, naive, calibrated}
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
+	if calibrated != "" {
+		fmt.Fprintln(opts.IO.Out, calibrated)
+	}
 	printPlans(opts, c, res, naive)
 	return nil
+}
+
+// calibrationSummary is "calibrated from N runs, last error X% (...)" when
+// the cluster file has a calibration section (the planner applies it).
+func calibrationSummary(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	f, err := planner.ParseClusterFile(b)
+	if err != nil || f.Calibration == nil {
+		return ""
+	}
+	return f.Calibration.Summary()
 }
 
 func loadCluster(path string, t planner.Transport) (*planner.Cluster, error) {

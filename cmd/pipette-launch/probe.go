@@ -180,7 +180,7 @@ func runProbe(opts *ProbeOptions) error {
 		if co.Measured, err = measureHosts(ctx, opts, reach.runner, targets, probes, progress); err != nil {
 			return err
 		}
-		if co.MeasuredCompute, err = measureCompute(ctx, opts, pool, targets, probes, progress); err != nil {
+		if co.MeasuredCompute, err = measureCompute(ctx, opts, reach.runner, targets, probes, progress); err != nil {
 			return err
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // measureCompute runs the compute sweep on every probed host: one worker
 // per GPU, or per --nproc-per-node slot on GPU-less hosts (whose CPU
 // threads are shared out among the slots, as torchrun's OMP rule does).
-func measureCompute(ctx context.Context, opts *ProbeOptions, pool *launcher.Pool, targets []launcher.HostTarget,
+func measureCompute(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
 	probes []*launcher.HostProbe, progress *launcher.Progress) (*planner.MeasuredCompute, error) {
 	if opts.ComputeSeconds <= 0 {
 		return nil, nil
@@ -37,7 +37,7 @@ func measureCompute(ctx context.Context, opts *ProbeOptions, pool *launcher.Pool
 		} else {
 			o.Shapes = launcher.DefaultComputeShapes(o.CUDA)
 		}
-		hosts = append(hosts, launcher.ComputeHost{Name: t.Name, Runner: pool.Conn(t), Options: o})
+		hosts = append(hosts, launcher.ComputeHost{Name: t.Name, Runner: runner(t), Options: o})
 	}
 	mc, err := launcher.MeasureCompute(ctx, hosts, progress)
 	if err != nil {
