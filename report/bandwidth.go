@@ -8,10 +8,14 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner"
 )
 
-// maxHeatCells is the most rows (and columns) the bandwidth heat-map
-// draws; larger clusters are grouped into runs of consecutive hosts in
-// placement order, each cell showing the slowest link of its block.
-const maxHeatCells = 64
+// The bandwidth heat-map draws a row and column per host up to
+// exactHeatHosts hosts; larger clusters are grouped into at most
+// groupedHeatCells runs of consecutive hosts in placement order, each cell
+// showing the slowest link of its block (the page stays small and legible).
+const (
+	exactHeatHosts   = 64
+	groupedHeatCells = 32
+)
 
 // viridis stops (a perceptually uniform, color-blind-safe sequential map).
 var viridis = []string{"#440154", "#482878", "#3E4989", "#31688E", "#26828E", "#1F9E89", "#35B779", "#6DCD59", "#B4DE2C", "#FDE725"}
@@ -45,7 +49,10 @@ func placementOrder(c *planner.Cluster, p *planner.Plan) []int {
 func bandwidthSVG(id string, c *planner.Cluster, p *planner.Plan, measured bool) string {
 	order := placementOrder(c, p)
 	n := len(order)
-	group := (n + maxHeatCells - 1) / maxHeatCells
+	group := 1
+	if n > exactHeatHosts {
+		group = (n + groupedHeatCells - 1) / groupedHeatCells
+	}
 	cells := (n + group - 1) / group
 	cell := math.Max(6, math.Min(28, 560/float64(cells)))
 	labelW := 0.0

@@ -195,8 +195,12 @@ func comparisonNotes(in Input, rows []row) []string {
 		case a.Considered == 0:
 			notes = append(notes, "Best plan "+kind+" offload: not tried (every configuration fits without it, or a flag forbids it).")
 		case !a.Fits && a.Miss != nil:
-			notes = append(notes, fmt.Sprintf("Best plan %s offload: none fits; the closest needs %.1f GiB of %s memory, has %.1f GiB.",
-				kind, a.Miss.NeedBytes/gib, a.Miss.Memory, a.Miss.CapacityBytes/gib))
+			where := fmt.Sprintf("per GPU on stage %d", a.Miss.Stage)
+			if a.Miss.Memory == "host" {
+				where = "of host memory per node"
+			}
+			notes = append(notes, fmt.Sprintf("Best plan %s offload: none fits; the closest (%s) needs %.1f GiB %s, has %.1f GiB.",
+				kind, shape(&planner.Plan{Config: a.Miss.Config}), a.Miss.NeedBytes/gib, where, a.Miss.CapacityBytes/gib))
 		}
 	}
 	return notes

@@ -215,7 +215,7 @@ func TestTimelineLanesAndBlocks(t *testing.T) {
 						t.Errorf("%s stage %d: %s chunk/micro %s twice", sec.ID, i, kind, k)
 					}
 					seen[k] = true
-					if floatAttr(t, op, "data-end") <= floatAttr(t, op, "data-start") {
+					if floatAttr(t, op, "data-s") <= 0 {
 						t.Errorf("%s: empty block %s", sec.ID, k)
 					}
 				}

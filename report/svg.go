@@ -126,11 +126,17 @@ func (s *svg) close()            { s.raw("</g>") }
 // title adds a tooltip to the enclosing group.
 func (s *svg) title(t string) { s.raw("<title>%s</title>", esc(t)) }
 
-// String is the finished document, standalone (own xmlns and font).
+// svgStyle holds what thousands of timeline marks share, so each mark
+// carries only its own geometry, color and data. Inline SVGs share the
+// page's style sheet, so every figure carries the same rules.
+const svgStyle = `<style>.op{stroke:#fff;stroke-width:.5}.lbl{font-size:11px;text-anchor:middle;pointer-events:none}` +
+	`.transfer{stroke:#000;stroke-width:1;stroke-opacity:.55}.recompute{opacity:.6;pointer-events:none}</style>`
+
+// String is the finished document, standalone (own xmlns, font, style).
 func (s *svg) String() string {
 	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" id="%s" class="figure" width="%s" height="%s" viewBox="0 0 %s %s" font-family="%s" font-size="%s">`,
 		esc(s.id), num(s.w), num(s.h), num(s.w), num(s.h), fontFamily, num(fontSize)) +
-		s.b.String() + "</svg>"
+		svgStyle + s.b.String() + "</svg>"
 }
 
 // legend draws swatches left to right from (x, y); it returns the y below.

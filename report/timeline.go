@@ -101,9 +101,9 @@ func timelineSVG(id string, p *planner.Plan, tl *planner.Timeline) string {
 		}
 		y1 := laneY(x.From) + laneH/2
 		y2 := laneY(x.To) + laneH/2
-		s.raw(`<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#000" stroke-width="1" stroke-opacity="0.55" class="transfer"><title>%s</title></line>`,
+		s.raw(`<line x1="%s" y1="%s" x2="%s" y2="%s" class="transfer"><title>%s</title></line>`,
 			num(xOf(x.Start)), num(y1), num(xOf(x.End)), num(y2),
-			esc(fmt.Sprintf("%s of micro-batch %d, chunk %d: stage %d to %d, %s", dir, x.Micro, x.Chunk, x.From, x.To, seconds(x.End-x.Start))))
+			esc(fmt.Sprintf("%s, micro-batch %d chunk %d, stage %d→%d: %s", dir, x.Micro, x.Chunk, x.From, x.To, seconds(x.End-x.Start))))
 	}
 	s.close()
 	band := func(sp planner.Span, fill, pattern, class, what string) {
@@ -150,16 +150,15 @@ func drawOp(s *svg, op planner.TimelineOp, xOf func(float64) float64, y, h float
 			title += ", of which recomputing the forward " + seconds(op.Recompute)
 		}
 	}
-	s.open("class", "op "+kind, "data-chunk", fmt.Sprint(op.Chunk), "data-micro", fmt.Sprint(op.Micro),
-		"data-start", fmt.Sprint(op.Start), "data-end", fmt.Sprint(op.End))
-	s.title(title)
-	s.rect(x0, y+2, x1-x0, h-4, fill, "", "stroke", "#FFFFFF", "stroke-width", "0.5")
+	// The block carries the tooltip and the data; the hatch and the label
+	// ignore the pointer so hovering anywhere on the block shows it.
+	s.rect(x0, y+2, x1-x0, h-4, fill, title, "class", "op "+kind,
+		"data-chunk", fmt.Sprint(op.Chunk), "data-micro", fmt.Sprint(op.Micro), "data-s", fmt.Sprintf("%.6g", op.End-op.Start))
 	if op.Backward && op.Recompute > 0 {
-		s.rect(x0, y+2, xOf(op.Start+op.Recompute)-x0, h-4, "url(#"+recompute+")", "", "class", "recompute", "opacity", "0.6")
+		s.rect(x0, y+2, xOf(op.Start+op.Recompute)-x0, h-4, "url(#"+recompute+")", "", "class", "recompute")
 	}
 	label := fmt.Sprint(op.Micro)
 	if x1-x0 >= textWidth(label, smallFont)+4 {
-		s.text((x0+x1)/2, y+h/2+4, smallFont, "middle", label, "fill", textColor(fill), "pointer-events", "none")
+		s.raw(`<text x="%s" y="%s" class="lbl" fill="%s">%s</text>`, num((x0+x1)/2), num(y+h/2+4), textColor(fill), label)
 	}
-	s.close()
 }
