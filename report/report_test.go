@@ -447,3 +447,109 @@ func TestWriteExampleSVGsForLooking(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// largeInput is 2 islands x 40 hosts x 8 GPUs (640 ranks, past the
+// detailed map) with a measured bandwidth matrix, so the tile map and the
+// grouped heat-map are drawn.
+func largeInput(t *testing.T) Input {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`clusters:
+  - {name: ib, hosts: "a[01-40]", gpus_per_host: 8, gpu: {model: A100-SXM4-80GB}, intra_host: {type: nvswitch}, nics: [{type: infiniband, count: 4, rate_gbit_per_s: 200}], fabric: x, host_memory_gib: 1024, cpu_cores: 64}
+  - {name: roce, hosts: "b[01-40]", gpus_per_host: 8, gpu: {model: A100-SXM4-80GB}, intra_host: {type: nvswitch}, nics: [{type: roce, count: 2, rate_gbit_per_s: 100}], fabric: x, host_memory_gib: 1024, cpu_cores: 64}
+measured:
+  measured_at: 2026-01-01T00:00:00Z
+  hosts: [`)
+	var names []string
+	for _, p := range []string{"a", "b"} {
+		for i := 1; i <= 40; i++ {
+			names = append(names, fmt.Sprintf("%s%02d", p, i))
+		}
+	}
+	b.WriteString(strings.Join(names, ", ") + "]\n  gbit_per_s:\n")
+	for i := range names {
+		row := make([]string, len(names))
+		for j := range names {
+			v := 150.0 - float64((i*7+j*13)%50)
+			if (i < 40) != (j < 40) {
+				v = 40
+			}
+			if i == j {
+				v = 0
+			}
+			row[j] = fmt.Sprint(v)
+		}
+		b.WriteString("    - [" + strings.Join(row, ", ") + "]\n")
+	}
+	f, err := planner.ParseClusterFile([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := templates.ParseNCCLMode("auto")
+	c, err := f.ResolveFor(mode.Transport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := planner.Preset("gpt3-6.7b")
+	res, err := planner.Search(c, m, planner.SearchOptions{Framework: planner.FrameworkMegatron, GlobalBatch: 160, TopK: 1, Seed: 1,
+		Fixed: planner.Constraints{TP: 8, PP: 4, VPP: 1, ZeroStage: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{Cluster: c, Model: m, Result: res, Measured: f.Measured != nil, Alternatives: 1}
+}
+
+// Past 256 ranks each host is a tile whose rank ranges, together, name
+// every rank once; past 64 hosts the heat-map groups hosts into runs.
+func TestLargeClusterTilesAndGroupedHeatmap(t *testing.T) {
+	in := largeInput(t)
+	r, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := r.Sections[0]
+	p := &in.Result.Plans[0]
+	svg := figure(t, sec, "placement")
+	if len(svg.all("gpu")) != 0 {
+		t.Errorf("%d ranks labelled one by one past %d ranks", len(svg.all("gpu")), detailedRanks)
+	}
+	tiles := svg.all("host-tile")
+	if len(tiles) != len(in.Cluster.Hosts) {
+		t.Fatalf("%d tiles for %d hosts", len(tiles), len(in.Cluster.Hosts))
+	}
+	count := map[int]int{}
+	for _, tile := range tiles {
+		for _, part := range strings.Split(tile.attr("data-ranks"), ",") {
+			if part == "" {
+				continue
+			}
+			var lo, hi int
+			if _, err := fmt.Sscanf(part, "%d-%d", &lo, &hi); err != nil {
+				if _, err := fmt.Sscanf(part, "%d", &lo); err != nil {
+					t.Fatalf("tile ranks %q", part)
+				}
+				hi = lo
+			}
+			for k := lo; k <= hi; k++ {
+				count[k]++
+				if p.Placement[k].Host != tile.attr("data-host") {
+					t.Errorf("rank %d in tile %s, placed on %s", k, tile.attr("data-host"), p.Placement[k].Host)
+				}
+			}
+		}
+	}
+	checkRanksOnce(t, sec.ID, count, p.WorldSize())
+	heat := figure(t, sec, "bandwidth")
+	n := len(in.Cluster.Hosts)
+	group := (n + groupedHeatCells - 1) / groupedHeatCells
+	cells := (n + group - 1) / group
+	if got := len(heat.all("bw")) + len(heat.all("diag")); got != cells*cells {
+		t.Errorf("%d heat-map cells, want %d x %d", got, cells, cells)
+	}
+	if len(heat.all("pp")) == 0 {
+		t.Errorf("no heat-map cell marks pipeline traffic")
+	}
+	if !strings.Contains(string(sec.Figures[2].SVG), "measured by probe --measure") {
+		t.Errorf("heat-map of a measured cluster is not labelled measured")
+	}
+}
