@@ -42,6 +42,12 @@ type Options struct {
 	// planner's keys are laid over it, everything else (optimizer,
 	// scheduler, logging) is kept.
 	DSConfigBase []byte
+	// Rendezvous is what the launch probe found (nil for a dry run):
+	// MASTER_ADDR and each host's interface towards it.
+	Rendezvous *Rendezvous
+	// NodeRankPinned: the user gave torchrun's --node-rank, so a master
+	// address naming another host of the job is an error, not a warning.
+	NodeRankPinned bool
 	// Env is the environment pipette-launch runs in, KEY=VALUE. Variables
 	// torchrun lets the parent decide (OMP_NUM_THREADS,
 	// TORCH_NCCL_ASYNC_ERROR_HANDLING) follow it, and NCCL_*, TORCH_* and
@@ -66,7 +72,12 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	job := &Job{Name: o.Name, WorkDir: o.WorkDir, LogDir: o.LogDir, Warnings: fp.warnings}
+	master, masterWarnings, err := masterAddress(c, p, o)
+	if err != nil {
+		return nil, err
+	}
+	o.MasterAddr = master
+	job := &Job{Name: o.Name, WorkDir: o.WorkDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
 	megatronArgs := p.Framework == planner.FrameworkMegatron ||
 		(p.Framework == planner.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
 	numLayers, err := megatronLayers(o, megatronArgs)
@@ -331,6 +342,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 	if err != nil {
 		return hj, nil, err
 	}
+	nccl = withRendezvousIfname(nccl, o.Rendezvous, hb.host)
 	hostArgs := args
 	if fp.perGroup {
 		ha, err := holmesArgs(c, p, hb.host, numLayers)

@@ -20,10 +20,11 @@ import (
 
 // sshdScript runs inside the host's network namespace and fresh mount and
 // UTS namespaces (testbed.md step 3). The private /sys/class is mounted
-// before the private /tmp, as testbed.md prescribes. The host's /etc/hosts
-// names every test-bed host, so names resolve on the hosts as on a real
-// cluster (gloo and MASTER_ADDR=<name> need that). exec keeps sshd's pid the
-// one Go started.
+// before the private /tmp, as testbed.md prescribes. The host's own
+// /etc/hosts names the test-bed hosts as Spec.Names says (by default every
+// host, as on a real cluster; or none, or its own name as 127.0.1.1, as in
+// many containers and cloud images). exec keeps sshd's pid the one Go
+// started.
 const sshdScript = `set -e
 hostname "$1"
 mount --bind "$2" /sys/class
@@ -213,7 +214,7 @@ func (b *builder) startSshd(h *Host, cfg string) error {
 	defer out.Close()
 	cmd := exec.Command("ip", "netns", "exec", h.Netns, "unshare", "-m", "-u", "--propagation", "private",
 		"sh", "-c", sshdScript, "sh", h.Name, filepath.Join(dir, "class"), sshdPath, cfg, filepath.Join(dir, "sshd.log"),
-		filepath.Join(b.st.dir, hostsInsideFile))
+		filepath.Join(dir, hostsInsideFile))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -280,15 +281,32 @@ func (b *builder) sshdLogTail(name string) string {
 	return strings.Join(parts, "; ")
 }
 
-// hostsInsideFile is bind-mounted over /etc/hosts on every host.
+// hostsInsideFile, in each host's directory, is bind-mounted over the
+// host's /etc/hosts.
 const hostsInsideFile = "etc-hosts.inside"
+
+// etcHostsInside is the /etc/hosts host i sees under the spec's Names.
+func etcHostsInside(names string, hosts []Host, i int) string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	if names == NamesNone {
+		return b.String()
+	}
+	for j, h := range hosts {
+		if j == i && names == NamesLoopback {
+			fmt.Fprintf(&b, "127.0.1.1\t%s\n", h.Name)
+			continue
+		}
+		fmt.Fprintf(&b, "%s\t%s\n", h.Addr, h.Name)
+	}
+	return b.String()
+}
 
 // writeClientFiles writes known_hosts (each key under name and address),
 // ssh_config, and the host lists pipette-launch and /etc/hosts users want.
 func (b *builder) writeClientFiles(hosts []Host) error {
 	d := b.st.dir
 	var kh, cfg, names, addrs, etc strings.Builder
-	inside := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	fmt.Fprintf(&cfg, "# pipette-testbed %q: use with ssh -F %s\n", b.st.Name, filepath.Join(d, "ssh_config"))
 	for _, h := range hosts {
 		pub, err := os.ReadFile(filepath.Join(b.hostDir(h.Name), "ssh_host_ed25519_key.pub"))
@@ -309,9 +327,14 @@ func (b *builder) writeClientFiles(hosts []Host) error {
 	for name, content := range map[string]string{
 		"known_hosts": kh.String(), "ssh_config": cfg.String(),
 		"hosts": names.String(), "hosts.addr": addrs.String(), "etc-hosts": etc.String(),
-		hostsInsideFile: inside + etc.String(),
 	} {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	for i, h := range hosts {
+		inside := etcHostsInside(b.spec.Names, hosts, i)
+		if err := os.WriteFile(filepath.Join(b.hostDir(h.Name), hostsInsideFile), []byte(inside), 0o644); err != nil {
 			return err
 		}
 	}

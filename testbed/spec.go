@@ -35,7 +35,20 @@ type Spec struct {
 	Persistent bool
 	// Slurm also starts a real Slurm cluster on the hosts (slurm.go).
 	Slurm bool `json:",omitempty"`
+	// Names is how host names resolve on the hosts: NamesResolve (default)
+	// lists every test-bed host in each host's /etc/hosts; NamesNone lists
+	// none, so no host's name (its own included) resolves; NamesLoopback
+	// maps each host's own name to 127.0.1.1, as Debian images and many
+	// containers do, and lists the others.
+	Names string `json:",omitempty"`
 }
+
+// Name resolution choices for Spec.Names.
+const (
+	NamesResolve  = ""
+	NamesNone     = "none"
+	NamesLoopback = "loopback"
+)
 
 // HostSpec describes one host.
 type HostSpec struct {
@@ -99,6 +112,11 @@ func (s *Spec) Validate() error {
 		if _, err := ParseRate(s.GroupShape); err != nil {
 			return fmt.Errorf("testbed spec %q: group shape: %w", s.Name, err)
 		}
+	}
+	switch s.Names {
+	case NamesResolve, NamesNone, NamesLoopback:
+	default:
+		return fmt.Errorf("testbed spec %q: names %q: want \"\" (resolve), %q or %q", s.Name, s.Names, NamesNone, NamesLoopback)
 	}
 	seen := map[string]bool{}
 	groups := map[string]bool{}

@@ -410,3 +410,34 @@ func BenchmarkUpDown16(b *testing.B) {
 	b.ReportMetric(up.Seconds()/float64(b.N), "up-s/op")
 	b.ReportMetric(down.Seconds()/float64(b.N), "down-s/op")
 }
+
+// TestHostNamesThatDoNotResolve: Names none leaves every host's name
+// (its own included) unresolvable on the hosts; Names loopback maps a
+// host's own name to 127.0.1.1, as Debian images do, and others to their
+// addresses.
+func TestHostNamesThatDoNotResolve(t *testing.T) {
+	for _, tc := range []struct {
+		names string
+		want  map[string]string // getent hosts NAME on host a1 -> answer ("" none)
+	}{
+		{NamesNone, map[string]string{"a1": "", "a2": ""}},
+		{NamesLoopback, map[string]string{"a1": "127.0.1.1", "a2": "ADDR2"}},
+	} {
+		t.Run(tc.names, func(t *testing.T) {
+			tb := New(t, Spec{Names: tc.names, Hosts: []HostSpec{{Name: "a1"}, {Name: "a2"}}})
+			if got := sshOut(t, tb, "a1", "hostname"); got != "a1" {
+				t.Fatalf("hostname %q, want a1 (ssh by name still works from the launching machine)", got)
+			}
+			for name, want := range tc.want {
+				want = strings.ReplaceAll(want, "ADDR2", tb.Hosts[1].Addr)
+				got := sshOut(t, tb, "a1", "getent hosts "+name+" | awk '{print $1}'; true")
+				if got != want {
+					t.Errorf("on a1, %s resolves to %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+	if err := (&Spec{Names: "dns", Hosts: []HostSpec{{Name: "a1"}}}).Validate(); err == nil || !strings.Contains(err.Error(), `names "dns"`) {
+		t.Errorf("Names dns: err %v, want one naming the field", err)
+	}
+}

@@ -65,6 +65,8 @@ type RunOptions struct {
 	searched *searchedPlans
 	// slurm is the allocation the job starts in when --launcher picks Slurm.
 	slurm *launcher.Slurm
+	// pool holds the launch probe's connections for the launch to reuse.
+	pool *launcher.Pool
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
@@ -74,6 +76,7 @@ var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) 
 		Slurm:            opts.slurm,
 		SSH:              opts.SSH,
 		Fanout:           opts.Fanout,
+		Pool:             opts.pool,
 		Out:              opts.IO.Out,
 		LogDir:           opts.LogDir,
 		LocalRanksFilter: opts.LocalRanksFilter,
@@ -180,25 +183,36 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	job, err := templates.Render(plan, cluster, templates.Options{
-		Name:         opts.RunID,
-		Role:         opts.Role,
-		Script:       opts.Script,
-		Args:         opts.ScriptArgs,
-		Python:       opts.Python,
-		NoPython:     opts.NoPython,
-		Module:       opts.Module,
-		MasterAddr:   opts.MasterAddr,
-		MasterPort:   opts.MasterPort,
-		MaxRestarts:  opts.MaxRestarts,
-		NCCLMode:     mode,
-		WorkDir:      opts.WorkDir,
-		LogDir:       opts.LogDir,
-		Env:          opts.Env,
-		DSConfigBase: dsBase,
-	})
+	render := func(facts *launchFacts) (*templates.Job, error) {
+		job, err := templates.Render(plan, cluster, templates.Options{
+			Name:           opts.RunID,
+			Role:           opts.Role,
+			Script:         opts.Script,
+			Args:           opts.ScriptArgs,
+			Python:         facts.python,
+			Rendezvous:     facts.rendezvous,
+			NodeRankPinned: slices.Contains(opts.Ignored, "--node-rank"),
+			NoPython:       opts.NoPython,
+			Module:         opts.Module,
+			MasterAddr:     opts.MasterAddr,
+			MasterPort:     opts.MasterPort,
+			MaxRestarts:    opts.MaxRestarts,
+			NCCLMode:       mode,
+			WorkDir:        opts.WorkDir,
+			LogDir:         opts.LogDir,
+			Env:            opts.Env,
+			DSConfigBase:   dsBase,
+		})
+		if err != nil {
+			return nil, &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
+		}
+		return job, nil
+	}
+	// Rendered once before connecting anywhere, so bad input fails first.
+	facts := &launchFacts{python: opts.Python}
+	job, err := render(facts)
 	if err != nil {
-		return &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
+		return err
 	}
 	if opts.slurm, err = slurmFor(opts, job); err != nil {
 		return err
@@ -216,7 +230,20 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		return writeOutputDir(opts, job, summary)
 	}
-	for _, w := range job.Warnings {
+	// Over SSH, a quick probe finds where the ranks meet and the
+	// interpreter; a Slurm step starts without SSH, so it goes without.
+	if opts.slurm == nil {
+		if facts, err = probeForLaunch(ctx, opts, cluster, plan); err != nil {
+			return err
+		}
+		if opts.pool != nil {
+			defer opts.pool.Close()
+		}
+		if job, err = render(facts); err != nil {
+			return err
+		}
+	}
+	for _, w := range append(facts.warnings, job.Warnings...) {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)

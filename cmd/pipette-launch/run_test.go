@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -154,10 +155,21 @@ func TestBadInputExitsTwo(t *testing.T) {
 	}
 }
 
+// stubProbe replaces the launch probe: nothing is known about the hosts,
+// so no connection is made.
+func stubProbe(t *testing.T) {
+	saved := probeLaunch
+	t.Cleanup(func() { probeLaunch = saved })
+	probeLaunch = func(context.Context, []launcher.HostTarget, int, string, *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+		return nil, nil, nil
+	}
+}
+
 func TestLaunchGetsTheRenderedJob(t *testing.T) {
 	var got *templates.Job
 	saved := launchJob
 	t.Cleanup(func() { launchJob = saved })
+	stubProbe(t)
 	launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
 		got = job
 		return nil
@@ -325,6 +337,7 @@ func TestDryRunWarnsAboutAMissingScript(t *testing.T) {
 func TestOffloadLaunches13B(t *testing.T) {
 	saved := launchJob
 	t.Cleanup(func() { launchJob = saved })
+	stubProbe(t)
 	for _, tc := range []struct {
 		framework string
 		// flags every rank's argv must carry.

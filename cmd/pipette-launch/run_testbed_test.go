@@ -25,10 +25,16 @@ const bedPython = "/usr/bin/python3" // root's PATH may find a python without to
 // it: under /var/tmp, since each host has a private /tmp.
 func e2eBed(t *testing.T) (*testbed.Testbed, string) {
 	t.Helper()
+	return e2eBedNames(t, testbed.NamesResolve)
+}
+
+// e2eBedNames is e2eBed with the hosts' name resolution as names says.
+func e2eBedNames(t *testing.T, names string) (*testbed.Testbed, string) {
+	t.Helper()
 	if out, err := exec.Command(bedPython, "-c", "import torch.distributed").CombinedOutput(); err != nil {
 		t.Fatalf("%s cannot import torch.distributed (install the Debian package python3-torch): %v\n%s", bedPython, err, out)
 	}
-	spec := testbed.Spec{}
+	spec := testbed.Spec{Names: names}
 	for i := 1; i <= 4; i++ {
 		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
 	}
@@ -72,7 +78,7 @@ func TestRunCLIOnTestbed(t *testing.T) {
 			name:     "allreduce 4x2",
 			wantCode: 0,
 			wantOut: []string{"node1:0: ALLREDUCE OK rank=0 sum=36", "node4:7: ALLREDUCE OK rank=7 sum=36",
-				"node3:5: ENV", "WORLD_SIZE=8", "MASTER_ADDR=node1", "MASTER_PORT=29611", "LOCAL_WORLD_SIZE=2"},
+				"node3:5: ENV", "WORLD_SIZE=8", "MASTER_ADDR=" + tb.Hosts[0].Addr + " ", "MASTER_PORT=29611", "LOCAL_WORLD_SIZE=2"},
 		},
 		{
 			name:     "rank 5 exits 3",
@@ -104,6 +110,34 @@ func TestRunCLIOnTestbed(t *testing.T) {
 			}
 			if tc.maxSecond > 0 && took > tc.maxSecond {
 				t.Errorf("took %.1fs, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
+			}
+			tb.AssertNothingLeft(t)
+		})
+	}
+}
+
+// TestRunCLIHostNamesDoNotResolve: on hosts where no host name resolves,
+// not even a host's own (common in containers), a gloo all_reduce over 4
+// hosts x 2 ranks runs with no variable set by the user: MASTER_ADDR is
+// rank 0's probed address and every host binds the interface that routes
+// there. Without that, gloo falls back to loopback and ranks die with
+// "connect [127.0.0.1]: Connection refused".
+func TestRunCLIHostNamesDoNotResolve(t *testing.T) {
+	for _, names := range []string{testbed.NamesNone, testbed.NamesLoopback} {
+		t.Run(names, func(t *testing.T) {
+			tb, dir := e2eBedNames(t, names)
+			var out, errOut syncbuf.Buffer
+			code := runApp(e2eArgs(tb, dir), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			if code != 0 {
+				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+			}
+			for r := range 8 {
+				if want := fmt.Sprintf(":%d: ALLREDUCE OK rank=%d sum=36", r, r); !strings.Contains(out.String(), want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			if want := "MASTER_ADDR=" + tb.Hosts[0].Addr + " "; !strings.Contains(out.String(), want) {
+				t.Errorf("stdout lacks %q\n%s", want, out.String())
 			}
 			tb.AssertNothingLeft(t)
 		})

@@ -66,6 +66,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 					&cli.StringFlag{Name: "shape", Usage: "tc rate of links between groups (e.g. 100mbit); inside a group links are unshaped"},
 					&cli.StringFlag{Name: "prefix", Value: "node", Usage: "host name prefix (hosts are PREFIX01, PREFIX02, ...)"},
 					&cli.BoolFlag{Name: "slurm", Usage: "also run a real Slurm cluster on the hosts (slurmctld on the first, slurmd on each; needs munge, slurmctld, slurmd, slurm-client)"},
+					&cli.StringFlag{Name: "names", Usage: "how host names resolve on the hosts: none (no name resolves, as in many containers) or loopback (a host's own name is 127.0.1.1); default: every host's /etc/hosts names them all"},
 					stateRoot,
 				},
 				OnUsageError: usageOnly,
@@ -78,6 +79,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 						IB: c.StringSlice("ib"), RoCE: c.StringSlice("roce"), Rate: c.Int("rate"),
 						Shape: c.String("shape"), Prefix: c.String("prefix"), StateRoot: c.String("state-root"),
 						Slurm: c.Bool("slurm"),
+						Names: c.String("names"),
 					}
 					return runUp(c.Context, o, out)
 				},
@@ -129,6 +131,7 @@ type upOptions struct {
 	Prefix    string
 	StateRoot string
 	Slurm     bool
+	Names     string
 }
 
 type groupSpec struct {
@@ -227,7 +230,7 @@ func (o upOptions) spec() (testbed.Spec, error) {
 		total += g.count
 	}
 	width := max(2, len(strconv.Itoa(total)))
-	spec := testbed.Spec{Name: o.Name, GroupShape: o.Shape, StateRoot: o.StateRoot, Persistent: true, Slurm: o.Slurm}
+	spec := testbed.Spec{Name: o.Name, GroupShape: o.Shape, StateRoot: o.StateRoot, Persistent: true, Slurm: o.Slurm, Names: o.Names}
 	n := 0
 	for _, g := range groups {
 		for range g.count {
