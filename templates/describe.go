@@ -10,7 +10,9 @@ import (
 
 // Describe writes what --dry-run shows: for every host the variables all
 // its ranks share, then each rank's own variables and exact command line
-// (shell-quoted, so it can be pasted), then every file of the job.
+// (shell-quoted, so it can be pasted), then every file of the job. Values
+// of variables named like secrets (TOKEN, KEY, SECRET, PASSWORD) are shown
+// as **** (the ranks get the real value).
 func Describe(w io.Writer, job *Job) error {
 	ew := &errWriter{w: w}
 	ranks := 0
@@ -30,7 +32,7 @@ func Describe(w io.Writer, job *Job) error {
 		ew.printf("env of every rank:\n")
 		for _, e := range h.Ranks[0].Env {
 			if shared[e.Name] {
-				ew.printf("  %s\n", shellquote.Quote(e.Name+"="+e.Value))
+				ew.printf("  %s\n", shellquote.Quote(e.Name+"="+ShownValue(e.Name, e.Value)))
 			}
 		}
 		sameCmd := sameArgv(h.Ranks)
@@ -41,7 +43,7 @@ func Describe(w io.Writer, job *Job) error {
 			ew.printf("rank %d (local rank %d):\n  env", r.Rank, r.LocalRank)
 			for _, e := range r.Env {
 				if !shared[e.Name] {
-					ew.printf(" %s", shellquote.Quote(e.Name+"="+e.Value))
+					ew.printf(" %s", shellquote.Quote(e.Name+"="+ShownValue(e.Name, e.Value)))
 				}
 			}
 			ew.printf("\n")

@@ -121,25 +121,56 @@ func TestNCCLErrors(t *testing.T) {
 	}
 }
 
+// TestUserEnvironmentRules: the launching shell's variables with DeepSpeed's
+// export prefixes (and OMP_, TORCH_, HF_, ...) reach every rank (torchrun's
+// ranks inherit OMP_NUM_THREADS; remote ranks only get it forwarded);
+// pipette-launch's per-host NCCL settings win over a forwarded value with a
+// warning, and yield to an explicit --env one, with a warning too; rank
+// identity is never replaced.
 func TestUserEnvironmentRules(t *testing.T) {
 	c := newTestCluster(islandDef{name: "e", hosts: []string{"a"}, gpus: 2, nics: ethNICs(10)})
 	p := dpPlan(c, planner.FrameworkTorch, []int{0}, 2)
-	job, err := Render(p, c, Options{Script: "t.py", Env: []string{"OMP_NUM_THREADS=4", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", "NCCL_SOCKET_IFNAME==bond0", "SECRET_TOKEN=x"}})
+	shell := []string{"OMP_NUM_THREADS=4", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", "NCCL_SOCKET_IFNAME==bond0", "SECRET_TOKEN=x",
+		"PYTHONPATH=/opt/lib", "HF_HOME=/data/hf", "WANDB_API_KEY=k1", "MV2_X=1", "UCX_TLS=rc", "MLFLOW_TRACKING_URI=http://m", "RANK=7", "CUDA_VISIBLE_DEVICES=3"}
+	job, err := Render(p, c, Options{Script: "t.py", Env: shell})
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := envOf(job.Hosts[0].Ranks[0])
-	if _, ok := env["OMP_NUM_THREADS"]; ok {
-		t.Errorf("OMP_NUM_THREADS is set although the user set it (torchrun leaves it alone)")
+	for k, want := range map[string]string{"OMP_NUM_THREADS": "4", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "NCCL_SOCKET_IFNAME": "=eth0",
+		"PYTHONPATH": "/opt/lib", "HF_HOME": "/data/hf", "WANDB_API_KEY": "k1", "MV2_X": "1", "UCX_TLS": "rc", "MLFLOW_TRACKING_URI": "http://m", "RANK": "0"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
 	}
-	if env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] != "3" || env["NCCL_SOCKET_IFNAME"] != "=bond0" {
-		t.Errorf("user values not kept: %v", env)
+	for _, k := range []string{"SECRET_TOKEN", "CUDA_VISIBLE_DEVICES"} {
+		if _, ok := env[k]; ok {
+			t.Errorf("%s was forwarded", k)
+		}
 	}
-	if _, ok := env["SECRET_TOKEN"]; ok {
-		t.Errorf("an unrelated user variable was forwarded")
+	warnings := strings.Join(job.Warnings, "\n")
+	for _, w := range []string{"NCCL_SOCKET_IFNAME==bond0 from your environment is not used", "CUDA_VISIBLE_DEVICES from your environment is not forwarded"} {
+		if !strings.Contains(warnings, w) {
+			t.Errorf("warnings lack %q: %v", w, job.Warnings)
+		}
 	}
-	if !strings.Contains(strings.Join(job.Warnings, "\n"), "NCCL_SOCKET_IFNAME==bond0 from your environment") {
-		t.Errorf("no warning about the overridden NCCL setting: %v", job.Warnings)
+	// Explicit (--env, env files) beats forwarded and pipette-launch's own.
+	job, err = Render(p, c, Options{Script: "t.py", Env: shell, ExplicitEnv: []EnvVar{{"NCCL_SOCKET_IFNAME", "=bond1"}, {"HF_HOME", "/x"}, {"NEW", "1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = envOf(job.Hosts[0].Ranks[0])
+	if env["NCCL_SOCKET_IFNAME"] != "=bond1" || env["HF_HOME"] != "/x" || env["NEW"] != "1" {
+		t.Errorf("explicit values not applied: %v", env)
+	}
+	if !strings.Contains(strings.Join(job.Warnings, "\n"), "NCCL_SOCKET_IFNAME==bond1 (--env or env file) replaces pipette-launch's per-host value") {
+		t.Errorf("no warning about the replaced NCCL setting: %v", job.Warnings)
+	}
+	if err := CheckExplicitEnv([]EnvVar{{"WORLD_SIZE", "3"}}); err == nil || !strings.Contains(err.Error(), "WORLD_SIZE is set per rank") {
+		t.Errorf("--env WORLD_SIZE: %v", err)
+	}
+	if err := CheckExplicitEnv([]EnvVar{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"A_B", "x"}}); err != nil {
+		t.Errorf("--env CUDA_VISIBLE_DEVICES (for hosts whose GPUs are unknown): %v", err)
 	}
 	one := dpPlan(c, planner.FrameworkTorch, []int{0}, 1)
 	job, _ = Render(one, c, Options{Script: "t.py"})

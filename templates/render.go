@@ -48,17 +48,14 @@ type Options struct {
 	// NodeRankPinned: the user gave torchrun's --node-rank, so a master
 	// address naming another host of the job is an error, not a warning.
 	NodeRankPinned bool
-	// Env is the environment pipette-launch runs in, KEY=VALUE. Variables
-	// torchrun lets the parent decide (OMP_NUM_THREADS,
-	// TORCH_NCCL_ASYNC_ERROR_HANDLING) follow it, and NCCL_*, TORCH_* and
-	// UCX_* are forwarded to every rank, overriding computed values.
-	Env []string
+	// Env is the environment pipette-launch runs in, KEY=VALUE: variables
+	// with DeepSpeed's export prefixes (and CUDA_, TORCH_, HF_, WANDB_,
+	// OMP_) are forwarded to every rank (env.go). ExplicitEnv (--env, env
+	// files) beats them. Neither replaces a rank's identity; pipette-launch's
+	// per-host fabric settings yield only to ExplicitEnv, with a warning.
+	Env         []string
+	ExplicitEnv []EnvVar
 }
-
-// forwardedPrefixes are the variables copied from the user's environment to
-// every rank. DeepSpeed also copies PYTHON*, but a PYTHONHOME or PYTHONPATH
-// from the launching machine breaks hosts whose Python lives elsewhere.
-var forwardedPrefixes = []string{"NCCL_", "TORCH_", "UCX_"}
 
 // Render turns a placed plan into a Job: per-rank environment and argv,
 // per-host launch scripts, and the files the framework needs.
@@ -90,8 +87,12 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	}
 	byHost := ranksByHost(p)
 	base := baseEnv(c, p, o, userEnv, len(byHost), megatronArgs)
+	user := newUserEnv(userEnv, o.ExplicitEnv)
+	if len(user.skipped) > 0 {
+		job.Warnings = append(job.Warnings, strings.Join(user.skipped, ", ")+" from your environment is not forwarded: it describes this machine (pipette-launch sets it per rank where the hosts' GPUs are known; --env sets it)")
+	}
 	for nodeRank, hb := range byHost {
-		hj, warnings, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, userEnv, numLayers)
+		hj, warnings, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, user, numLayers)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +113,6 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		}
 		job.Hosts[i].Script = s
 	}
-	job.Warnings = append(job.Warnings, overriddenWarnings(userEnv)...)
 	return job, nil
 }
 
@@ -332,7 +332,7 @@ func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, err
 
 // renderHost builds one host's ranks.
 func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, hb hostRanks,
-	nodeRank, nodes int, base []EnvVar, args []string, userEnv map[string]string, numLayers int) (HostJob, []string, error) {
+	nodeRank, nodes int, base []EnvVar, args []string, user userEnv, numLayers int) (HostJob, []string, error) {
 	h := c.Hosts[hb.host]
 	hj := HostJob{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: nodeRank}
 	if hj.Address == "" {
@@ -343,6 +343,10 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 		return hj, nil, err
 	}
 	nccl = withRendezvousIfname(nccl, o.Rendezvous, hb.host)
+	perHost := map[string]bool{}
+	for _, e := range nccl {
+		perHost[e.Name] = true
+	}
 	hostArgs := args
 	if fp.perGroup {
 		ha, err := holmesArgs(c, p, hb.host, numLayers)
@@ -378,10 +382,16 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 			env = append(env, EnvVar{"LOCAL_SIZE", strconv.Itoa(local)},
 				EnvVar{"CROSS_RANK", strconv.Itoa(nodeRank)}, EnvVar{"CROSS_SIZE", strconv.Itoa(nodes)})
 		}
-		if _, ok := userEnv["OMP_NUM_THREADS"]; !ok && local > 1 {
+		if local > 1 {
 			env = append(env, EnvVar{"OMP_NUM_THREADS", "1"})
 		}
-		env = withForwarded(env, userEnv)
+		var uw []string
+		env, uw = user.apply(env, perHost)
+		for _, w := range uw {
+			if !slices.Contains(warnings, w) {
+				warnings = append(warnings, w)
+			}
+		}
 		sortEnv(env)
 		hj.Ranks = append(hj.Ranks, RankJob{Rank: r.Rank, LocalRank: r.LocalRank, Env: env, Argv: rankArgv(o, p.Framework, r.LocalRank, hostArgs)})
 	}
@@ -421,48 +431,6 @@ func envMap(env []string) map[string]string {
 		}
 	}
 	return m
-}
-
-// withForwarded sets the forwarded user variables, replacing computed
-// ones of the same name.
-func withForwarded(env []EnvVar, user map[string]string) []EnvVar {
-	fwd := map[string]bool{}
-	for k := range user {
-		if forwarded(k) {
-			fwd[k] = true
-		}
-	}
-	out := env[:0:0]
-	for _, e := range env {
-		if !fwd[e.Name] {
-			out = append(out, e)
-		}
-	}
-	for k := range fwd {
-		out = append(out, EnvVar{k, user[k]})
-	}
-	return out
-}
-
-func forwarded(name string) bool {
-	for _, p := range forwardedPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// overriddenWarnings names computed NCCL settings the user's environment
-// replaced, since a wrong one can hang a mixed-fabric job.
-func overriddenWarnings(user map[string]string) []string {
-	var w []string
-	for _, name := range []string{"NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "NCCL_NET"} {
-		if v, ok := user[name]; ok {
-			w = append(w, fmt.Sprintf("%s=%s from your environment replaces pipette-launch's per-host value on every rank", name, v))
-		}
-	}
-	return w
 }
 
 // addFrameworkFiles adds the hostfile and ds_config.json DeepSpeed needs.

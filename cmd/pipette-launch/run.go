@@ -47,6 +47,9 @@ type RunOptions struct {
 	Launcher      string
 	WorkDir       string
 	NoCheckScript bool
+	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.
+	EnvFlags []string
+	EnvFile  string
 	// Role is ROLE_NAME; Ignored lists torchrun flags given that mean
 	// nothing here (warned about).
 	Role       string
@@ -183,6 +186,17 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	explicit, sources, err := explicitEnv(opts)
+	if err != nil {
+		return err
+	}
+	for _, s := range sources {
+		names := make([]string, len(s.vars))
+		for i, v := range s.vars {
+			names[i] = v.Name
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: environment from %s: %s\n", s.name, strings.Join(names, " "))
+	}
 	render := func(facts *launchFacts) (*templates.Job, error) {
 		job, err := templates.Render(plan, cluster, templates.Options{
 			Name:           opts.RunID,
@@ -201,6 +215,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			WorkDir:        opts.WorkDir,
 			LogDir:         opts.LogDir,
 			Env:            opts.Env,
+			ExplicitEnv:    explicit,
 			DSConfigBase:   dsBase,
 		})
 		if err != nil {

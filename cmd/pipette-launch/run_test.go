@@ -41,8 +41,27 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	io := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
 	t.Chdir(testdataDir)
+	cleanEnv(t)
 	code := runApp(append([]string{"pipette-launch"}, args...), io)
 	return code, out.String(), errOut.String()
+}
+
+// forwardedRE matches the variables a launch forwards to every rank.
+var forwardedRE = regexp.MustCompile(`^(NCCL|PYTHON|MV2|UCX|MLFLOW|CUDA_|TORCH_|HF_|WANDB_|OMP_|DS_ENV_FILE)`)
+
+// cleanEnv takes the forwarded variables out of the test's environment
+// (golden files must not depend on the machine's) and points HOME at an
+// empty directory, so no ~/.deepspeed_env is read.
+func cleanEnv(t *testing.T) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if forwardedRE.MatchString(k) {
+			t.Setenv(k, v) // restores it after the test
+			os.Unsetenv(k)
+		}
+	}
 }
 
 // predictionRE matches the planner's predicted numbers, which change with
@@ -435,5 +454,65 @@ func TestStopSignalsKeepIgnoredOnes(t *testing.T) {
 	defer signal.Reset(syscall.SIGHUP)
 	if slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
 		t.Errorf("SIGHUP caught although ignored (nohup): %v", stopSignals())
+	}
+}
+
+// TestEnvForwardingDryRun: shell variables with DeepSpeed's prefixes,
+// .deepspeed_env from the launch directory, --env-file and --env reach
+// every rank in that order of precedence; secrets are masked in the dry
+// run; a variable that says who a rank is cannot be set.
+func TestEnvForwardingDryRun(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HOME", t.TempDir())
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("train.py", "")
+	write(".deepspeed_env", "# DeepSpeed's format\nFROM_DS=1\nHF_HOME = /ds-env\nLEVEL=ds\n")
+	write("more.env", "LEVEL=file\nHF_TOKEN=hf_abc123\n")
+	t.Setenv("HF_HOME", "/shell")
+	t.Setenv("NCCL_DEBUG", "INFO")
+	t.Setenv("WANDB_API_KEY", "wandb-s3cret")
+	t.Setenv("MY_OWN", "x")
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := runApp(append([]string{"pipette-launch"}, args...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := run("--dry-run", "--hosts", "n[1-2]", "--env-file", "more.env", "--env", "LEVEL=flag", "--env", "NCCL_IB_HCA=mlx5_0,mlx5_1", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"FROM_DS=1", "HF_HOME=/ds-env", "LEVEL=flag", "NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5_0,mlx5_1", "WANDB_API_KEY=****", "HF_TOKEN=****"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %s:\n%s", want, out)
+		}
+	}
+	for _, secret := range []string{"wandb-s3cret", "hf_abc123"} {
+		if strings.Contains(out+errOut, secret) {
+			t.Errorf("the dry run printed the secret %s", secret)
+		}
+	}
+	if strings.Contains(out, "MY_OWN") {
+		t.Errorf("a variable without a forwarded prefix was forwarded:\n%s", out)
+	}
+	if !strings.Contains(errOut, "environment from .deepspeed_env: FROM_DS HF_HOME LEVEL") {
+		t.Errorf("stderr does not say where variables came from: %s", errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--env", "WORLD_SIZE=3"}, "--env: WORLD_SIZE is set per rank"},
+		{[]string{"--env", "NOEQUALS"}, "want KEY=VALUE"},
+		{[]string{"--env-file", "missing.env"}, "env file"},
+	} {
+		code, _, errOut := run(append(append([]string{"--dry-run", "--hosts", "n1"}, tc.args...), "train.py")...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
 	}
 }

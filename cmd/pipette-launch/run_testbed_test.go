@@ -114,6 +114,50 @@ func TestRunCLIOnTestbed(t *testing.T) {
 			tb.AssertNothingLeft(t)
 		})
 	}
+	t.Run("environment", func(t *testing.T) { checkEnvJob(t, tb, dir) })
+}
+
+// checkEnvJob runs a job that prints its own environment: the launching
+// shell's forwarded variables, .deepspeed_env from the launch directory and
+// --env arrive with --env winning; a shell NCCL_SOCKET_IFNAME does not beat
+// the per-host interface (and a warning names it); the secret reaches the
+// ranks but pipette-launch itself never prints it.
+func checkEnvJob(t *testing.T, tb *testbed.Testbed, dir string) {
+	script := "import os, sys\nfor k in sys.argv[1:]:\n    print('ENVCHECK %s=%s' % (k, os.environ.get(k, '<unset>')), flush=True)\n"
+	if err := os.WriteFile(filepath.Join(dir, "envcheck.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".deepspeed_env"), []byte("FROM_DS_ENV=yes\nHF_HOME=/from-ds-env\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("HF_HOME", "/from-shell")
+	t.Setenv("NCCL_DEBUG", "WARN")
+	t.Setenv("NCCL_SOCKET_IFNAME", "=bogus0")
+	t.Setenv("WANDB_API_KEY", "wandb-s3cret-42")
+	t.Setenv("NOT_FORWARDED", "x")
+	args := e2eArgs(tb, dir)
+	args = append(args[:len(args)-5], "--env", "HF_HOME=/from-flag", "--env", "EXTRA=a,b", filepath.Join(dir, "envcheck.py"),
+		"FROM_DS_ENV", "HF_HOME", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "WANDB_API_KEY", "NOT_FORWARDED", "EXTRA")
+	var out, errOut syncbuf.Buffer
+	code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"FROM_DS_ENV=yes", "HF_HOME=/from-flag", "NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME==eth0",
+		"GLOO_SOCKET_IFNAME=eth0", "WANDB_API_KEY=wandb-s3cret-42", "NOT_FORWARDED=<unset>", "EXTRA=a,b"} {
+		if n := strings.Count(out.String(), "ENVCHECK "+want+"\n"); n != 8 {
+			t.Errorf("%d of 8 ranks report %s\n%s", n, want, out.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), "NCCL_SOCKET_IFNAME==bogus0 from your environment is not used") {
+		t.Errorf("no warning names the overridden NCCL_SOCKET_IFNAME:\n%s", errOut.String())
+	}
+	if strings.Contains(errOut.String(), "wandb-s3cret") {
+		t.Errorf("pipette-launch printed the secret:\n%s", errOut.String())
+	}
+	tb.AssertNothingLeft(t)
 }
 
 // TestRunCLIHostNamesDoNotResolve: on hosts where no host name resolves,

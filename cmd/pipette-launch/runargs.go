@@ -25,7 +25,9 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "module", EnvVars: []string{"PET_MODULE"}, Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
 		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "one log file per rank: on this machine when launching, on each host in --output-dir scripts"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"PET_RDZV_ID"}, Aliases: []string{"run_id", "rdzv-id", "rdzv_id"}, Value: "pipette", Usage: "job name, also TORCHELASTIC_RUN_ID"},
-		&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter that runs the script on every host"},
+		&cli.StringFlag{Name: "python", Usage: "interpreter that runs the script on every host (default: the python3 on your PATH when every host has the same path, else python3)"},
+		&cli.GenericFlag{Name: "env", Value: &envList{}, Usage: "KEY=VALUE set for every rank (repeatable; beats forwarded variables, .deepspeed_env and --env-file)"},
+		&cli.StringFlag{Name: "env-file", Usage: "file of KEY=VALUE lines set for every rank (.deepspeed_env's format; beats .deepspeed_env)"},
 		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand); default: the embedded example"},
 		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
 		&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
@@ -95,6 +97,10 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 		WorkDir:       c.String("workdir"),
 		NoCheckScript: c.Bool("no-check-script"),
 		Role:          c.String("role"),
+		EnvFile:       c.String("env-file"),
+	}
+	if l, ok := c.Generic("env").(*envList); ok && l != nil {
+		o.EnvFlags = l.vals
 	}
 	for _, f := range ignoredTorchrunFlags() {
 		name := f.Names()[0]
