@@ -516,3 +516,67 @@ func TestEnvForwardingDryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestInterpreterFromLaunchingPath: .py scripts run under the python3 the
+// launching shell finds (a venv's) when the launch probe finds the same
+// path on every host; else under the hosts' python3 with a warning naming
+// the hosts; --python always wins and is not checked.
+func TestInterpreterFromLaunchingPath(t *testing.T) {
+	venv := filepath.Join(t.TempDir(), "venv", "bin")
+	if err := os.MkdirAll(venv, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(venv, "python3")
+	if err := os.WriteFile(py, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	savedLaunch, savedProbe := launchJob, probeLaunch
+	t.Cleanup(func() { launchJob, probeLaunch = savedLaunch, savedProbe })
+	for _, tc := range []struct {
+		name        string
+		flags       []string
+		found       []bool // per host
+		wantChecked string
+		wantArgv0   string
+		wantWarning string
+	}{
+		{"every host has it", nil, []bool{true, true}, py, py, ""},
+		{"one host lacks it", nil, []bool{true, false}, py, "python3", "your python3 (" + py + ") does not exist on n2"},
+		{"--python wins", []string{"--python", "/opt/py/bin/python"}, []bool{false, false}, "", "/opt/py/bin/python", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var checked string
+			probeLaunch = func(_ context.Context, targets []launcher.HostTarget, rank0 int, python string, _ *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+				checked = python
+				lp := &launcher.LaunchProbe{MasterAddr: "10.0.0.1"}
+				for i := range targets {
+					lp.Hosts = append(lp.Hosts, launcher.HostRoute{Ifname: "eth0", PythonFound: tc.found[i]})
+				}
+				return lp, nil, nil
+			}
+			var job *templates.Job
+			launchJob = func(_ context.Context, j *templates.Job, _ *RunOptions) error { job = j; return nil }
+			var errOut bytes.Buffer
+			t.Chdir(testdataDir)
+			cleanEnv(t)
+			t.Setenv("PATH", venv+string(os.PathListSeparator)+os.Getenv("PATH"))
+			args := append(append([]string{"pipette-launch", "--hosts", "n[1-2]"}, tc.flags...), "train.py")
+			if code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}); code != 0 || job == nil {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			if checked != tc.wantChecked {
+				t.Errorf("probe checked %q, want %q", checked, tc.wantChecked)
+			}
+			if argv0 := job.Hosts[1].Ranks[0].Argv[0]; argv0 != tc.wantArgv0 {
+				t.Errorf("ranks run %q, want %q", argv0, tc.wantArgv0)
+			}
+			if tc.wantWarning != "" && !strings.Contains(errOut.String(), tc.wantWarning) {
+				t.Errorf("stderr lacks %q: %s", tc.wantWarning, errOut.String())
+			}
+			if env := job.Hosts[1].Ranks[0].Env; !slices.Contains(env, templates.EnvVar{Name: "GLOO_SOCKET_IFNAME", Value: "eth0"}) ||
+				!slices.Contains(env, templates.EnvVar{Name: "MASTER_ADDR", Value: "10.0.0.1"}) {
+				t.Errorf("the probe's findings are not in the rank's env: %v", env)
+			}
+		})
+	}
+}
