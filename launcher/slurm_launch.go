@@ -191,12 +191,13 @@ func runSlurmAttempt(ctx context.Context, s Slurm, job templates.Job, opts Launc
 		st.waitStepGone(30 * time.Second)
 		return nil
 	}
-	failure.StopErr = st.stop(opts, out)
-	st.waitStepGone(30 * time.Second)
+	// Asked before stopping: Slurm forgets a finished job after MinJobAge.
 	if why := slurmCancelReason(st); why != "" && !failure.interrupted {
 		failure.Reason = why + "; first failure seen: " + failure.Reason
 		failure.interrupted = true
 	}
+	failure.StopErr = st.stop(opts, out)
+	st.waitStepGone(30 * time.Second)
 	return failure
 }
 
@@ -403,18 +404,68 @@ func (st *slurmStep) scancel(sig, id string) {
 	_ = c.Run() // a step that already ended is not an error
 }
 
-// slurmCancelReason says why Slurm ended the step when it was Slurm's
-// doing (scancel, a time limit), as slurmstepd reports on the step's
-// stderr; "" otherwise.
+// slurmCancelReason says why Slurm is ending the allocation when it is
+// (scancel, the time limit, a node failure, preemption), from the job's
+// state, which changes when Slurm decides, before any rank dies; "" while
+// the allocation runs (a failure of our own, or our own stop).
 func slurmCancelReason(st *slurmStep) string {
-	text := st.stderr.String()
-	switch {
-	case strings.Contains(text, "DUE TO TIME LIMIT"):
-		return "the Slurm job reached its time limit"
-	case strings.Contains(text, "CANCELLED"):
-		return "the Slurm job was cancelled (scancel)"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "scontrol", "-o", "show", "job", st.s.JobID)
+	c.Env = st.s.env()
+	out, err := c.Output()
+	if err != nil {
+		return ""
 	}
-	return ""
+	fields := map[string]string{}
+	for _, f := range strings.Fields(string(out)) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			fields[k] = v
+		}
+	}
+	switch state := fields["JobState"]; state {
+	case "", "RUNNING", "PENDING", "SUSPENDED", "CONFIGURING":
+		return ""
+	case "TIMEOUT":
+		return "the Slurm job reached its time limit"
+	case "CANCELLED":
+		return "the Slurm job was cancelled (scancel)"
+	case "COMPLETING":
+		// Ending while our step still ran: Slurm is ending the allocation.
+		if limit, ok := slurmDuration(fields["TimeLimit"]); ok {
+			if run, ok := slurmDuration(fields["RunTime"]); ok && run >= limit {
+				return "the Slurm job reached its time limit"
+			}
+		}
+		return "the Slurm job was cancelled (scancel) or its allocation ended"
+	default:
+		return "the Slurm job ended (state " + state + ")"
+	}
+}
+
+// slurmDuration parses Slurm's [D-]HH:MM:SS; UNLIMITED is not a duration.
+func slurmDuration(s string) (time.Duration, bool) {
+	days := 0
+	if d, rest, ok := strings.Cut(s, "-"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil {
+			return 0, false
+		}
+		days, s = n, rest
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return 0, false
+	}
+	var hms [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return 0, false
+		}
+		hms[i] = n
+	}
+	return time.Duration(((days*24+hms[0])*60+hms[1])*60+hms[2]) * time.Second, true
 }
 
 // waitStepGone waits (bounded) until Slurm no longer lists the step: srun

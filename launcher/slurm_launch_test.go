@@ -57,16 +57,20 @@ func withSlurmEnvPrinted(job templates.Job) templates.Job {
 }
 
 // The job's rank order is ours, not Slurm's task order: rank 0 runs on
-// node3, the second node of the job is node1, ...
+// node3, the second node of the job is node1, ... Rank 5 fails in the
+// first attempt only: --max-restarts runs the job again as a new step.
 func TestSlurmLaunchAllreduce4x2(t *testing.T) {
 	tb, s := slurmBed(t, 4)
 	order := []string{"node3", "node1", "node4", "node2"}
-	job := withSlurmEnvPrinted(allreduceJob(t, tb, "slurm4x2", order, 2))
+	job := withSlurmEnvPrinted(allreduceJob(t, tb, "slurm4x2", order, 2, "--fail-rank", "5", "--fail-restarts", "1"))
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := Launch(ctx, job, LaunchOptions{Slurm: &s, Out: &out}); err != nil {
+	if err := Launch(ctx, job, LaunchOptions{Slurm: &s, Out: &out, MaxRestarts: 1, Grace: 3 * time.Second}); err != nil {
 		t.Fatalf("Launch through srun: %v\noutput:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "restarting the whole job (restart 1 of 1)") {
+		t.Errorf("no restart reported:\n%s", out.String())
 	}
 	text := out.String()
 	master, _ := tb.Host("node3")
@@ -74,7 +78,7 @@ func TestSlurmLaunchAllreduce4x2(t *testing.T) {
 		for _, r := range h.Ranks {
 			prefix := fmt.Sprintf("%s:%d: ", h.Name, r.Rank)
 			for _, want := range []string{
-				fmt.Sprintf("%sENV RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 MASTER_ADDR=%s MASTER_PORT=29512 TORCHELASTIC_RESTART_COUNT=0 HOST=%s\n",
+				fmt.Sprintf("%sENV RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 MASTER_ADDR=%s MASTER_PORT=29512 TORCHELASTIC_RESTART_COUNT=1 HOST=%s\n",
 					prefix, r.Rank, r.LocalRank, master.Addr, h.Name),
 				fmt.Sprintf("%sSLURMENV procid=%d localid=%d nodeid=%d ntasks=8\n", prefix, r.Rank, r.LocalRank, n),
 				fmt.Sprintf("%sALLREDUCE OK rank=%d sum=36\n", prefix, r.Rank),
@@ -147,7 +151,9 @@ func TestSlurmScancelStopsJob(t *testing.T) {
 		t.Fatalf("Launch = %v, want an interrupted failure saying the Slurm job was cancelled\noutput:\n%s", err, out.String())
 	}
 	// Slurm's own KillWait (5 s on the test-bed) plus our grace bound it.
-	if d := returned.Sub(cancelledAt); cancelledAt.IsZero() || d > grace+20*time.Second {
+	d := returned.Sub(cancelledAt)
+	t.Logf("Launch returned %s after scancel", d)
+	if cancelledAt.IsZero() || d > grace+20*time.Second {
 		t.Errorf("Launch returned %s after scancel", d)
 	}
 	// No rank survives the cancel; slurmstepd may still be tidying up the
@@ -191,6 +197,21 @@ func TestSlurmBundleDispatch(t *testing.T) {
 		}
 		if string(o) != want {
 			t.Errorf("node %s: got %q, want %q", n, o, want)
+		}
+	}
+}
+
+func TestSlurmDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"00:00:37": 37 * time.Second, "01:02:03": time.Hour + 2*time.Minute + 3*time.Second, "2-00:00:01": 48*time.Hour + time.Second,
+	} {
+		if got, ok := slurmDuration(in); !ok || got != want {
+			t.Errorf("slurmDuration(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"UNLIMITED", "", "10:00", "x-01:00:00"} {
+		if _, ok := slurmDuration(bad); ok {
+			t.Errorf("slurmDuration(%q) accepted", bad)
 		}
 	}
 }

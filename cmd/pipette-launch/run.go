@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -484,6 +485,11 @@ func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]launcher.HostSpec, e
 	hosts, err := launcher.ResolveHosts(launcher.HostSources{Hosts: o.Hosts, Hostfile: o.Hostfile, Getenv: envLookup(o.Env)})
 	if err != nil {
 		return nil, &inputError{err.Error()}
+	}
+	if nproc == 0 && o.Hosts == "" && o.Hostfile == "" {
+		// Hosts from the Slurm allocation: one rank per GPU Slurm gave each
+		// node, where it says (--gpus-per-node), else torchrun's default 1.
+		nproc, _ = strconv.Atoi(envLookup(o.Env)("SLURM_GPUS_ON_NODE"))
 	}
 	for i := range hosts {
 		switch {

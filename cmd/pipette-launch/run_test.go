@@ -266,6 +266,9 @@ func TestListedHosts(t *testing.T) {
 		{"hostfile default slots", RunOptions{Hostfile: hf}, 0, []string{"w1", "w2"}, []int{4, 1}, "", 0},
 		{"hosts with user and port", RunOptions{Hosts: "ops@gpu[1-2]:2222"}, 8, []string{"gpu1", "gpu2"}, []int{8, 8}, "ops", 2222},
 		{"slurm", RunOptions{Env: []string{"SLURM_JOB_NODELIST=n[07-08]"}}, 4, []string{"n07", "n08"}, []int{4, 4}, "", 0},
+		{"slurm gpus on node", RunOptions{Env: []string{"SLURM_JOB_NODELIST=n[07-08]", "SLURM_GPUS_ON_NODE=8"}}, 0, []string{"n07", "n08"}, []int{8, 8}, "", 0},
+		{"slurm gpus on node, nproc wins", RunOptions{Env: []string{"SLURM_JOB_NODELIST=n[07-08]", "SLURM_GPUS_ON_NODE=8"}}, 2, []string{"n07", "n08"}, []int{2, 2}, "", 0},
+		{"hosts ignore slurm gpus", RunOptions{Hosts: "a,b", Env: []string{"SLURM_GPUS_ON_NODE=8"}}, 0, []string{"a", "b"}, []int{1, 1}, "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
