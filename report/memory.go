@@ -97,7 +97,12 @@ func memorySVG(id string, c *planner.Cluster, m planner.Model, p *planner.Plan) 
 			s.text(cx, y0+plotH+16, smallFont, "middle", fmt.Sprint(r))
 		}
 		if slot >= 56 {
-			s.text(cx, yOf(acc)-4, smallFont, "middle", fmt.Sprintf("%.1f", acc/gib))
+			// Above the bar, and above the capacity mark when they are close.
+			ly := yOf(acc) - 4
+			if c := yOf(capOf[r]); ly > c-4 && ly < c+14 {
+				ly = c - 4
+			}
+			s.text(cx, ly, smallFont, "middle", fmt.Sprintf("%.1f", acc/gib))
 		}
 		s.close()
 	}
@@ -165,7 +170,7 @@ func hostMemory(s *svg, c *planner.Cluster, m planner.Model, p *planner.Plan, y 
 	if top <= 0 {
 		top = 1
 	}
-	plotX, plotW := margin+labelW, figWidth-2*margin-labelW-120
+	plotX, plotW := margin+labelW, figWidth-2*margin-labelW-180 // room for "218.9 GiB of 512 GiB"
 	xOf := func(b float64) float64 { return plotX + b/top*plotW }
 	for i, k := range kinds {
 		isl := c.Islands[k.island].Spec.Name

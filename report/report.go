@@ -230,8 +230,10 @@ func buildSection(in Input, x row, chosen bool) (Section, error) {
 		timelineSVG(x.id+"-timeline", p, tl))
 	fig("placement", "Placement: each host with its GPUs and ranks (s = pipeline stage, d = data-parallel replica); black outlines are tensor-parallel groups; PP notes name the host and link each stage sends to.",
 		placementSVG(x.id+"-placement", in.Cluster, p))
-	fig("bandwidth", "Host-to-host bandwidth the planner used, hosts in placement order.",
-		bandwidthSVG(x.id+"-bandwidth", in.Cluster, p, in.Measured))
+	if len(in.Cluster.Hosts) > 1 {
+		fig("bandwidth", "Host-to-host bandwidth the planner used, hosts in placement order.",
+			bandwidthSVG(x.id+"-bandwidth", in.Cluster, p, in.Measured))
+	}
 	fig("memory", "Memory per GPU of every pipeline stage (the planner's estimate) and host memory per node.",
 		memorySVG(x.id+"-memory", in.Cluster, in.Model, p))
 	return sec, nil

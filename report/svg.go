@@ -129,7 +129,7 @@ func (s *svg) title(t string) { s.raw("<title>%s</title>", esc(t)) }
 // svgStyle holds what thousands of timeline marks share, so each mark
 // carries only its own geometry, color and data. Inline SVGs share the
 // page's style sheet, so every figure carries the same rules.
-const svgStyle = `<style>.op{stroke:#fff;stroke-width:.5}.lbl{font-size:11px;text-anchor:middle;pointer-events:none}` +
+const svgStyle = `<style>.sep{stroke:#fff;stroke-width:.5}.lbl{font-size:11px;text-anchor:middle;pointer-events:none}` +
 	`.transfer{stroke:#000;stroke-width:1;stroke-opacity:.55}.recompute{opacity:.6;pointer-events:none}</style>`
 
 // String is the finished document, standalone (own xmlns, font, style).

@@ -22,6 +22,12 @@ const (
 	colGrid      = "#CCCCCC"
 )
 
+// Transfer lines past which only visible-length transfers are drawn.
+const (
+	maxTransferLines = 300
+	minTransferPx    = 1.5
+)
+
 // chunkColor keeps yellow and black for other marks: chunks cycle through
 // the first six palette colors.
 func chunkColor(c int) string { return palette[c%6] }
@@ -93,8 +99,16 @@ func timelineSVG(id string, p *planner.Plan, tl *planner.Timeline) string {
 		}
 		s.close()
 	}
+	// A dense schedule's instant same-host sends would bury the blocks
+	// under vertical lines: past maxTransferLines only sends that take a
+	// visible time are drawn, and the subtitle says how many are left out.
 	s.open("class", "transfers")
+	omitted := 0
 	for _, x := range tl.Transfers {
+		if len(tl.Transfers) > maxTransferLines && xOf(x.End)-xOf(x.Start) < minTransferPx {
+			omitted++
+			continue
+		}
 		dir := "activations"
 		if x.Backward {
 			dir = "gradients"
@@ -106,6 +120,9 @@ func timelineSVG(id string, p *planner.Plan, tl *planner.Timeline) string {
 			esc(fmt.Sprintf("%s, micro-batch %d chunk %d, stage %d→%d: %s", dir, x.Micro, x.Chunk, x.From, x.To, seconds(x.End-x.Start))))
 	}
 	s.close()
+	if omitted > 0 {
+		s.text(figWidth-margin, 38, smallFont, "end", fmt.Sprintf("%d pipeline transfers shorter than %g px not drawn", omitted, minTransferPx), "class", "omitted")
+	}
 	band := func(sp planner.Span, fill, pattern, class, what string) {
 		if sp.End <= sp.Start {
 			return
@@ -152,7 +169,11 @@ func drawOp(s *svg, op planner.TimelineOp, xOf func(float64) float64, y, h float
 	}
 	// The block carries the tooltip and the data; the hatch and the label
 	// ignore the pointer so hovering anywhere on the block shows it.
-	s.rect(x0, y+2, x1-x0, h-4, fill, title, "class", "op "+kind,
+	class := "op " + kind
+	if x1-x0 >= 4 { // a white edge separates wide blocks; narrow ones would turn white
+		class += " sep"
+	}
+	s.rect(x0, y+2, x1-x0, h-4, fill, title, "class", class,
 		"data-chunk", fmt.Sprint(op.Chunk), "data-micro", fmt.Sprint(op.Micro), "data-s", fmt.Sprintf("%.6g", op.End-op.Start))
 	if op.Backward && op.Recompute > 0 {
 		s.rect(x0, y+2, xOf(op.Start+op.Recompute)-x0, h-4, "url(#"+recompute+")", "", "class", "recompute")
