@@ -54,20 +54,20 @@ def main():
            "gemm": []}
     budget = float(cfg.get("budget_s") or 3)
     deadline = time.perf_counter() + budget
-    last = 0.0
+    rate = 0.0  # last measured flop/s
     for prec in cfg["precisions"]:
         for m, n, k in cfg["shapes"]:
             left = deadline - time.perf_counter()
-            # Shapes come smallest first: stop before one that would not fit
-            # (a shape of f times the flops takes about f times as long).
-            if left <= 0 or (last > 0 and last * 8 > left):
+            # Shapes come smallest first: stop before one that would not fit.
+            # A shape costs about 5 calls (warm-up, one, 3 trials of at least
+            # one) or 4 trials of min_s, whichever is longer.
+            if left <= 0 or (rate > 0 and max(5 * 2.0 * m * n * k / rate, 4 * min_s) > left):
                 break
             a = torch.randn(m, k, device=dev).to(dtypes[prec])
             b = torch.randn(k, n, device=dev).to(dtypes[prec])
-            t0 = time.perf_counter()
             s = timed(lambda: torch.matmul(a, b), sync, min_s)
-            last = time.perf_counter() - t0
-            out["gemm"].append({"precision": prec, "m": m, "n": n, "k": k, "tflops": 2.0 * m * n * k / s / 1e12})
+            rate = 2.0 * m * n * k / s
+            out["gemm"].append({"precision": prec, "m": m, "n": n, "k": k, "tflops": rate / 1e12})
             del a, b
     workers = int(cfg.get("workers") or 1)
     nbytes = int(cfg.get("allreduce_bytes") or 0)

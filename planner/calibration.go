@@ -37,9 +37,11 @@ type LinkCalibration struct {
 }
 
 // CalibrationRun is one observed run and the model's linearisation of its
-// prediction: predicted(factors) = fixed_s + sum over k of
-// sensitivity_s[k] x factor[k] (exact for small changes: every time in the
-// model scales with its factor, and the critical path is a max of sums).
+// prediction: with factors x, predicted(x) = fixed_s + sum over k of
+// parts_s[k] x x[k] / factors[k], where parts_s[k] is the part of the
+// prediction that factor k scales and factors[k] its value when the run
+// was recorded (exact for small changes: every time in the model scales
+// with its factor, and the critical path is a max of sums).
 type CalibrationRun struct {
 	Source string    `yaml:"source" json:"source"`
 	At     time.Time `yaml:"at" json:"at"`
@@ -50,9 +52,18 @@ type CalibrationRun struct {
 	ObservedS  float64 `yaml:"observed_iteration_s" json:"observed_iteration_s"`
 	// PredictedS is the prediction with the calibration in force before
 	// this run was added (its error is what `plan` reports).
-	PredictedS   float64            `yaml:"predicted_iteration_s" json:"predicted_iteration_s"`
-	FixedS       float64            `yaml:"fixed_s,omitempty" json:"fixed_s,omitempty"`
-	SensitivityS map[string]float64 `yaml:"sensitivity_s" json:"sensitivity_s"`
+	PredictedS float64            `yaml:"predicted_iteration_s" json:"predicted_iteration_s"`
+	FixedS     float64            `yaml:"fixed_s,omitempty" json:"fixed_s,omitempty"`
+	PartsS     map[string]float64 `yaml:"parts_s" json:"parts_s"`
+	Factors    map[string]float64 `yaml:"factors,omitempty" json:"factors,omitempty"`
+}
+
+// factorAtRun is factor k when the run was recorded (1 when absent).
+func (r CalibrationRun) factorAtRun(k string) float64 {
+	if x := r.Factors[k]; x > 0 {
+		return x
+	}
+	return 1
 }
 
 // ComputeFactorKey names the compute factor in CalibrationRun.SensitivityS.
@@ -118,9 +129,14 @@ func validateCalibration(errs *fieldErrors, c *Calibration, islands map[string]i
 		if !(r.ObservedS > 0) {
 			errs.add(p+".observed_iteration_s", "must be > 0, got %g", r.ObservedS)
 		}
-		for k, v := range r.SensitivityS {
+		for k, v := range r.PartsS {
 			if v < 0 || math.IsNaN(v) {
-				errs.add(p+".sensitivity_s."+k, "must be >= 0, got %g", v)
+				errs.add(p+".parts_s."+k, "must be >= 0, got %g", v)
+			}
+		}
+		for k, v := range r.Factors {
+			if !(v > 0) {
+				errs.add(p+".factors."+k, "must be > 0, got %g", v)
 			}
 		}
 	}
@@ -206,12 +222,12 @@ func (f *ClusterFile) applyCalibration(islands []Island, hosts []Host, bw, lat [
 // the prediction.
 const sensitivityStep = 0.01
 
-// Sensitivities differentiates a prediction with respect to every factor of
-// f's calibration: predict prices the run on a cluster resolved from a copy
-// of f with one factor changed. It returns the prediction with f's own
-// factors and dT/dfactor per key (zero entries left out), plus the part no
-// factor scales (fixed = T - sum dT/dx_k x_k, >= 0).
-func Sensitivities(f *ClusterFile, t Transport, predict func(*Cluster) (float64, error)) (base float64, sens map[string]float64, fixed float64, err error) {
+// Linearize splits a prediction by the factors of f's calibration:
+// predict prices the run on a cluster resolved from a copy of f with one
+// factor changed by 1%. It returns the run with PredictedS (f's own
+// factors), PartsS (dT/dx_k x x_k: the seconds factor k scales; zero parts
+// left out), Factors (x_k in force) and FixedS (what no factor scales).
+func Linearize(f *ClusterFile, t Transport, predict func(*Cluster) (float64, error)) (CalibrationRun, error) {
 	eval := func(cal *Calibration) (float64, error) {
 		g := *f
 		g.Calibration = cal
@@ -221,30 +237,29 @@ func Sensitivities(f *ClusterFile, t Transport, predict func(*Cluster) (float64,
 		}
 		return predict(c)
 	}
-	base, err = eval(f.Calibration)
+	base, err := eval(f.Calibration)
 	if err != nil {
-		return 0, nil, 0, err
+		return CalibrationRun{}, err
 	}
 	cur := f.Calibration.Factors()
-	sens = map[string]float64{}
-	fixed = base
+	run := CalibrationRun{PredictedS: base, PartsS: map[string]float64{}, Factors: map[string]float64{}, FixedS: base}
 	for _, k := range f.FactorKeys() {
 		x := cur[k]
 		if x <= 0 {
 			x = 1
 		}
-		bumped := withFactor(f.Calibration, k, x*(1+sensitivityStep))
-		t1, err := eval(bumped)
+		t1, err := eval(withFactor(f.Calibration, k, x*(1+sensitivityStep)))
 		if err != nil {
-			return 0, nil, 0, fmt.Errorf("sensitivity to %s: %w", k, err)
+			return CalibrationRun{}, fmt.Errorf("sensitivity to %s: %w", k, err)
 		}
-		d := (t1 - base) / (x * sensitivityStep)
-		if d > 1e-12*base {
-			sens[k] = d
-			fixed -= d * x
+		if part := (t1 - base) / sensitivityStep; part > 1e-12*base {
+			run.PartsS[k] = part
+			run.Factors[k] = x
+			run.FixedS -= part
 		}
 	}
-	return base, sens, math.Max(0, fixed), nil
+	run.FixedS = math.Max(0, run.FixedS)
+	return run, nil
 }
 
 // withFactor is a copy of c (or an identity calibration) with key set to x.
@@ -274,14 +289,15 @@ func withFactor(c *Calibration, key string, x float64) *Calibration {
 // as they need: with one run the correction is shared among the factors in
 // proportion to their share of the time.
 const (
-	calibrationPrior   = 0.01
+	calibrationPrior   = 0.001
 	minFactor          = 0.05
 	maxFactor          = 20
 	observedShareFloor = 0.05
 )
 
 // FitCalibration fits the factors to runs: minimise sum over runs of
-// ((fixed + sum_k s_k x_k - observed)/observed)^2 + prior x sum_k (x_k-1)^2,
+// ((fixed + sum_k part_k x_k/x_k,run - observed)/observed)^2
+// + prior x sum_k (x_k-1)^2,
 // a linear least-squares problem solved exactly. Factors no run is
 // sensitive to are left out; observations count the runs in which the
 // factor's part is at least 5% of the predicted time.
@@ -289,7 +305,7 @@ func FitCalibration(runs []CalibrationRun, now time.Time) *Calibration {
 	var keys []string
 	seen := map[string]bool{}
 	for _, r := range runs {
-		for k := range r.SensitivityS {
+		for k := range r.PartsS {
 			if !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)
@@ -313,14 +329,12 @@ func FitCalibration(runs []CalibrationRun, now time.Time) *Calibration {
 	obs := make([]int, n)
 	for _, r := range runs {
 		row := make([]float64, n)
-		total := r.FixedS
 		for i, k := range keys {
-			row[i] = r.SensitivityS[k] / r.ObservedS
-			total += r.SensitivityS[k]
+			row[i] = r.PartsS[k] / r.factorAtRun(k) / r.ObservedS
 		}
 		rhs := (r.ObservedS - r.FixedS) / r.ObservedS
 		for i := range keys {
-			if total > 0 && r.SensitivityS[keys[i]]/total >= observedShareFloor {
+			if r.PredictedS > 0 && r.PartsS[keys[i]]/r.PredictedS >= observedShareFloor {
 				obs[i]++
 			}
 			b[i] += row[i] * rhs

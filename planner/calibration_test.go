@@ -126,26 +126,24 @@ func TestSensitivitiesDecomposePrediction(t *testing.T) {
 	f := mustParseCluster(t, twoIslandCPU)
 	f.Calibration = &Calibration{Compute: CalibrationFactor{Factor: 1.3}, Links: []LinkCalibration{
 		{Link: InterHostKey("a", "b"), CalibrationFactor: CalibrationFactor{Factor: 2}}}}
-	base, sens, fixed, err := Sensitivities(f, TransportAuto, predictPinned(t, tinyModel, pinned(2, 2, 2, 1)))
+	run, err := Linearize(f, TransportAuto, predictPinned(t, tinyModel, pinned(2, 2, 2, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := fixed
-	x := f.Calibration.Factors()
-	for k, s := range sens {
-		xk := x[k]
-		if xk == 0 {
-			xk = 1
-		}
-		sum += s * xk
+	sum := run.FixedS
+	for _, p := range run.PartsS {
+		sum += p
 	}
-	if math.Abs(sum/base-1) > 0.02 {
-		t.Errorf("fixed %g + sum s*x = %g, prediction %g (sens %v)", fixed, sum, base, sens)
+	if math.Abs(sum/run.PredictedS-1) > 0.02 {
+		t.Errorf("fixed + parts = %g, prediction %g (%+v)", sum, run.PredictedS, run)
 	}
 	for _, k := range []string{ComputeFactorKey, IntraHostKey("a"), InterHostKey("a", "b")} {
-		if sens[k] <= 0 {
-			t.Errorf("no sensitivity to %s: %v", k, sens)
+		if run.PartsS[k] <= 0 {
+			t.Errorf("no part scaled by %s: %v", k, run.PartsS)
 		}
+	}
+	if run.Factors[ComputeFactorKey] != 1.3 || run.Factors[InterHostKey("a", "b")] != 2 {
+		t.Errorf("factors at run %v, want the calibration's", run.Factors)
 	}
 }
 
@@ -174,11 +172,12 @@ func TestFitCalibrationRecoversFactors(t *testing.T) {
 	}
 	var runs []CalibrationRun
 	for _, fx := range []Constraints{pinned(2, 2, 2, 1), pinned(1, 4, 2, 2), pinned(2, 4, 1, 1), pinned(1, 2, 4, 1)} {
-		base, sens, fixed, err := Sensitivities(f, TransportAuto, predictPinned(t, tinyModel, fx))
+		run, err := Linearize(f, TransportAuto, predictPinned(t, tinyModel, fx))
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, CalibrationRun{ObservedS: observe(fx), PredictedS: base, SensitivityS: sens, FixedS: fixed})
+		run.ObservedS = observe(fx)
+		runs = append(runs, run)
 	}
 	cal := FitCalibration(runs, time.Unix(0, 0))
 	g := *f
@@ -213,7 +212,7 @@ func mustResolveFile(t *testing.T, f *ClusterFile) *Cluster {
 
 // One run: the fit moves the prediction onto the observation.
 func TestFitCalibrationOneRun(t *testing.T) {
-	r := CalibrationRun{ObservedS: 2, PredictedS: 1, SensitivityS: map[string]float64{ComputeFactorKey: 0.8, "inter_host a": 0.2}}
+	r := CalibrationRun{ObservedS: 2, PredictedS: 1, PartsS: map[string]float64{ComputeFactorKey: 0.8, "inter_host a": 0.2}}
 	cal := FitCalibration([]CalibrationRun{r}, time.Unix(0, 0))
 	pred := 0.8*cal.Compute.Factor + 0.2*cal.Factors()["inter_host a"]
 	if math.Abs(pred/2-1) > 0.05 {
@@ -221,5 +220,16 @@ func TestFitCalibrationOneRun(t *testing.T) {
 	}
 	if got := cal.Summary(); !strings.HasPrefix(got, "calibrated from 1 runs, last error 50.0%") {
 		t.Errorf("summary %q", got)
+	}
+}
+
+// A run recorded under a calibration: its parts are scaled by the factors
+// then in force, and the refit is relative to them.
+func TestFitCalibrationRelativeToFactorsAtRun(t *testing.T) {
+	r := CalibrationRun{ObservedS: 3, PredictedS: 2, PartsS: map[string]float64{ComputeFactorKey: 2},
+		Factors: map[string]float64{ComputeFactorKey: 2}}
+	cal := FitCalibration([]CalibrationRun{r}, time.Unix(0, 0))
+	if math.Abs(cal.Compute.Factor/3-1) > 0.03 || cal.Compute.Observations != 1 {
+		t.Errorf("compute %+v, want ~3 (raw part 1 s, observed 3 s)", cal.Compute)
 	}
 }

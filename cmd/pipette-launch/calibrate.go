@@ -56,9 +56,11 @@ factor (compute, and each link class: intra_host ISLAND, inter_host ISLAND, inte
 then all recorded runs are refitted (least squares on relative error, factors are time
 multipliers, each with the number of runs it shows in). plan and run then use the factors.
 
-What ran: --plan FILE (the output of plan --json; --plan-index picks the plan), or
---model and --global-batch-size with the sizes that ran pinned (--tp, --pp, --dp,
---micro-batch-size, ...; unpinned ones are searched).`,
+What ran: --plan FILE (the output of plan --json; --plan-index picks the plan), or the
+` + RunPlanFile + ` that run wrote into its --log-dir (so after a planned run,
+calibrate --cluster FILE --log-dir DIR needs nothing else), or --model and
+--global-batch-size with the sizes that ran pinned (--tp, --pp, --dp, --micro-batch-size,
+...; unpinned ones are searched).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Usage: "cluster YAML `FILE` to calibrate (rewritten in place)", Required: true},
 			&cli.StringFlag{Name: "log-dir", Usage: "a run's --log-dir: every *.log in it is read"},
@@ -133,12 +135,12 @@ func runCalibrate(opts *CalibrateOptions) error {
 		}
 		return res.Plans[0].Predicted.IterationSeconds, nil
 	}
-	before, sens, fixed, err := planner.Sensitivities(f, mode.Transport(), predict)
+	run, err := planner.Linearize(f, mode.Transport(), predict)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("calibrate: price %s on %s: %v", target.label, opts.ClusterFile, err), 1)
 	}
-	run := planner.CalibrationRun{Source: strings.Join(sources, ","), At: now().UTC().Truncate(time.Second), Plan: target.label,
-		Iterations: n, ObservedS: obs, PredictedS: before, FixedS: fixed, SensitivityS: sens}
+	run.Source, run.At, run.Plan = strings.Join(sources, ","), now().UTC().Truncate(time.Second), target.label
+	run.Iterations, run.ObservedS = n, obs
 	var runs []planner.CalibrationRun
 	if f.Calibration != nil {
 		runs = append(runs, f.Calibration.Runs...)
@@ -177,6 +179,11 @@ type planJSON struct {
 func calibrateTargetFrom(opts *CalibrateOptions) (calibrateTarget, error) {
 	if opts.PlanFile != "" {
 		return targetFromPlanFile(opts.PlanFile, opts.PlanIndex)
+	}
+	if opts.LogDir != "" && opts.Fixed.TP == 0 && opts.Fixed.PP == 0 {
+		if p := filepath.Join(opts.LogDir, RunPlanFile); fileExists(p) {
+			return targetFromPlanFile(p, 0)
+		}
 	}
 	if opts.Fixed.TP <= 0 || opts.Fixed.PP <= 0 {
 		return calibrateTarget{}, fmt.Errorf("say what ran: --plan FILE (plan --json output), or --model, --global-batch-size and at least --tp and --pp")
@@ -235,6 +242,34 @@ func targetFromPlanFile(path string, index int) (calibrateTarget, error) {
 	return calibrateTarget{model: pj.Model.Shape, so: so, label: label}, nil
 }
 
+// RunPlanFile is where run leaves its plan in --log-dir, in plan --json's
+// form, for calibrate.
+const RunPlanFile = "pipette-plan.json"
+
+// writeRunPlan saves a planned run's plan in its --log-dir.
+func writeRunPlan(opts *RunOptions, plan *planner.Plan) error {
+	if opts.LogDir == "" || opts.searched == nil {
+		return nil
+	}
+	res := planner.Result{Model: opts.searched.result.Model, Plans: []planner.Plan{*plan}}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+		return fmt.Errorf("--log-dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(opts.LogDir, RunPlanFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--log-dir: %w", err)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // observedIteration is the median iteration time over every log that has
 // iteration lines (with --log-dir, only the rank that logs them has).
 func observedIteration(opts *CalibrateOptions, globalBatch int) (median float64, sources []string, n int, err error) {
@@ -283,7 +318,7 @@ func printCalibration(w io.Writer, label string, run planner.CalibrationRun, aft
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FACTOR\tTIME x\tRUNS\tTHIS RUN'S SHARE")
 	share := func(k string) string {
-		if s, ok := run.SensitivityS[k]; ok && run.PredictedS > 0 {
+		if s, ok := run.PartsS[k]; ok && run.PredictedS > 0 {
 			return fmt.Sprintf("%.0f%%", 100*s/run.PredictedS)
 		}
 		return "-"

@@ -263,6 +263,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
+	if err := writeRunPlan(opts, plan); err != nil {
+		return err
+	}
 	if job.WorkDir == "" {
 		// torchrun's behaviour: ranks start in the directory pipette-launch
 		// runs in (the same path on every host, as on a shared filesystem),
