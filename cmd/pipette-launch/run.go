@@ -235,6 +235,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	}
 	switch {
 	case opts.DryRun:
+		if onExample(opts) {
+			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
+		}
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
 		if opts.slurm != nil {
 			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, opts.slurm.SrunCommand(*job))
@@ -388,14 +391,16 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 	if err != nil {
 		return nil, false, err
 	}
-	// Hosts come from --hosts/--hostfile, else (for a real launch without a
-	// cluster file) Slurm's node list; the embedded example is never
-	// launched on.
-	launching := !o.DryRun && o.OutputDir == ""
-	fromSlurm := o.ClusterFile == "" && launching && envLookup(o.Env)("SLURM_JOB_NODELIST") != ""
-	listed := o.Hosts != "" || o.Hostfile != "" || fromSlurm
-	if o.ClusterFile == "" && launching && !listed {
-		return nil, false, inputErrorf("no hosts to launch on: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or run inside a Slurm allocation; the embedded example cluster is only for --dry-run and plan")
+	// Hosts come from --hosts/--hostfile, else (without a cluster file)
+	// Slurm's node list, for a dry run and --output-dir as for a launch;
+	// the embedded example is never launched on or written out.
+	listed := o.Hosts != "" || o.Hostfile != "" || fromSlurm(o)
+	if o.ClusterFile == "" && !o.DryRun && !listed {
+		what := "no hosts to launch on"
+		if o.OutputDir != "" {
+			what = "--output-dir: no hosts to write launch scripts for"
+		}
+		return nil, false, inputErrorf("%s: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or run inside a Slurm allocation; the embedded example cluster is only for --dry-run and plan", what)
 	}
 	if listed {
 		hosts, err := listedHosts(o, nproc, allGPUs)
@@ -431,6 +436,18 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 		return nil, false, inputErrorf("%s: %v", name, err)
 	}
 	return c, true, nil
+}
+
+// fromSlurm: the hosts are the Slurm allocation's (no cluster file, no
+// --hosts/--hostfile, SLURM_JOB_NODELIST set).
+func fromSlurm(o *RunOptions) bool {
+	return o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && envLookup(o.Env)("SLURM_JOB_NODELIST") != ""
+}
+
+// onExample: the job is planned on the embedded example cluster's made-up
+// hosts (only a dry run gets that far).
+func onExample(o *RunOptions) bool {
+	return o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && !fromSlurm(o)
 }
 
 // capCluster keeps the first nnodes hosts (file order) and at most nproc

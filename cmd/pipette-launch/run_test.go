@@ -583,3 +583,28 @@ func TestInterpreterFromLaunchingPath(t *testing.T) {
 		})
 	}
 }
+
+// TestHostsTheUserMeant: inside a Slurm allocation a dry run and
+// --output-dir use its nodes, as a launch does; with no hosts from any
+// source --output-dir is an error (never scripts for made-up hosts), and a
+// dry run on the embedded example says so in its first line.
+func TestHostsTheUserMeant(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--no-check-script", "train.py")
+	if first, _, _ := strings.Cut(out, "\n"); code != 0 || !strings.Contains(first, "embedded example cluster") {
+		t.Errorf("example dry run: exit %d, first line %q: %s", code, first, errOut)
+	}
+	dir := t.TempDir()
+	code, _, errOut = runCLI(t, "--output-dir", dir, "--no-check-script", "train.py")
+	if entries, _ := os.ReadDir(dir); code != 2 || !strings.Contains(errOut, "--output-dir: no hosts") || len(entries) != 0 {
+		t.Errorf("--output-dir without hosts: exit %d, %d files written, stderr %q", code, len(entries), errOut)
+	}
+	t.Setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+	code, out, errOut = runCLI(t, "--dry-run", "--nproc-per-node", "2", "--no-check-script", "train.py")
+	if code != 0 || !strings.Contains(out, "== host gpu07") || !strings.Contains(out, "== host gpu08") || strings.Contains(out, "embedded example") {
+		t.Errorf("dry run in a Slurm allocation: exit %d, stderr %s\n%s", code, errOut, out)
+	}
+	code, out, errOut = runCLI(t, "--output-dir", dir, "--nproc-per-node", "2", "--no-check-script", "train.py")
+	if _, err := os.Stat(filepath.Join(dir, "gpu08.sh")); code != 0 || err != nil {
+		t.Errorf("--output-dir in a Slurm allocation: exit %d (%v), stderr %s\n%s", code, err, errOut, out)
+	}
+}
