@@ -24,6 +24,7 @@ func newApp(io *IOStreams) *cli.App {
 		Name:      "pipette-launch",
 		Usage:     "plan and launch LLM training (Megatron-LM, DeepSpeed, torch) on heterogeneous clusters",
 		UsageText: "pipette-launch [flags] script.py [script args...]\npipette-launch run [flags] script.py [script args...]\npipette-launch COMMAND [flags]",
+		Version:   version(),
 		Writer:    io.Out,
 		ErrWriter: io.ErrOut,
 		Flags:     run.Flags,
@@ -32,7 +33,7 @@ func newApp(io *IOStreams) *cli.App {
 		// Errors are printed by runApp with the right exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return cli.Exit(fmt.Sprintf("pipette-launch: %v (see pipette-launch --help)", err), 2)
+			return cli.Exit(fmt.Sprintf("pipette-launch: %s (see pipette-launch --help)", didYouMean(err, c.App.Flags)), 2)
 		},
 	}
 }

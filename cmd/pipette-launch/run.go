@@ -107,7 +107,7 @@ func newRunCmd(io *IOStreams) *cli.Command {
 		ArgsUsage: "script.py [script args...]",
 		Flags:     runFlags(),
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return cli.Exit(fmt.Sprintf("pipette-launch run: %v (see pipette-launch run --help)", err), 2)
+			return cli.Exit(fmt.Sprintf("pipette-launch run: %s (see pipette-launch run --help)", didYouMean(err, c.Command.Flags)), 2)
 		},
 		Action: func(c *cli.Context) error {
 			return runAction(c, io)

@@ -608,3 +608,29 @@ func TestHostsTheUserMeant(t *testing.T) {
 		t.Errorf("--output-dir in a Slurm allocation: exit %d (%v), stderr %s\n%s", code, err, errOut, out)
 	}
 }
+
+// TestUnknownFlagSuggestsAndVersion: a mistyped flag names the closest
+// known one in its double-dash form (exit 2); --version prints the version.
+func TestUnknownFlagSuggestsAndVersion(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nproc_per_nod", "2", "train.py"}, "did you mean --nproc-per-node?"},
+		{[]string{"run", "--mastr-port", "3", "train.py"}, "did you mean --master-port?"},
+		{[]string{"--hostfle", "h", "train.py"}, "did you mean --hostfile?"},
+		{[]string{"--envfile", "x", "train.py"}, "did you mean --env-file?"},
+	} {
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if code, _, errOut := runCLI(t, "--zzzzzzzzzz", "train.py"); code != 2 || strings.Contains(errOut, "did you mean") {
+		t.Errorf("a flag like no other: exit %d, stderr %q; want 2 and no suggestion", code, errOut)
+	}
+	code, out, errOut := runCLI(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "pipette-launch version ") {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
