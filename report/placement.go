@@ -126,7 +126,7 @@ func placementSVG(id string, c *planner.Cluster, p *planner.Plan) string {
 	if world <= detailedRanks {
 		y = placementDetailed(s, c, p, hr, edges, y)
 	} else {
-		y = placementTiles(s, c, p, hr, y)
+		y = placementTiles(s, c, p, hr, edges, y)
 	}
 	y = islandLinks(s, c, edges, y+6)
 	s.h = y + 8
@@ -203,7 +203,7 @@ func placementDetailed(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRan
 			y += cellH + gap + 4
 		}
 		s.rect(margin, top, figWidth-2*margin, y-top+4, "none", "", "stroke", "#555", "stroke-width", "1.5", "rx", "6", "class", "island-box")
-		y += 14
+		y = islandGap(s, c, edges, i, y+4)
 	}
 	return y
 }
@@ -264,7 +264,7 @@ func ppNote(s *svg, c *planner.Cluster, stages int, out []ppEdge, x, y, w float6
 // placementTiles draws one square per host, striped by the stages of its
 // ranks, in a grid per island; each tile's tooltip names the host and its
 // rank ranges.
-func placementTiles(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRanks, y float64) float64 {
+func placementTiles(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRanks, edges []ppEdge, y float64) float64 {
 	tile := 20.0
 	if len(c.Hosts) > 512 {
 		tile = 14
@@ -283,9 +283,61 @@ func placementTiles(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRanks,
 		rows := (len(isl.Hosts) + perRow - 1) / perRow
 		y += float64(rows)*(tile+gap) + 6
 		s.rect(margin, top, figWidth-2*margin, y-top, "none", "", "stroke", "#555", "stroke-width", "1.5", "rx", "6", "class", "island-box")
-		y += 12
+		y = islandGap(s, c, edges, i, y)
 	}
 	return y
+}
+
+// islandGap is the space below island i's box; when another island
+// follows, the link between the two is drawn across it (thick black when
+// it carries pipeline traffic).
+func islandGap(s *svg, c *planner.Cluster, edges []ppEdge, i int, y float64) float64 {
+	if i+1 >= len(c.Islands) {
+		return y + 12
+	}
+	l, stages, ok := islandLink(c, edges, i, i+1)
+	if !ok {
+		return y + 12
+	}
+	stroke, width := "#999", 2.0
+	if len(stages) > 0 {
+		stroke, width = "#000", 5
+	}
+	s.open("class", "island-connector", "data-pp", fmt.Sprint(len(stages) > 0))
+	s.line(margin+60, y, margin+60, y+30, stroke, width)
+	s.text(margin+72, y+19, fontSize, "start", fit(linkLabel(c, i, i+1, l, stages), figWidth-2*margin-80, fontSize))
+	s.close()
+	return y + 30
+}
+
+// islandLink is the link between islands a and b (between their first
+// hosts) and the sending stages of the pipeline traffic that crosses it.
+func islandLink(c *planner.Cluster, edges []ppEdge, a, b int) (planner.Link, []int, bool) {
+	ha, hb := c.Islands[a].Hosts, c.Islands[b].Hosts
+	if len(ha) == 0 || len(hb) == 0 {
+		return planner.Link{}, nil, false
+	}
+	var stages []int
+	for _, e := range edges {
+		x, y := c.Hosts[e.from].Island, c.Hosts[e.to].Island
+		if (x == a && y == b || x == b && y == a) && !slices.Contains(stages, e.stage) {
+			stages = append(stages, e.stage)
+		}
+	}
+	slices.Sort(stages)
+	return c.LinkBetween(ha[0], hb[0]), stages, true
+}
+
+func linkLabel(c *planner.Cluster, a, b int, l planner.Link, stages []int) string {
+	note := "no pipeline traffic"
+	if len(stages) > 0 {
+		var ss []string
+		for _, x := range stages {
+			ss = append(ss, fmt.Sprint(x))
+		}
+		note = "carries pipeline traffic after stage(s) " + strings.Join(ss, ",")
+	}
+	return fmt.Sprintf("%s ↔ %s: %s, %s latency; %s", c.Islands[a].Spec.Name, c.Islands[b].Spec.Name, gbit(l.BytesPerS), seconds(l.LatencyS), note)
 }
 
 func hostTile(s *svg, c *planner.Cluster, p *planner.Plan, h int, hr hostRanks, x, y, size float64) {
@@ -321,21 +373,11 @@ func hostTile(s *svg, c *planner.Cluster, p *planner.Plan, h int, hr hostRanks, 
 	s.close()
 }
 
-// islandLinks lists the links between islands and marks those that carry
-// pipeline traffic.
+// islandLinks lists the links between every pair of islands and marks
+// those that carry pipeline traffic.
 func islandLinks(s *svg, c *planner.Cluster, edges []ppEdge, y float64) float64 {
 	if len(c.Islands) < 2 {
 		return y
-	}
-	pp := map[[2]int][]int{}
-	for _, e := range edges {
-		a, b := c.Hosts[e.from].Island, c.Hosts[e.to].Island
-		if a != b {
-			k := [2]int{min(a, b), max(a, b)}
-			if !slices.Contains(pp[k], e.stage) {
-				pp[k] = append(pp[k], e.stage)
-			}
-		}
 	}
 	s.text(margin, y+14, fontSize, "start", "Links between islands", "font-weight", "bold")
 	y += 22
@@ -346,26 +388,18 @@ func islandLinks(s *svg, c *planner.Cluster, edges []ppEdge, y float64) float64 
 				s.text(margin+8, y+12, smallFont, "start", "(more island pairs not listed)")
 				return y + 18
 			}
-			shown++
-			ha, hb := c.Islands[a].Hosts, c.Islands[b].Hosts
-			if len(ha) == 0 || len(hb) == 0 {
+			l, stages, ok := islandLink(c, edges, a, b)
+			if !ok {
 				continue
 			}
-			l := c.LinkBetween(ha[0], hb[0])
-			stroke, width, note := "#999", 2.0, "no pipeline traffic"
-			if st := pp[[2]int{a, b}]; len(st) > 0 {
-				slices.Sort(st)
+			shown++
+			stroke, width := "#999", 2.0
+			if len(stages) > 0 {
 				stroke, width = "#000", 4
-				var ss []string
-				for _, x := range st {
-					ss = append(ss, fmt.Sprint(x))
-				}
-				note = "carries pipeline traffic after stage(s) " + strings.Join(ss, ",")
 			}
-			s.open("class", "island-link", "data-pp", fmt.Sprint(len(pp[[2]int{a, b}]) > 0))
+			s.open("class", "island-link", "data-pp", fmt.Sprint(len(stages) > 0))
 			s.line(margin+8, y+8, margin+68, y+8, stroke, width)
-			s.text(margin+76, y+12, fontSize, "start", fit(fmt.Sprintf("%s ↔ %s: %s, %s latency; %s", c.Islands[a].Spec.Name, c.Islands[b].Spec.Name,
-				gbit(l.BytesPerS), seconds(l.LatencyS), note), figWidth-2*margin-80, fontSize))
+			s.text(margin+76, y+12, fontSize, "start", fit(linkLabel(c, a, b, l, stages), figWidth-2*margin-80, fontSize))
 			s.close()
 			y += 20
 		}

@@ -258,7 +258,11 @@ func TestPlacementEveryRankOnce(t *testing.T) {
 		}
 		checkRanksOnce(t, sec.ID, count, p.WorldSize())
 		if len(in.Cluster.Islands) > 1 && len(svg.all("island-link")) != 1 {
-			t.Errorf("%s: %d island links drawn, want 1", sec.ID, len(svg.all("island-link")))
+			t.Errorf("%s: %d island links listed, want 1", sec.ID, len(svg.all("island-link")))
+		}
+		// Every drawn plan here runs its pipeline across both islands.
+		if con := svg.all("island-connector"); len(con) != 1 || con[0].attr("data-pp") != "true" {
+			t.Errorf("%s: want one drawn link between the islands, marked as carrying pipeline traffic", sec.ID)
 		}
 	}
 }
