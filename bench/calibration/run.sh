@@ -69,9 +69,6 @@ replay() { # name plan-flags
 	# Full-size messages, every micro-batch replayed.
 	local args
 	args=$("$PYTHON" "$REPO/bench/crosscluster/replay_sizes.py" "$WORK/$name.plan.json" --scale 1 --max-micro 1024)
-	# The replay runs plain 1F1B: pin one virtual stage, or run's own search
-	# may pick an interleaved schedule the replay does not run.
-	args="$args --num-virtual-stages-per-pipeline-rank 1"
 	rm -rf "$WORK/$name.logs"
 	# shellcheck disable=SC2086 # replay args are meant to split
 	"$PL" run --cluster "$CLUSTER" "${SSH[@]}" --framework megatron --python "$PYTHON" --log-dir "$WORK/$name.logs" \
