@@ -11,6 +11,15 @@ be WORLD_SIZE*(WORLD_SIZE+1)/2, else it exits 1.
                                 (so --max-restarts K recovers)
   --sleep S                     every rank sleeps S seconds before finishing
                                 (a long run to interrupt)
+  --hang-in-barrier             the other ranks wait in dist.barrier(), which
+                                rank R never joins: blocked in a collective,
+                                as NCCL jobs are when a peer dies (R fails
+                                one second later, once they are waiting)
+  --linger S                    the failing rank leaves a child holding its
+                                output open for S seconds (as helpers a
+                                rank spawned do), so its exit is reported
+                                late, after the ranks that failed because
+                                of it
   --expect-world N              exit 1 unless WORLD_SIZE == N
 """
 import argparse
@@ -27,6 +36,8 @@ def main():
     p.add_argument("--fail-restarts", type=int, default=-1)
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--expect-world", type=int, default=0)
+    p.add_argument("--hang-in-barrier", action="store_true")
+    p.add_argument("--linger", type=float, default=0.0)
     p.add_argument("--timeout", type=float, default=120.0)
     a = p.parse_args()
 
@@ -57,8 +68,16 @@ def main():
 
     restart = int(env["TORCHELASTIC_RESTART_COUNT"] or 0)
     if rank == a.fail_rank and (a.fail_restarts < 0 or restart < a.fail_restarts):
+        if a.hang_in_barrier:
+            time.sleep(1)
+        if a.linger > 0:
+            import subprocess
+            subprocess.Popen(["sleep", f"{a.linger:g}"])
         print(f"rank {rank}: failing on purpose with exit code {a.exit_code}", file=sys.stderr, flush=True)
         os._exit(a.exit_code)
+    if a.hang_in_barrier:
+        print(f"rank {rank}: waiting in barrier", flush=True)
+        dist.barrier()
     if a.sleep > 0:
         print(f"rank {rank}: sleeping {a.sleep:g}s", flush=True)
         time.sleep(a.sleep)

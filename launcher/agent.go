@@ -20,7 +20,9 @@ import (
 //	@@pipette-NONCE pgid PGID       first, before any rank starts
 //	@@pipette-NONCE wd PID          the watchdog's pid (own group)
 //	RANK <output line>              every line a rank writes (stdout+stderr)
-//	RANK @@pipette-NONCE exit RANK CODE  when a rank ends (after its output)
+//	RANK @@pipette-NONCE exit RANK CODE NS  when a rank ends (after its
+//	                                output); NS is the host's clock
+//	                                (date +%s%N) when it ended
 //	@@pipette-NONCE done            when all ranks have ended
 //
 // The nonce keeps a rank's own output from faking control lines. A
@@ -60,9 +62,9 @@ exec 3<&-
 echo "$T wd $WDP"
 S=$(mktemp -d "${TMPDIR:-/tmp}/pipette-status.XXXXXX") || exit 98
 # tagged prefixes each line with the rank, then reports the rank's exit
-# code, which its pipeline left in $S: only once the rank's output has
-# ended, so the exit line comes after its last line even without a final
-# newline.
+# code and the host's clock when it ended, which its pipeline left in $S:
+# only once the rank's output has ended, so the exit line comes after its
+# last line even without a final newline.
 tagged() {
   r=$1
   while IFS= read -r l || [ -n "$l" ]; do
@@ -78,7 +80,7 @@ P=
 		// graceful stop the rank's last lines still arrive (no EPIPE while
 		// it checkpoints) and its exit status is reported; KILL after the
 		// grace period still ends them all.
-		fmt.Fprintf(&b, "{ trap '' TERM; ( trap - TERM; cd \"$WD\" && exec %s ) </dev/null 2>&1; echo $? >\"$S/%d\"; } | { trap '' TERM; tagged %d; } &\nP=\"$P $!\"\n",
+		fmt.Fprintf(&b, "{ trap '' TERM; ( trap - TERM; cd \"$WD\" && exec %s ) </dev/null 2>&1; echo \"$? $(date +%%s%%N)\" >\"$S/%d\"; } | { trap '' TERM; tagged %d; } &\nP=\"$P $!\"\n",
 			rankCommand(r), r.Rank, r.Rank)
 	}
 	b.WriteString(`# The agent, too, outlives a TERM to the group: it reports the ranks' exits.

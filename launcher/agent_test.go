@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,22 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 		t.Fatalf("agent must report pgid then watchdog first; got %q", lines)
 	}
 	got := strings.Join(lines[2:], "\n")
+	// Each exit line carries the host's clock at the rank's end, in
+	// nanoseconds: the launcher orders failures across hosts by it.
+	stamps := map[string]time.Time{}
+	for _, l := range lines {
+		if m := regexp.MustCompile(`^(\d+) @@pipette-N0NCE exit (\d+ \d+) (\d+)$`).FindStringSubmatch(l); m != nil {
+			ts, err := parseNanos(m[3])
+			if err != nil || time.Since(ts).Abs() > time.Minute {
+				t.Errorf("exit line %q: stamp %v, %v: want the host's clock now", l, ts, err)
+			}
+			stamps[m[1]+" "+m[2]] = ts
+			got = strings.Replace(got, l, m[1]+" @@pipette-N0NCE exit "+m[2], 1)
+		}
+	}
+	if len(stamps) != 2 {
+		t.Errorf("exit lines with stamps: %v, want ranks 4 and 5", stamps)
+	}
 	for _, want := range []string{
 		"4 4|" + weird + "|" + weird,
 		"4 no newline at end",

@@ -177,6 +177,53 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 	tb.AssertNothingLeft(t)
 }
 
+// Rank 5 exits 3 while the other ranks wait in a real gloo barrier: they
+// then fail on their own ("Connection closed by peer"), and their reports
+// arrive first, since a child rank 5 left behind holds its output open.
+// The summary must still name rank 5 (by the hosts' exit stamps) and count
+// the cascade after it.
+func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
+	tb := newBed(t, 4)
+	job := allreduceJob(t, tb, "cascade", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3",
+		"--hang-in-barrier", "--linger", "120", "--timeout", "100")
+	var out syncbuf.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	started := time.Now()
+	// A busy machine (load 20+ on 2 cores) may take long to start torch.
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 5 * time.Second, StartTimeout: 90 * time.Second})
+	t.Logf("Launch took %s; returned %s after rank 5's exit", time.Since(started), time.Since(jf0(err)))
+	var jf *JobFailure
+	if !errors.As(err, &jf) {
+		t.Fatalf("Launch = %v, want a *JobFailure\noutput:\n%s", err, out.String())
+	}
+	if jf.Host != "node3" || jf.Rank != 5 || jf.LocalRank != 1 || jf.ExitCode != 3 {
+		t.Errorf("root cause = host %s rank %d local %d exit %d, want node3 rank 5 local 1 exit 3\n%v", jf.Host, jf.Rank, jf.LocalRank, jf.ExitCode, err)
+	}
+	// The cascade happened (else this test proves nothing): ranks blocked
+	// in the barrier failed on their own, after rank 5.
+	if len(jf.FailedAfter) == 0 || !strings.Contains(out.String(), "Connection closed by peer") {
+		t.Errorf("no rank failed in the barrier after rank 5 (failed after: %v)\noutput:\n%s", jf.FailedAfter, out.String())
+	}
+	msg := err.Error()
+	for _, want := range []string{"cascade FAILED: rank 5 (local_rank 1) on node3 failed: exit code 3", "after it  : ",
+		"failed on ", "rank 5: failing on purpose with exit code 3", "every rank on every host was stopped"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("summary lacks %q:\n%s", want, msg)
+		}
+	}
+	t.Logf("summary:\n%s", msg)
+	tb.AssertNothingLeft(t)
+}
+
+func jf0(err error) time.Time {
+	var jf *JobFailure
+	if errors.As(err, &jf) {
+		return jf.Time
+	}
+	return time.Now()
+}
+
 func TestLaunchCancelStopsEverything(t *testing.T) {
 	tb := newBed(t, 4)
 	job := allreduceJob(t, tb, "cancel", tb.Names(), 2, "--sleep", "120")

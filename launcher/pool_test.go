@@ -84,7 +84,7 @@ func TestJobFailureSummary(t *testing.T) {
 	f := &JobFailure{Job: "gpt", Time: time.Date(2026, 11, 21, 5, 0, 1, 5e6, time.UTC), Host: "node3", Rank: 5, LocalRank: 1,
 		ExitCode: 3, Reason: "exit code 3", LastLines: []string{"Traceback:", "boom"}, Restarts: 2}
 	want := `gpt FAILED: rank 5 (local_rank 1) on node3 failed: exit code 3
-Root Cause (first observed failure):
+Root Cause (earliest failure, by each host's clock corrected to ours):
   time      : 2026-11-21_05:00:01.005
   host      : node3
   rank      : 5 (local_rank: 1)

@@ -130,8 +130,9 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 	if err := out.openLogs(); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}
+	clocks := measureClocks(ctx, pool, targets, opts, out)
 	return runAttempts(ctx, opts, out, func(attempt int) error {
-		return runAttempt(ctx, pool, job, targets, opts, out, attempt)
+		return runAttempt(ctx, pool, job, targets, opts, out, attempt, clocks)
 	})
 }
 
@@ -220,8 +221,11 @@ type hostRun struct {
 	mu       sync.Mutex
 	pgid     int
 	wd       int
-	done     bool // agent reported all ranks ended
-	stopping bool // stopAll has begun on this host
+	done     bool      // agent reported all ranks ended
+	stopping bool      // stopAll has begun on this host
+	stopAt   time.Time // when stopAll began on this host (our clock)
+
+	clock clockOffset // the host's clock against ours, measured at connect
 
 	started chan struct{} // closed when the pgid line arrived
 }
@@ -240,16 +244,19 @@ type event struct {
 	code int
 	err  error // evHostEnded: how the session ended
 	at   time.Time
+	// hostAt is when the rank ended by the host's own stamp, converted
+	// to our clock; zero when the agent sent none.
+	hostAt time.Time
 }
 
-func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int) error {
+func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int, clocks map[string]clockOffset) error {
 	nonce := newNonce()
 	runs := make([]*hostRun, len(job.Hosts))
 	nRanks := 0
 	for i, h := range job.Hosts {
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
+		runs[i] = &hostRun{job: h, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{}), clock: clocks[targets[i].Name]}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	byName := map[string]*hostRun{}
@@ -271,11 +278,14 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 		return errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", job.Name, err), stopErr)
 	}
 
-	failure := supervise(ctx, job, runs, events, opts, out)
-	if failure == nil {
+	sv := newSupervisor(job, runs, events, opts, out)
+	first := sv.watch(ctx)
+	if first == nil {
 		return nil
 	}
-	failure.StopErr = stopAll(runs, opts, out)
+	stopErr := sv.stopAndCollect()
+	failure := sv.rootCause(first)
+	failure.StopErr = stopErr
 	return failure
 }
 
@@ -409,96 +419,19 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	// last output line, so it is tagged with the rank like its output.
 	if rest, ok := strings.CutPrefix(text, tag+"exit "); ok {
 		f := strings.Fields(rest)
-		if len(f) == 2 && f[0] == rs {
+		if (len(f) == 2 || len(f) == 3) && f[0] == rs {
 			code, _ := strconv.Atoi(f[1])
-			events <- event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
+			ev := event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
+			if len(f) == 3 {
+				if t, err := parseNanos(f[2]); err == nil {
+					ev.hostAt = r.clock.toLocal(t)
+				}
+			}
+			events <- ev
 			return
 		}
 	}
 	out.rankLine(r.target.Name, rank, text)
-}
-
-// supervise waits for the job to finish or fail; nil means every rank
-// exited 0.
-func supervise(ctx context.Context, job templates.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *JobFailure {
-	ended := 0
-	// Exit events reach the channel before their host's end (the session's
-	// output is read in full before Wait returns), so a host that ends
-	// with a rank unaccounted for lost that rank's status: not a success.
-	exited := map[*hostRun]map[int]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			return &JobFailure{Job: job.Name, Time: opts.Now(), Rank: -1, ExitCode: -1,
-				Reason: "interrupted: " + context.Cause(ctx).Error(), interrupted: true}
-		case ev := <-events:
-			switch ev.kind {
-			case evRankExit:
-				if ev.code != 0 {
-					return rankFailure(job, ev, out)
-				}
-				if exited[ev.host] == nil {
-					exited[ev.host] = map[int]bool{}
-				}
-				exited[ev.host][ev.rank] = true
-			case evHostEnded:
-				ev.host.mu.Lock()
-				done := ev.host.done
-				ev.host.mu.Unlock()
-				if !done || ev.err != nil {
-					return hostFailure(job, ev)
-				}
-				if f := missingExit(job, ev, exited[ev.host]); f != nil {
-					return f
-				}
-				ended++
-				if ended == len(runs) {
-					return nil
-				}
-			}
-		}
-	}
-}
-
-// missingExit is the failure of a host whose agent finished without an
-// exit status for one of its ranks (say, a garbled control line).
-func missingExit(job templates.Job, ev event, exited map[int]bool) *JobFailure {
-	for _, r := range ev.host.job.Ranks {
-		if !exited[r.Rank] {
-			return &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: r.Rank, LocalRank: r.LocalRank,
-				ExitCode: -1, Reason: "its exit status never arrived (the agent's report was lost); treated as failed"}
-		}
-	}
-	return nil
-}
-
-func rankFailure(job templates.Job, ev event, out *output) *JobFailure {
-	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: ev.rank, LocalRank: -1,
-		ExitCode: ev.code, LastLines: out.tail(ev.host.target.Name, ev.rank)}
-	for _, r := range ev.host.job.Ranks {
-		if r.Rank == ev.rank {
-			f.LocalRank = r.LocalRank
-		}
-	}
-	f.Reason = fmt.Sprintf("exit code %d", ev.code)
-	if ev.code > 128 {
-		f.Reason += fmt.Sprintf(" (killed by signal %d?)", ev.code-128)
-	}
-	return f
-}
-
-func hostFailure(job templates.Job, ev event) *JobFailure {
-	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: -1, LocalRank: -1, ExitCode: -1}
-	switch {
-	case errors.Is(ev.err, ErrConnLost):
-		f.Reason = ev.err.Error()
-		f.hostLost = true
-	case ev.err != nil:
-		f.Reason = "the agent on the host ended unexpectedly: " + ev.err.Error()
-	default:
-		f.Reason = "the agent on the host ended before its ranks reported their exit"
-	}
-	return f
 }
 
 // stopAll stops every started host's ranks at once: TERM to the process
@@ -513,6 +446,9 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 		r.mu.Lock()
 		pgid, wd, sess, done := r.pgid, r.wd, r.sess, r.done
 		r.stopping = true
+		if r.stopAt.IsZero() {
+			r.stopAt = opts.Now()
+		}
 		r.mu.Unlock()
 		// A host whose agent said "done" has already swept its own group
 		// (TERM, KILL after the grace period) and is exiting: its group and

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -19,6 +20,11 @@ type JobFailure struct {
 	LastLines []string
 	Restarts  int   // restarts done before this failure
 	StopErr   error // ranks that could not be confirmed stopped
+	// FailedAfter are the ranks that failed on their own after this one
+	// (usually the cascade it caused), earliest first; StoppedAfter counts
+	// the ranks that ended non-zero once pipette-launch stopped them.
+	FailedAfter  []int
+	StoppedAfter int
 
 	interrupted bool
 	hostLost    bool
@@ -52,7 +58,7 @@ func (f *JobFailure) Error() string {
 		name = "job"
 	}
 	fmt.Fprintf(&b, "%s FAILED: %s\n", name, f.headline())
-	b.WriteString("Root Cause (first observed failure):\n")
+	b.WriteString("Root Cause (earliest failure, by each host's clock corrected to ours):\n")
 	fmt.Fprintf(&b, "  time      : %s\n", f.Time.UTC().Format("2006-01-02_15:04:05.000"))
 	if f.Host != "" {
 		fmt.Fprintf(&b, "  host      : %s\n", f.Host)
@@ -64,6 +70,9 @@ func (f *JobFailure) Error() string {
 		fmt.Fprintf(&b, "  exitcode  : %d\n", f.ExitCode)
 	}
 	fmt.Fprintf(&b, "  reason    : %s\n", f.Reason)
+	if a := f.after(); a != "" {
+		fmt.Fprintf(&b, "  after it  : %s\n", a)
+	}
 	if f.Restarts > 0 {
 		fmt.Fprintf(&b, "  restarts  : %d\n", f.Restarts)
 	}
@@ -79,4 +88,31 @@ func (f *JobFailure) Error() string {
 		b.WriteString("  every rank on every host was stopped\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// after says how many ranks failed after the root cause.
+func (f *JobFailure) after() string {
+	var parts []string
+	if n := len(f.FailedAfter); n > 0 {
+		ranks := make([]string, 0, min(n, 8))
+		for _, r := range f.FailedAfter[:min(n, 8)] {
+			ranks = append(ranks, strconv.Itoa(r))
+		}
+		list := strings.Join(ranks, ", ")
+		if n > 8 {
+			list += ", ..."
+		}
+		parts = append(parts, fmt.Sprintf("%d more %s failed on %s own (%s %s)", n, plural(n, "rank", "ranks"), plural(n, "its", "their"), plural(n, "rank", "ranks"), list))
+	}
+	if n := f.StoppedAfter; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s when pipette-launch stopped the job", n, plural(n, "rank ended non-zero", "ranks ended non-zero")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

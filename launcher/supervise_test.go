@@ -2,6 +2,9 @@ package launcher
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +40,73 @@ func TestSuperviseNeedsEveryRanksExit(t *testing.T) {
 				t.Errorf("failure names %s rank %d (local %d), want node1 rank 1 (local 1)", f.Host, f.Rank, f.LocalRank)
 			}
 		})
+	}
+}
+
+// The root cause is the earliest failure by the hosts' own clocks, each
+// corrected by its measured offset, whatever order the reports arrive in;
+// ranks that ended once we stopped the job are counted, never blamed.
+func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
+	job := templates.Job{Name: "j"}
+	base := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
+	mk := func(name string, offset time.Duration, ranks ...int) *hostRun {
+		h := &hostRun{target: HostTarget{Name: name}, job: templates.HostJob{Name: name},
+			clock: clockOffset{Offset: offset, Err: time.Millisecond, Known: true}}
+		for i, r := range ranks {
+			h.job.Ranks = append(h.job.Ranks, templates.RankJob{Rank: r, LocalRank: i})
+		}
+		return h
+	}
+	// node1's clock is 5 s behind ours, node3's 2 s ahead: by raw stamps
+	// rank 0 (on node1) would look first.
+	node1, node2, node3 := mk("node1", -5*time.Second, 0, 1), mk("node2", 0, 2, 3), mk("node3", 2*time.Second, 4, 5)
+	stamp := func(h *hostRun, after time.Duration) string {
+		return strconv.FormatInt(base.Add(h.clock.Offset+after).UnixNano(), 10)
+	}
+	opts := LaunchOptions{}.withDefaults()
+	events := make(chan event, 16)
+	line := func(h *hostRun, rank, code int, after time.Duration) {
+		handleAgentLine(h, fmt.Sprintf("%d @@pipette-N %s %d %d %s", rank, "exit", rank, code, stamp(h, after)), "@@pipette-N ", opts, nil, events)
+	}
+	// Arrival order: the cascade first, the culprit (rank 5, exit 3 at
+	// +0) later, then a rank that ended by our TERM.
+	line(node1, 0, 1, 150*time.Millisecond)
+	line(node2, 2, 1, 120*time.Millisecond)
+	line(node3, 5, 3, 0)
+	line(node2, 3, 0, 50*time.Millisecond) // a rank that had finished fine
+	sv := newSupervisor(job, []*hostRun{node1, node2, node3}, events, opts, nil)
+	first := sv.record(<-events)
+	if first == nil || first.Rank != 0 {
+		t.Fatalf("first observed = %+v, want rank 0's report", first)
+	}
+	for len(events) > 0 {
+		sv.record(<-events)
+	}
+	node3.stopAt = base.Add(time.Second) // we stopped the job at +1 s
+	line(node3, 4, 143, 1200*time.Millisecond)
+	sv.record(<-events)
+	f := sv.rootCause(first)
+	if f.Host != "node3" || f.Rank != 5 || f.LocalRank != 1 || f.ExitCode != 3 || !f.Time.Equal(base) {
+		t.Errorf("root cause = %s rank %d (local %d) exit %d at %v, want node3 rank 5 (local 1) exit 3 at %v",
+			f.Host, f.Rank, f.LocalRank, f.ExitCode, f.Time, base)
+	}
+	if fmt.Sprint(f.FailedAfter) != "[2 0]" || f.StoppedAfter != 1 {
+		t.Errorf("after = %v, stopped %d; want [2 0] (in time order) and 1", f.FailedAfter, f.StoppedAfter)
+	}
+	msg := f.Error()
+	if !strings.Contains(msg, "after it  : 2 more ranks failed on their own (ranks 2, 0); 1 rank ended non-zero when pipette-launch stopped the job") {
+		t.Errorf("summary:\n%s", msg)
+	}
+
+	// Without the clock correction (offsets unknown), rank 0's raw stamp
+	// is 5 s early and it would be blamed: the offset is what names rank 5.
+	node1.clock, node3.clock = clockOffset{}, clockOffset{}
+	sv = newSupervisor(job, []*hostRun{node1, node2, node3}, events, opts, nil)
+	line(node1, 0, 1, 150*time.Millisecond-5*time.Second)
+	line(node3, 5, 3, 2*time.Second)
+	first = sv.record(<-events)
+	sv.record(<-events)
+	if f := sv.rootCause(first); f.Rank != 0 {
+		t.Errorf("with unknown offsets the raw stamps decide: got rank %d, want 0", f.Rank)
 	}
 }

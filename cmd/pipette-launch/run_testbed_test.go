@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,16 +86,16 @@ func TestRunCLIOnTestbed(t *testing.T) {
 			extra:    []string{"--fail-rank", "5", "--exit-code", "3", "--sleep", "60"},
 			wantCode: 1,
 			wantErr:  []string{"node3", "rank 5", "exit code 3", "failing on purpose"},
-			// The other ranks sleep 60 s: stopping them must not wait for that.
-			maxSecond: 30,
+			// The other ranks sleep 60 s: stopping them must not wait for
+			// that (--stop-grace 3s; the margin is for a busy machine).
+			maxSecond: 20,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut syncbuf.Buffer
-			start := time.Now()
 			code := runApp(append(e2eArgs(tb, dir), tc.extra...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-			took := time.Since(start).Seconds()
+			end := time.Now()
 			if code != tc.wantCode {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errOut.String())
 			}
@@ -108,8 +109,17 @@ func TestRunCLIOnTestbed(t *testing.T) {
 					t.Errorf("stderr lacks %q\nstderr:\n%s", w, errOut.String())
 				}
 			}
-			if tc.maxSecond > 0 && took > tc.maxSecond {
-				t.Errorf("took %.1fs, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
+			if tc.maxSecond > 0 {
+				// Only the interval we must bound: from the failing rank's
+				// exit (the summary's time, the host's own stamp) to our
+				// exit; torch start-up on a busy machine is not ours.
+				failed, err := summaryTime(errOut.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if took := end.Sub(failed).Seconds(); took > tc.maxSecond {
+					t.Errorf("exited %.1fs after the rank failed, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
+				}
 			}
 			tb.AssertNothingLeft(t)
 		})
@@ -186,6 +196,15 @@ func TestRunCLIHostNamesDoNotResolve(t *testing.T) {
 			tb.AssertNothingLeft(t)
 		})
 	}
+}
+
+// summaryTime reads the root cause's time from a failure summary.
+func summaryTime(stderr string) (time.Time, error) {
+	m := regexp.MustCompile(`(?m)^  time      : (\S+)$`).FindStringSubmatch(stderr)
+	if m == nil {
+		return time.Time{}, fmt.Errorf("no time in the failure summary:\n%s", stderr)
+	}
+	return time.Parse("2006-01-02_15:04:05.000", m[1])
 }
 
 // TestRunCLISIGTERM sends a real SIGTERM to a real pipette-launch process
