@@ -17,6 +17,7 @@ import (
 // rank on the host (OpenSSH refuses signal requests for root, so this is the
 // only reliable way). Its stdout carries, line by line:
 //
+//	@@pipette-NONCE clock NS        the host's clock (date +%s%N), first
 //	@@pipette-NONCE pgid PGID       first, before any rank starts
 //	@@pipette-NONCE wd PID          the watchdog's pid (own group)
 //	RANK <output line>              every line a rank writes (stdout+stderr)
@@ -27,36 +28,48 @@ import (
 //
 // The nonce keeps a rank's own output from faking control lines. A
 // watchdog in its own session waits for EOF on the agent's stdin, which
-// happens when the SSH session ends for any reason (launcher killed,
-// network gone); it then stops the group itself (TERM, KILL after the grace
-// period), so a lost launcher leaves nothing running.
+// happens when the SSH session ends for any reason (launcher killed), or,
+// with a heartbeat timeout, for a silence that long on it (the launcher
+// writes a byte every fraction of it; a network cut sends no EOF, and
+// sshd would notice only after TCP's keepalive, hours later); it then stops
+// the group itself (TERM, KILL after the grace period), so a lost launcher
+// leaves nothing running.
 
-// agentScript renders the agent for one host.
-func agentScript(h templates.HostJob, workDir, nonce string, grace int) string {
+// agentScript renders the agent for one host; heartbeat is the silence on
+// stdin, in seconds, after which the watchdog stops the ranks (0: only EOF).
+func agentScript(h templates.HostJob, workDir, nonce string, grace, heartbeat int) string {
 	var b strings.Builder
 	tag := "@@pipette-" + nonce
 	q := shellquote.Quote
 	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch agent for host %s (generated; started by pipette-launch run)\n", oneLine(h.Name))
-	fmt.Fprintf(&b, "T=%s\nWD=%s\nG=%d\n", q(tag), q(workDir), grace)
+	fmt.Fprintf(&b, "T=%s\nWD=%s\nG=%d\nHB=%d\n", q(tag), q(workDir), grace, heartbeat)
 	b.WriteString(`exec 3<&0 </dev/null
 # Before anything starts: a work directory that cannot be made is a start
 # failure of this host, not a rank failure.
 mkdir -p "$WD" || { echo "pipette-launch: cannot create work directory $WD" >&2; exit 96; }
+[ "$HB" -gt 0 ] && ! command -v timeout >/dev/null 2>&1 && { echo "pipette-launch: timeout (coreutils) is needed on $(uname -n) for --heartbeat-timeout" >&2; exit 95; }
+echo "$T clock $(date +%s%N)"
 echo "$T pgid $$"
 PG=$$
 # Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
 # Watchdog: own session, so stopping the group does not stop it first.
-# It waits with the read builtin, not cat: killing the watchdog shell then
-# leaves no child behind.
+# Without a heartbeat it waits with the read builtin, not cat: killing the
+# watchdog shell then leaves no child behind. With one, each byte is read
+# under timeout --foreground, which stays in the watchdog's group (so it
+# dies with it); no byte within the timeout, or EOF, ends the wait.
 setsid /bin/sh -c '
   alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
-  while IFS= read -r _; do :; done <&3
+  if [ "$3" -gt 0 ]; then
+    while [ "$(timeout --foreground "$3" dd bs=1 count=1 2>/dev/null <&3 | wc -c)" -eq 1 ]; do :; done
+  else
+    while IFS= read -r _; do :; done <&3
+  fi
   alive "$1" || exit 0
   kill -TERM -$1 2>/dev/null
   i=0
   while alive "$1" && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
   kill -KILL -$1 2>/dev/null
-' pipette-watchdog "$PG" "$G" >/dev/null 2>&1 &
+' pipette-watchdog "$PG" "$G" "$HB" >/dev/null 2>&1 &
 WDP=$!
 exec 3<&-
 echo "$T wd $WDP"

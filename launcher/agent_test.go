@@ -19,9 +19,13 @@ import (
 // runAgent runs a rendered agent under setsid, as Launch does over SSH,
 // and returns its stdout lines; stdin stays open until closeAfter.
 func startAgent(t *testing.T, h templates.HostJob, grace int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	return startAgentHB(t, h, grace, 0)
+}
+
+func startAgentHB(t *testing.T, h templates.HostJob, grace, heartbeat int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	wd := t.TempDir()
-	cmd := exec.Command("setsid", "-w", "/bin/sh", "-c", agentScript(h, wd, "N0NCE", grace))
+	cmd := exec.Command("setsid", "-w", "/bin/sh", "-c", agentScript(h, wd, "N0NCE", grace, heartbeat))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -50,10 +54,13 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	if len(lines) < 2 || !strings.HasPrefix(lines[0], "@@pipette-N0NCE pgid ") || !strings.HasPrefix(lines[1], "@@pipette-N0NCE wd ") {
-		t.Fatalf("agent must report pgid then watchdog first; got %q", lines)
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "@@pipette-N0NCE clock ") || !strings.HasPrefix(lines[1], "@@pipette-N0NCE pgid ") || !strings.HasPrefix(lines[2], "@@pipette-N0NCE wd ") {
+		t.Fatalf("agent must report its clock, pgid then watchdog first; got %q", lines)
 	}
-	got := strings.Join(lines[2:], "\n")
+	if ts, err := parseNanos(strings.TrimPrefix(lines[0], "@@pipette-N0NCE clock ")); err != nil || time.Since(ts).Abs() > time.Minute {
+		t.Errorf("clock line %q: %v, %v", lines[0], ts, err)
+	}
+	got := strings.Join(lines[3:], "\n")
 	// Each exit line carries the host's clock at the rank's end, in
 	// nanoseconds: the launcher orders failures across hosts by it.
 	stamps := map[string]time.Time{}
@@ -116,6 +123,47 @@ func TestAgentWatchdogStopsGroupOnStdinEOF(t *testing.T) {
 		t.Errorf("group gone after %s: the TERM-ignoring rank should have lasted the 1s grace", d)
 	}
 	<-done
+}
+
+// With a heartbeat timeout, the watchdog stops the ranks when stdin stays
+// silent that long though it never closes (a network cut): not while
+// heartbeats arrive, and within the timeout plus the grace once they stop.
+func TestAgentHeartbeatTimeoutStopsGroup(t *testing.T) {
+	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+		{Rank: 0, Argv: []string{"/bin/sh", "-c", "trap '' TERM; echo up; while :; do sleep 0.2; done"}},
+		{Rank: 1, Argv: []string{"sleep", "300"}},
+	}}
+	cmd, stdin, sc := startAgentHB(t, h, 1, 2)
+	defer stdin.Close()
+	pgid := pgidWhenRank0Up(t, sc)
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	// 4 s of heartbeats every 0.4 s: twice the timeout, the ranks run on.
+	for range 10 {
+		if _, err := stdin.Write([]byte("\n")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	if !groupAlive(pgid) {
+		t.Fatal("ranks stopped though heartbeats kept coming")
+	}
+	// Silence, stdin still open: stopped after the 2 s timeout (the
+	// TERM-ignoring rank lasts the 1 s grace).
+	start := time.Now()
+	for groupAlive(pgid) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("process group %d still alive 15s into the silence (timeout 2s, grace 1s)", pgid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("stopped %s into the silence, before the 2s timeout", d)
+	}
+	t.Logf("stopped %s into the silence (timeout 2s + grace 1s)", time.Since(start))
+	cmd.Wait()
 }
 
 // groupAlive reports whether a process of group pgid is running (zombies,

@@ -588,3 +588,108 @@ func TestDialWithSSHAgent(t *testing.T) {
 		t.Errorf("Dial without agent or keys = %v, want a no-credentials error", err)
 	}
 }
+
+// A network cut between us and node2 mid-run (its link goes down: no FIN,
+// no RST, nothing): with a short --heartbeat-timeout, node2's agent stops
+// its own ranks and we declare node2 lost and stop the other hosts, so
+// every rank on every host is gone within the timeout plus the grace (a
+// wide margin on top for a busy 2-core machine); the summary names node2.
+func TestLaunchNetworkCutHeartbeat(t *testing.T) {
+	tb := newBed(t, 3)
+	job := allreduceJob(t, tb, "netcut", tb.Names(), 2, "--sleep", "300")
+	const hb, grace, margin = 3 * time.Second, 3 * time.Second, 10 * time.Second
+	ssh := bedSSH(tb)
+	ssh.KeepAlive = -1 // only the heartbeat may notice the cut
+	var out syncbuf.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	type cutResult struct {
+		cut, allStopped time.Time
+		err             error
+	}
+	res := make(chan cutResult, 1)
+	go func() {
+		for strings.Count(out.String(), "sleeping 300s") < 6 {
+			if ctx.Err() != nil {
+				res <- cutResult{err: fmt.Errorf("ranks never all started")}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if b, err := tb.Exec(ctx, "node2", "ip", "link", "set", "eth0", "down"); err != nil {
+			res <- cutResult{err: fmt.Errorf("cut node2: %v %s", err, b)}
+			return
+		}
+		r := cutResult{cut: time.Now()}
+		last := ""
+		for ctx.Err() == nil {
+			n, err := ranksRunning(tb)
+			if err != nil || len(n) == 0 {
+				r.allStopped, r.err = time.Now(), err
+				break
+			}
+			if s := fmt.Sprint(n); s != last {
+				t.Logf("%s after the cut, ranks running per host: %s", time.Since(r.cut).Round(10*time.Millisecond), s)
+				last = s
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		res <- r
+	}()
+	err := Launch(ctx, job, LaunchOptions{SSH: ssh, Out: &out, Grace: grace, HeartbeatTimeout: hb, StartTimeout: 90 * time.Second})
+	r := <-res
+	defer func() {
+		tb.Exec(context.Background(), "node2", "ip", "link", "set", "eth0", "up")
+		// node2's sshd still holds our dead connection (its FIN was lost):
+		// end those per-connection processes, not the listener.
+		n2, _ := tb.Host("node2")
+		procs, _ := tb.Processes("node2")
+		for _, p := range procs {
+			if p.Pid != n2.SshdPid && strings.HasPrefix(p.Cmdline, "sshd: ") {
+				syscall.Kill(p.Pid, syscall.SIGKILL)
+			}
+		}
+		tb.AssertNothingLeft(t)
+	}()
+	if r.err != nil {
+		t.Fatalf("%v\noutput:\n%s", r.err, out.String())
+	}
+	var jf *JobFailure
+	if !errors.As(err, &jf) || jf.Host != "node2" || !jf.HostLost() {
+		t.Fatalf("Launch = %v, want node2 lost\noutput:\n%s", err, out.String())
+	}
+	if !strings.Contains(err.Error(), "host node2 failed: connection lost: nothing heard from the host") || !strings.Contains(err.Error(), "--heartbeat-timeout 3s") {
+		t.Errorf("summary does not name node2's silence:\n%v", err)
+	}
+	took := r.allStopped.Sub(r.cut)
+	t.Logf("every rank on every host stopped %s after the cut (heartbeat timeout %s, grace %s)\nsummary:\n%v", took, hb, grace, err)
+	if took > hb+grace+margin {
+		t.Errorf("ranks ran on %s after the cut, want within the %s timeout + %s grace (+%s margin for a busy machine)", took, hb, grace, margin)
+	}
+}
+
+// ranksRunning counts the job's rank processes per host.
+func ranksRunning(tb *testbed.Testbed) (map[string]int, error) {
+	n := map[string]int{}
+	for _, h := range tb.Names() {
+		procs, err := tb.Processes(h)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range procs {
+			if strings.Contains(p.Cmdline, "torch_allreduce.py") && !isZombie(p.Pid) {
+				n[h]++
+			}
+		}
+	}
+	return n, nil
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}

@@ -53,9 +53,16 @@ type LaunchOptions struct {
 	// Slurm, when set, starts the job as one srun step in that allocation
 	// instead of over SSH (SSH, Fanout and Pool are then unused).
 	Slurm *Slurm
+	// HeartbeatTimeout: each host's agent stops its ranks (TERM, KILL
+	// after Grace) when it hears nothing from us for this long, and a host
+	// we hear nothing from for this long is lost (default 30s).
+	HeartbeatTimeout time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 }
+
+// DefaultHeartbeatTimeout is --heartbeat-timeout's default.
+const DefaultHeartbeatTimeout = 30 * time.Second
 
 // DefaultGrace is how long ranks get between SIGTERM and SIGKILL when the
 // job is stopped: long enough for a checkpoint-free rank to flush its logs.
@@ -73,6 +80,9 @@ func (o LaunchOptions) withDefaults() LaunchOptions {
 	}
 	if o.TailLines <= 0 {
 		o.TailLines = 20
+	}
+	if o.HeartbeatTimeout <= 0 {
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -130,9 +140,8 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 	if err := out.openLogs(); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}
-	clocks := measureClocks(ctx, pool, targets, opts, out)
 	return runAttempts(ctx, opts, out, func(attempt int) error {
-		return runAttempt(ctx, pool, job, targets, opts, out, attempt, clocks)
+		return runAttempt(ctx, pool, job, targets, opts, out, attempt)
 	})
 }
 
@@ -225,7 +234,7 @@ type hostRun struct {
 	stopping bool      // stopAll has begun on this host
 	stopAt   time.Time // when stopAll began on this host (our clock)
 
-	clock clockOffset // the host's clock against ours, measured at connect
+	clock clockOffset // the host's clock against ours, from the agent's first line
 
 	started chan struct{} // closed when the pgid line arrived
 }
@@ -249,14 +258,14 @@ type event struct {
 	hostAt time.Time
 }
 
-func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int, clocks map[string]clockOffset) error {
+func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int) error {
 	nonce := newNonce()
 	runs := make([]*hostRun, len(job.Hosts))
 	nRanks := 0
 	for i, h := range job.Hosts {
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{}), clock: clocks[targets[i].Name]}
+		runs[i] = &hostRun{job: h, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	byName := map[string]*hostRun{}
@@ -264,13 +273,14 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 		byName[r.target.Name] = r
 	}
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
+	hbSec := int((opts.HeartbeatTimeout + time.Second - 1) / time.Second)
 
 	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
 		r := byName[t.Name]
 		if r.conn == nil {
 			return fmt.Errorf("not connected")
 		}
-		script := agentScript(r.job, job.WorkDir, nonce, graceSec)
+		script := agentScript(r.job, job.WorkDir, nonce, graceSec, hbSec)
 		return startHost(ctx, r, script, nonce, opts, out, events)
 	})
 	if err != nil {
@@ -351,6 +361,7 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Launc
 		stderr.flush()
 		events <- event{kind: evHostEnded, host: r, err: err, at: opts.Now()}
 	}()
+	go heartbeat(r.conn, sess, opts.HeartbeatTimeout)
 	t := time.NewTimer(opts.StartTimeout)
 	defer t.Stop()
 	select {
@@ -393,6 +404,12 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	if rest, ok := strings.CutPrefix(line, tag); ok {
 		f := strings.Fields(rest)
 		switch {
+		case len(f) == 2 && f[0] == "clock":
+			if t, err := parseNanos(f[1]); err == nil {
+				r.mu.Lock()
+				r.clock = offsetFrom(t, opts.Now())
+				r.mu.Unlock()
+			}
 		case len(f) == 2 && f[0] == "pgid":
 			r.mu.Lock()
 			r.pgid, _ = strconv.Atoi(f[1])
@@ -423,8 +440,11 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 			code, _ := strconv.Atoi(f[1])
 			ev := event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
 			if len(f) == 3 {
+				r.mu.Lock()
+				clk := r.clock
+				r.mu.Unlock()
 				if t, err := parseNanos(f[2]); err == nil {
-					ev.hostAt = r.clock.toLocal(t)
+					ev.hostAt = clk.toLocal(t)
 				}
 			}
 			events <- ev
@@ -495,7 +515,7 @@ func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error
 		// agent's watchdog stops the ranks once sshd drops the session.
 		nc, err := Dial(ctx, r.target, opts.SSH)
 		if err != nil {
-			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its watchdog stops it once sshd notices the lost session", pgid, err)
+			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its agent stops it after %s without a heartbeat from us", pgid, err, opts.HeartbeatTimeout)
 		}
 		defer nc.Close()
 		c = nc

@@ -152,7 +152,7 @@ func runSlurmAttempt(ctx context.Context, s Slurm, job templates.Job, opts Launc
 		nRanks += len(h.Ranks)
 		runs[i] = &hostRun{job: h, target: HostTarget{Name: h.Name}, started: make(chan struct{})}
 		byNode[h.Name] = runs[i]
-		scripts[i] = agentScript(h, job.WorkDir, nonce, graceSec)
+		scripts[i] = agentScript(h, job.WorkDir, nonce, graceSec, 0) // no heartbeat through srun: EOF only
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	st := &slurmStep{s: s, done: make(chan struct{})}

@@ -155,13 +155,12 @@ func (s *supervisor) allEnded() bool {
 }
 
 // stoppedByUs reports whether a rank's end came once we had begun stopping
-// its host (within the clock's uncertainty): then our signal, not the
-// rank, ended it.
+// its host: then our signal, not the rank, ended it.
 func stoppedByUs(x rankExit) bool {
 	x.host.mu.Lock()
-	stopAt, clk := x.host.stopAt, x.host.clock
+	stopAt := x.host.stopAt
 	x.host.mu.Unlock()
-	return !stopAt.IsZero() && !x.at.Before(stopAt.Add(-clk.Err))
+	return !stopAt.IsZero() && !x.at.Before(stopAt)
 }
 
 // rootCause names the earliest failure: the first rank to fail on its own

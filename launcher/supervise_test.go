@@ -51,7 +51,7 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 	base := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 	mk := func(name string, offset time.Duration, ranks ...int) *hostRun {
 		h := &hostRun{target: HostTarget{Name: name}, job: templates.HostJob{Name: name},
-			clock: clockOffset{Offset: offset, Err: time.Millisecond, Known: true}}
+			clock: clockOffset{Offset: offset, Known: true}}
 		for i, r := range ranks {
 			h.job.Ranks = append(h.job.Ranks, templates.RankJob{Rank: r, LocalRank: i})
 		}

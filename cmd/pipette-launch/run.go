@@ -62,7 +62,7 @@ type RunOptions struct {
 	SSH                          launcher.SSHOptions
 	Fanout                       int
 	LocalRanksFilter, QuietRanks []int
-	StopGrace                    time.Duration
+	StopGrace, HeartbeatTimeout  time.Duration
 
 	// Report draws the plans; searched is what choosePlan's search found.
 	Report   ReportOptions
@@ -86,6 +86,7 @@ var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) 
 		LocalRanksFilter: opts.LocalRanksFilter,
 		QuietRanks:       opts.QuietRanks,
 		Grace:            opts.StopGrace,
+		HeartbeatTimeout: opts.HeartbeatTimeout,
 		MaxRestarts:      opts.MaxRestarts,
 	})
 }

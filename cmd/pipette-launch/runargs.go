@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -47,6 +48,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
 		&cli.StringFlag{Name: "quiet-ranks", Usage: "global ranks whose output is not streamed (0,3); they still go to --log-dir"},
 		&cli.DurationFlag{Name: "stop-grace", Value: launcher.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
+		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launcher.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
 	}, append(append(sshFlags(), reportFlags()...), ignoredTorchrunFlags()...)...)
 }
 
@@ -124,6 +126,10 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	o.StopGrace = c.Duration("stop-grace")
 	if o.StopGrace <= 0 {
 		return nil, inputErrorf("--stop-grace %s: want a positive duration such as 10s (ranks need time to exit after SIGTERM)", o.StopGrace)
+	}
+	o.HeartbeatTimeout = c.Duration("heartbeat-timeout")
+	if o.HeartbeatTimeout < time.Second {
+		return nil, inputErrorf("--heartbeat-timeout %s: want at least 1s, such as 30s (shorter stops healthy jobs on a busy network)", o.HeartbeatTimeout)
 	}
 	if o.LocalRanksFilter, err = parseRankList("local-ranks-filter", c.String("local-ranks-filter")); err != nil {
 		return nil, &inputError{err.Error()}
