@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,11 @@ func startAgent(t *testing.T, h templates.HostJob, grace int) (*exec.Cmd, io.Wri
 func startAgentHB(t *testing.T, h templates.HostJob, grace, heartbeat int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	wd := t.TempDir()
-	cmd := exec.Command("setsid", "-w", "/bin/sh", "-c", agentScript(h, wd, "N0NCE", grace, heartbeat))
+	script, err := agentScript(templates.Job{Name: "test", WorkDir: wd, Hosts: []templates.HostJob{h}}, 0, "N0NCE", grace, heartbeat, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setsid", "-w", "/bin/sh", "-c", script)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +70,7 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 	// nanoseconds: the launcher orders failures across hosts by it.
 	stamps := map[string]time.Time{}
 	for _, l := range lines {
-		if m := regexp.MustCompile(`^(\d+) @@pipette-N0NCE exit (\d+ \d+) (\d+)$`).FindStringSubmatch(l); m != nil {
+		if m := regexp.MustCompile(`^(\d+) @@pipette-N0NCE exit (\d+ \d+) (\d+) 0$`).FindStringSubmatch(l); m != nil {
 			ts, err := parseNanos(m[3])
 			if err != nil || time.Since(ts).Abs() > time.Minute {
 				t.Errorf("exit line %q: stamp %v, %v: want the host's clock now", l, ts, err)
@@ -183,23 +188,22 @@ func groupAlive(pgid int) bool {
 	return false
 }
 
-func TestRankCommandQuotes(t *testing.T) {
-	r := templates.RankJob{Env: []templates.EnvVar{{Name: "A", Value: "x y"}, {Name: "B", Value: "it's"}},
-		Argv: []string{"/usr/bin/python3", "train.py", "--cfg", `{"a": 1}`}}
-	want := `env 'A=x y' 'B=it'"'"'s' /usr/bin/python3 train.py --cfg '{"a": 1}'`
-	if got := rankCommand(r); got != want {
-		t.Errorf("rankCommand = %s\nwant         %s", got, want)
-	}
-	// A program whose path holds "=" must run, not become an assignment
-	// (GNU env treats such words as assignments even after "--").
+// A program whose path holds "=" must run, not become an assignment (GNU
+// env treats such words as assignments even after "--").
+func TestAgentRunsProgramWithEqualsInPath(t *testing.T) {
 	prog := filepath.Join(t.TempDir(), "a=b")
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"ran $A $*\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r = templates.RankJob{Env: []templates.EnvVar{{Name: "A", Value: "1"}}, Argv: []string{prog, "x y"}}
-	out, err := exec.Command("/bin/sh", "-c", rankCommand(r)).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ran 1 x y" {
-		t.Errorf("%s: %v %q, want \"ran 1 x y\"", rankCommand(r), err, out)
+	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{{Rank: 0, Env: []templates.EnvVar{{Name: "A", Value: "1"}}, Argv: []string{prog, "x y"}}}}
+	_, stdin, sc := startAgent(t, h, 1)
+	defer stdin.Close()
+	var out []string
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if !slices.Contains(out, "0 ran 1 x y") {
+		t.Errorf("agent output %q lacks \"0 ran 1 x y\"", out)
 	}
 }
 

@@ -130,8 +130,8 @@ func TestLineRingAndSplitter(t *testing.T) {
 }
 
 func TestStopCommandIsPOSIX(t *testing.T) {
-	got := stopCommand(1234, 99, 2*time.Second)
-	for _, w := range []string{"kill -KILL -99", "kill -TERM -1234", "-lt 20 ]", "kill -KILL -1234"} {
+	got := stopCommand(1234, 99, []int{1240, 1250}, 2*time.Second)
+	for _, w := range []string{"kill -KILL -99", "kill -TERM -1234", "-lt 20 ]", "for g in -1234 -1240 -1250; do kill -KILL $g", "$1 == 1250"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("stop command lacks %q: %s", w, got)
 		}
@@ -146,14 +146,20 @@ func TestStopCommandIsPOSIX(t *testing.T) {
 		t.Fatal(err)
 	}
 	go grp.Wait() // reap the leader, as setsid -w does for the agent
+	// A rank's own session, also ignoring TERM.
+	rank := exec.Command("setsid", "/bin/sh", "-c", "trap '' TERM; sleep 300")
+	if err := rank.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go rank.Wait()
 	time.Sleep(200 * time.Millisecond)
-	pgid := grp.Process.Pid
+	pgid, rpg := grp.Process.Pid, rank.Process.Pid
 	start := time.Now()
-	if out, err := exec.Command("/bin/sh", "-c", stopCommand(pgid, 0, time.Second)).CombinedOutput(); err != nil {
+	if out, err := exec.Command("/bin/sh", "-c", stopCommand(pgid, 0, []int{rpg}, time.Second)).CombinedOutput(); err != nil {
 		t.Fatalf("stop command: %v %s", err, out)
 	}
-	if groupAlive(pgid) {
-		t.Errorf("process group %d survived the stop command", pgid)
+	if groupAlive(pgid) || groupAlive(rpg) {
+		t.Errorf("process group %d or %d survived the stop command", pgid, rpg)
 	}
 	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("stopped after %s: the TERM-ignoring member should have had the 1s grace", d)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,6 +223,7 @@ func uploadFiles(ctx context.Context, pool *Pool, job templates.Job, targets []H
 // hostRun is one host's agent during one attempt.
 type hostRun struct {
 	job    templates.HostJob
+	index  int // in the job's hosts
 	target HostTarget
 	conn   *Conn
 	sess   *Session
@@ -230,6 +232,7 @@ type hostRun struct {
 	mu       sync.Mutex
 	pgid     int
 	wd       int
+	groups   []int // the ranks' process groups
 	done     bool      // agent reported all ranks ended
 	stopping bool      // stopAll has begun on this host
 	stopAt   time.Time // when stopAll began on this host (our clock)
@@ -254,18 +257,22 @@ type event struct {
 	err  error // evHostEnded: how the session ended
 	at   time.Time
 	// hostAt is when the rank ended by the host's own stamp, converted
-	// to our clock; zero when the agent sent none.
+	// to our clock; zero when the agent sent none. byUs: the agent had
+	// begun stopping ranks when it ended.
 	hostAt time.Time
+	byUs   bool
 }
 
 func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int) error {
 	nonce := newNonce()
 	runs := make([]*hostRun, len(job.Hosts))
 	nRanks := 0
+	job.Hosts = slices.Clone(job.Hosts)
 	for i, h := range job.Hosts {
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
+		job.Hosts[i] = h
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
+		runs[i] = &hostRun{job: h, index: i, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	byName := map[string]*hostRun{}
@@ -280,7 +287,10 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 		if r.conn == nil {
 			return fmt.Errorf("not connected")
 		}
-		script := agentScript(r.job, job.WorkDir, nonce, graceSec, hbSec)
+		script, err := agentScript(job, r.index, nonce, graceSec, hbSec, attempt)
+		if err != nil {
+			return err
+		}
 		return startHost(ctx, r, script, nonce, opts, out, events)
 	})
 	if err != nil {
@@ -415,6 +425,16 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 			r.pgid, _ = strconv.Atoi(f[1])
 			r.mu.Unlock()
 			close(r.started)
+		case len(f) >= 1 && f[0] == "ranks":
+			var gs []int
+			for _, g := range f[1:] {
+				if n, err := strconv.Atoi(g); err == nil && n > 1 {
+					gs = append(gs, n)
+				}
+			}
+			r.mu.Lock()
+			r.groups = gs
+			r.mu.Unlock()
 		case len(f) == 2 && f[0] == "wd":
 			r.mu.Lock()
 			r.wd, _ = strconv.Atoi(f[1])
@@ -436,10 +456,11 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	// last output line, so it is tagged with the rank like its output.
 	if rest, ok := strings.CutPrefix(text, tag+"exit "); ok {
 		f := strings.Fields(rest)
-		if (len(f) == 2 || len(f) == 3) && f[0] == rs {
+		if len(f) >= 2 && len(f) <= 4 && f[0] == rs {
 			code, _ := strconv.Atoi(f[1])
 			ev := event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
-			if len(f) == 3 {
+			ev.byUs = len(f) == 4 && f[3] == "1"
+			if len(f) >= 3 {
 				r.mu.Lock()
 				clk := r.clock
 				r.mu.Unlock()
@@ -464,7 +485,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	var mu sync.Mutex
 	for _, r := range runs {
 		r.mu.Lock()
-		pgid, wd, sess, done := r.pgid, r.wd, r.sess, r.done
+		pgid, wd, groups, sess, done := r.pgid, r.wd, r.groups, r.sess, r.done
 		r.stopping = true
 		if r.stopAt.IsZero() {
 			r.stopAt = opts.Now()
@@ -479,7 +500,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopHost(r, pgid, wd, sess, opts); err != nil {
+			if err := stopHost(r, pgid, wd, groups, sess, opts); err != nil {
 				mu.Lock()
 				errs.Add(r.target.Name, err)
 				mu.Unlock()
@@ -494,7 +515,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	return nil
 }
 
-func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error {
+func stopHost(r *hostRun, pgid, wd int, groups []int, sess *Session, opts LaunchOptions) error {
 	defer func() {
 		sess.CloseStdin()
 		select {
@@ -503,6 +524,11 @@ func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error
 			sess.Close()
 		}
 	}()
+	// EOF on its stdin sets the agent's watchdog stopping the ranks at
+	// once (TERM, KILL after the grace): no new session, so no login
+	// shell's start-up (seconds on a busy host) before the ranks hear of
+	// it. The stop command below confirms it.
+	sess.CloseStdin()
 	if pgid <= 1 {
 		return nil // the agent prints its group before starting any rank: none started
 	}
@@ -520,31 +546,38 @@ func stopHost(r *hostRun, pgid, wd int, sess *Session, opts LaunchOptions) error
 		defer nc.Close()
 		c = nc
 	}
-	if _, _, err := c.Run(ctx, stopCommand(pgid, wd, opts.Grace)); err != nil {
+	if _, _, err := c.Run(ctx, stopCommand(pgid, wd, groups, opts.Grace)); err != nil {
 		return fmt.Errorf("stopping process group %d: %w", pgid, err)
 	}
 	return nil
 }
 
-// stopCommand is the remote shell line that stops a process group: the
-// watchdog first (it would race us), TERM, wait up to grace, KILL, and
-// fail if anything survives. Signals are written "kill -SIG -PGID": dash's
-// kill builtin rejects "--".
-func stopCommand(pgid, wd int, grace time.Duration) string {
+// stopCommand is the remote shell line that stops a host's ranks: the
+// watchdog first (it would race us), TERM to the agent's group (the agent
+// passes it to each rank's session, and KILLs them after the grace), wait
+// up to grace for the agent's group and the ranks' sessions, KILL them all,
+// and fail if anything survives. Signals are written "kill -SIG -PGID":
+// dash's kill rejects "--".
+func stopCommand(pgid, wd int, groups []int, grace time.Duration) string {
 	ticks := int(grace / (100 * time.Millisecond))
-	pg := "-" + strconv.Itoa(pgid)
+	all := append([]int{pgid}, groups...)
+	var match, kill []string
+	for _, g := range all {
+		match = append(match, fmt.Sprintf("$1 == %d", g))
+		kill = append(kill, fmt.Sprintf("-%d", g))
+	}
 	cmd := ""
 	if wd > 1 {
 		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
 	}
 	// alive ignores zombies: they are dead, only not yet reaped (slow on
 	// some inits), and kill -0 would count them.
-	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk '$1 == %[3]d && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "+
-		"kill -TERM %[1]s 2>/dev/null; i=0; "+
+	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk '(%[3]s) && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "+
+		"kill -TERM -%[4]d 2>/dev/null; i=0; "+
 		"while alive && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
-		"kill -KILL %[1]s 2>/dev/null; i=0; "+
+		"for g in %[1]s; do kill -KILL $g 2>/dev/null; done; i=0; "+
 		"while alive && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", pg, ticks, pgid)
+		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", strings.Join(kill, " "), ticks, strings.Join(match, " || "), pgid)
 	// The login shell may not be POSIX (fish, csh): run it under sh.
 	return "exec /bin/sh -c " + shellquote.Quote(script)
 }

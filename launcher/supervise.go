@@ -41,6 +41,7 @@ type rankExit struct {
 	code    int
 	at      time.Time
 	stamped bool // at comes from the host's own stamp
+	byUs    bool // the agent had begun stopping ranks when it ended
 }
 
 // hostFail is a host-level failure (lost connection, agent ended early).
@@ -86,7 +87,7 @@ func (s *supervisor) record(ev event) *JobFailure {
 		if !ev.hostAt.IsZero() {
 			at, stamped = ev.hostAt, true
 		}
-		s.exits = append(s.exits, rankExit{host: ev.host, rank: ev.rank, code: ev.code, at: at, stamped: stamped})
+		s.exits = append(s.exits, rankExit{host: ev.host, rank: ev.rank, code: ev.code, at: at, stamped: stamped, byUs: ev.byUs})
 		if s.exited[ev.host] == nil {
 			s.exited[ev.host] = map[int]bool{}
 		}
@@ -154,13 +155,14 @@ func (s *supervisor) allEnded() bool {
 	return true
 }
 
-// stoppedByUs reports whether a rank's end came once we had begun stopping
-// its host: then our signal, not the rank, ended it.
+// stoppedByUs reports whether a rank's end came once we (or its host's
+// agent, after a sibling failed) had begun stopping its host: then our
+// signal, not the rank, ended it.
 func stoppedByUs(x rankExit) bool {
 	x.host.mu.Lock()
 	stopAt := x.host.stopAt
 	x.host.mu.Unlock()
-	return !stopAt.IsZero() && !x.at.Before(stopAt)
+	return x.byUs || (!stopAt.IsZero() && !x.at.Before(stopAt))
 }
 
 // rootCause names the earliest failure: the first rank to fail on its own

@@ -35,6 +35,24 @@ func HostScript(job *Job, i int) (string, error) {
 	return b.String(), nil
 }
 
+// Control is what `pipette-launch run` adds to a host script: the lines
+// that switch on its reports to the launcher (see tmpl/host.sh.tmpl).
+type Control struct {
+	Tag       string // prefix of every control line; a nonce keeps ranks from faking them
+	Grace     int    // seconds between SIGTERM and SIGKILL
+	Heartbeat int    // seconds of silence from the launcher that stop the ranks; 0: only EOF
+	Restart   int    // TORCHELASTIC_RESTART_COUNT of this attempt
+}
+
+// WithControl returns a script from HostScript with c's control lines
+// after its first line: the same script, reporting to the launcher.
+func WithControl(script string, c Control) string {
+	first, rest, _ := strings.Cut(script, "\n")
+	return fmt.Sprintf("%s\n# pipette-launch run: control lines (the rest is the host script --output-dir writes)\n"+
+		"PIPETTE_CONTROL=%s PIPETTE_STOP_GRACE_S=%d PIPETTE_HEARTBEAT_S=%d PIPETTE_RESTART_COUNT=%d\n%s",
+		first, shellquote.Quote(c.Tag), c.Grace, c.Heartbeat, c.Restart, rest)
+}
+
 // EnvSafeArgv is argv ready to follow `env NAME=VALUE...`: env takes any
 // word with "=" for an assignment (GNU env even after "--"), so a program
 // whose path holds "=" is exec'd through sh, which takes any name.

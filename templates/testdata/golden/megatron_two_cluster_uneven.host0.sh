@@ -1,43 +1,135 @@
 #!/bin/sh
 # pipette-launch: ranks of job pipette on host a01 (node rank 0 of 4).
-# Starts every rank in its own session (process group) with its environment
-# set on top of the inherited one and stdin from /dev/null (explicit, though
-# POSIX shells do it for background jobs: the script may itself arrive on
-# stdin, `ssh host sh -s < script`), waits for all of them, and stops the
-# others as soon as one fails, as torchrun's agent does. Exit status: 0 when
-# every rank succeeded, else the first failing rank's own status.
+# Run it on that host (sh SCRIPT, or piped to sh -s). It starts every rank in
+# its own session (process group) with its environment set on top of the
+# inherited one and stdin from /dev/null, waits for all of them, and stops
+# the others as soon as one fails, as torchrun's agent does: SIGTERM, then
+# SIGKILL after PIPETTE_STOP_GRACE_S seconds (default 30, as torchrun).
+# SIGTERM, SIGINT or SIGHUP to this script stops every rank the same way,
+# and what a rank leaves running in its session is stopped before the script
+# ends. Exit status: 0 when every rank succeeded, else the status of the rank
+# that failed first on its own (not one that was stopped).
 # PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
-# the launcher, across all hosts at once); PIPETTE_STOP_GRACE_S is how long
-# ranks get between SIGTERM and SIGKILL (default 30, as torchrun).
+# the launcher, across all hosts at once).
+# `pipette-launch run` starts this same script with control lines in front
+# (PIPETTE_CONTROL and the settings below). Then it reports on stdout, each
+# line tagged with PIPETTE_CONTROL: its clock and process group first, each
+# rank's output lines and exit (status, the host's clock, whether we had
+# begun stopping), and "done" at the end; and a watchdog stops every rank
+# when the launcher goes silent: EOF on stdin, or no heartbeat byte on it for
+# PIPETTE_HEARTBEAT_S seconds (a network cut sends no EOF).
 set -u
-command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux) is needed on $(uname -n)" >&2; exit 127; }
+T=${PIPETTE_CONTROL:-}
+G=${PIPETTE_STOP_GRACE_S:-30}
+HB=${PIPETTE_HEARTBEAT_S:-0}
 restart_count=${PIPETTE_RESTART_COUNT:-0}
-grace=${PIPETTE_STOP_GRACE_S:-30}
-pids=
-killers=
+n_ranks=4
+say() { if [ -n "$T" ]; then echo "$T $*"; fi; }
+# Under the launcher, stdin is the launcher's line (heartbeats, then EOF):
+# only the watchdog reads it.
+if [ -n "$T" ]; then exec 3<&0 </dev/null; fi
+command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux) is needed on $(uname -n)" >&2; exit 127; }
+if [ "$HB" -gt 0 ] && ! command -v timeout >/dev/null 2>&1; then
+	echo "pipette-launch: timeout (coreutils) is needed on $(uname -n) for --heartbeat-timeout" >&2
+	exit 95
+fi
+# Per local rank L: $S/L holds "STATUS NS STOPPED" once it ended, $S/L.pg its
+# process group; $S/stopping exists once stopping has begun.
+S=$(mktemp -d "${TMPDIR:-/tmp}/pipette-status.XXXXXX") || exit 98
+say clock "$(date +%s%N)"
+say pgid $$
+PG=$$
+P=
 stopping=
-# Each rank's exit status lands in a file: the shell's own job table cannot
-# be trusted for it once a trap has interrupted wait.
-statusdir=$(mktemp -d "${TMPDIR:-/tmp}/pipette.XXXXXX") || exit 1
+killer=
+WDP=
 
-# Runs one rank: $0 is this script's pid, $1 the status file, the rest the
-# env assignments and argv. The TERM trap (reset by exec, unlike an ignored
-# signal) lets it outlive its rank long enough to record the status.
-rank_wrapper='trap : TERM INT HUP; f=$1; shift; env "$@"; rc=$?; echo "$rc" >"$f"; [ "$rc" -eq 0 ] || kill -USR1 "$0" 2>/dev/null; exit "$rc"'
+# alive G: a process of group G runs (zombies are dead, only not yet reaped).
+# Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
+alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'; }
+rank_groups() { cat "$S"/*.pg 2>/dev/null; }
+
+if [ -n "$T" ]; then
+	# Watchdog, in its own session so that stopping our group does not stop
+	# it first. Without a heartbeat it waits with the read builtin (killing
+	# it then leaves no child); with one, each byte is read under timeout
+	# --foreground, which stays in the watchdog's group and dies with it.
+	setsid /bin/sh -c '
+		alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
+		if [ "$4" -gt 0 ]; then
+			while [ "$(timeout --foreground "$4" dd bs=1 count=1 2>/dev/null <&3 | wc -c)" -eq 1 ]; do :; done
+		else
+			while IFS= read -r _; do :; done <&3
+		fi
+		alive "$1" || exit 0
+		kill -TERM -$1 2>/dev/null
+		i=0
+		while alive "$1" && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
+		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -KILL -$g 2>/dev/null; done
+		kill -KILL -$1 2>/dev/null
+	' pipette-watchdog "$PG" "$G" "$S" "$HB" >/dev/null 2>&1 &
+	WDP=$!
+	exec 3<&-
+	say wd "$WDP"
+fi
+
+# Runs one rank: $0 is this script's pid, $1 its status file, the rest the
+# env assignments and argv. It leads the rank's session; its group lands in
+# $1.pg before the rank starts, and a stop that came first is seen (each
+# side writes before it reads the other's file). It outlives a TERM (a
+# trap, which exec resets for the rank) to record the status.
+rank_wrapper='trap : TERM INT HUP
+f=$1; shift
+echo $$ >"$f.pg"
+if [ -e "${f%/*}/stopping" ]; then rc=143; else env "$@"; rc=$?; fi
+by=0; [ -e "${f%/*}/stopping" ] && by=1
+echo "$rc $(date +%s%N) $by" >"$f"
+[ "$rc" -eq 0 ] || [ "$by" -eq 1 ] || kill -USR1 "$0" 2>/dev/null
+exit "$rc"'
+
+# tagged prefixes each line with the rank, then reports the rank's exit from
+# its status file: only once its output has ended, so the exit line comes
+# after its last line even without a final newline.
+tagged() {
+	while IFS= read -r l || [ -n "$l" ]; do
+		printf '%s %s\n' "$1" "$l"
+	done
+	printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2" 2>/dev/null || echo 255)"
+}
+
+# start_rank RANK LOCAL_RANK STDOUT_LOG STDERR_LOG ENV... ARGV...
+start_rank() {
+	r=$1 l=$2 o=$3 e=$4
+	shift 4
+	if [ -n "$T" ]; then
+		# Only the rank takes SIGTERM: the reader ignores it, so on a
+		# graceful stop the rank's last lines still arrive (no EPIPE
+		# while it checkpoints).
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" "$@" </dev/null 2>&1 | { trap '' TERM; tagged "$r" "$S/$l"; } &
+	elif [ -n "$o" ]; then
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" "$@" </dev/null >"$o" 2>"$e" &
+	else
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" "$@" </dev/null &
+	fi
+	P="$P $!"
+}
 
 stop_ranks() {
+	[ -n "$stopping" ] && return
 	stopping=1
-	[ -z "$pids" ] && return
-	for p in $pids; do kill -TERM "-$p" 2>/dev/null; done
-	# Its own session, fds closed: a pending SIGKILL must neither keep the
-	# caller's pipes (an SSH session) open nor outlive this script.
-	setsid sh -c 'sleep "$0"; for p; do kill -KILL "-$p" 2>/dev/null; done' "$grace" $pids </dev/null >/dev/null 2>&1 &
-	killers="$killers $!"
+	: >"$S/stopping"
+	for g in $(rank_groups); do kill -TERM -"$g" 2>/dev/null; done
+	# KILL after the grace period, from its own session with fds closed: a
+	# pending SIGKILL must neither keep the caller's pipes (an SSH session)
+	# open nor outlive this script.
+	setsid /bin/sh -c 'sleep "$1"; for g in $(cat "$2"/*.pg 2>/dev/null); do kill -KILL -"$g" 2>/dev/null; done' \
+		pipette-killer "$G" "$S" </dev/null >/dev/null 2>&1 &
+	killer=$!
 }
 trap stop_ranks USR1 TERM INT HUP
 
 # rank 0, local rank 0
-setsid sh -c "$rank_wrapper" "$$" "$statusdir/0" \
+start_rank 0 0 '' '' \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -62,11 +154,9 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/0" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
-	</dev/null &
-pids="$pids $!"
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 # rank 1, local rank 1
-setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
+start_rank 1 1 '' '' \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -91,11 +181,9 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/1" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
-	</dev/null &
-pids="$pids $!"
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 # rank 2, local rank 2
-setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
+start_rank 2 2 '' '' \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -120,11 +208,9 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/2" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
-	</dev/null &
-pids="$pids $!"
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 # rank 3, local rank 3
-setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
+start_rank 3 3 '' '' \
 	CUDA_DEVICE_MAX_CONNECTIONS=1 \
 	CUDA_DEVICE_ORDER=PCI_BUS_ID \
 	CUDA_VISIBLE_DEVICES=0,1,2,3 \
@@ -149,32 +235,71 @@ setsid sh -c "$rank_wrapper" "$$" "$statusdir/3" \
 	TORCHELASTIC_RUN_ID=pipette \
 	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
 	WORLD_SIZE=16 \
-	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
-	</dev/null &
-pids="$pids $!"
-# A signal that came while ranks were starting missed the later ones.
-[ -n "$stopping" ] && stop_ranks
+	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
+if [ -n "$T" ]; then
+	# Each wrapper writes its group as it starts: report them all.
+	i=0
+	while [ "$(ls "$S" | grep -c '[.]pg$')" -lt "$n_ranks" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	say ranks $(rank_groups)
+fi
 
-status=0
-rank=0
-for p in $pids; do
+for p in $P; do
 	wait "$p"
-	rc=$?
-	# A trapped signal interrupts wait with a status above 128 while the
-	# rank still runs: wait again until it has really exited.
-	while [ "$rc" -gt 128 ] && kill -0 "$p" 2>/dev/null; do
-		wait "$p"
-		rc=$?
-	done
-	[ -s "$statusdir/$rank" ] && rc=$(cat "$statusdir/$rank")
-	if [ "$rc" -ne 0 ]; then
-		echo "pipette-launch: $(uname -n): local rank $rank exited with status $rc" >&2
-		# Prefer a rank's own failure over the SIGTERM/SIGKILL we sent.
-		if [ "$status" -eq 0 ] || { [ "$status" -gt 128 ] && [ "$rc" -le 128 ]; }; then status=$rc; fi
-		[ -n "$stopping" ] || stop_ranks
-	fi
-	rank=$((rank + 1))
+	# A trapped signal interrupts wait while the rank still runs: wait
+	# again until it has really ended.
+	while [ $? -gt 128 ] && kill -0 "$p" 2>/dev/null; do wait "$p"; done
 done
-for k in $killers; do kill -TERM "-$k" 2>/dev/null; done
-rm -rf "$statusdir"
+
+# What the ranks left running in their sessions (daemonised children):
+# TERM, then KILL after the grace period.
+left=
+for g in $(rank_groups); do alive "$g" && left="$left $g"; done
+if [ -n "$left" ]; then
+	for g in $left; do kill -TERM -"$g" 2>/dev/null; done
+	i=0
+	while [ $i -lt $((G * 10)) ]; do
+		any=
+		for g in $left; do alive "$g" && any=1; done
+		[ -z "$any" ] && break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	for g in $left; do kill -KILL -"$g" 2>/dev/null; done
+fi
+# End our helpers (by group and by pid, in case one has not reached its
+# setsid yet) and reap them, so nothing of ours outlives the script.
+for k in $killer $WDP; do
+	kill -KILL -"$k" 2>/dev/null
+	kill -KILL "$k" 2>/dev/null
+	wait "$k" 2>/dev/null
+done
+
+# The status: the earliest own failure (by the host's clock), else the
+# first stopped rank's.
+status=0
+best=
+l=0
+while [ "$l" -lt "$n_ranks" ]; do
+	rc=255 ns=0 by=1
+	[ -s "$S/$l" ] && read -r rc ns by <"$S/$l"
+	if [ "$rc" -ne 0 ]; then
+		[ -n "$T" ] || echo "pipette-launch: $(uname -n): local rank $l exited with status $rc" >&2
+		if [ -z "$best" ] || { [ "$best" = stopped ] && [ "$by" = 0 ]; } || { [ "$by" = 0 ] && [ "$ns" -lt "$best_ns" ]; }; then
+			status=$rc best_ns=$ns
+			best=own
+			[ "$by" = 0 ] || best=stopped
+		fi
+	fi
+	l=$((l + 1))
+done
+rm -rf "$S"
+if [ -n "$T" ]; then
+	say done
+	# The private directory the launcher started us from; only a path of
+	# exactly that shape is removed.
+	case "$0" in
+	*/pipette-agent.??????/agent.sh) rm -rf "${0%/agent.sh}" ;;
+	esac
+	exit 0
+fi
 exit "$status"
