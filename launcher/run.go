@@ -232,7 +232,7 @@ type hostRun struct {
 	mu       sync.Mutex
 	pgid     int
 	wd       int
-	groups   []int // the ranks' process groups
+	groups   []int     // the ranks' process groups
 	done     bool      // agent reported all ranks ended
 	stopping bool      // stopAll has begun on this host
 	stopAt   time.Time // when stopAll began on this host (our clock)
