@@ -337,3 +337,27 @@ func pgidWhenRank0Up(t *testing.T, sc *bufio.Scanner) int {
 	}
 	return pgid
 }
+
+// One script: what run starts on a host is the script --output-dir writes
+// for it, with only run's control lines added after the first line.
+func TestAgentIsTheHostScript(t *testing.T) {
+	job := templates.Job{Name: "j", WorkDir: "/w", LogDir: "logs", Hosts: []templates.HostJob{
+		{Name: "a", Ranks: []templates.RankJob{{Rank: 0, Argv: []string{"true"}}}},
+		{Name: "b", NodeRank: 1, Ranks: []templates.RankJob{{Rank: 1, Env: []templates.EnvVar{{Name: "X", Value: "it's"}}, Argv: []string{"true"}}}},
+	}}
+	agent, err := agentScript(job, 1, "N0NCE", 5, 30, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.LogDir = "" // run keeps the logs on the launching machine
+	want, err := templates.HostScript(&job, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(want, "\n")
+	control := "# pipette-launch run: control lines (the rest is the host script --output-dir writes)\n" +
+		"PIPETTE_CONTROL=@@pipette-N0NCE PIPETTE_STOP_GRACE_S=5 PIPETTE_HEARTBEAT_S=30 PIPETTE_RESTART_COUNT=2\n"
+	if agent != first+"\n"+control+rest {
+		t.Errorf("the agent is not the host script plus control lines:\n%s", agent)
+	}
+}

@@ -527,10 +527,21 @@ func stopHost(r *hostRun, pgid, wd int, groups []int, sess *Session, opts Launch
 	// EOF on its stdin sets the agent's watchdog stopping the ranks at
 	// once (TERM, KILL after the grace): no new session, so no login
 	// shell's start-up (seconds on a busy host) before the ranks hear of
-	// it. The stop command below confirms it.
+	// it. An agent that then reports "done" has seen every rank end and
+	// swept what they left: confirmed. Otherwise a stop command does it.
 	sess.CloseStdin()
 	if pgid <= 1 {
 		return nil // the agent prints its group before starting any rank: none started
+	}
+	select {
+	case <-sess.Done():
+	case <-time.After(opts.Grace + 5*time.Second):
+	}
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
 	defer cancel()

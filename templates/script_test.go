@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ func helperMain(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
+	if os.Getenv("HELPER_IGNORE_TERM") != "" {
+		signal.Ignore(syscall.SIGTERM) // a rank that shuts down slowly
+	}
 	if code := os.Getenv("HELPER_EXIT_RANK_" + rank); code != "" {
 		// Fail only once rank 0 runs, so there is a rank to stop.
 		for range 1000 {
@@ -63,8 +67,10 @@ func helperMain(dir string) int {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		var c int
+		var c, ms int
 		fmt.Sscan(code, &c)
+		fmt.Sscan(os.Getenv("HELPER_DELAY_MS_"+rank), &ms)
+		time.Sleep(time.Duration(ms) * time.Millisecond)
 		return c
 	}
 	if os.Getenv("HELPER_SLEEP") != "" {
@@ -307,4 +313,78 @@ func TestLaunchScriptRunsFromStdin(t *testing.T) {
 			t.Errorf("rank %d argv through sh -s: %q", r.Rank, argv)
 		}
 	}
+}
+
+// The script's status is the rank that failed first on its own: here rank
+// 1 (7) fails first; rank 0, which outlives the TERM that follows, exits 5
+// later. Rank 0 comes first in wait order, but its failure came after we
+// began stopping, so 7 it is.
+func TestLaunchScriptStatusIsEarliestOwnFailure(t *testing.T) {
+	job := renderLocal(t, nil, nil)
+	out := t.TempDir()
+	code, stderr := runScript(t, job.Hosts[0].Script, helperOutEnv+"="+out, "HELPER_IGNORE_TERM=1",
+		"HELPER_EXIT_RANK_1=7", "HELPER_EXIT_RANK_0=5", "HELPER_DELAY_MS_0=1500", "PIPETTE_STOP_GRACE_S=10")
+	if code != 7 {
+		t.Fatalf("launch script exited %d, want rank 1's status 7; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"local rank 0 exited with status 5", "local rank 1 exited with status 7"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// What a rank leaves running in its session (a daemonised child, one that
+// ignores SIGTERM) is stopped before the script ends; a graceful stop (a
+// rank that exits 0 on SIGTERM) still makes the script's status non-zero.
+func TestLaunchScriptSweepsLeftoversAndReportsTheSignal(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "daemon.pid")
+	job := &Job{Name: "sweep", Hosts: []HostJob{{Name: "h", Ranks: []RankJob{
+		{Rank: 0, LocalRank: 0, Argv: []string{"/bin/sh", "-c", `(trap '' TERM; exec sleep 300) >/dev/null 2>&1 & echo $! >"$0"; trap 'echo bye; exit 0' TERM; while :; do sleep 0.1; done`, pidFile}},
+	}}}}
+	script, err := HostScript(job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "h.sh")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", path)
+	cmd.Env = append(os.Environ(), "PIPETTE_STOP_GRACE_S=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var daemon int
+	for range 500 {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			daemon, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if daemon == 0 {
+		cmd.Process.Kill()
+		t.Fatal("the rank did not start its daemon")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
+		t.Errorf("script exit after SIGTERM with every rank exiting 0: %v, want status 143", err)
+	}
+	if running(daemon) {
+		syscall.Kill(daemon, syscall.SIGKILL)
+		t.Errorf("the rank's TERM-ignoring daemon %d outlived the script", daemon)
+	}
+}
+
+// running: the process exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }

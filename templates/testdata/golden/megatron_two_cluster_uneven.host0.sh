@@ -8,7 +8,8 @@
 # SIGTERM, SIGINT or SIGHUP to this script stops every rank the same way,
 # and what a rank leaves running in its session is stopped before the script
 # ends. Exit status: 0 when every rank succeeded, else the status of the rank
-# that failed first on its own (not one that was stopped).
+# that failed first on its own (not one that was stopped), else 128+signal
+# when the script was stopped by one.
 # PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
 # the launcher, across all hosts at once).
 # `pipette-launch run` starts this same script with control lines in front
@@ -126,7 +127,11 @@ stop_ranks() {
 		pipette-killer "$G" "$S" </dev/null >/dev/null 2>&1 &
 	killer=$!
 }
-trap stop_ranks USR1 TERM INT HUP
+interrupted=
+trap stop_ranks USR1
+trap 'interrupted=143; stop_ranks' TERM
+trap 'interrupted=130; stop_ranks' INT
+trap 'interrupted=129; stop_ranks' HUP
 
 # rank 0, local rank 0
 start_rank 0 0 '' '' \
@@ -302,4 +307,7 @@ if [ -n "$T" ]; then
 	esac
 	exit 0
 fi
+# Stopped by a signal with every rank ending well (a graceful shutdown) is
+# still not a success.
+if [ "$status" -eq 0 ] && [ -n "$interrupted" ]; then status=$interrupted; fi
 exit "$status"
