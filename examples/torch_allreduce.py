@@ -15,11 +15,11 @@ be WORLD_SIZE*(WORLD_SIZE+1)/2, else it exits 1.
                                 rank R never joins: blocked in a collective,
                                 as NCCL jobs are when a peer dies (R fails
                                 one second later, once they are waiting)
-  --linger S                    the failing rank leaves a child holding its
-                                output open for S seconds (as helpers a
-                                rank spawned do), so its exit is reported
-                                late, after the ranks that failed because
-                                of it
+  --linger S                    the failing rank leaves a child that ignores
+                                SIGTERM holding its output open for S
+                                seconds (as helpers a rank spawned do), so
+                                its exit is reported late, after the ranks
+                                that failed because of it
   --expect-world N              exit 1 unless WORLD_SIZE == N
 """
 import argparse
@@ -72,7 +72,9 @@ def main():
             time.sleep(1)
         if a.linger > 0:
             import subprocess
-            subprocess.Popen(["sleep", f"{a.linger:g}"])
+            # It ignores SIGTERM, as a helper busy flushing might: only
+            # the KILL after the stop grace ends it.
+            subprocess.Popen(["/bin/sh", "-c", f"trap '' TERM; exec sleep {a.linger:g}"])
         print(f"rank {rank}: failing on purpose with exit code {a.exit_code}", file=sys.stderr, flush=True)
         os._exit(a.exit_code)
     if a.hang_in_barrier:

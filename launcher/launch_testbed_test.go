@@ -179,9 +179,10 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 
 // Rank 5 exits 3 while the other ranks wait in a real gloo barrier: they
 // then fail on their own ("Connection closed by peer"), and their reports
-// arrive first, since a child rank 5 left behind holds its output open.
-// The summary must still name rank 5 (by the hosts' exit stamps) and count
-// the cascade after it.
+// arrive first, since a TERM-ignoring child rank 5 left behind holds its
+// output open until the KILL after the (long) grace. The summary must
+// still name rank 5 (by the hosts' exit stamps) and count the cascade
+// after it.
 func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 	tb := newBed(t, 4)
 	job := allreduceJob(t, tb, "cascade", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3",
@@ -191,7 +192,7 @@ func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 	defer cancel()
 	started := time.Now()
 	// A busy machine (load 20+ on 2 cores) may take long to start torch.
-	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 5 * time.Second, StartTimeout: 90 * time.Second})
+	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 30 * time.Second, StartTimeout: 90 * time.Second})
 	t.Logf("Launch took %s; returned %s after rank 5's exit", time.Since(started), time.Since(jf0(err)))
 	var jf *JobFailure
 	if !errors.As(err, &jf) {
