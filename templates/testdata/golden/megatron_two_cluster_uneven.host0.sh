@@ -62,7 +62,6 @@ if [ -n "$T" ]; then
 		else
 			while IFS= read -r _; do :; done <&3
 		fi
-		alive "$1" || exit 0
 		kill -TERM -$1 2>/dev/null
 		i=0
 		while alive "$1" && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
