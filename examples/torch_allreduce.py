@@ -14,7 +14,8 @@ be WORLD_SIZE*(WORLD_SIZE+1)/2, else it exits 1.
   --hang-in-barrier             the other ranks wait in dist.barrier(), which
                                 rank R never joins: blocked in a collective,
                                 as NCCL jobs are when a peer dies (R fails
-                                one second later, once they are waiting)
+                                one second later, once they are waiting;
+                                they exit 1 as soon as the barrier fails)
   --linger S                    the failing rank leaves a child that ignores
                                 SIGTERM holding its output open for S
                                 seconds (as helpers a rank spawned do), so
@@ -79,7 +80,13 @@ def main():
         os._exit(a.exit_code)
     if a.hang_in_barrier:
         print(f"rank {rank}: waiting in barrier", flush=True)
-        dist.barrier()
+        try:
+            dist.barrier()
+        except RuntimeError as e:
+            # Exit at once, as NCCL's async error handling aborts a rank
+            # whose peer died (an interpreter exit can hang on gloo).
+            print(f"rank {rank}: barrier failed: {e}", file=sys.stderr, flush=True)
+            os._exit(1)
     if a.sleep > 0:
         print(f"rank {rank}: sleeping {a.sleep:g}s", flush=True)
         time.sleep(a.sleep)

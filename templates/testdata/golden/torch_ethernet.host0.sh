@@ -82,11 +82,13 @@ fi
 # env assignments and argv. It leads the rank's session; its group lands in
 # $1.pg before the rank starts, and a stop that came first is seen (each
 # side writes before it reads the other's file). It outlives a TERM (a
-# trap, which exec resets for the rank) to record the status.
+# trap, which exec resets for the rank) to record the status. Its own
+# stderr is /dev/null: the shell's "Terminated" is not the rank's output.
 rank_wrapper='trap : TERM INT HUP
+exec 3>&2 2>/dev/null
 f=$1; shift
 echo $$ >"$f.pg"
-if [ -e "${f%/*}/stopping" ]; then rc=143; else env "$@"; rc=$?; fi
+if [ -e "${f%/*}/stopping" ]; then rc=143; else env "$@" 2>&3 3>&-; rc=$?; fi
 by=0; [ -e "${f%/*}/stopping" ] && by=1
 echo "$rc $(date +%s%N) $by" >"$f"
 [ "$rc" -eq 0 ] || [ "$by" -eq 1 ] || kill -USR1 "$0" 2>/dev/null
