@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/pipette-launch/pipette-launch/templates"
 )
@@ -68,3 +69,5 @@ func withRestartEnv(env []templates.EnvVar, restart, maxRestarts int) []template
 	}
 	return out
 }
+
+func oneLine(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }

@@ -147,12 +147,21 @@ func runSlurmAttempt(ctx context.Context, s Slurm, job templates.Job, opts Launc
 	names := hostNames(job)
 	scripts := make([]string, len(job.Hosts))
 	nRanks := 0
+	job.Hosts = slices.Clone(job.Hosts)
 	for i, h := range job.Hosts {
 		h.Ranks = withSlurmTaskEnv(prepareRanks(h.Ranks, attempt, opts), i)
+		job.Hosts[i] = h
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, target: HostTarget{Name: h.Name}, started: make(chan struct{})}
+		runs[i] = &hostRun{job: h, index: i, target: HostTarget{Name: h.Name}, started: make(chan struct{})}
 		byNode[h.Name] = runs[i]
-		scripts[i] = agentScript(h, job.WorkDir, nonce, graceSec, 0) // no heartbeat through srun: EOF only
+	}
+	for i := range job.Hosts {
+		// No heartbeat through srun (Slurm watches its nodes): EOF only.
+		script, err := agentScript(job, i, nonce, graceSec, 0, attempt)
+		if err != nil {
+			return err
+		}
+		scripts[i] = script
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	st := &slurmStep{s: s, done: make(chan struct{})}

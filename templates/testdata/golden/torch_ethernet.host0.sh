@@ -67,7 +67,8 @@ if [ -n "$T" ]; then
 		else
 			while IFS= read -r _; do :; done <&3
 		fi
-		kill -TERM -$1 2>/dev/null
+		# Not a group leader when Slurm started us (a task): then the pid.
+		kill -TERM -$1 2>/dev/null || kill -TERM $1 2>/dev/null
 		i=0
 		while alive "$1" && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
 		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -KILL -$g 2>/dev/null; done
