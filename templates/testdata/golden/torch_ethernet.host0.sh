@@ -25,6 +25,7 @@ G=${PIPETTE_STOP_GRACE_S:-30}
 HB=${PIPETTE_HEARTBEAT_S:-0}
 restart_count=${PIPETTE_RESTART_COUNT:-0}
 n_ranks=4
+local_ranks=' 0 1 2 3'
 say() { if [ -n "$T" ]; then echo "$T $*"; fi; }
 # Under the launcher, stdin is the launcher's line (heartbeats, then EOF):
 # only the watchdog reads it.
@@ -39,8 +40,9 @@ WD='/srv/job dir'
 # failure of this host, not a rank failure.
 mkdir -p "$WD" && cd "$WD" || { echo "pipette-launch: cannot use work directory $WD on $(uname -n)" >&2; exit 96; }
 mkdir -p logs || exit 1
-# Per local rank L: $S/L holds "STATUS NS STOPPED" once it ended, $S/L.pg its
-# process group; $S/stopping exists once stopping has begun.
+# Per rank, by its place I on this host: $S/I holds "STATUS NS STOPPED" once
+# it ended, $S/I.pg its process group; $S/stopping exists once stopping has
+# begun.
 S=$(mktemp -d "${TMPDIR:-/tmp}/pipette-status.XXXXXX") || exit 98
 say clock "$(date +%s%N)"
 say pgid $$
@@ -84,12 +86,13 @@ fi
 # $1.pg before the rank starts, and a stop that came first is seen (each
 # side writes before it reads the other's file). It outlives a TERM (a
 # trap, which exec resets for the rank) to record the status. Its own
-# stderr is /dev/null: the shell's "Terminated" is not the rank's output.
+# stderr is /dev/null (the rank's is restored in its subshell): the shell's
+# "Terminated" is not the rank's output.
 rank_wrapper='trap : TERM INT HUP
 exec 3>&2 2>/dev/null
 f=$1; shift
 echo $$ >"$f.pg"
-if [ -e "${f%/*}/stopping" ]; then rc=143; else env "$@" 2>&3 3>&-; rc=$?; fi
+if [ -e "${f%/*}/stopping" ]; then rc=143; else (exec 2>&3 3>&-; exec env "$@"); rc=$?; fi
 by=0; [ -e "${f%/*}/stopping" ] && by=1
 echo "$rc $(date +%s%N) $by" >"$f"
 [ "$rc" -eq 0 ] || [ "$by" -eq 1 ] || kill -USR1 "$0" 2>/dev/null
@@ -105,7 +108,7 @@ tagged() {
 	printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2" 2>/dev/null || echo 255)"
 }
 
-# start_rank RANK LOCAL_RANK STDOUT_LOG STDERR_LOG ENV... ARGV...
+# start_rank RANK PLACE STDOUT_LOG STDERR_LOG ENV... ARGV...
 start_rank() {
 	r=$1 l=$2 o=$3 e=$4
 	shift 4
@@ -287,11 +290,11 @@ done
 status=0
 best=
 l=0
-while [ "$l" -lt "$n_ranks" ]; do
+for lr in $local_ranks; do
 	rc=255 ns=0 by=1
 	[ -s "$S/$l" ] && read -r rc ns by <"$S/$l"
 	if [ "$rc" -ne 0 ]; then
-		[ -n "$T" ] || echo "pipette-launch: $(uname -n): local rank $l exited with status $rc" >&2
+		[ -n "$T" ] || echo "pipette-launch: $(uname -n): local rank $lr exited with status $rc" >&2
 		if [ -z "$best" ] || { [ "$best" = stopped ] && [ "$by" = 0 ]; } || { [ "$by" = 0 ] && [ "$ns" -lt "$best_ns" ]; }; then
 			status=$rc best_ns=$ns
 			best=own
