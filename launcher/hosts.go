@@ -2,16 +2,17 @@ package launcher
 
 import (
 	"bufio"
-	"bytes"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+	"github.com/pipette-launch/pipette-launch/internal/hostname"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 )
 
 // HostTarget is one host to connect to. Name is what the user wrote (and
@@ -48,51 +49,11 @@ func (t HostTarget) String() string {
 }
 
 // ParseHostTarget parses "host", "user@host", "host:port", "user@host:port"
-// and bracketed IPv6 forms such as "[fe80::1]:2222".
+// and bracketed IPv6 forms such as "[fe80::1]:2222" with the rule every
+// host source shares (internal/hostname).
 func ParseHostTarget(s string) (HostTarget, error) {
-	orig := s
-	s = strings.TrimSpace(s)
-	var t HostTarget
-	if i := strings.LastIndexByte(s, '@'); i >= 0 {
-		t.User, s = s[:i], s[i+1:]
-		if t.User == "" {
-			return t, fmt.Errorf("host %q: empty user before '@'", orig)
-		}
-	}
-	host, port := s, ""
-	switch {
-	case strings.HasPrefix(s, "["):
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return t, fmt.Errorf("host %q: unclosed '[' in address", orig)
-		}
-		host, port = s[1:end], strings.TrimPrefix(s[end+1:], ":")
-		if rest := s[end+1:]; rest != "" && !strings.HasPrefix(rest, ":") {
-			return t, fmt.Errorf("host %q: unexpected %q after address", orig, rest)
-		}
-	case strings.Count(s, ":") == 1:
-		host, port, _ = strings.Cut(s, ":")
-	case strings.Count(s, ":") > 1:
-		// A bare IPv6 address carries no port.
-		if net.ParseIP(s) == nil {
-			return t, fmt.Errorf("host %q: write IPv6 addresses with a port as [addr]:port", orig)
-		}
-	}
-	if host == "" {
-		return t, fmt.Errorf("host %q: empty host name", orig)
-	}
-	if strings.ContainsAny(host, " \t/'\"\\$`;&|<>()") {
-		return t, fmt.Errorf("host %q: host name contains characters no host name has", orig)
-	}
-	t.Name = host
-	if port != "" {
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 1 || p > 65535 {
-			return t, fmt.Errorf("host %q: port %q is not a number from 1 to 65535", orig, port)
-		}
-		t.Port = p
-	}
-	return t, nil
+	t, err := hostname.ParseTarget(s)
+	return HostTarget{Name: t.Host, User: t.User, Port: t.Port}, err
 }
 
 // ParseHostList expands a --hosts value: comma-separated hosts, each may use
@@ -123,23 +84,31 @@ var dsHostLine = regexp.MustCompile(`^(\S+)\s+slots=(\d+)`)
 
 // ReadHostfile reads a hostfile from disk; see ParseHostfile.
 func ReadHostfile(path string) ([]HostSpec, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("hostfile: %w", err)
+		return nil, fmt.Errorf("--hostfile: %w", err)
 	}
-	return ParseHostfile(path, bytes.NewReader(b))
+	defer f.Close()
+	return ParseHostfile(path, io.LimitReader(f, limits.MaxFileBytes+1))
 }
 
 // ParseHostfile reads a DeepSpeed hostfile ("host slots=N" lines) or a plain
 // list of one host per line. Blank lines and lines starting with # are
 // skipped; line order is node-rank order. It fails like DeepSpeed does on a
 // duplicate host, a malformed entry (including "slots = 4") and a file
-// naming no hosts. name is used in error messages.
+// naming no hosts, and on more hosts, slots or bytes than the limits
+// allow. name is used in error messages.
 func ParseHostfile(name string, r io.Reader) ([]HostSpec, error) {
 	var out []HostSpec
 	seen := map[string]int{}
 	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), limits.MaxHostfileLine)
+	read := 0
 	for ln := 1; sc.Scan(); ln++ {
+		read += len(sc.Bytes()) + 1
+		if read > limits.MaxFileBytes {
+			return nil, fmt.Errorf("hostfile %s: larger than %d MiB", name, limits.MaxFileBytes>>20)
+		}
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -152,10 +121,16 @@ func ParseHostfile(name string, r io.Reader) ([]HostSpec, error) {
 		if prev, dup := seen[key]; dup {
 			return nil, fmt.Errorf("hostfile %s:%d: duplicate host %s (first on line %d)", name, ln, key, prev)
 		}
+		if len(out) == limits.MaxHosts {
+			return nil, fmt.Errorf("hostfile %s:%d: more than %d hosts (the limit of one job)", name, ln, limits.MaxHosts)
+		}
 		seen[key] = ln
 		out = append(out, spec)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("hostfile %s: a line longer than %d bytes: not a hostfile", name, limits.MaxHostfileLine)
+		}
 		return nil, fmt.Errorf("hostfile %s: %w", name, err)
 	}
 	if len(out) == 0 {
@@ -179,8 +154,8 @@ func parseHostfileLine(line string) (HostSpec, error) {
 		return HostSpec{}, err
 	}
 	slots, err := strconv.Atoi(m[2])
-	if err != nil || slots < 1 {
-		return HostSpec{}, fmt.Errorf("slots=%s: want a positive number", m[2])
+	if err != nil || slots < 1 || slots > limits.MaxGPUsPerHost {
+		return HostSpec{}, fmt.Errorf("slots=%s: want a number from 1 to %d (GPUs per host)", m[2], limits.MaxGPUsPerHost)
 	}
 	return HostSpec{HostTarget: t, Slots: slots}, nil
 }

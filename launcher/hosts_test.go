@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -24,7 +25,17 @@ func TestParseHostTarget(t *testing.T) {
 		{"@node1", HostTarget{}, "empty user"},
 		{"root@", HostTarget{}, "empty host"},
 		{"[::1", HostTarget{}, "unclosed"},
-		{"node1;rm", HostTarget{}, "characters"},
+		{"node1;rm", HostTarget{}, `contains ';' at byte 5`},
+		{"[::1]:2222", HostTarget{Name: "::1", Port: 2222}, ""},
+		{"user@@host", HostTarget{}, `host "user@@host": contains '@'`},
+		{"host:", HostTarget{}, `port ""`},
+		{"-oProxyCommand=x", HostTarget{}, "starts with '-'"},
+		{"-l@h", HostTarget{}, "starts with '-'"},
+		{"host$(id)", HostTarget{}, `contains '$'`},
+		{"1.2.3.4; id", HostTarget{}, `contains ';'`},
+		{"w\x01", HostTarget{}, `contains '\x01'`},
+		{"[node1]:22", HostTarget{}, "IPv6 addresses only"},
+		{"a..b", HostTarget{}, "empty label"},
 	}
 	for _, c := range cases {
 		got, err := ParseHostTarget(c.in)
@@ -138,4 +149,35 @@ func TestResolveHosts(t *testing.T) {
 			t.Errorf("%s: got %v, %v; want %v", c.name, names, err, c.want)
 		}
 	}
+}
+
+// Hostile hostfiles fail on the bad line with its reason, and memory is
+// never sized by a number in the file.
+func TestParseHostfileLimits(t *testing.T) {
+	cases := []struct{ name, in, wantErr string }{
+		{"huge slots", "w1 slots=99999999\n", `hostfile h:1: bad entry "w1 slots=99999999": slots=99999999: want a number from 1 to 64 (GPUs per host)`},
+		{"zero slots", "w1 slots=0\n", "want a number from 1 to 64"},
+		{"control byte", "w\x01 slots=8\n", `hostfile h:1: bad entry "w\x01 slots=8": host "w\x01": contains '\x01' at byte 1`},
+		{"shell syntax", "w1;id slots=8\n", `contains ';'`},
+		{"ssh option", "-oProxyCommand=x\n", "starts with '-'"},
+		{"long line", strings.Repeat("a", 5000) + "\n", "a line longer than 4096 bytes"},
+		{"too many hosts", manyHosts(4097), "hostfile h:4097: more than 4096 hosts"},
+	}
+	for _, c := range cases {
+		_, err := ParseHostfile("h", strings.NewReader(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("%s: error = %v, want %q", c.name, err, c.wantErr)
+		}
+	}
+	if hs, err := ParseHostfile("h", strings.NewReader(manyHosts(4096))); err != nil || len(hs) != 4096 {
+		t.Errorf("4096 hosts: %d, %v", len(hs), err)
+	}
+}
+
+func manyHosts(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "h%d slots=8\n", i)
+	}
+	return b.String()
 }

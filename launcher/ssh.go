@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/kevinburke/ssh_config"
+
 	"github.com/melbahja/goph"
+	"github.com/pipette-launch/pipette-launch/internal/hostname"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -271,7 +273,11 @@ func resolveTarget(t HostTarget, opts SSHOptions) (resolved, error) {
 		r.User = opts.User
 	}
 	if r.User == "" {
-		r.User = get("User")
+		if r.User = get("User"); r.User != "" {
+			if err := hostname.CheckUser(r.User); err != nil {
+				return r, fmt.Errorf("ssh config: User for %s: %w", t.Name, err)
+			}
+		}
 	}
 	if r.User == "" {
 		r.User = currentUser()
@@ -282,8 +288,8 @@ func resolveTarget(t HostTarget, opts SSHOptions) (resolved, error) {
 	if r.Port == 0 {
 		if p := get("Port"); p != "" {
 			n, err := strconv.Atoi(p)
-			if err != nil {
-				return r, fmt.Errorf("ssh config: Port %q for %s is not a number", p, t.Name)
+			if err != nil || n < 1 || n > 65535 {
+				return r, fmt.Errorf("ssh config: Port %q for %s is not a number from 1 to 65535", p, t.Name)
 			}
 			r.Port = n
 		}
@@ -295,6 +301,9 @@ func resolveTarget(t HostTarget, opts SSHOptions) (resolved, error) {
 		r.Addr = t.Name
 		if hn := get("HostName"); hn != "" {
 			r.Addr = expandTokens(hn, t.Name, r)
+			if err := hostname.Check(r.Addr); err != nil {
+				return r, fmt.Errorf("ssh config: HostName %q for %s: %w", r.Addr, t.Name, err)
+			}
 		}
 	}
 	if kh := strings.Fields(get("UserKnownHostsFile")); len(kh) > 0 && kh[0] != "none" {

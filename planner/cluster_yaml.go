@@ -11,12 +11,23 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+	"github.com/pipette-launch/pipette-launch/internal/hostname"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 )
 
 // ParseClusterFile parses and validates a cluster YAML document. Unknown
-// keys are errors (a typo must not silently drop a setting); validation
-// errors name the field path, e.g. `clusters[1].gpus_per_host: must be > 0`.
+// keys, non-integers in integer fields and quoted booleans are errors (a
+// typo must not silently drop or change a setting); every error names the
+// field path and, where the file has it, its line and column, e.g.
+// `clusters[1].gpus_per_host (line 7, column 20): must be > 0`.
 func ParseClusterFile(data []byte) (*ClusterFile, error) {
+	chk, err := checkYAML(data, &ClusterFile{})
+	if err != nil {
+		return nil, fmt.Errorf("cluster file: %w", err)
+	}
+	if len(chk.errs) > 0 {
+		return nil, chk.errs.err("cluster file")
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f ClusterFile
@@ -26,7 +37,9 @@ func ParseClusterFile(data []byte) (*ClusterFile, error) {
 		}
 		return nil, fmt.Errorf("cluster file: %w", err)
 	}
-	if err := f.Validate(); err != nil {
+	errs := f.validate()
+	errs.locate(chk.pos)
+	if err := errs.err("cluster file"); err != nil {
 		return nil, err
 	}
 	return &f, nil
@@ -101,7 +114,11 @@ func (h *HostEntries) appendExpr(n *yaml.Node) error {
 		return fmt.Errorf("line %d: hosts %q: %w", n.Line, n.Value, err)
 	}
 	for _, name := range names {
-		*h = append(*h, HostEntry{Name: name})
+		t, err := hostname.ParseTarget(name)
+		if err != nil {
+			return fmt.Errorf("line %d: hosts: %w", n.Line, err)
+		}
+		*h = append(*h, HostEntry{Name: t.Host, User: t.User, Port: t.Port})
 	}
 	return nil
 }
@@ -120,21 +137,57 @@ func (h HostEntries) MarshalYAML() (any, error) {
 }
 
 // fieldErrors collects validation errors so a user sees all of them at once.
-type fieldErrors []string
+type fieldErrors []fieldError
+
+// fieldError is one problem: the field's path, where it is in the file
+// ("line 3, column 5"; empty when unknown) and what is wrong.
+type fieldError struct{ path, at, msg string }
 
 func (e *fieldErrors) add(path, format string, args ...any) {
-	*e = append(*e, path+": "+fmt.Sprintf(format, args...))
+	*e = append(*e, fieldError{path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+func (e *fieldErrors) addAt(path, at, format string, args ...any) {
+	*e = append(*e, fieldError{path: path, at: at, msg: fmt.Sprintf(format, args...)})
+}
+
+// locate fills in positions from pos (path -> position), using the nearest
+// enclosing field the file has (a host written as a plain name has no
+// .name of its own).
+func (e fieldErrors) locate(pos map[string]string) {
+	for i := range e {
+		for p := e[i].path; p != "" && e[i].at == ""; p = parentPath(p) {
+			e[i].at = pos[p]
+		}
+	}
+}
+
+func parentPath(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i > 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 func (e fieldErrors) err(what string) error {
 	if len(e) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %s", what, strings.Join(e, "; "))
+	parts := make([]string, len(e))
+	for i, fe := range e {
+		if fe.at != "" {
+			parts[i] = fmt.Sprintf("%s (%s): %s", fe.path, fe.at, fe.msg)
+		} else {
+			parts[i] = fe.path + ": " + fe.msg
+		}
+	}
+	return fmt.Errorf("%s: %s", what, strings.Join(parts, "; "))
 }
 
 // Validate checks every field and returns all problems, each naming its path.
-func (f *ClusterFile) Validate() error {
+func (f *ClusterFile) Validate() error { return f.validate().err("cluster file") }
+
+func (f *ClusterFile) validate() fieldErrors {
 	var errs fieldErrors
 	if len(f.Clusters) == 0 {
 		errs.add("clusters", "at least one cluster is required")
@@ -142,6 +195,10 @@ func (f *ClusterFile) Validate() error {
 	totalHosts := 0
 	for _, c := range f.Clusters {
 		totalHosts += len(c.Hosts)
+	}
+	if totalHosts > limits.MaxHosts {
+		errs.add("clusters", "%d hosts in all; at most %d (the limit of one job)", totalHosts, limits.MaxHosts)
+		return errs
 	}
 	names := map[string]int{}
 	hosts := map[string]string{}
@@ -170,7 +227,7 @@ func (f *ClusterFile) Validate() error {
 	if f.Calibration != nil {
 		validateCalibration(&errs, f.Calibration, names)
 	}
-	return errs.err("cluster file")
+	return errs
 }
 
 func validateHosts(errs *fieldErrors, p string, hs HostEntries, seen map[string]string) {
@@ -183,19 +240,33 @@ func validateHosts(errs *fieldErrors, p string, hs HostEntries, seen map[string]
 			errs.add(hp+".name", "required")
 			continue
 		}
+		if err := hostname.Check(h.Name); err != nil {
+			errs.add(hp+".name", "%q: %v", h.Name, err)
+			continue
+		}
+		if h.Address != "" {
+			if err := hostname.Check(h.Address); err != nil {
+				errs.add(hp+".address", "%q: %v", h.Address, err)
+			}
+		}
+		if h.User != "" {
+			if err := hostname.CheckUser(h.User); err != nil {
+				errs.add(hp+".user", "%v", err)
+			}
+		}
 		if where, dup := seen[h.Name]; dup {
 			errs.add(hp, "duplicate host %q (also %s)", h.Name, where)
 		}
 		seen[h.Name] = hp
 		if h.Port < 0 || h.Port > 65535 {
-			errs.add(hp+".port", "must be 0..65535, got %d", h.Port)
+			errs.add(hp+".port", "must be 1..65535 (0 or unset: ssh's default), got %d", h.Port)
 		}
 	}
 }
 
 func validateIsland(errs *fieldErrors, p string, c IslandSpec, totalHosts int) {
-	if c.GPUsPerHost <= 0 {
-		errs.add(p+".gpus_per_host", "must be > 0, got %d", c.GPUsPerHost)
+	if c.GPUsPerHost <= 0 || c.GPUsPerHost > limits.MaxGPUsPerHost {
+		errs.add(p+".gpus_per_host", "must be 1..%d, got %d", limits.MaxGPUsPerHost, c.GPUsPerHost)
 	}
 	validateGPU(errs, p+".gpu", c.GPU)
 	switch c.IntraHost.Type {
@@ -239,8 +310,8 @@ func validateNIC(errs *fieldErrors, p string, n NICSpec) {
 	if !validNICType(n.Type) {
 		errs.add(p+".type", "must be infiniband, roce or ethernet, got %q", n.Type)
 	}
-	if n.Count <= 0 {
-		errs.add(p+".count", "must be > 0, got %d", n.Count)
+	if n.Count <= 0 || n.Count > limits.MaxGPUsPerHost {
+		errs.add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
 	}
 	if n.RateGbitPerS <= 0 {
 		errs.add(p+".rate_gbit_per_s", "must be > 0, got %g", n.RateGbitPerS)

@@ -7,12 +7,23 @@ import (
 	"io"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 )
 
 // ParseModelFile parses and validates a model YAML document whose keys are
 // Model's yaml tags (num_layers, hidden_size, num_attention_heads, ...).
 // Unknown keys are errors. max_position_embeddings defaults to seq_length.
+// Non-integers in integer fields and quoted booleans are errors; errors
+// name the field and its line and column.
 func ParseModelFile(data []byte) (Model, error) {
+	chk, err := checkYAML(data, &Model{})
+	if err != nil {
+		return Model{}, fmt.Errorf("model file: %w", err)
+	}
+	if len(chk.errs) > 0 {
+		return Model{}, chk.errs.err("model file")
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var m Model
@@ -25,28 +36,33 @@ func ParseModelFile(data []byte) (Model, error) {
 	if m.MaxPositionEmbeddings == 0 {
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
-	if err := m.Validate(); err != nil {
-		return Model{}, fmt.Errorf("model file: %w", err)
+	errs := m.validate()
+	errs.locate(chk.pos)
+	if err := errs.err("model file"); err != nil {
+		return Model{}, err
 	}
 	return m, nil
 }
 
 // Validate checks the shape Megatron would accept, naming each bad field.
-func (m Model) Validate() error {
+// Sizes are bounded (internal/limits) so no arithmetic on them overflows.
+func (m Model) Validate() error { return m.validate().err("invalid model") }
+
+func (m Model) validate() fieldErrors {
 	var errs fieldErrors
-	positive := func(field string, v int) {
-		if v <= 0 {
-			errs.add(field, "must be > 0, got %d", v)
+	positive := func(field string, v, most int) {
+		if v <= 0 || v > most {
+			errs.add(field, "must be 1..%d, got %d", most, v)
 		}
 	}
-	positive("num_layers", m.NumLayers)
-	positive("hidden_size", m.Hidden)
-	positive("num_attention_heads", m.Heads)
-	positive("seq_length", m.SeqLength)
-	positive("vocab_size", m.Vocab)
-	nonNegativeInt(&errs, "num_query_groups", m.QueryGroups)
-	nonNegativeInt(&errs, "ffn_hidden_size", m.FFNHidden)
-	nonNegativeInt(&errs, "max_position_embeddings", m.MaxPositionEmbeddings)
+	positive("num_layers", m.NumLayers, limits.MaxLayers)
+	positive("hidden_size", m.Hidden, limits.MaxHidden)
+	positive("num_attention_heads", m.Heads, limits.MaxHeads)
+	positive("seq_length", m.SeqLength, limits.MaxSeqLength)
+	positive("vocab_size", m.Vocab, limits.MaxVocab)
+	nonNegativeInt(&errs, "num_query_groups", m.QueryGroups, limits.MaxHeads)
+	nonNegativeInt(&errs, "ffn_hidden_size", m.FFNHidden, 4*limits.MaxHidden)
+	nonNegativeInt(&errs, "max_position_embeddings", m.MaxPositionEmbeddings, limits.MaxSeqLength)
 	if m.Heads > 0 && m.Hidden > 0 && m.Hidden%m.Heads != 0 {
 		errs.add("hidden_size", "%d is not divisible by num_attention_heads %d", m.Hidden, m.Heads)
 	}
@@ -56,11 +72,11 @@ func (m Model) Validate() error {
 	if m.MaxPositionEmbeddings > 0 && m.SeqLength > m.MaxPositionEmbeddings {
 		errs.add("max_position_embeddings", "%d is below seq_length %d", m.MaxPositionEmbeddings, m.SeqLength)
 	}
-	return errs.err("invalid model")
+	return errs
 }
 
-func nonNegativeInt(errs *fieldErrors, field string, v int) {
-	if v < 0 {
-		errs.add(field, "must be >= 0, got %d", v)
+func nonNegativeInt(errs *fieldErrors, field string, v, most int) {
+	if v < 0 || v > most {
+		errs.add(field, "must be 0..%d, got %d", most, v)
 	}
 }

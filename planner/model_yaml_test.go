@@ -34,14 +34,21 @@ untie_embeddings_and_output_weights: true
 func TestParseModelFileErrors(t *testing.T) {
 	base := "num_layers: 24\nhidden_size: 1024\nnum_attention_heads: 16\nseq_length: 2048\nvocab_size: 50257\n"
 	cases := []struct{ name, old, new, want string }{
-		{"heads do not divide hidden", "num_attention_heads: 16", "num_attention_heads: 12", "hidden_size: 1024 is not divisible by num_attention_heads 12"},
-		{"groups do not divide heads", "seq_length", "num_query_groups: 5\nseq_length", "num_query_groups: num_attention_heads 16 is not divisible by it (5)"},
-		{"negative layers", "num_layers: 24", "num_layers: -2", "num_layers: must be > 0, got -2"},
-		{"missing hidden", "hidden_size: 1024\n", "", "hidden_size: must be > 0, got 0"},
-		{"typo", "vocab_size", "vocab_sise", "field vocab_sise not found"},
+		{"heads do not divide hidden", "num_attention_heads: 16", "num_attention_heads: 12", "hidden_size (line 2, column 14): 1024 is not divisible by num_attention_heads 12"},
+		{"groups do not divide heads", "seq_length", "num_query_groups: 5\nseq_length", "num_query_groups (line 4, column 19): num_attention_heads 16 is not divisible by it (5)"},
+		{"negative layers", "num_layers: 24", "num_layers: -2", "num_layers (line 1, column 13): must be 1..4096, got -2"},
+		{"missing hidden", "hidden_size: 1024\n", "", "hidden_size: must be 1..1048576, got 0"},
+		{"typo", "vocab_size", "vocab_sise", `vocab_sise (line 5, column 1): unknown field "vocab_sise"; the fields here are name, num_layers,`},
 		{"malformed", "seq_length: 2048", "seq_length: [2048", "line"},
-		{"short positions", "seq_length", "max_position_embeddings: 1024\nseq_length", "max_position_embeddings: 1024 is below seq_length 2048"},
-		{"negative ffn", "seq_length", "ffn_hidden_size: -1\nseq_length", "ffn_hidden_size: must be >= 0"},
+		{"short positions", "seq_length", "max_position_embeddings: 1024\nseq_length", "max_position_embeddings (line 4, column 26): 1024 is below seq_length 2048"},
+		{"float hidden", "hidden_size: 1024", "hidden_size: 2048.7", "model file: hidden_size (line 2, column 14): got 2048.7 (not a whole number); want an integer"},
+		{"quoted bool", "seq_length", "swiglu: \"yes\"\nseq_length", `model file: swiglu (line 4, column 9): got the string "yes"; want true or false (unquoted)`},
+		{"yes bool", "seq_length", "swiglu: yes\nseq_length", `model file: swiglu (line 4, column 9): got the string "yes"; want true or false (unquoted)`},
+		{"quoted int", "num_layers: 24", "num_layers: \"24\"", `model file: num_layers (line 1, column 13): got the string "24"; want an integer`},
+		{"huge layers", "num_layers: 24", "num_layers: 99999999999", `model file: num_layers (line 1, column 13): 99999999999 is out of range; want an integer below 2^31`},
+		{"list for int", "num_layers: 24", "num_layers: [24]", `model file: num_layers (line 1, column 13): got a list; want an integer`},
+		{"huge hidden", "hidden_size: 1024", "hidden_size: 2000000000", `hidden_size (line 2, column 14): must be 1..1048576, got 2000000000`},
+		{"negative ffn", "seq_length", "ffn_hidden_size: -1\nseq_length", "ffn_hidden_size (line 4, column 18): must be 0..4194304, got -1"},
 	}
 	for _, c := range cases {
 		doc := strings.Replace(base, c.old, c.new, 1)

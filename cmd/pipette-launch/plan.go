@@ -89,6 +89,14 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 	}
 }
 
+// Exit codes (README "Exit codes"): 0 ok, 1 job or host failure, 2 bad
+// input, 3 the job does not fit the cluster.
+const (
+	exitFailure = 1
+	exitInput   = 2
+	exitNoFit   = 3
+)
+
 // usageError is bad input: the CLI exits 2.
 func usageError(format string, a ...any) error { return cli.Exit(fmt.Sprintf(format, a...), 2) }
 
@@ -114,7 +122,7 @@ func runPlan(opts *PlanOptions) error {
 	if err != nil {
 		var nf *planner.NoFitError
 		if errors.As(err, &nf) {
-			return cli.Exit("plan: "+nf.Message, 1)
+			return cli.Exit("plan: "+nf.Message, exitNoFit)
 		}
 		return usageError("plan: %v", err)
 	}
@@ -227,8 +235,8 @@ func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
 	if opts.GlobalBatch <= 0 {
 		return so, fmt.Errorf("--global-batch-size is required and must be > 0 (got %d)", opts.GlobalBatch)
 	}
-	if opts.Top <= 0 {
-		so.TopK = 5
+	if opts.Top < 1 {
+		return so, fmt.Errorf("--top %d: want at least 1 (plans to show)", opts.Top)
 	}
 	fx := opts.Fixed
 	for name, v := range map[string]int{"--tp": fx.TP, "--pp": fx.PP, "--dp": fx.DP, "--cp": fx.CP, "--vpp": fx.VPP, "--micro-batch-size": fx.MicroBatch} {

@@ -145,12 +145,12 @@ func TestPlanBadInputExits2(t *testing.T) {
 	}
 }
 
-func TestPlanNoFitExits1WithAdvice(t *testing.T) {
+func TestPlanNoFitExits3WithAdvice(t *testing.T) {
 	var out bytes.Buffer
 	err := runPlan(planOpts(&out, func(o *PlanOptions) { o.Model = "gpt3-175b"; o.GlobalBatch = 64; o.Fixed.NoOffload = true }))
 	var ec cli.ExitCoder
-	if !errors.As(err, &ec) || ec.ExitCode() != 1 {
-		t.Fatalf("175B on 32 GPUs without offload: %v, want a no-fit error (exit 1)", err)
+	if !errors.As(err, &ec) || ec.ExitCode() != 3 {
+		t.Fatalf("175B on 32 GPUs without offload: %v, want a no-fit error (exit 3)", err)
 	}
 	if !strings.Contains(err.Error(), "misses by") || !strings.Contains(err.Error(), "more GPUs") {
 		t.Fatalf("no-fit error lacks the miss and advice: %v", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
@@ -147,16 +148,21 @@ func stopSignals() []os.Signal {
 	return sigs
 }
 
-// exitFor maps errors to exit codes: 2 for bad input, 1 otherwise.
+// exitFor maps errors to exit codes: 2 for bad input, 3 for a job that
+// does not fit the cluster, 1 otherwise.
 func exitFor(err error) error {
 	if err == nil {
 		return nil
 	}
 	var ue *inputError
-	if errors.As(err, &ue) {
-		return cli.Exit("pipette-launch: "+err.Error(), 2)
+	var nf *planner.NoFitError
+	switch {
+	case errors.As(err, &ue):
+		return cli.Exit("pipette-launch: "+err.Error(), exitInput)
+	case errors.As(err, &nf):
+		return cli.Exit("pipette-launch: "+err.Error(), exitNoFit)
 	}
-	return cli.Exit("pipette-launch: "+err.Error(), 1)
+	return cli.Exit("pipette-launch: "+err.Error(), exitFailure)
 }
 
 // runRun plans (or takes torchrun's order), renders and then prints,
@@ -232,6 +238,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	if opts.slurm, err = slurmFor(opts, job); err != nil {
+		return err
+	}
+	if err := checkRankFilters(opts, job); err != nil {
 		return err
 	}
 	switch {
@@ -512,6 +521,7 @@ func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]launcher.HostSpec, e
 		// node, where it says (--gpus-per-node), else torchrun's default 1.
 		nproc, _ = strconv.Atoi(envLookup(o.Env)("SLURM_GPUS_ON_NODE"))
 	}
+	ranks := 0
 	for i := range hosts {
 		switch {
 		case hosts[i].Slots == 0:
@@ -519,6 +529,10 @@ func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]launcher.HostSpec, e
 		case nproc > 0:
 			hosts[i].Slots = min(hosts[i].Slots, nproc)
 		}
+		ranks += hosts[i].Slots
+	}
+	if ranks > limits.MaxRanks {
+		return nil, inputErrorf("%d hosts x ranks per host = %d ranks; at most %d in one job", len(hosts), ranks, limits.MaxRanks)
 	}
 	return hosts, nil
 }
@@ -551,4 +565,26 @@ func hostsCluster(hosts []launcher.HostSpec) *planner.Cluster {
 		bw[i], lat[i] = make([]float64, n), make([]float64, n)
 	}
 	return planner.NewCluster([]planner.Island{island}, hs, bw, lat)
+}
+
+// checkRankFilters rejects --local-ranks-filter and --quiet-ranks entries
+// that name no rank of the job: a filter that matches nothing would hide
+// all output without a word.
+func checkRankFilters(o *RunOptions, job *templates.Job) error {
+	perHost, world := 0, 0
+	for _, h := range job.Hosts {
+		perHost = max(perHost, len(h.Ranks))
+		world += len(h.Ranks)
+	}
+	for _, r := range o.LocalRanksFilter {
+		if r >= perHost {
+			return inputErrorf("--local-ranks-filter %d: local ranks of this job are 0..%d", r, perHost-1)
+		}
+	}
+	for _, r := range o.QuietRanks {
+		if r >= world {
+			return inputErrorf("--quiet-ranks %d: ranks of this job are 0..%d", r, world-1)
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher"
 )
 
@@ -123,6 +124,12 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	}
 	var err error
 	o.SSH, o.Fanout = sshOptionsFromCLI(c)
+	if o.Fanout < 1 {
+		return nil, inputErrorf("--fanout %d: want at least 1 (hosts contacted at once)", o.Fanout)
+	}
+	if strings.TrimSpace(o.RunID) == "" {
+		return nil, inputErrorf("--run-id %q: want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)", o.RunID)
+	}
 	o.StopGrace = c.Duration("stop-grace")
 	if o.StopGrace <= 0 {
 		return nil, inputErrorf("--stop-grace %s: want a positive duration such as 10s (ranks need time to exit after SIGTERM)", o.StopGrace)
@@ -172,8 +179,8 @@ func parseNNodes(s string) (int, error) {
 	}
 	lo, hi, ranged := strings.Cut(s, ":")
 	n, err := strconv.Atoi(lo)
-	if err != nil || n < 1 {
-		return 0, inputErrorf("--nnodes %q: want a positive number of hosts", s)
+	if err != nil || n < 1 || n > limits.MaxHosts {
+		return 0, inputErrorf("--nnodes %q: want a number of hosts from 1 to %d", s, limits.MaxHosts)
 	}
 	if ranged {
 		m, err := strconv.Atoi(hi)
@@ -195,8 +202,8 @@ func parseNProc(s string) (n int, all bool, err error) {
 		return 0, false, inputErrorf("--nproc-per-node cpu: pipette-launch places GPU ranks; give a number")
 	}
 	n, err = strconv.Atoi(s)
-	if err != nil || n < 1 {
-		return 0, false, inputErrorf("--nproc-per-node %q: want a positive number, gpu or auto", s)
+	if err != nil || n < 1 || n > limits.MaxGPUsPerHost {
+		return 0, false, inputErrorf("--nproc-per-node %q: want a number from 1 to %d (ranks per host), gpu or auto", s, limits.MaxGPUsPerHost)
 	}
 	return n, false, nil
 }

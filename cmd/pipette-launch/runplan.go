@@ -70,9 +70,9 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	res, err := planner.Search(c, m, planner.SearchOptions{Framework: fw, GlobalBatch: global, Fixed: fixed, TopK: max(10, o.PlanIndex), Seed: 1})
 	var noFit *planner.NoFitError
 	if errors.As(err, &noFit) {
-		// Not bad input: the model does not fit this cluster (exit 1, as
+		// Not bad input: the model does not fit this cluster (exit 3, as
 		// `plan` does), and the message says what would help.
-		return nil, "", fmt.Errorf("plan %s for %s: %s", m.Name, fw, noFit.Message)
+		return nil, "", fmt.Errorf("plan %s for %s: %w", m.Name, fw, noFit)
 	}
 	if err != nil {
 		return nil, "", inputErrorf("plan %s for %s: %v", m.Name, fw, err)

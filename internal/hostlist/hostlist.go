@@ -6,39 +6,93 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-)
 
-// maxHosts bounds expansion so a typo like node[1-99999999] fails fast
-// instead of exhausting memory.
-const maxHosts = 1 << 20
+	"github.com/pipette-launch/pipette-launch/internal/limits"
+)
 
 // Expand returns the hosts named by expr, in order. Commas at bracket depth
 // zero separate items; each item may hold several bracket groups, which
 // expand as a cartesian product (left group varies slowest), as in Slurm.
+// A bracket group holding ':' is an IPv6 address ("[::1]:2222"), kept as
+// written. The whole expression is counted before anything is expanded:
+// more than limits.MaxHosts hosts, or a host entry longer than
+// limits.MaxNameLen, is an error, so memory stays proportional to the
+// hosts a real cluster has.
 func Expand(expr string) ([]string, error) {
-	items, err := splitTop(expr)
+	items, total, err := parse(expr)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, item := range items {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		hosts, err := expandItem(item)
-		if err != nil {
-			return nil, fmt.Errorf("host list %q: %w", expr, err)
-		}
-		out = append(out, hosts...)
-		if len(out) > maxHosts {
-			return nil, fmt.Errorf("host list %q: more than %d hosts", expr, maxHosts)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("host list %q names no hosts", expr)
+	out := make([]string, 0, total)
+	for _, it := range items {
+		out = it.expand(out)
 	}
 	return out, nil
+}
+
+// Count returns how many hosts expr names without expanding it.
+func Count(expr string) (int, error) {
+	_, total, err := parse(expr)
+	return total, err
+}
+
+// item is one comma-separated entry: literal text and bracket groups.
+type item struct {
+	text   string
+	parts  []part
+	count  int
+	maxLen int
+}
+
+// part is literal text (groups == nil) or one bracket group.
+type part struct {
+	lit    string
+	ranges []numRange
+}
+
+// numRange is lo..hi printed zero-padded to width (the lower bound's).
+type numRange struct{ lo, hi, width int }
+
+func parse(expr string) ([]item, int, error) {
+	texts, err := splitTop(expr)
+	if err != nil {
+		return nil, 0, err
+	}
+	var items []item
+	total := 0
+	for _, text := range texts {
+		text = strings.TrimSpace(text)
+		if text == "" {
+			continue
+		}
+		it, err := parseItem(text)
+		if err != nil && text != strings.TrimSpace(expr) {
+			return nil, 0, fmt.Errorf("host list %q: in %q: %w", short(expr), short(text), err)
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("host list %q: %w", short(expr), err)
+		}
+		if it.maxLen > limits.MaxNameLen {
+			return nil, 0, fmt.Errorf("host list %q: %q makes host names of %d bytes; at most %d", short(expr), short(text), it.maxLen, limits.MaxNameLen)
+		}
+		total += it.count
+		if it.count > limits.MaxHosts || total > limits.MaxHosts {
+			return nil, 0, fmt.Errorf("host list %q names more than %d hosts (the limit of one job)", short(expr), limits.MaxHosts)
+		}
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		return nil, 0, fmt.Errorf("host list %q names no hosts", short(expr))
+	}
+	return items, total, nil
+}
+
+// short keeps error messages readable when the input is huge.
+func short(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:77] + "..."
 }
 
 func splitTop(expr string) ([]string, error) {
@@ -49,12 +103,12 @@ func splitTop(expr string) ([]string, error) {
 		case '[':
 			depth++
 			if depth > 1 {
-				return nil, fmt.Errorf("host list %q: nested '[' at offset %d", expr, i)
+				return nil, fmt.Errorf("host list %q: nested '[' at offset %d", short(expr), i)
 			}
 		case ']':
 			depth--
 			if depth < 0 {
-				return nil, fmt.Errorf("host list %q: unmatched ']' at offset %d", expr, i)
+				return nil, fmt.Errorf("host list %q: unmatched ']' at offset %d", short(expr), i)
 			}
 		case ',':
 			if depth == 0 {
@@ -64,72 +118,131 @@ func splitTop(expr string) ([]string, error) {
 		}
 	}
 	if depth != 0 {
-		return nil, fmt.Errorf("host list %q: unclosed '['", expr)
+		return nil, fmt.Errorf("host list %q: unclosed '['", short(expr))
 	}
 	return append(items, expr[start:]), nil
 }
 
-func expandItem(item string) ([]string, error) {
-	open := strings.IndexByte(item, '[')
-	if open < 0 {
-		if strings.ContainsAny(item, "] \t") {
-			return nil, fmt.Errorf("bad host name %q", item)
+func parseItem(text string) (item, error) {
+	it := item{text: text, count: 1}
+	rest := text
+	for rest != "" {
+		open := strings.IndexByte(rest, '[')
+		if open < 0 {
+			if strings.Contains(rest, "]") {
+				return it, fmt.Errorf("unmatched ']'")
+			}
+			it.addLit(rest)
+			break
 		}
-		return []string{item}, nil
-	}
-	end := strings.IndexByte(item[open:], ']')
-	if end < 0 {
-		return nil, fmt.Errorf("unclosed '[' in %q", item)
-	}
-	end += open
-	prefix, body, rest := item[:open], item[open+1:end], item[end+1:]
-	values, err := expandRanges(body)
-	if err != nil {
-		return nil, fmt.Errorf("%q: %w", item, err)
-	}
-	tails, err := expandItem(rest)
-	if rest == "" {
-		tails, err = []string{""}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(values)*len(tails))
-	for _, v := range values {
-		for _, t := range tails {
-			out = append(out, prefix+v+t)
+		end := strings.IndexByte(rest[open:], ']') + open // splitTop checked it is there
+		body := rest[open+1 : end]
+		if strings.Contains(body, ":") { // [IPv6]
+			it.addLit(rest[:end+1])
+			rest = rest[end+1:]
+			continue
 		}
+		it.addLit(rest[:open])
+		ranges, n, width, err := parseRanges(body)
+		if err != nil {
+			return it, err
+		}
+		it.parts = append(it.parts, part{ranges: ranges})
+		it.maxLen += width
+		it.count = satMul(it.count, n)
+		rest = rest[end+1:]
 	}
-	return out, nil
+	return it, nil
 }
 
-// expandRanges turns "01-03,7" into ["01","02","03","7"], keeping the
-// zero-padding width of the range's lower bound as Slurm does.
-func expandRanges(body string) ([]string, error) {
-	if body == "" {
-		return nil, fmt.Errorf("empty brackets")
+func (it *item) addLit(s string) {
+	if s == "" {
+		return
 	}
-	var out []string
-	for _, part := range strings.Split(body, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
+	it.parts = append(it.parts, part{lit: s})
+	it.maxLen += len(s)
+}
+
+// satMul multiplies without overflowing: anything past the host limit is
+// refused anyway.
+func satMul(a, b int) int {
+	const ceiling = limits.MaxHosts + 1
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a >= ceiling || b >= ceiling || a*b >= ceiling {
+		return ceiling
+	}
+	return a * b
+}
+
+// parseRanges reads "01-03,7": the ranges, how many numbers they hold
+// (saturating) and the widest number printed.
+func parseRanges(body string) ([]numRange, int, int, error) {
+	if body == "" {
+		return nil, 0, 0, fmt.Errorf("empty brackets")
+	}
+	var out []numRange
+	n, width := 0, 0
+	for _, p := range strings.Split(body, ",") {
+		lo, hi, isRange := strings.Cut(p, "-")
 		if !isRange {
 			hi = lo
 		}
 		a, errA := strconv.Atoi(lo)
 		b, errB := strconv.Atoi(hi)
-		if errA != nil || errB != nil || a < 0 || b < 0 {
-			return nil, fmt.Errorf("bad range %q (want N or N-M with digits)", part)
+		if errA != nil || errB != nil || a < 0 || b < 0 || !digits(lo) || !digits(hi) {
+			return nil, 0, 0, fmt.Errorf("bad range %q (want N or N-M with digits)", p)
 		}
 		if b < a {
-			return nil, fmt.Errorf("range %q runs backwards", part)
+			return nil, 0, 0, fmt.Errorf("range %q runs backwards", p)
 		}
-		if b-a+1 > maxHosts {
-			return nil, fmt.Errorf("range %q has more than %d hosts", part, maxHosts)
+		if b-a >= limits.MaxHosts {
+			return nil, 0, 0, fmt.Errorf("range %q names more than %d hosts (the limit of one job)", p, limits.MaxHosts)
 		}
-		width := len(lo)
-		for v := a; v <= b; v++ {
-			out = append(out, fmt.Sprintf("%0*d", width, v))
+		n = min(n+b-a+1, limits.MaxHosts+1)
+		width = max(width, len(lo), len(strconv.Itoa(b)))
+		out = append(out, numRange{lo: a, hi: b, width: len(lo)})
+	}
+	return out, n, width, nil
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
 		}
 	}
-	return out, nil
+	return s != ""
+}
+
+// expand appends the item's hosts to out, left group varying slowest.
+func (it item) expand(out []string) []string {
+	prefixes := []string{""}
+	for _, p := range it.parts {
+		if p.ranges == nil {
+			for i := range prefixes {
+				prefixes[i] += p.lit
+			}
+			continue
+		}
+		next := make([]string, 0, len(prefixes)*p.size())
+		for _, pre := range prefixes {
+			for _, r := range p.ranges {
+				for v := r.lo; v <= r.hi; v++ {
+					next = append(next, fmt.Sprintf("%s%0*d", pre, r.width, v))
+				}
+			}
+		}
+		prefixes = next
+	}
+	return append(out, prefixes...)
+}
+
+func (p part) size() int {
+	n := 0
+	for _, r := range p.ranges {
+		n += r.hi - r.lo + 1
+	}
+	return n
 }

@@ -20,6 +20,9 @@ func TestExpand(t *testing.T) {
 		{"gpu[1-2]-ib,cpu", []string{"gpu1-ib", "gpu2-ib", "cpu"}},
 		{"root@h[1-2]:2222", []string{"root@h1:2222", "root@h2:2222"}},
 		{" a , b ", []string{"a", "b"}},
+		{"[::1]:2222", []string{"[::1]:2222"}},
+		{"u@[fe80::1]:22,n[1-2]", []string{"u@[fe80::1]:22", "n1", "n2"}},
+		{"n[9-10]", []string{"n9", "n10"}},
 	}
 	for _, tc := range tests {
 		got, err := Expand(tc.expr)
@@ -41,12 +44,28 @@ func TestExpandErrors(t *testing.T) {
 		{"node[a-b]", "bad range"},
 		{"node[]", "empty brackets"},
 		{"n[[1]]", "nested"},
-		{"n[0-99999999]", "more than"},
+		{"n[0-99999999]", "more than 4096 hosts"},
+		{"rack[1-1000]-node[1-1000]", "more than 4096 hosts"},
+		{"a[1-4000],b[1-97]", "more than 4096 hosts"},
+		{"n[1-99999999999999999999999]", "bad range"},
+		{"n[+1-2]", "bad range"},
+		{"n[1-2]" + strings.Repeat("x", 400), "at most 300"},
 	}
 	for _, tc := range tests {
 		_, err := Expand(tc.expr)
 		if err == nil || !strings.Contains(err.Error(), tc.wantSub) {
 			t.Errorf("Expand(%q) error = %v, want containing %q", tc.expr, err, tc.wantSub)
 		}
+	}
+}
+
+// The count is exact at the limit, and nothing is expanded past it.
+func TestCountAtLimit(t *testing.T) {
+	n, err := Count("r[1-64]n[1-64]")
+	if err != nil || n != 4096 {
+		t.Fatalf("Count = %d, %v; want 4096", n, err)
+	}
+	if _, err := Count("r[1-64]n[1-64],x"); err == nil {
+		t.Fatal("4097 hosts accepted")
 	}
 }

@@ -1,0 +1,34 @@
+// Package limits holds the bounds pipette-launch puts on its inputs, each
+// with the reason for it, so that a typo such as node[1-99999999] or
+// slots=99999999 is refused by name before anything is sized by it.
+package limits
+
+const (
+	// MaxHosts bounds the hosts of one job after every host list is
+	// expanded. The planner keeps host-pair link matrices (hosts² entries:
+	// 4096 hosts are 16.7 M pairs, about 270 MB) and the launcher holds an
+	// SSH session per host; 4096 hosts of 8 GPUs are 32768 GPUs.
+	MaxHosts = 4096
+	// MaxGPUsPerHost bounds gpus_per_host, hostfile slots and
+	// --nproc-per-node. The largest shipping servers hold 16 GPUs; 64 leaves
+	// room without letting 99999999 through.
+	MaxGPUsPerHost = 64
+	// MaxRanks bounds the ranks of one job (hosts x ranks per host): every
+	// rank gets its own argv and environment in the rendered launch.
+	MaxRanks = 65536
+	// MaxNameLen bounds one host entry as written (user@name:port): DNS names
+	// are at most 253 bytes.
+	MaxNameLen = 300
+
+	// Model shape bounds: well above any published model (the largest dense
+	// models have ~128 layers, hidden 25600, 128 heads, 256k vocabularies),
+	// low enough that parameter and memory arithmetic cannot overflow.
+	MaxLayers       = 4096
+	MaxHidden       = 1 << 20
+	MaxHeads        = 1 << 14
+	MaxSeqLength    = 1 << 24
+	MaxVocab        = 1 << 24
+	MaxGlobalBatch  = 1 << 24
+	MaxFileBytes    = 64 << 20 // cluster and model files, hostfiles
+	MaxHostfileLine = 4096
+)
