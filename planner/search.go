@@ -190,6 +190,9 @@ func enumerate(c *Cluster, m Model, o SearchOptions) []Config {
 	if mega && m.SeqLength >= 8192 {
 		cps = []int{1, 2, 4}
 	}
+	if mega && fx.CP > 0 { // an explicit --cp is tried whatever the length
+		cps = []int{fx.CP}
+	}
 	recomputes := []Recompute{RecomputeNone, RecomputeSelective, RecomputeFull}
 	if fx.Recompute != "" {
 		recomputes = []Recompute{fx.Recompute}
@@ -381,7 +384,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	res := &Result{Model: ModelSummary{Name: m.Name, Parameters: m.Parameters(), Model: m}}
 	configs := enumerate(c, m, o)
 	if len(configs) == 0 {
-		return nil, fmt.Errorf("no parallel configuration of %s is valid on %d GPUs with global batch %d: check that the attention heads (%d) divide by a TP size that fits a host, that the global batch divides by micro-batch x data-parallel size, and any fixed --tp/--pp/--dp", m.Name, world, o.GlobalBatch, m.Heads)
+		return nil, explainNoConfig(c, m, o)
 	}
 	var cands []candidate
 	var miss noFit
@@ -500,6 +503,9 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 	}
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("model %q: %w", m.Name, err)
+	}
+	if err := checkConstraintsApply(o.Framework, o.Fixed); err != nil {
+		return err
 	}
 	for i, h := range c.Hosts {
 		if h.GPUs <= 0 {

@@ -252,6 +252,9 @@ func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
 	if fx.ZeroStage < -1 || fx.ZeroStage > 3 {
 		return so, fmt.Errorf("--zero-stage %d: use 0, 1, 2 or 3", fx.ZeroStage)
 	}
+	if fx.ZeroStage >= 0 && so.Framework == planner.FrameworkMegatron {
+		return so, fmt.Errorf("--zero-stage %d is DeepSpeed's; Megatron-LM has no ZeRO stages: use --distributed-optimizer (ZeRO-1-like sharding) or --framework deepspeed", fx.ZeroStage)
+	}
 	if fx.NoOffload && fx.ForceOffload {
 		return so, fmt.Errorf("--offload and --no-offload contradict each other")
 	}
