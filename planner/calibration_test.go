@@ -94,7 +94,7 @@ func TestMeasuredComputeRoundTripsAndValidates(t *testing.T) {
 	bad := strings.Replace(twoIslandCPU+measuredSection, "host: b1", "host: zz", 1)
 	bad = strings.Replace(bad, "tflops: 0.1}", "tflops: -1}", 1)
 	_, err = ParseClusterFile([]byte(bad))
-	for _, want := range []string{`measured_compute.hosts[1].host: unknown host "zz"`, "measured_compute.hosts[1].gemm[0].tflops: must be > 0"} {
+	for _, want := range []string{`measured_compute.hosts[1].host (line 27, column 13): unknown host "zz"`, "measured_compute.hosts[1].gemm[0].tflops (line 31, column 64): must be > 0"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
 		}

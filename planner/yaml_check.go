@@ -175,10 +175,16 @@ func (c *yamlCheck) value(n *yaml.Node, t reflect.Type, path string) {
 		if !c.scalar(n, path, "an integer") {
 			return
 		}
+		// int fields are counts and sizes the limits keep far below 2^31;
+		// int64 fields are byte counts.
+		bits := 32
+		if t.Kind() == reflect.Int64 {
+			bits = 64
+		}
 		if n.ShortTag() != "!!int" {
 			c.bad(n, path, "got %s; want an integer", describe(n))
-		} else if _, err := strconv.ParseInt(n.Value, 0, 32); err != nil {
-			c.bad(n, path, "%s is out of range; want an integer below 2^31", n.Value)
+		} else if _, err := strconv.ParseInt(n.Value, 0, bits); err != nil {
+			c.bad(n, path, "%s is out of range; want an integer below 2^%d", n.Value, bits-1)
 		}
 	case reflect.Float64, reflect.Float32:
 		if c.scalar(n, path, "a number") && n.ShortTag() != "!!int" && n.ShortTag() != "!!float" {
@@ -221,11 +227,19 @@ func joinPath(path, key string) string {
 	return path + "." + key
 }
 
-// fieldByKey finds the struct field whose yaml tag is key.
+// fieldByKey finds the struct field whose yaml tag is key, looking into
+// ",inline" structs as yaml.v3 does.
 func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key && f.IsExported() {
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" && f.Type.Kind() == reflect.Struct {
+			if g, ok := fieldByKey(f.Type, key); ok {
+				return g, true
+			}
+			continue
+		}
+		if name == key && f.IsExported() {
 			return f, true
 		}
 	}
@@ -235,7 +249,11 @@ func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
 func yamlKeys(t reflect.Type) []string {
 	var out []string
 	for i := 0; i < t.NumField(); i++ {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); name != "" && name != "-" {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" && f.Type.Kind() == reflect.Struct {
+			out = append(out, yamlKeys(f.Type)...)
+		} else if name != "" && name != "-" {
 			out = append(out, name)
 		}
 	}
