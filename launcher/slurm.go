@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
 
 // Slurm reaches the nodes of a Slurm allocation through srun instead of
@@ -187,4 +188,69 @@ func splitByNode(out string) (map[string]string, error) {
 		byNode[node[id]] = strings.Join(tasks[id], "\n")
 	}
 	return byNode, nil
+}
+
+// ProbeLaunchSlurm is ProbeLaunch through srun: rank 0's node (nodes[rank0])
+// first, for the address the job reaches it on (the one routing to the
+// launching machine, as over SSH), then every other node in one step, for
+// the interface routing there.
+func ProbeLaunchSlurm(ctx context.Context, s Slurm, nodes []string, rank0 int, python string) (*LaunchProbe, error) {
+	if rank0 < 0 || rank0 >= len(nodes) {
+		return nil, fmt.Errorf("launch probe: rank 0's node index %d out of range", rank0)
+	}
+	lp := &LaunchProbe{Hosts: make([]HostRoute, len(nodes))}
+	stdout, stderr, err := s.Runner(nodes[rank0]).Run(ctx, "sh -c "+shellquote.Quote(slurmProbeWrapper+"exec "+launchProbeCommand("", python)))
+	if err != nil {
+		return nil, fmt.Errorf("launch probe on %s: %w%s", nodes[rank0], err, stderrSuffix(stderr))
+	}
+	hr, master, err := ParseLaunchProbe(string(stdout), "")
+	if err != nil {
+		return nil, fmt.Errorf("launch probe on %s: %w", nodes[rank0], err)
+	}
+	if master == "" {
+		return nil, fmt.Errorf("launch probe: %s: no IPv4 address other nodes could reach rank 0 on", nodes[rank0])
+	}
+	hr.Target, hr.Python = nodes[rank0], python
+	lp.Hosts[rank0], lp.MasterAddr = hr, master
+	var others []string
+	for i, n := range nodes {
+		if i != rank0 {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		return lp, nil
+	}
+	args := append(s.stepArgs(others), "/bin/sh", "-c", slurmProbeWrapper+"exec "+launchProbeCommand(master, python))
+	c := exec.CommandContext(ctx, s.srun(), args...)
+	c.Env = s.env()
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	runErr := c.Run()
+	byNode, err := splitByNode(o.String())
+	if err != nil {
+		return nil, fmt.Errorf("launch probe: %w", err)
+	}
+	errs := &HostErrors{}
+	for i, n := range nodes {
+		if i == rank0 {
+			continue
+		}
+		text, ok := byNode[n]
+		if !ok {
+			errs.Add(n, fmt.Errorf("launch probe through srun: no output (srun: %v%s)", runErr, stderrSuffix(e.Bytes())))
+			continue
+		}
+		hr, _, err := ParseLaunchProbe(text, master)
+		if err != nil {
+			errs.Add(n, fmt.Errorf("launch probe through srun: %w", err))
+			continue
+		}
+		hr.Target, hr.Python = n, python
+		lp.Hosts[i] = hr
+	}
+	if err := errs.ErrorOrNil(); err != nil {
+		return nil, err
+	}
+	return lp, nil
 }

@@ -259,18 +259,16 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		return writeOutputDir(opts, job, summary)
 	}
-	// Over SSH, a quick probe finds where the ranks meet and the
-	// interpreter; a Slurm step starts without SSH, so it goes without.
-	if opts.slurm == nil {
-		if facts, err = probeForLaunch(ctx, opts, cluster, plan); err != nil {
-			return err
-		}
-		if opts.pool != nil {
-			defer opts.pool.Close()
-		}
-		if job, err = render(facts); err != nil {
-			return err
-		}
+	// A quick probe (over SSH, or srun steps in a Slurm allocation) finds
+	// where the ranks meet and the interpreter.
+	if facts, err = probeForLaunch(ctx, opts, cluster, plan); err != nil {
+		return err
+	}
+	if opts.pool != nil {
+		defer opts.pool.Close()
+	}
+	if job, err = render(facts); err != nil {
+		return err
 	}
 	for _, w := range append(facts.warnings, job.Warnings...) {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)

@@ -16,6 +16,14 @@ import (
 // probeLaunch runs the quick pre-launch probe over a new pool, which the
 // launch then reuses; tests replace it. A nil probe means "nothing known".
 var probeLaunch = func(ctx context.Context, targets []launcher.HostTarget, rank0 int, python string, opts *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+	if opts.slurm != nil {
+		nodes := make([]string, len(targets))
+		for i, t := range targets {
+			nodes[i] = t.Name
+		}
+		lp, err := launcher.ProbeLaunchSlurm(ctx, *opts.slurm, nodes, rank0, python)
+		return lp, nil, err
+	}
 	pool := launcher.NewPool(opts.SSH, opts.Fanout)
 	lp, err := launcher.ProbeLaunch(ctx, pool, targets, rank0, python)
 	if err != nil {

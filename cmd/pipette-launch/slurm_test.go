@@ -101,12 +101,12 @@ func TestProbeThroughSrunMatchesSSH(t *testing.T) {
 // slurmE2E is a 4-host Slurm test-bed with the example job and a built
 // pipette-launch under /var/tmp, which every host sees (each has a private
 // /tmp).
-func slurmE2E(t *testing.T) (*testbed.Testbed, string, string) {
+func slurmE2E(t *testing.T, names string) (*testbed.Testbed, string, string) {
 	t.Helper()
 	if out, err := exec.Command(bedPython, "-c", "import torch.distributed").CombinedOutput(); err != nil {
 		t.Fatalf("%s cannot import torch.distributed (install the Debian package python3-torch): %v\n%s", bedPython, err, out)
 	}
-	spec := testbed.Spec{Slurm: true}
+	spec := testbed.Spec{Slurm: true, Names: names}
 	for i := 1; i <= 4; i++ {
 		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
 	}
@@ -137,13 +137,13 @@ func slurmJobArgs(dir string, port int, extra ...string) []string {
 	return append(args, extra...)
 }
 
-func checkAllreduceOutput(t *testing.T, text string, hosts []string) {
+func checkAllreduceOutput(t *testing.T, text, masterAddr string, hosts []string) {
 	t.Helper()
 	for n, h := range hosts {
 		for l := 0; l < 2; l++ {
 			r := n*2 + l
 			for _, w := range []string{
-				fmt.Sprintf("%s:%d: ENV RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 MASTER_ADDR=%s MASTER_PORT=", h, r, r, l, hosts[0]),
+				fmt.Sprintf("%s:%d: ENV RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=2 MASTER_ADDR=%s MASTER_PORT=", h, r, r, l, masterAddr),
 				fmt.Sprintf("%s:%d: ALLREDUCE OK rank=%d sum=36", h, r, r),
 			} {
 				if !strings.Contains(text, w) {
@@ -159,9 +159,10 @@ func checkAllreduceOutput(t *testing.T, text string, hosts []string) {
 
 // Inside an allocation (as under salloc), run with --launcher left at auto
 // starts the job through srun: every rank gets its torchrun environment,
-// and the all-reduce is right.
+// and the all-reduce is right, on hosts whose own names do not resolve
+// (the launch probe runs through srun too).
 func TestRunInsideSallocUsesSrun(t *testing.T) {
-	tb, dir, _ := slurmE2E(t)
+	tb, dir, _ := slurmE2E(t, testbed.NamesNone)
 	alloc := tb.SlurmAlloc(t, 4)
 	for k, v := range alloc {
 		t.Setenv(k, v)
@@ -171,7 +172,7 @@ func TestRunInsideSallocUsesSrun(t *testing.T) {
 	if code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	checkAllreduceOutput(t, out.String(), []string{"node1", "node2", "node3", "node4"})
+	checkAllreduceOutput(t, out.String(), tb.Hosts[0].Addr, []string{"node1", "node2", "node3", "node4"})
 
 	// --dry-run shows the srun step instead of SSH sessions.
 	out, errOut = syncbuf.Buffer{}, syncbuf.Buffer{}
@@ -189,7 +190,7 @@ func TestRunInsideSallocUsesSrun(t *testing.T) {
 // The batch script `pipette-launch sbatch` writes runs as it is under
 // `sbatch --wait`, and passes the same job.
 func TestSbatchScriptRunsAsWritten(t *testing.T) {
-	tb, dir, bin := slurmE2E(t)
+	tb, dir, bin := slurmE2E(t, "")
 	script := filepath.Join(dir, "job.sbatch")
 	args := append([]string{"sbatch", "--hosts", "node[1-4]", "--time", "10:00", "--write", script}, slurmJobArgs(dir, 29641)...)
 	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
@@ -219,6 +220,6 @@ func TestSbatchScriptRunsAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAllreduceOutput(t, string(log), []string{"node1", "node2", "node3", "node4"})
+	checkAllreduceOutput(t, string(log), tb.Hosts[0].Addr, []string{"node1", "node2", "node3", "node4"})
 	tb.AssertNothingLeft(t)
 }
