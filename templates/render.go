@@ -42,6 +42,13 @@ type Options struct {
 	// planner's keys are laid over it, everything else (optimizer,
 	// scheduler, logging) is kept.
 	DSConfigBase []byte
+	// HostDevices[i], when set, is cluster host i's CUDA_VISIBLE_DEVICES for
+	// hosts whose GPUs are not described (DeepSpeed's --include slots).
+	HostDevices []string
+	// NoLocalRank leaves out the --local_rank=N argument DeepSpeed's
+	// launcher adds (DeepSpeed's --no_local_rank, torch.distributed.launch's
+	// --use_env): LOCAL_RANK is in the environment either way.
+	NoLocalRank bool
 	// Rendezvous is what the launch probe found (nil for a dry run):
 	// MASTER_ADDR and each host's interface towards it.
 	Rendezvous *Rendezvous
@@ -377,6 +384,8 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 			// follow PCI bus order; CUDA's default (fastest first) can differ.
 			env = append(env, EnvVar{"CUDA_VISIBLE_DEVICES", strings.Join(visible, ",")},
 				EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"})
+		} else if hb.host < len(o.HostDevices) && o.HostDevices[hb.host] != "" {
+			env = append(env, EnvVar{"CUDA_VISIBLE_DEVICES", o.HostDevices[hb.host]})
 		}
 		if p.Framework == planner.FrameworkDeepSpeed {
 			env = append(env, EnvVar{"LOCAL_SIZE", strconv.Itoa(local)},
@@ -415,7 +424,7 @@ func rankArgv(o Options, f planner.Framework, localRank int, args []string) []st
 	default:
 		argv = []string{o.Python, "-u", o.Script}
 	}
-	if f == planner.FrameworkDeepSpeed {
+	if f == planner.FrameworkDeepSpeed && !o.NoLocalRank {
 		argv = append(argv, "--local_rank="+strconv.Itoa(localRank))
 	}
 	return append(argv, args...)

@@ -49,6 +49,12 @@ type RunOptions struct {
 	Launcher      string
 	WorkDir       string
 	NoCheckScript bool
+	// Include/Exclude are DeepSpeed's host:slot filters; NoLocalRank is
+	// --no_local_rank / --use_env.
+	Include, Exclude string
+	NoLocalRank      bool
+	// devices are the filtered hosts' slots as CUDA_VISIBLE_DEVICES.
+	devices []string
 	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.
 	EnvFlags []string
 	EnvFile  string
@@ -224,6 +230,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			LogDir:         opts.LogDir,
 			Env:            opts.Env,
 			ExplicitEnv:    explicit,
+			HostDevices:    opts.devices,
+			NoLocalRank:    opts.NoLocalRank,
 			DSConfigBase:   dsBase,
 		})
 		if err != nil {
@@ -415,6 +423,18 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 		if err != nil {
 			return nil, false, err
 		}
+		if o.Include != "" || o.Exclude != "" {
+			if o.NNodes != "" || o.NProcPerNode != "" {
+				return nil, false, inputErrorf("--include/--exclude cannot be combined with --num_nodes/--num_gpus (--nnodes/--nproc-per-node), as in DeepSpeed")
+			}
+			var slots [][]int
+			if hosts, slots, err = filterResources(hosts, o.Include, o.Exclude); err != nil {
+				return nil, false, err
+			}
+			for _, s := range slots {
+				o.devices = append(o.devices, deviceList(s))
+			}
+		}
 		if nnodes > 0 {
 			if nnodes > len(hosts) {
 				return nil, false, inputErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
@@ -422,6 +442,9 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 			hosts = hosts[:nnodes]
 		}
 		return hostsCluster(hosts), false, nil
+	}
+	if o.Include != "" || o.Exclude != "" {
+		return nil, false, inputErrorf("--include/--exclude filter the hosts of --hostfile/--hosts (DeepSpeed's syntax host:slot,slot@host); a cluster file is planned on as a whole: use --nnodes/--nproc-per-node")
 	}
 	data, name := examples.DefaultCluster, "embedded example cluster (examples/cluster.yaml)"
 	if o.ClusterFile != "" {

@@ -634,3 +634,65 @@ func TestUnknownFlagSuggestsAndVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestDeepSpeedLauncherFlags: DeepSpeed's own launcher lines (its
+// getting-started guide's resource configuration) keep their meaning:
+// --include/--exclude with host:slot,slot@host pick hosts and GPUs
+// (CUDA_VISIBLE_DEVICES per host, as its launch.py sets), -H/--hostfile,
+// --num_nodes/--num_gpus, --master_port, --ssh_port, and --no_local_rank
+// (or torch.distributed.launch's --use_env) drops the --local_rank argument.
+func TestDeepSpeedLauncherFlags(t *testing.T) {
+	dir := t.TempDir()
+	hostfile := filepath.Join(dir, "myhostfile")
+	if err := os.WriteFile(hostfile, []byte("worker-1 slots=4\nworker-2 slots=4\nworker-3 slots=4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds := []string{"train.py", "--deepspeed", "--deepspeed_config", "my_ds_config.json"}
+	for _, tc := range []struct {
+		name    string
+		flags   []string
+		want    []string
+		notWant []string
+	}{
+		{"include", []string{"-H", hostfile, "--include=worker-2:0,1"},
+			[]string{"# job pipette: 2 ranks on 1 host", "== host worker-2", "CUDA_VISIBLE_DEVICES=0,1", "--local_rank=1"}, []string{"worker-1", "worker-3"}},
+		{"exclude", []string{"--hostfile=" + hostfile, "--exclude=worker-2:0@worker-3:0,1"},
+			[]string{"# job pipette: 9 ranks on 3 hosts", "== host worker-2 (address worker-2, node rank 1, 3 ranks)", "CUDA_VISIBLE_DEVICES=1,2,3", "CUDA_VISIBLE_DEVICES=2,3"}, nil},
+		{"num_nodes num_gpus", []string{"--hostfile", hostfile, "--num_nodes=2", "--num_gpus=1", "--master_port", "29600", "--ssh_port", "2222"},
+			[]string{"# job pipette: 2 ranks on 2 hosts", "MASTER_PORT=29600"}, []string{"worker-3", "CUDA_VISIBLE_DEVICES"}},
+		{"no_local_rank", []string{"--hostfile", hostfile, "--num_gpus", "1", "--no_local_rank"}, []string{"python3 -u train.py --deepspeed"}, []string{"--local_rank"}},
+		{"use_env", []string{"--hostfile", hostfile, "--num_gpus", "1", "--use_env"}, []string{"python3 -u train.py --deepspeed"}, []string{"--local_rank"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, append(append([]string{"--dry-run"}, tc.flags...), ds...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out, w) {
+					t.Errorf("has %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--include", "worker-9"}, `host "worker-9" is not in the host list`},
+		{[]string{"--include", "worker-1:7"}, `no slot "7" on host worker-1`},
+		{[]string{"--include", "worker-1", "--exclude", "worker-2"}, "cannot be combined"},
+		{[]string{"--include", "worker-1", "--num_gpus", "2"}, "cannot be combined with --num_nodes/--num_gpus"},
+		{[]string{"--exclude", "worker-1@worker-2@worker-3"}, "leaves no host"},
+	} {
+		code, _, errOut := runCLI(t, append(append([]string{"--dry-run", "--hostfile", hostfile}, tc.flags...), ds...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.flags, code, errOut, tc.want)
+		}
+	}
+}

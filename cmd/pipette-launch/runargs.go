@@ -18,8 +18,8 @@ import (
 // belongs to the script, as with torchrun.
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
-		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node", "num_gpus", "num-gpus"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
+		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Aliases: []string{"num_nodes", "num-nodes"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
 		&cli.StringFlag{Name: "master-addr", EnvVars: []string{"PET_MASTER_ADDR"}, Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
 		&cli.IntFlag{Name: "master-port", EnvVars: []string{"PET_MASTER_PORT"}, Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
 		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
@@ -32,7 +32,10 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "env-file", Usage: "file of KEY=VALUE lines set for every rank (.deepspeed_env's format; beats .deepspeed_env)"},
 		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand); default: the embedded example"},
 		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
-		&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "include", Usage: "DeepSpeed's host filter: use only these hosts/slots of --hostfile/--hosts (host1@host2:0,2)"},
+		&cli.StringFlag{Name: "exclude", Usage: "DeepSpeed's host filter: leave out these hosts/slots (host1:3@host2)"},
+		&cli.BoolFlag{Name: "no-local-rank", Aliases: []string{"no_local_rank", "use-env", "use_env"}, Usage: "do not pass --local_rank=N to the script (DeepSpeed's --no_local_rank, torch.distributed.launch's --use_env); LOCAL_RANK is set either way"},
+		&cli.StringFlag{Name: "hostfile", Aliases: []string{"H"}, Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
 		&cli.StringFlag{Name: "framework", Usage: "megatron, deepspeed or torch (default: megatron for Megatron scripts/flags, deepspeed with --deepspeed, else torch)"},
 		&cli.IntFlag{Name: "plan", Value: 1, Usage: "use the N-th ranked plan"},
 		&cli.StringFlag{Name: "model", Usage: "model preset name or model YAML, when the script's arguments do not give the shape"},
@@ -101,6 +104,9 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 		NoCheckScript: c.Bool("no-check-script"),
 		Role:          c.String("role"),
 		EnvFile:       c.String("env-file"),
+		Include:       c.String("include"),
+		Exclude:       c.String("exclude"),
+		NoLocalRank:   c.Bool("no-local-rank"),
 	}
 	if l, ok := c.Generic("env").(*envList); ok && l != nil {
 		o.EnvFlags = l.vals

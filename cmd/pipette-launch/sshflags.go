@@ -19,6 +19,7 @@ func sshFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "insecure-skip-host-key-check", Usage: "do not verify host keys (unsafe: only for throw-away test hosts)"},
 		&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "SSH private key file (repeatable)"},
 		&cli.StringFlag{Name: "user", Usage: "SSH user for hosts that name none"},
+		&cli.IntFlag{Name: "ssh-port", Aliases: []string{"ssh_port"}, Usage: "SSH port for hosts that name none (DeepSpeed's --ssh_port)"},
 		&cli.IntFlag{Name: "fanout", Value: launcher.DefaultFanout, Usage: "hosts contacted at once"},
 	}
 }
@@ -31,6 +32,7 @@ func sshOptionsFromCLI(c *cli.Context) (launcher.SSHOptions, int) {
 		InsecureIgnoreHostKey: c.Bool("insecure-skip-host-key-check"),
 		IdentityFiles:         c.StringSlice("identity"),
 		User:                  c.String("user"),
+		Port:                  c.Int("ssh-port"),
 	}, c.Int("fanout")
 }
 
