@@ -53,8 +53,12 @@ HOSTS="${TB_PREFIX}01,${TB_PREFIX}02"
 
 cc_say "1. probe --measure (bandwidth, compute at the model's GEMM shapes, intra-host all-reduce)"
 CLUSTER=$WORK/cluster.yaml
-"$PL" probe --hosts "$HOSTS" "${SSH[@]}" --nproc-per-node "$NPROC" --measure --reprobe \
-	--measure-compute-seconds "$COMPUTE_SECONDS" --model "$MODEL" --python "$PYTHON" -o "$CLUSTER"
+# Twice at most: on a heavily loaded machine an iperf3 server can give up.
+for try in 1 2; do
+	"$PL" probe --hosts "$HOSTS" "${SSH[@]}" --nproc-per-node "$NPROC" --measure --reprobe \
+		--measure-compute-seconds "$COMPUTE_SECONDS" --model "$MODEL" --python "$PYTHON" -o "$CLUSTER" && break
+	[[ $try == 2 ]] && cc_die "probe --measure failed twice"
+done
 cat "$CLUSTER"
 cp "$CLUSTER" "$WORK/uncalibrated.yaml"
 
