@@ -194,7 +194,7 @@ func (f *ClusterFile) FactorKeys() []string {
 }
 
 // applyCalibration scales compute and links by the fitted factors.
-func (f *ClusterFile) applyCalibration(islands []Island, hosts []Host, bw, lat [][]float64) {
+func (f *ClusterFile) applyCalibration(islands []Island, hosts []Host, links *compactLinks) {
 	c := f.Calibration
 	if c == nil {
 		return
@@ -206,14 +206,16 @@ func (f *ClusterFile) applyCalibration(islands []Island, hosts []Host, bw, lat [
 		h.GPU.MemoryBandwidthTBPerS = gpuHBMBytesPerS(h.GPU) / 1e12 / cf
 		h.IntraBytesPerS /= c.factor(IntraHostKey(islands[h.Island].Spec.Name))
 	}
-	for a := range hosts {
-		for b := range hosts {
-			if a == b {
-				continue
-			}
-			k := c.factor(InterHostKey(islands[hosts[a].Island].Spec.Name, islands[hosts[b].Island].Spec.Name))
-			bw[a][b] /= k
-			lat[a][b] *= k
+	// Links between hosts of two islands (or within one) share a factor:
+	// scale each island pair's nominal link and measured rates.
+	ni := links.islands
+	links.measuredDiv = make([]float64, ni*ni)
+	for a := range islands {
+		for b := range islands {
+			k := c.factor(InterHostKey(islands[a].Spec.Name, islands[b].Spec.Name))
+			links.nominal[a*ni+b].BytesPerS /= k
+			links.nominal[a*ni+b].LatencyS *= k
+			links.measuredDiv[a*ni+b] = k
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package planner
 
-import "time"
+import (
+	"math"
+	"sync"
+	"time"
+)
 
 // NICType is the kind of a network interface as the planner sees it.
 type NICType string
@@ -116,9 +120,157 @@ type MeasuredBandwidth struct {
 type Cluster struct {
 	Islands []Island
 	Hosts   []Host
-	// bw[i][j] bytes/s and lat[i][j] seconds between distinct hosts i and j.
+	// bw[i][j] bytes/s and lat[i][j] seconds between distinct hosts i and j
+	// when the cluster was built from full matrices (NewCluster); nil for a
+	// resolved cluster file, whose links live in compact.
 	bw  [][]float64
 	lat [][]float64
+	// compact holds a resolved file's links in O(islands^2 + measured^2)
+	// instead of two n x n float64 matrices (1 GiB at 8,192 hosts).
+	compact *compactLinks
+	// derived is computed on first use: it assumes links no longer change.
+	derivedOnce sync.Once
+	derived     clusterDerived
+}
+
+// compactLinks: every pair of distinct hosts gets its islands' nominal link
+// unless the measured matrix has a figure for it, which replaces the
+// bandwidth. Measured rates are stored as 16-bit codes into a table of the
+// distinct rates (exact while there are at most 65,535 of them; iperf
+// figures repeat), else as float32 (7 significant digits).
+type compactLinks struct {
+	islands int
+	nominal []Link  // islands*islands, by Host.Island
+	mrow    []int32 // host -> row of the measured matrix, -1 if unmeasured
+	mn      int
+	codes   []uint16  // mn*mn; 0 = not measured, else palette[code-1]
+	palette []float64 // bytes/s
+	f32     []float32 // mn*mn bytes/s (0 = not measured) when codes is nil
+	// measuredDiv, when set, divides measured rates per island pair (a
+	// calibration's link factors).
+	measuredDiv []float64
+}
+
+// measured returns the measured rate from host a to host b, or 0.
+func (l *compactLinks) measured(a, b int) float64 {
+	if l.mn == 0 {
+		return 0
+	}
+	ra, rb := l.mrow[a], l.mrow[b]
+	if ra < 0 || rb < 0 {
+		return 0
+	}
+	i := int(ra)*l.mn + int(rb)
+	if l.codes != nil {
+		if c := l.codes[i]; c > 0 {
+			return l.palette[c-1]
+		}
+		return 0
+	}
+	return float64(l.f32[i])
+}
+
+// setMeasured stores rows (bytes/s, 0 = not measured) for the hosts in
+// hostRow order; rows may alias.
+func (l *compactLinks) setMeasured(n int, hostRow []int32, mn int, at func(i, j int) float64) {
+	l.mrow, l.mn = hostRow, mn
+	if mn == 0 {
+		return
+	}
+	index := map[float64]uint16{}
+	codes := make([]uint16, mn*mn)
+	for i := 0; i < mn && codes != nil; i++ {
+		for j := 0; j < mn; j++ {
+			v := at(i, j)
+			if v <= 0 {
+				continue
+			}
+			c, ok := index[v]
+			if !ok {
+				if len(l.palette) == math.MaxUint16 {
+					codes = nil // too many distinct rates: float32 instead
+					break
+				}
+				l.palette = append(l.palette, v)
+				c = uint16(len(l.palette))
+				index[v] = c
+			}
+			codes[i*mn+j] = c
+		}
+	}
+	if codes != nil {
+		l.codes = codes
+		return
+	}
+	l.palette = nil
+	l.f32 = make([]float32, mn*mn)
+	for i := 0; i < mn; i++ {
+		for j := 0; j < mn; j++ {
+			l.f32[i*mn+j] = float32(at(i, j))
+		}
+	}
+}
+
+// clusterDerived is what the planner needs about all links at once.
+type clusterDerived struct {
+	// fastest is the highest bandwidth and lowest latency of any link
+	// between distinct hosts (the optimistic link of unplaced blocks).
+	fastest Link
+}
+
+func (c *Cluster) derive() *clusterDerived {
+	c.derivedOnce.Do(func() {
+		d := &c.derived
+		c.eachDistinctLink(func(l Link) {
+			d.fastest.BytesPerS = max(d.fastest.BytesPerS, l.BytesPerS)
+			if d.fastest.LatencyS == 0 || l.LatencyS < d.fastest.LatencyS {
+				d.fastest.LatencyS = l.LatencyS
+			}
+		})
+	})
+	return &c.derived
+}
+
+// eachDistinctLink calls f with every link between distinct hosts, or
+// with at least every distinct value such a link takes (compact form).
+func (c *Cluster) eachDistinctLink(f func(Link)) {
+	n := len(c.Hosts)
+	if c.compact == nil {
+		for a := 0; a < n; a++ {
+			for b := 0; b < n; b++ {
+				if a != b {
+					f(c.LinkBetween(a, b))
+				}
+			}
+		}
+		return
+	}
+	l := c.compact
+	count := make([]int, l.islands)
+	for _, h := range c.Hosts {
+		count[h.Island]++
+	}
+	for a := 0; a < l.islands; a++ {
+		for b := 0; b < l.islands; b++ {
+			if count[a] > 0 && count[b] > 0 && (a != b || count[a] > 1) {
+				f(l.nominal[a*l.islands+b])
+			}
+		}
+	}
+	if l.mn == 0 {
+		return
+	}
+	// A measured rate keeps its pair's nominal latency.
+	for a := 0; a < n; a++ {
+		if l.mrow[a] < 0 {
+			continue
+		}
+		for b := 0; b < n; b++ {
+			if a != b && l.measured(a, b) > 0 {
+				f(c.LinkBetween(a, b))
+			}
+		}
+	}
 }
 
 // Island is a resolved IslandSpec.
@@ -159,7 +311,19 @@ func (c *Cluster) LinkBetween(a, b int) Link {
 	if a == b {
 		return Link{BytesPerS: c.Hosts[a].IntraBytesPerS, LatencyS: intraHostLatencyS}
 	}
-	return Link{BytesPerS: c.bw[a][b], LatencyS: c.lat[a][b]}
+	if c.compact == nil {
+		return Link{BytesPerS: c.bw[a][b], LatencyS: c.lat[a][b]}
+	}
+	l := c.compact
+	pair := c.Hosts[a].Island*l.islands + c.Hosts[b].Island
+	link := l.nominal[pair]
+	if v := l.measured(a, b); v > 0 {
+		link.BytesPerS = v
+		if l.measuredDiv != nil {
+			link.BytesPerS /= l.measuredDiv[pair]
+		}
+	}
+	return link
 }
 
 // TotalGPUs is the number of GPUs in the cluster.
@@ -172,3 +336,22 @@ func (c *Cluster) TotalGPUs() int {
 }
 
 const intraHostLatencyS = 5e-6
+
+// bestLink is the fastest link any GPU of a TP group can see: the best
+// intra-host bus or the best inter-host link shared by tp GPUs, with the
+// lowest latency of either.
+func bestLink(c *Cluster, tp int) Link {
+	best := c.derive().fastest
+	best.BytesPerS /= float64(max(tp, 1))
+	if len(c.Hosts) < 2 {
+		best = Link{}
+	}
+	for h := range c.Hosts {
+		l := c.LinkBetween(h, h)
+		best.BytesPerS = max(best.BytesPerS, l.BytesPerS)
+		if best.LatencyS == 0 || l.LatencyS < best.LatencyS {
+			best.LatencyS = l.LatencyS
+		}
+	}
+	return best
+}

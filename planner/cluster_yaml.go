@@ -465,9 +465,9 @@ func (f *ClusterFile) ResolveFor(t Transport) (*Cluster, error) {
 		}
 	}
 	f.applyMeasuredCompute(islands, hosts)
-	bw, lat := f.linkMatrix(islands, hosts, socketsOnly(t, islands))
-	f.applyCalibration(islands, hosts, bw, lat)
-	return NewCluster(islands, hosts, bw, lat), nil
+	links := f.compactLinks(islands, hosts, socketsOnly(t, islands))
+	f.applyCalibration(islands, hosts, links)
+	return &Cluster{Islands: islands, Hosts: hosts, compact: links}, nil
 }
 
 // socketsOnly reports whether every rank will use TCP sockets under t: the
@@ -605,41 +605,46 @@ func ethernetBytesPerS(nics []NICSpec) float64 {
 	return v
 }
 
-func (f *ClusterFile) linkMatrix(islands []Island, hosts []Host, sockets bool) (bw, lat [][]float64) {
-	n := len(hosts)
-	bw, lat = make([][]float64, n), make([][]float64, n)
-	measured := f.measuredIndex()
-	for a := range n {
-		bw[a], lat[a] = make([]float64, n), make([]float64, n)
-		for b := range n {
-			if a == b {
+// compactLinks prices every island pair once (hosts of an island share
+// their NICs, so nominal links depend on islands only) and keeps the
+// measured matrix as compact codes.
+func (f *ClusterFile) compactLinks(islands []Island, hosts []Host, sockets bool) *compactLinks {
+	ni := len(islands)
+	l := &compactLinks{islands: ni, nominal: make([]Link, ni*ni)}
+	for a := range islands {
+		for b := range islands {
+			if len(islands[a].Hosts) == 0 || len(islands[b].Hosts) == 0 {
 				continue
 			}
-			bw[a][b], lat[a][b] = f.nominalLink(islands, hosts[a], hosts[b], sockets)
-			if v, ok := measured[[2]string{hosts[a].Name, hosts[b].Name}]; ok {
-				bw[a][b] = v
-			}
+			bw, lat := f.nominalLink(islands, hosts[islands[a].Hosts[0]], hosts[islands[b].Hosts[0]], sockets)
+			l.nominal[a*ni+b] = Link{BytesPerS: bw, LatencyS: lat}
 		}
-	}
-	return bw, lat
-}
-
-// measuredIndex maps (from, to) host names to measured bytes/s; zero
-// entries mean "not measured" and are left out.
-func (f *ClusterFile) measuredIndex() map[[2]string]float64 {
-	out := map[[2]string]float64{}
-	if f.Measured == nil {
-		return out
 	}
 	m := f.Measured
-	for i, row := range m.GbitPerS {
-		for j, v := range row {
-			if i != j && v > 0 && i < len(m.Hosts) && j < len(m.Hosts) {
-				out[[2]string{m.Hosts[i], m.Hosts[j]}] = v * 1e9 / 8
-			}
+	if m == nil || len(m.Hosts) == 0 {
+		return l
+	}
+	byName := make(map[string]int, len(hosts))
+	for i, h := range hosts {
+		byName[h.Name] = i
+	}
+	hostRow := make([]int32, len(hosts))
+	for i := range hostRow {
+		hostRow[i] = -1
+	}
+	for r, name := range m.Hosts {
+		if h, ok := byName[name]; ok {
+			hostRow[h] = int32(r)
 		}
 	}
-	return out
+	// Zero entries mean "not measured"; a host's own entry is ignored.
+	l.setMeasured(len(hosts), hostRow, len(m.Hosts), func(i, j int) float64 {
+		if i == j || m.Hosts[i] == m.Hosts[j] {
+			return 0
+		}
+		return m.GbitPerS[i][j] * 1e9 / 8
+	})
+	return l
 }
 
 // nominalLink is the link between two hosts from their NICs and the

@@ -545,18 +545,7 @@ func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
 	for _, hc := range e.classes {
 		e.optSec = max(e.optSec, optimizerSeconds(e.cfg, f, maxParams, hc.gpu))
 	}
-	e.bestLnk = Link{}
-	for a := range c.Hosts {
-		for b := range c.Hosts {
-			l := e.link(a, b)
-			if l.BytesPerS > e.bestLnk.BytesPerS {
-				e.bestLnk.BytesPerS = l.BytesPerS
-			}
-			if e.bestLnk.LatencyS == 0 || l.LatencyS < e.bestLnk.LatencyS {
-				e.bestLnk.LatencyS = l.LatencyS
-			}
-		}
-	}
+	e.bestLnk = bestLink(c, cfg.TP)
 	return e
 }
 

@@ -67,11 +67,14 @@ func (pl *placer) cost(order []int) float64 {
 
 // hostSymmetry puts hosts that can be swapped without changing any cost in
 // one class: same GPUs, GPU model, intra-host link and links to every
-// other host.
+// other host. Hosts of a resolved file that the measured matrix does not
+// mention are classed by island in O(1) each (their links are their
+// island's); other hosts are bucketed by a hash of the multiset of their
+// links (equal for interchangeable hosts) and compared in full only within
+// a bucket, so the cost is O(n) links per such host, not per pair.
 func hostSymmetry(c *Cluster) []int {
 	n := len(c.Hosts)
 	cls := make([]int, n)
-	var reps []int
 	same := func(i, j int) bool {
 		a, b := c.Hosts[i], c.Hosts[j]
 		if a.GPUs != b.GPUs || a.GPU != b.GPU || c.LinkBetween(i, i) != c.LinkBetween(j, j) ||
@@ -88,20 +91,61 @@ func hostSymmetry(c *Cluster) []int {
 		}
 		return true
 	}
-	for i := 0; i < n; i++ {
+	type key struct {
+		island, gpus int
+		gpu          GPUSpec
+		intra        Link
+		links        uint64
+	}
+	buckets := map[key][]int{} // representatives per key
+	next := 0
+	for i, h := range c.Hosts {
+		k := key{island: -1, gpus: h.GPUs, gpu: h.GPU, intra: c.LinkBetween(i, i)}
+		if c.compact != nil && (c.compact.mn == 0 || c.compact.mrow[i] < 0) {
+			k.island = h.Island
+			if reps := buckets[k]; len(reps) > 0 {
+				cls[i] = cls[reps[0]]
+				continue
+			}
+			buckets[k] = []int{i}
+			cls[i] = next
+			next++
+			continue
+		}
+		k.links = linkMultisetHash(c, i)
 		cls[i] = -1
-		for k, r := range reps {
+		for _, r := range buckets[k] {
 			if same(i, r) {
-				cls[i] = k
+				cls[i] = cls[r]
 				break
 			}
 		}
 		if cls[i] < 0 {
-			reps = append(reps, i)
-			cls[i] = len(reps) - 1
+			buckets[k] = append(buckets[k], i)
+			cls[i] = next
+			next++
 		}
 	}
 	return cls
+}
+
+// linkMultisetHash hashes the multiset of (out, in) links of host i to
+// every other host: order-free, so interchangeable hosts hash alike.
+func linkMultisetHash(c *Cluster, i int) uint64 {
+	var sum uint64
+	for k := range c.Hosts {
+		if k == i {
+			continue
+		}
+		out, in := c.LinkBetween(i, k), c.LinkBetween(k, i)
+		x := math.Float64bits(out.BytesPerS)*0x9e3779b97f4a7c15 ^ math.Float64bits(out.LatencyS)*0xc2b2ae3d27d4eb4f ^
+			math.Float64bits(in.BytesPerS)*0x165667b19e3779f9 ^ math.Float64bits(in.LatencyS)*0x27d4eb2f165667c5
+		x ^= x >> 29
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 32
+		sum += x
+	}
+	return sum
 }
 
 // PlaceOptions bound the placement search.
@@ -173,7 +217,9 @@ func (pl *placer) exact(incumbent []int, best float64, deadline time.Time) ([]in
 // startOrders are the constructions local search starts from: the file
 // order, islands kept together (fastest GPUs first), and a chain that always
 // continues over the fastest link from the last host.
-func startOrders(c *Cluster) [][]int {
+func startOrders(c *Cluster) [][]int { return startOrdersSym(c, hostSymmetry(c)) }
+
+func startOrdersSym(c *Cluster, sym []int) [][]int {
 	n := len(c.Hosts)
 	file := make([]int, n)
 	for i := range file {
@@ -191,23 +237,52 @@ func startOrders(c *Cluster) [][]int {
 		}
 		return cmp.Compare(a, b)
 	})
-	chain := []int{islands[0]}
-	used := make([]bool, n)
-	used[islands[0]] = true
+	return [][]int{islands, fastestChain(c, islands, sym), file}
+}
+
+// fastestChain starts at order[0] and always continues over the fastest
+// link from the last host, ties to the earliest in order. Interchangeable
+// hosts (one symmetry class) have equal links from any other host, so
+// only each class's earliest unused host is a candidate: O(n * classes).
+func fastestChain(c *Cluster, order, sym []int) []int {
+	n := len(order)
+	classes := 0
+	for _, k := range sym {
+		classes = max(classes, k+1)
+	}
+	queue := make([][]int, classes) // each class's hosts in order
+	pos := make([]int, n)
+	for i, h := range order {
+		queue[sym[h]] = append(queue[sym[h]], h)
+		pos[h] = i
+	}
+	head := make([]int, classes)
+	take := func(k int) int {
+		h := queue[k][head[k]]
+		head[k]++
+		return h
+	}
+	chain := make([]int, 0, n)
+	chain = append(chain, take(sym[order[0]]))
 	for len(chain) < n {
 		last, next := chain[len(chain)-1], -1
-		for _, h := range islands {
-			if used[h] {
+		for k := range queue {
+			if head[k] == len(queue[k]) {
 				continue
 			}
-			if next < 0 || c.LinkBetween(last, h).BytesPerS > c.LinkBetween(last, next).BytesPerS {
+			h := queue[k][head[k]]
+			if next < 0 {
+				next = h
+				continue
+			}
+			lh, ln := c.LinkBetween(last, h).BytesPerS, c.LinkBetween(last, next).BytesPerS
+			if lh > ln || (lh == ln && pos[h] < pos[next]) {
 				next = h
 			}
 		}
-		chain = append(chain, next)
-		used[next] = true
+		chain = append(chain, take(sym[next]))
 	}
-	return [][]int{islands, chain, file}
+	return chain
 }
 
 // heuristic builds the start orders and improves the best of them with
@@ -312,7 +387,8 @@ func NewPlacementProblem(c *Cluster, m Model, cfg Config, f Framework) (*Placeme
 		}
 	}
 	e := newPlanEval(c, m, cfg, f)
-	return &PlacementProblem{pl: newPlacer(e, hostSymmetry(c), startOrders(c))}, nil
+	sym := hostSymmetry(c)
+	return &PlacementProblem{pl: newPlacer(e, sym, startOrdersSym(c, sym))}, nil
 }
 
 // Hosts is the number of hosts an order lists.

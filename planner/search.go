@@ -10,10 +10,7 @@ import (
 )
 
 const (
-	defaultTopK = 10
-	// maxPlaced bounds how many configs get a full placement; the rest are
-	// ranked by their placement-free lower bound only and cut.
-	maxPlaced     = 48
+	defaultTopK   = 10
 	maxMicroBatch = 8
 )
 
@@ -394,7 +391,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		tallies[kindIndex(cfg.UsesOffload())].miss.note(cfg, est)
 	}
 	sym := hostSymmetry(c)
-	starts := startOrders(c)
+	starts := startOrdersSym(c, sym)
 	if o.IgnoreIslands {
 		starts = [][]int{identity(len(c.Hosts))}
 	}
@@ -416,48 +413,33 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 				noteMiss(cfg, est)
 				continue
 			}
-			e := newPlanEval(c, m, cfg, o.Framework)
-			lb := e.cost(unplaced(e.nBlocks), &evalScratch{})
-			cands = append(cands, candidate{cfg: cfg, lb: lb, quick: quickEstimate(e, sym, starts, o), key: configKey(cfg)})
+			cands = append(cands, candidate{cfg: cfg, key: configKey(cfg)})
 		}
 	}
 	if len(cands) == 0 {
 		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
 	}
+	scoreCandidates(c, m, o, sym, starts, cands)
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if a.quick != b.quick {
 			return cmpFloat(a.quick, b.quick)
 		}
 		return strings.Compare(a.key, b.key)
 	})
-	var plans []Plan
 	placed := map[string]bool{}
-	orders := &orderCache{best: map[string][]int{}}
+	pm := &placement{c: c, m: m, o: o, sym: sym, starts: starts, orders: &orderCache{best: map[string][]int{}}}
+	reject := func(cfg Config, plan Plan) {
+		res.RejectedMemory++
+		noteMiss(cfg, plan.Memory)
+	}
 	place := func(cfg Config) (Plan, bool) {
-		plan, ok, _ := placeAndPredict(c, m, cfg, o, sym, starts, orders)
-		if !ok {
-			res.RejectedMemory++
-			noteMiss(cfg, plan.Memory)
+		r := pm.run([]Config{cfg})[0]
+		if !r.ok {
+			reject(cfg, r.plan)
 		}
-		return plan, ok
+		return r.plan, r.ok
 	}
-	for _, cand := range cands {
-		if len(placed) >= maxPlaced {
-			break
-		}
-		if len(plans) >= topK && cand.lb >= plans[topK-1].Predicted.IterationSeconds {
-			continue
-		}
-		placed[cand.key] = true
-		plan, ok := place(cand.cfg)
-		if !ok {
-			continue
-		}
-		plans = append(plans, plan)
-		slices.SortStableFunc(plans, func(a, b Plan) int {
-			return cmpFloat(a.Predicted.IterationSeconds, b.Predicted.IterationSeconds)
-		})
-	}
+	plans := pm.placeRanked(cands, topK, placed, reject)
 	if len(plans) == 0 {
 		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
 	}
@@ -554,21 +536,20 @@ func (oc *orderCache) remember(cfg Config, order []int) {
 // tries a layer split rebalanced for the stages' hosts (placed again for
 // it), checks memory against the GPUs each stage landed on and predicts the
 // iteration. Of the even and the rebalanced plan the faster that fits wins.
-func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, starts [][]int, oc *orderCache) (Plan, bool, float64) {
-	po := PlaceOptions{Seed: o.Seed, Budget: o.PlacementBudget}
+func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, st, starts [][]int, po PlaceOptions) placedPlan {
 	if o.IgnoreIslands {
 		e := newPlanEval(c, m, cfg, o.Framework)
-		return finishPlan(e, newPlacer(e, sym, starts), identity(len(c.Hosts)))
+		plan, ok, over := finishPlan(e, newPlacer(e, sym, starts), identity(len(c.Hosts)))
+		return placedPlan{plan: plan, ok: ok, over: over}
 	}
-	st, po := oc.options(cfg, starts, po, len(c.Hosts))
 	e := newPlanEval(c, m, cfg, o.Framework)
 	pl := newPlacer(e, sym, st)
 	order, _ := pl.placeOrder(po)
-	oc.remember(cfg, order)
 	best, ok, over := finishPlan(e, pl, order)
+	res := placedPlan{plan: best, ok: ok, over: over, remember: order}
 	split := rebalance(e, pl, order, o.Framework)
 	if split == nil {
-		return best, ok, over
+		return res
 	}
 	cfg.StageLayers = split
 	e2 := newPlanEval(c, m, cfg, o.Framework)
@@ -577,13 +558,12 @@ func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int
 	order2, _ := pl2.placeOrder(po)
 	alt, ok2, over2 := finishPlan(e2, pl2, order2)
 	if ok2 && (!ok || alt.Predicted.IterationSeconds < best.Predicted.IterationSeconds) {
-		oc.remember(cfg, order2)
-		return alt, ok2, over2
+		return placedPlan{plan: alt, ok: ok2, over: over2, remember: order2}
 	}
 	if !ok && over2 < over {
-		return alt, ok2, over2
+		return placedPlan{plan: alt, ok: ok2, over: over2, remember: order}
 	}
-	return best, ok, over
+	return res
 }
 
 // finishPlan predicts a placed config and checks its memory.
