@@ -744,14 +744,10 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 // those stages' hosts: a cross-island pipeline pays it on the slow link.
 // Each TP rank reduces its vocabulary shard, fp32 main grads in Megatron.
 func (e *planEval) embeddingSyncSeconds(blockHost []int) float64 {
-	if e.p <= 1 || e.m.UntieEmbeddings {
+	shard := e.embeddingShardBytes()
+	if shard == 0 {
 		return 0
 	}
-	gradBytes := 4.0
-	if e.f == FrameworkDeepSpeed {
-		gradBytes = bytesPerElem
-	}
-	shard := gradBytes * float64(e.m.PaddedVocab(e.cfg.TP)) / float64(e.cfg.TP) * float64(e.m.Hidden)
 	worst := 0.0
 	for d := 0; d < e.dp; d++ {
 		for c := 0; c < e.cp; c++ {
@@ -760,6 +756,19 @@ func (e *planEval) embeddingSyncSeconds(blockHost []int) float64 {
 		}
 	}
 	return worst
+}
+
+// embeddingShardBytes is the tied-embedding gradient each TP rank
+// reduces between the first and last stage (0 when there is none).
+func (e *planEval) embeddingShardBytes() float64 {
+	if e.p <= 1 || e.m.UntieEmbeddings {
+		return 0
+	}
+	gradBytes := 4.0
+	if e.f == FrameworkDeepSpeed {
+		gradBytes = bytesPerElem
+	}
+	return gradBytes * float64(e.m.PaddedVocab(e.cfg.TP)) / float64(e.cfg.TP) * float64(e.m.Hidden)
 }
 
 // memoryPenalty charges blocks whose stage does not fit their host's GPUs.

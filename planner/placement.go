@@ -304,6 +304,7 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 		maxEvals = min(20000, max(2000, 4*n*n))
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x9e3779b97f4a7c15))
+	inc := newIncEval(pl.e, pl.slots, order)
 	cand := make([]int, n)
 	stale := 0
 	for it := 0; it < maxEvals && stale < 2*n*n; it++ {
@@ -318,14 +319,22 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 		if i > j {
 			i, j = j, i
 		}
-		copy(cand, order)
-		if rng.IntN(2) == 0 {
-			cand[i], cand[j] = cand[j], cand[i]
-		} else {
-			for a, b := i, j; a < b; a, b = a+1, b-1 {
-				cand[a], cand[b] = cand[b], cand[a]
+		swap := rng.IntN(2) == 0
+		if inc != nil { // move in place, re-price what it touched, undo if worse
+			applyMove(order, i, j, swap)
+			pl.evals++
+			if c := inc.moved(order, i, j); c < best*(1-1e-12) {
+				best = c
+				stale = 0
+			} else {
+				applyMove(order, i, j, swap)
+				inc.moved(order, i, j)
+				stale++
 			}
+			continue
 		}
+		copy(cand, order)
+		applyMove(cand, i, j, swap)
 		if c := pl.cost(cand); c < best*(1-1e-12) {
 			best = c
 			order, cand = cand, order
@@ -334,7 +343,22 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 			stale++
 		}
 	}
+	if inc != nil { // report the full evaluation's figure for the order
+		best = pl.cost(order)
+	}
 	return order, best
+}
+
+// applyMove swaps positions i and j, or reverses order[i..j]; both are
+// their own inverse.
+func applyMove(order []int, i, j int, swap bool) {
+	if swap {
+		order[i], order[j] = order[j], order[i]
+		return
+	}
+	for a, b := i, j; a < b; a, b = a+1, b-1 {
+		order[a], order[b] = order[b], order[a]
+	}
 }
 
 func allSame(x []int) bool {
