@@ -139,6 +139,7 @@ type Cluster struct {
 // distinct rates (exact while there are at most 65,535 of them; iperf
 // figures repeat), else as float32 (7 significant digits).
 type compactLinks struct {
+	island  []int32 // per host: Host.Island, dense for cache-friendly lookups
 	islands int
 	nominal []Link  // islands*islands, by Host.Island
 	mrow    []int32 // host -> row of the measured matrix, -1 if unmeasured
@@ -315,7 +316,7 @@ func (c *Cluster) LinkBetween(a, b int) Link {
 		return Link{BytesPerS: c.bw[a][b], LatencyS: c.lat[a][b]}
 	}
 	l := c.compact
-	pair := c.Hosts[a].Island*l.islands + c.Hosts[b].Island
+	pair := int(l.island[a])*l.islands + int(l.island[b])
 	link := l.nominal[pair]
 	if v := l.measured(a, b); v > 0 {
 		link.BytesPerS = v

@@ -610,7 +610,10 @@ func ethernetBytesPerS(nics []NICSpec) float64 {
 // measured matrix as compact codes.
 func (f *ClusterFile) compactLinks(islands []Island, hosts []Host, sockets bool) *compactLinks {
 	ni := len(islands)
-	l := &compactLinks{islands: ni, nominal: make([]Link, ni*ni)}
+	l := &compactLinks{islands: ni, nominal: make([]Link, ni*ni), island: make([]int32, len(hosts))}
+	for i, h := range hosts {
+		l.island[i] = int32(h.Island)
+	}
 	for a := range islands {
 		for b := range islands {
 			if len(islands[a].Hosts) == 0 || len(islands[b].Hosts) == 0 {

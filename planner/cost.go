@@ -357,25 +357,49 @@ func dpCommSeconds(cfg Config, f Framework, params float64, allReduce func(bytes
 // While any member is unplaced the result is 0: the best completion may
 // pick either form, and 0 keeps partial costs lower bounds.
 func (e *planEval) dpAllReduceSeconds(bytes float64, hosts []int) float64 {
+	return e.dpRingOf(hosts).seconds(bytes)
+}
+
+// dpRing is what an all-reduce over a group's hosts depends on besides its
+// size, computed once per group so each buffer size is O(1).
+type dpRing struct {
+	unplaced     bool
+	n, k, hosts  int // members, members per host (hierarchical), hosts
+	flat         Link
+	intra, inter Link
+}
+
+func (e *planEval) dpRingOf(hosts []int) dpRing {
 	if slices.Contains(hosts, -1) {
-		return 0
+		return dpRing{unplaced: true}
 	}
-	n := len(hosts)
-	flat := AllReduceSeconds(bytes, n, e.ringLink(hosts))
+	r := dpRing{n: len(hosts), flat: e.ringLink(hosts)}
 	distinct, k := hostRuns(hosts, e.runBuf[:0])
 	e.runBuf = distinct[:0]
 	if k <= 1 || len(distinct) <= 1 {
-		return flat
+		return r
 	}
-	intra := Link{BytesPerS: math.Inf(1)}
+	r.k, r.hosts = k, len(distinct)
+	r.intra = Link{BytesPerS: math.Inf(1)}
 	for _, h := range distinct {
 		l := e.link(h, h)
-		intra.BytesPerS = min(intra.BytesPerS, l.BytesPerS)
-		intra.LatencyS = max(intra.LatencyS, l.LatencyS)
+		r.intra.BytesPerS = min(r.intra.BytesPerS, l.BytesPerS)
+		r.intra.LatencyS = max(r.intra.LatencyS, l.LatencyS)
 	}
-	inter := e.ringLink(distinct)
-	inter.BytesPerS /= float64(k)
-	hier := 2*AllGatherSeconds(bytes, k, intra) + AllReduceSeconds(bytes/float64(k), len(distinct), inter)
+	r.inter = e.ringLink(distinct)
+	r.inter.BytesPerS /= float64(k)
+	return r
+}
+
+func (r dpRing) seconds(bytes float64) float64 {
+	if r.unplaced {
+		return 0
+	}
+	flat := AllReduceSeconds(bytes, r.n, r.flat)
+	if r.k <= 1 || r.hosts <= 1 {
+		return flat
+	}
+	hier := 2*AllGatherSeconds(bytes, r.k, r.intra) + AllReduceSeconds(bytes/float64(r.k), r.hosts, r.inter)
 	return min(flat, hier)
 }
 
@@ -676,7 +700,8 @@ func (e *planEval) dpExposed(blockHost []int, r int, lastBwd float64, hosts []in
 			hosts = append(hosts, blockHost[e.block(r, d, c)])
 		}
 	}
-	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], func(b float64) float64 { return e.dpAllReduceSeconds(b, hosts) })
+	ring := e.dpRingOf(hosts)
+	total, tail, perMB := dpCommSeconds(e.cfg, e.f, e.params[r], ring.seconds)
 	return exposedDP(total, tail, lastBwd), perMB
 }
 

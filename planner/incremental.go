@@ -33,6 +33,18 @@ type incEval struct {
 	touchedD       []int
 	touchedR       []int
 	markD, markR   []bool
+	undo           incUndo
+}
+
+// incUndo is what the last move changed, so that undoing it restores
+// saved values instead of re-pricing.
+type incUndo struct {
+	full          bool // the move re-priced everything: undo does too
+	blocks, hosts []int
+	ds, rs        []int
+	fin, lbw      []float64 // saved leaves of ds, in order
+	total, tail   []float64 // saved DP terms of rs, in order
+	pen           float64
 }
 
 // newIncEval returns nil when cfg is not covered (see incEval).
@@ -124,7 +136,7 @@ func (ie *incEval) stageDP(r int) {
 	for d := 0; d < e.dp; d++ {
 		hosts = append(hosts, ie.bh[e.block(r, d, 0)])
 	}
-	ie.dpTotal[r], ie.dpTai[r], _ = dpCommSeconds(e.cfg, e.f, e.params[r], func(b float64) float64 { return e.dpAllReduceSeconds(b, hosts) })
+	ie.dpTotal[r], ie.dpTai[r], _ = dpCommSeconds(e.cfg, e.f, e.params[r], e.dpRingOf(hosts).seconds)
 }
 
 // penalty is block u's share of planEval.memoryPenalty on host h.
@@ -179,7 +191,12 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 			changed++
 		}
 	}
+	un := &ie.undo
+	un.blocks, un.hosts, un.ds, un.rs = un.blocks[:0], un.hosts[:0], un.ds[:0], un.rs[:0]
+	un.fin, un.lbw, un.total, un.tail = un.fin[:0], un.lbw[:0], un.total[:0], un.tail[:0]
+	un.pen, un.full = ie.pen, false
 	if changed > e.nBlocks/4 { // cheaper to start over
+		un.full = true
 		ie.reset(order)
 		return ie.cost()
 	}
@@ -188,6 +205,7 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 		if h == ie.bh[x] {
 			continue
 		}
+		un.blocks, un.hosts = append(un.blocks, x), append(un.hosts, ie.bh[x])
 		ie.pen += ie.penalty(x, h) - ie.penalty(x, ie.bh[x])
 		ie.bh[x] = h
 		// Block x = d + r*DP (CP = 1): it feeds pipeline d and DP group r.
@@ -202,17 +220,45 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 		}
 	}
 	for _, d := range ie.touchedD {
+		un.ds = append(un.ds, d)
+		un.fin = append(un.fin, ie.fin.leaf(d)...)
+		un.lbw = append(un.lbw, ie.lbw.leaf(d)...)
 		ie.pipeline(d)
 		ie.fin.update(d)
 		ie.lbw.update(d)
 		ie.markD[d] = false
 	}
 	for _, r := range ie.touchedR {
+		un.rs = append(un.rs, r)
+		un.total, un.tail = append(un.total, ie.dpTotal[r]), append(un.tail, ie.dpTai[r])
 		ie.stageDP(r)
 		ie.markR[r] = false
 	}
 	ie.touchedD, ie.touchedR = ie.touchedD[:0], ie.touchedR[:0]
 	return ie.cost()
+}
+
+// revert undoes the last move; order must already be back as it was.
+func (ie *incEval) revert(order []int) {
+	un := &ie.undo
+	if un.full {
+		ie.reset(order)
+		return
+	}
+	for i, x := range un.blocks {
+		ie.bh[x] = un.hosts[i]
+	}
+	fw, lw := ie.fin.w, ie.lbw.w
+	for i, d := range un.ds {
+		copy(ie.fin.leaf(d), un.fin[i*fw:(i+1)*fw])
+		copy(ie.lbw.leaf(d), un.lbw[i*lw:(i+1)*lw])
+		ie.fin.update(d)
+		ie.lbw.update(d)
+	}
+	for i, r := range un.rs {
+		ie.dpTotal[r], ie.dpTai[r] = un.total[i], un.tail[i]
+	}
+	ie.pen = un.pen
 }
 
 // vecTree is a segment tree over n leaves of width-w vectors that keeps

@@ -22,6 +22,17 @@ import (
 // exactPlacementHosts is the largest host count placed by branch and bound.
 const exactPlacementHosts = 10
 
+// On clusters of more than longReversalHosts hosts a reversal spans at
+// most maxReversalSpan positions: a reversal of a random segment there changes
+// the host of a third of all blocks (a full re-price, not an incremental
+// one) and, with islands of interchangeable hosts, mostly reorders hosts
+// that are alike. Swaps are unaffected; up to longReversalHosts hosts the
+// search is what it always was.
+const (
+	longReversalHosts = 512
+	maxReversalSpan   = 16
+)
+
 // exactNodeLimit bounds branch and bound work; beyond it the best order so
 // far is kept (it started from the heuristic's, so it is never worse).
 const exactNodeLimit = 400000
@@ -320,6 +331,9 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 			i, j = j, i
 		}
 		swap := rng.IntN(2) == 0
+		if !swap && n > longReversalHosts && j > i+maxReversalSpan {
+			j = i + maxReversalSpan
+		}
 		if inc != nil { // move in place, re-price what it touched, undo if worse
 			applyMove(order, i, j, swap)
 			pl.evals++
@@ -328,7 +342,7 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 				stale = 0
 			} else {
 				applyMove(order, i, j, swap)
-				inc.moved(order, i, j)
+				inc.revert(order)
 				stale++
 			}
 			continue

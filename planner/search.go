@@ -511,19 +511,25 @@ type orderCache struct {
 const (
 	fullSearchShapes  = 3
 	shortEvalsPerHost = 8
+	// maxShortEvals caps a short search (reached from 512 hosts): with
+	// incremental evaluation each move costs O(DP), so the cap keeps a
+	// short search short on 10k+ GPU clusters.
+	maxShortEvals = 4096
 )
+
+func shortEvals(hosts int) int { return min(shortEvalsPerHost*hosts, maxShortEvals) }
 
 func shapeKey(c Config) string { return fmt.Sprintf("%d/%d/%d/%d/%d", c.TP, c.PP, c.DP, c.CP, c.VPP) }
 
 // options returns the starts and placement options for cfg.
 func (oc *orderCache) options(cfg Config, starts [][]int, po PlaceOptions, hosts int) ([][]int, PlaceOptions) {
 	if prev, ok := oc.best[shapeKey(cfg)]; ok {
-		po.MaxEvals = shortEvalsPerHost * hosts
+		po.MaxEvals = shortEvals(hosts)
 		return append([][]int{prev}, starts...), po
 	}
 	oc.shapes++
 	if oc.shapes > fullSearchShapes {
-		po.MaxEvals = shortEvalsPerHost * hosts
+		po.MaxEvals = shortEvals(hosts)
 	}
 	return starts, po
 }
@@ -553,7 +559,7 @@ func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int
 	}
 	cfg.StageLayers = split
 	e2 := newPlanEval(c, m, cfg, o.Framework)
-	po.MaxEvals = shortEvalsPerHost * len(c.Hosts)
+	po.MaxEvals = shortEvals(len(c.Hosts))
 	pl2 := newPlacer(e2, sym, append([][]int{order}, starts...))
 	order2, _ := pl2.placeOrder(po)
 	alt, ok2, over2 := finishPlan(e2, pl2, order2)
