@@ -2,7 +2,6 @@ package planner
 
 import (
 	"math"
-	"sync"
 	"time"
 )
 
@@ -128,9 +127,6 @@ type Cluster struct {
 	// compact holds a resolved file's links in O(islands^2 + measured^2)
 	// instead of two n x n float64 matrices (1 GiB at 8,192 hosts).
 	compact *compactLinks
-	// derived is computed on first use: it assumes links no longer change.
-	derivedOnce sync.Once
-	derived     clusterDerived
 }
 
 // compactLinks: every pair of distinct hosts gets its islands' nominal link
@@ -150,6 +146,9 @@ type compactLinks struct {
 	// measuredDiv, when set, divides measured rates per island pair (a
 	// calibration's link factors).
 	measuredDiv []float64
+	// fastest caches Cluster.fastestLink; set by ResolveFor.
+	fastest    Link
+	fastestSet bool
 }
 
 // measured returns the measured rate from host a to host b, or 0.
@@ -212,24 +211,25 @@ func (l *compactLinks) setMeasured(n int, hostRow []int32, mn int, at func(i, j 
 	}
 }
 
-// clusterDerived is what the planner needs about all links at once.
-type clusterDerived struct {
-	// fastest is the highest bandwidth and lowest latency of any link
-	// between distinct hosts (the optimistic link of unplaced blocks).
-	fastest Link
-}
-
-func (c *Cluster) derive() *clusterDerived {
-	c.derivedOnce.Do(func() {
-		d := &c.derived
-		c.eachDistinctLink(func(l Link) {
-			d.fastest.BytesPerS = max(d.fastest.BytesPerS, l.BytesPerS)
-			if d.fastest.LatencyS == 0 || l.LatencyS < d.fastest.LatencyS {
-				d.fastest.LatencyS = l.LatencyS
-			}
-		})
+// fastestLink is the highest bandwidth and lowest latency of any link
+// between distinct hosts (the optimistic link of unplaced blocks): kept
+// with a resolved file's compact links, recomputed for full matrices
+// (tests and small clusters change them in place).
+func (c *Cluster) fastestLink() Link {
+	if c.compact != nil && c.compact.fastestSet {
+		return c.compact.fastest
+	}
+	var best Link
+	c.eachDistinctLink(func(l Link) {
+		best.BytesPerS = max(best.BytesPerS, l.BytesPerS)
+		if best.LatencyS == 0 || l.LatencyS < best.LatencyS {
+			best.LatencyS = l.LatencyS
+		}
 	})
-	return &c.derived
+	if c.compact != nil {
+		c.compact.fastest, c.compact.fastestSet = best, true
+	}
+	return best
 }
 
 // eachDistinctLink calls f with every link between distinct hosts, or
@@ -342,7 +342,7 @@ const intraHostLatencyS = 5e-6
 // intra-host bus or the best inter-host link shared by tp GPUs, with the
 // lowest latency of either.
 func bestLink(c *Cluster, tp int) Link {
-	best := c.derive().fastest
+	best := c.fastestLink()
 	best.BytesPerS /= float64(max(tp, 1))
 	if len(c.Hosts) < 2 {
 		best = Link{}

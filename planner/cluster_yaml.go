@@ -467,7 +467,9 @@ func (f *ClusterFile) ResolveFor(t Transport) (*Cluster, error) {
 	f.applyMeasuredCompute(islands, hosts)
 	links := f.compactLinks(islands, hosts, socketsOnly(t, islands))
 	f.applyCalibration(islands, hosts, links)
-	return &Cluster{Islands: islands, Hosts: hosts, compact: links}, nil
+	c := &Cluster{Islands: islands, Hosts: hosts, compact: links}
+	c.fastestLink() // computed once, before any planner goroutine reads it
+	return c, nil
 }
 
 // socketsOnly reports whether every rank will use TCP sockets under t: the
