@@ -174,10 +174,13 @@ func validateJob(job templates.Job) error {
 		if h.Name == "" {
 			return fmt.Errorf("job %s: a host has no name", job.Name)
 		}
-		if seen[h.Name] {
-			return fmt.Errorf("job %s: host %s appears twice", job.Name, h.Name)
+		// Hosts that differ only by port (containers on one machine) are
+		// distinct hosts.
+		key := HostTarget{Name: h.Name, User: h.User, Port: h.Port}.String()
+		if seen[key] {
+			return fmt.Errorf("job %s: host %s appears twice", job.Name, key)
 		}
-		seen[h.Name] = true
+		seen[key] = true
 		for _, r := range h.Ranks {
 			if len(r.Argv) == 0 {
 				return fmt.Errorf("job %s: rank %d on %s has no command", job.Name, r.Rank, h.Name)
@@ -275,15 +278,15 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 		runs[i] = &hostRun{job: h, index: i, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
-	byName := map[string]*hostRun{}
+	byName := map[string]*hostRun{} // by HostTarget.String(): name, user and port
 	for _, r := range runs {
-		byName[r.target.Name] = r
+		byName[r.target.String()] = r
 	}
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
 	hbSec := int((opts.HeartbeatTimeout + time.Second - 1) / time.Second)
 
 	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
-		r := byName[t.Name]
+		r := byName[t.String()]
 		if r.conn == nil {
 			return fmt.Errorf("not connected")
 		}

@@ -26,8 +26,9 @@ func Describe(w io.Writer, job *Job) error {
 	if job.WorkDir != "" {
 		ew.printf("# work directory on every host: %s\n", shellquote.Quote(job.WorkDir))
 	}
-	for _, h := range job.Hosts {
-		ew.printf("\n== host %s (address %s, node rank %d, %d ranks) ==\n", h.Name, h.Address, h.NodeRank, len(h.Ranks))
+	labels := HostLabels(job.Hosts)
+	for i, h := range job.Hosts {
+		ew.printf("\n== host %s (address %s, node rank %d, %d ranks) ==\n", labels[i], h.Address, h.NodeRank, len(h.Ranks))
 		shared := sharedEnv(h.Ranks)
 		ew.printf("env of every rank:\n")
 		for _, e := range h.Ranks[0].Env {

@@ -5,6 +5,8 @@
 // function; nothing here connects to hosts.
 package templates
 
+import "fmt"
+
 // Job is everything needed to start one training job on every host. The
 // launcher executes it; --dry-run prints it; --output-dir writes it.
 type Job struct {
@@ -57,4 +59,22 @@ type File struct {
 	Path    string
 	Mode    uint32
 	Content []byte
+}
+
+// HostLabels name the job's hosts one-to-one: a host's name, or name:port
+// where two hosts share a name and differ only by port (containers on one
+// machine), so file names and listings never merge them.
+func HostLabels(hosts []HostJob) []string {
+	count := map[string]int{}
+	for _, h := range hosts {
+		count[h.Name]++
+	}
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = h.Name
+		if count[h.Name] > 1 && h.Port != 0 {
+			out[i] = fmt.Sprintf("%s:%d", h.Name, h.Port)
+		}
+	}
+	return out
 }

@@ -696,3 +696,21 @@ func TestDeepSpeedLauncherFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestHostsDifferingOnlyByPort: two hosts with one name and different SSH
+// ports are two hosts in the dry run (own node ranks) and in --output-dir
+// (own script files).
+func TestHostsDifferingOnlyByPort(t *testing.T) {
+	hosts := []string{"--hosts", "box:2222,box:2223", "--nproc-per-node", "1", "--no-check-script"}
+	code, out, errOut := runCLI(t, append(append([]string{"--dry-run"}, hosts...), "train.py")...)
+	if code != 0 || !strings.Contains(out, "== host box:2222 (address box, node rank 0") || !strings.Contains(out, "== host box:2223 (address box, node rank 1") {
+		t.Errorf("dry run: exit %d, %s\n%s", code, errOut, out)
+	}
+	dir := t.TempDir()
+	code, _, errOut = runCLI(t, append(append([]string{"--output-dir", dir}, hosts...), "train.py")...)
+	for _, f := range []string{"box_2222.sh", "box_2223.sh"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); code != 0 || err != nil {
+			t.Errorf("--output-dir: exit %d, %v: %s", code, err, errOut)
+		}
+	}
+}

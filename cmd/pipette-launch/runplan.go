@@ -180,11 +180,13 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 		fmt.Fprintf(o.IO.Out, "wrote %s\n", path)
 		return nil
 	}
-	for _, h := range job.Hosts {
+	labels := templates.HostLabels(job.Hosts)
+	for i, h := range job.Hosts {
 		if strings.ContainsAny(h.Name, "/\x00") || h.Name == "." || h.Name == ".." {
 			return fmt.Errorf("--output-dir: host name %q cannot be a file name", h.Name)
 		}
-		if err := write(h.Name+".sh", []byte(h.Script), 0o755); err != nil {
+		// name:port becomes name_port: a colon is awkward in file names.
+		if err := write(strings.ReplaceAll(labels[i], ":", "_")+".sh", []byte(h.Script), 0o755); err != nil {
 			return err
 		}
 	}
