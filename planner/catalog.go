@@ -8,8 +8,10 @@ import (
 // gpuCatalogEntry is one GPU model the planner knows. Figures are the
 // vendor datasheet values: dense (no sparsity) bf16 tensor TFLOP/s (fp16 for
 // V100, which has no bf16; fp32-accumulate rate for GeForce cards, which is
-// what mixed-precision training uses), memory as nvidia-smi reports it
-// (memory.total MiB / 1024), and HBM/GDDR bandwidth.
+// what mixed-precision training uses), dense FP8 tensor TFLOP/s where the
+// GPU has FP8 tensor cores (Hopper, Ada, Blackwell, MI300; see fp8), memory
+// as nvidia-smi reports it (memory.total MiB / 1024), and HBM/GDDR
+// bandwidth.
 type gpuCatalogEntry struct {
 	spec GPUSpec
 	// match is tried against the compacted name (lower case, only a-z0-9).
@@ -19,6 +21,12 @@ type gpuCatalogEntry struct {
 	intraType string
 	intraGBps float64
 	pcieGen   int
+}
+
+// fp8 sets the dense FP8 tensor-core TFLOP/s (datasheet, no sparsity).
+func (e gpuCatalogEntry) fp8(tflops float64) gpuCatalogEntry {
+	e.spec.PeakFP8TFLOPS = tflops
+	return e
 }
 
 func gpu(model string, memGiB, tflops, tbps float64, match, intra string, intraGBps float64, gen int) gpuCatalogEntry {
@@ -36,12 +44,18 @@ func gpu(model string, memGiB, tflops, tbps float64, match, intra string, intraG
 // smaller-memory variant (A100 -> 40GB, V100 -> 16GB) so that an ambiguous
 // name never overstates capacity.
 var gpuCatalog = []gpuCatalogEntry{
+	// B200 (HGX B200, 1000 W): 180 GB HBM3e as nvidia-smi reports it
+	// (183359 MiB), dense bf16 2.25 PFLOP/s, fp8 4.5, 8 TB/s, NVLink 5 at
+	// 900 GB/s per GPU each way. GB200 before B200 ("gb200" contains
+	// "b200"): the NVL72 part, 186 GB, 2.5/5 PFLOP/s.
+	gpu("GB200", 184.0, 2500, 8.0, `gb200`, "nvswitch", 900, 6).fp8(5000),
+	gpu("B200", 179.1, 2250, 8.0, `b200`, "nvswitch", 900, 6).fp8(4500),
 	// GH200 before H200 ("gh200" contains "h200"); the 96 GB HBM3 variant.
-	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5),
-	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5),
-	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5),
-	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5),
-	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5),
+	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5).fp8(1979),
+	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5).fp8(1979),
+	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5).fp8(1671),
+	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5).fp8(1513),
+	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5).fp8(1979),
 	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4),
 	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4),
 	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4),
@@ -50,17 +64,17 @@ var gpuCatalog = []gpuCatalogEntry{
 	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3),
 	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3),
 	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3),
-	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4),
+	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4).fp8(733),
 	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4),
-	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4),
+	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4).fp8(242),
 	gpu("A10", 22.5, 125, 0.6, `(^|[^0-9])a10($|[^0-9])|a10g`, "pcie", 0, 4),
 	gpu("RTX-A6000", 48, 154.8, 0.768, `a6000`, "pcie", 0, 4),
-	gpu("RTX-4090", 24, 165.2, 1.008, `4090`, "pcie", 0, 4),
+	gpu("RTX-4090", 24, 165.2, 1.008, `4090`, "pcie", 0, 4).fp8(330.3),
 	gpu("RTX-4080-SUPER", 16, 104.4, 0.736, `4080super`, "pcie", 0, 4),
 	gpu("RTX-3090", 24, 71, 0.936, `3090`, "pcie", 0, 4),
 	// AMD: each MI250X GCD is its own device (64 GiB, half the package).
 	gpu("MI250X", 64, 191.5, 1.6, `mi250x`, "nvlink", 100, 4),
-	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5),
+	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5).fp8(2615),
 }
 
 var nonAlnum = regexp.MustCompile(`[^a-z0-9]+`)
@@ -118,6 +132,9 @@ func resolveGPU(s GPUSpec) (GPUSpec, gpuCatalogEntry, bool) {
 		}
 		if out.MemoryBandwidthTBPerS == 0 {
 			out.MemoryBandwidthTBPerS = e.spec.MemoryBandwidthTBPerS
+		}
+		if out.PeakFP8TFLOPS == 0 {
+			out.PeakFP8TFLOPS = e.spec.PeakFP8TFLOPS
 		}
 	} else if out.MemoryBandwidthTBPerS == 0 {
 		out.MemoryBandwidthTBPerS = defaultGPUMemoryBandwidthTBPerS

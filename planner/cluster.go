@@ -74,6 +74,14 @@ type GPUSpec struct {
 	MemoryGiB             float64 `yaml:"memory_gib,omitempty" json:"memory_gib,omitempty"`
 	PeakTFLOPS            float64 `yaml:"peak_bf16_tflops,omitempty" json:"peak_bf16_tflops,omitempty"`
 	MemoryBandwidthTBPerS float64 `yaml:"memory_bandwidth_tbyte_per_s,omitempty" json:"memory_bandwidth_tbyte_per_s,omitempty"`
+	// PeakFP8TFLOPS is the dense FP8 tensor-core rate (0: the GPU has no
+	// FP8 tensor cores, and fp8 plans are not offered on it).
+	PeakFP8TFLOPS float64 `yaml:"peak_fp8_tflops,omitempty" json:"peak_fp8_tflops,omitempty"`
+	// ComputeScale16 and ComputeScaleFP8 multiply the cost model's GEMM
+	// rates on this GPU (0 = 1): set when a cluster file is resolved, from
+	// GEMMs measured on the host and the calibration of past runs.
+	ComputeScale16  float64 `yaml:"-" json:"-"`
+	ComputeScaleFP8 float64 `yaml:"-" json:"-"`
 }
 
 // IntraHostBus is how GPUs in one host talk to each other.
@@ -127,6 +135,9 @@ type Cluster struct {
 	// compact holds a resolved file's links in O(islands^2 + measured^2)
 	// instead of two n x n float64 matrices (1 GiB at 8,192 hosts).
 	compact *compactLinks
+	// intraLat, when set, is each host's internal latency (hosts merged
+	// for cross-host TP talk over the NIC inside); else intraHostLatencyS.
+	intraLat []float64
 }
 
 // compactLinks: every pair of distinct hosts gets its islands' nominal link
@@ -310,7 +321,11 @@ type Link struct {
 // intra-host bus.
 func (c *Cluster) LinkBetween(a, b int) Link {
 	if a == b {
-		return Link{BytesPerS: c.Hosts[a].IntraBytesPerS, LatencyS: intraHostLatencyS}
+		lat := intraHostLatencyS
+		if c.intraLat != nil {
+			lat = c.intraLat[a]
+		}
+		return Link{BytesPerS: c.Hosts[a].IntraBytesPerS, LatencyS: lat}
 	}
 	if c.compact == nil {
 		return Link{BytesPerS: c.bw[a][b], LatencyS: c.lat[a][b]}

@@ -47,12 +47,12 @@ func checkConstraintsApply(f Framework, fx Constraints) error {
 func explainNoConfig(c *Cluster, m Model, o SearchOptions) error {
 	free := o
 	free.Fixed = Constraints{ZeroStage: -1, Recompute: o.Fixed.Recompute, NoOffload: o.Fixed.NoOffload, ForceOffload: o.Fixed.ForceOffload}
-	all := enumerate(c, m, free)
+	all := enumerate(c, m, free, 0)
 	set := fixedFlags(o.Fixed)
 	for _, f := range set {
 		one := free
 		f.apply(&one.Fixed, o.Fixed)
-		if len(enumerate(c, m, one)) > 0 {
+		if len(enumerate(c, m, one, 0)) > 0 {
 			continue
 		}
 		return &ConstraintError{Flag: f.name, Message: fmt.Sprintf("--%s %s: %s%s", f.name, f.value(o.Fixed), f.why(c, m, o), allowedValues(f, all))}
@@ -176,7 +176,7 @@ func whyTP(c *Cluster, m Model, o SearchOptions) string {
 	case m.Groups()%tp != 0 && tp%m.Groups() != 0:
 		return fmt.Sprintf("query groups %d and %d: neither divides the other", m.Groups(), tp)
 	case hostGPUs(c)%tp != 0:
-		return fmt.Sprintf("a TP group must stay inside one host, and %d does not divide the %d GPUs every host has", tp, hostGPUs(c))
+		return fmt.Sprintf("a TP group must stay inside one host or span whole hosts, and %d neither divides nor is a multiple of the %d GPUs every host has", tp, hostGPUs(c))
 	}
 	return fmt.Sprintf("no configuration with TP %d is valid on %d GPUs with global batch %d", tp, c.TotalGPUs(), o.GlobalBatch)
 }

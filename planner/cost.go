@@ -3,6 +3,7 @@ package planner
 import (
 	"math"
 	"slices"
+	"strings"
 )
 
 // Latency model.
@@ -10,28 +11,25 @@ import (
 // Compute is priced per GEMM with a roofline: time = max(flops/(peak*eff),
 // bytes/HBM) where eff falls off for small matrix dimensions:
 //
-//	eff(m,n,k) = gemmMaxEfficiency * r(m) * r(n) * r(k),  r(x) = x/(x+gemmRampDim)
+//	eff(m,n,k) = max * r(m) * r(n) * r(k),  r(x) = 1/(1+(ramp/x)^pow)
 //
-// Calibration: isolated large bf16 GEMMs in cuBLAS reach ~80% of dense peak
-// on A100 and H100, but whole training steps lose more to kernel gaps,
-// launch overheads and fused-kernel inefficiency, so the ceiling is set
-// lower (0.70) and fitted to end-to-end Megatron-LM measurements on A100:
-// Korthikanti et al. 2022 (arXiv 2205.05198, Table 5) report 51.4% MFU for
-// GPT-3 175B (TP8 PP8, SP + selective recompute) and 41.5% for 22B (TP8);
-// Narayanan et al. 2021 (arXiv 2104.04473, Table 1) report 44% of peak
-// (hardware FLOPs, full recompute) for 1.7B (h=2304, TP1, DP32).
-// cost_test.go checks these. Small hidden sizes and micro-batches fall far
-// lower because r() and the memory-bound element-wise work dominate.
+// with max and ramp fitted per GPU generation (computeCurves) to published
+// end-to-end training throughput (testdata/published; docs/cost-model.md
+// gives every constant's source and calibration_test.go the fit's error).
+// max is below what an isolated cuBLAS GEMM reaches (~0.8 of dense peak on
+// A100 and H100): whole steps lose more to kernel gaps and launch overheads.
+// Small hidden sizes and micro-batches fall lower because r() and the
+// memory-bound element-wise work dominate.
 const (
-	gemmMaxEfficiency = 0.70
-	gemmRampDim       = 256.0
-	// Flash attention's efficiency depends mostly on the head dimension.
-	attnHeadDimRamp = 32.0
-	bytesPerElem    = 2.0 // bf16 activations, weights and gradients on the wire
+	bytesPerElem = 2.0 // bf16 activations, weights and gradients on the wire
 	// Element-wise traffic per layer forward, in elements of s*b*h (norms,
 	// dropouts, residual adds, bias) and of s*b*ffn (activation function).
 	elemwiseHiddenElems = 10.0
 	elemwiseFFNElems    = 3.0
+	// Unfused ("materialized") attention's softmax, mask and dropout touch
+	// every score: fused scale-mask-softmax reads and writes 2 bytes each,
+	// dropout reads, writes and stores a 1-byte mask.
+	scoreBytesPerElem = 9.0
 	// Megatron's default DDP bucket is 40M parameters; the last bucket's
 	// reduction is never hidden behind backward.
 	dpBucketParams = 40e6
@@ -41,7 +39,56 @@ const (
 	// Adam reads and writes fp32 params, grads, two moments and the bf16
 	// copy: ~ 36 bytes of HBM traffic per parameter per step.
 	adamBytesPerParam = 36.0
+	// gemmLaunchS is what every GEMM kernel costs beyond its roofline time:
+	// launch and the last partial wave of thread blocks (a few microseconds
+	// on A100/H100; not fitted, it only matters for tiny GEMMs, which the
+	// published tables do not contain).
+	gemmLaunchS = 4e-6
 )
+
+// computeCurve is one GPU generation's fitted compute efficiency.
+type computeCurve struct {
+	// GEMMMax is the fraction of the 16-bit dense peak a large GEMM reaches
+	// inside a training step; GEMMRamp the dimension at which one factor
+	// r(x) = x/(x+ramp) is 1/2.
+	GEMMMax, GEMMRamp float64
+	// GEMMRampPow sharpens the ramp: r(x) = 1/(1+(ramp/x)^pow).
+	GEMMRampPow float64
+	// FP8Max is the same for FP8 GEMMs, as a fraction of the FP8 peak
+	// (Transformer Engine's scaling and casts included).
+	FP8Max float64
+	// AttnMax is flash attention's fraction of the 16-bit peak at large
+	// head dimension; AttnHeadRamp its head-dimension ramp.
+	AttnMax, AttnHeadRamp float64
+	// ElemScale multiplies the element-wise HBM traffic (how much of it the
+	// framework's kernels fuse away).
+	ElemScale float64
+}
+
+// computeCurves are fitted by TestFitComputeCurves (PIPETTE_FIT=1) to the
+// published tables of that generation: Ampere to Narayanan et al. 2021
+// Table 1 and Korthikanti et al. 2022 Table 4 (A100), Hopper to NeMo 24.07
+// (H100 FP8) and llm-foundry (H100 BF16). Other GPUs use the curve of the
+// nearest generation (docs/cost-model.md).
+var computeCurves = map[string]computeCurve{
+	"ampere": {GEMMMax: 0.747, GEMMRamp: 109, GEMMRampPow: 2.14, FP8Max: 0.70, AttnMax: 0.70, AttnHeadRamp: 32, ElemScale: 2.58},
+	"hopper": {GEMMMax: 0.602, GEMMRamp: 333, GEMMRampPow: 1, FP8Max: 0.741, AttnMax: 0.446, AttnHeadRamp: 30.5, ElemScale: 1.52},
+}
+
+// gpuArch is the generation whose curve prices g: Hopper and Blackwell
+// data-centre parts (and MI300X, a peer of H100 in achieved efficiency)
+// use "hopper", everything else "ampere".
+func gpuArch(g GPUSpec) string {
+	n := compactGPUName(g.Model)
+	for _, k := range []string{"h100", "h200", "gh200", "b200", "gb200", "gb300", "b300", "mi300", "mi325", "mi355"} {
+		if strings.Contains(n, k) {
+			return "hopper"
+		}
+	}
+	return "ampere"
+}
+
+func curveOf(g GPUSpec) computeCurve { return computeCurves[gpuArch(g)] }
 
 const (
 	defaultPeakTFLOPS = 100.0
@@ -55,6 +102,31 @@ func gpuPeakFLOPS(g GPUSpec) float64 {
 	return defaultPeakTFLOPS * 1e12
 }
 
+// gemmPeakFLOPS is the tensor-core rate GEMMs of precision p run at on g,
+// times the measured/calibrated scale, and the curve's ceiling for it: FP8
+// GEMMs use the FP8 rate (a GPU without one runs them at its 16-bit rate;
+// enumerate never offers fp8 there).
+func gemmPeakFLOPS(g GPUSpec, cv computeCurve, p Precision) float64 {
+	if p == PrecisionFP8 && g.PeakFP8TFLOPS > 0 {
+		return g.PeakFP8TFLOPS * 1e12 * scaleOr1(g.ComputeScaleFP8) * cv.FP8Max
+	}
+	return gpuPeakFLOPS(g) * scaleOr1(g.ComputeScale16) * cv.GEMMMax
+}
+
+func scaleOr1(x float64) float64 {
+	if x > 0 {
+		return x
+	}
+	return 1
+}
+
+// attnPeakFLOPS is flash attention's rate: it runs in 16-bit even in FP8
+// training (Megatron's TE attention is bf16 unless --fp8-dot-product-
+// attention is set).
+func attnPeakFLOPS(g GPUSpec, cv computeCurve) float64 {
+	return gpuPeakFLOPS(g) * scaleOr1(g.ComputeScale16) * cv.AttnMax
+}
+
 func gpuHBMBytesPerS(g GPUSpec) float64 {
 	if g.MemoryBandwidthTBPerS > 0 {
 		return g.MemoryBandwidthTBPerS * 1e12
@@ -62,31 +134,63 @@ func gpuHBMBytesPerS(g GPUSpec) float64 {
 	return defaultHBMTBPerS * 1e12
 }
 
-func ramp(x float64) float64 { return x / (x + gemmRampDim) }
+func (cv computeCurve) ramp(x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	return 1 / (1 + math.Pow(cv.GEMMRamp/x, cv.GEMMRampPow))
+}
 
-// GEMMEfficiency is the fraction of peak a bf16 GEMM of m x k times k x n
-// reaches when compute bound.
-func GEMMEfficiency(m, n, k float64) float64 {
-	return gemmMaxEfficiency * ramp(m) * ramp(n) * ramp(k)
+// shapeEfficiency is the ramp part of a GEMM's efficiency (1 for large).
+func (cv computeCurve) shapeEfficiency(m, n, k float64) float64 {
+	return cv.ramp(m) * cv.ramp(n) * cv.ramp(k)
+}
+
+// GEMMEfficiency is the fraction of the 16-bit peak a bf16 GEMM of m x k
+// times k x n reaches on g inside a training step when compute bound.
+func GEMMEfficiency(g GPUSpec, m, n, k float64) float64 {
+	cv := curveOf(g)
+	return cv.GEMMMax * cv.shapeEfficiency(m, n, k)
 }
 
 // GEMMSeconds is the roofline time of one m x k times k x n bf16 GEMM.
 func GEMMSeconds(g GPUSpec, m, n, k float64) float64 {
+	return gemmSeconds(g, curveOf(g), PrecisionBF16, m, n, k)
+}
+
+// GEMMKernelTFLOPS is the model's rate (TFLOP/s) of one GEMM of precision p
+// on g without the measured/calibrated scale: what a GEMM benchmark on the
+// host is compared with to derive that scale.
+func GEMMKernelTFLOPS(g GPUSpec, p Precision, m, n, k float64) float64 {
+	g.ComputeScale16, g.ComputeScaleFP8 = 0, 0
+	s := gemmSeconds(g, curveOf(g), p, m, n, k)
+	if s <= 0 {
+		return 0
+	}
+	return 2 * m * n * k / s / 1e12
+}
+
+func gemmSeconds(g GPUSpec, cv computeCurve, p Precision, m, n, k float64) float64 {
 	if m <= 0 || n <= 0 || k <= 0 {
 		return 0
 	}
 	flops := 2 * m * n * k
-	compute := flops / (gpuPeakFLOPS(g) * GEMMEfficiency(m, n, k))
-	memory := bytesPerElem * (m*k + k*n + m*n) / gpuHBMBytesPerS(g)
-	return max(compute, memory)
+	compute := flops / (gemmPeakFLOPS(g, cv, p) * cv.shapeEfficiency(m, n, k))
+	elem := bytesPerElem
+	if p == PrecisionFP8 {
+		elem = 1
+	}
+	memory := elem * (m*k + k*n + m*n) / gpuHBMBytesPerS(g)
+	return max(compute, memory) + gemmLaunchS
 }
 
 // LayerShape is what one GPU computes for one decoder layer and one
 // micro-batch: tokens is the local token count (s*b/cp).
 type layerShape struct {
 	tokens, seq, hidden, ffn, kv, heads, headDim float64
-	tp, cp                                       float64
-	swiglu, sp                                   bool
+	tp, cp, mb                                   float64
+	swiglu, sp, materialized                     bool
+	prec                                         Precision
 }
 
 func newLayerShape(m Model, cfg Config) layerShape {
@@ -101,9 +205,11 @@ func newLayerShape(m Model, cfg Config) layerShape {
 		kv:      h / float64(m.Heads) * float64(m.Groups()),
 		heads:   float64(m.Heads),
 		headDim: h / float64(m.Heads),
-		tp:      tp, cp: cp,
-		swiglu: m.SwiGLU,
-		sp:     cfg.SequenceParallel && tp > 1,
+		tp:      tp, cp: cp, mb: float64(max(cfg.MicroBatch, 1)),
+		swiglu:       m.SwiGLU,
+		sp:           cfg.SequenceParallel && tp > 1,
+		materialized: m.MaterializedAttention,
+		prec:         cfg.Precision,
 	}
 }
 
@@ -126,32 +232,50 @@ func (s layerShape) attnFLOPs() float64 { return 4 * s.tokens * s.seq * s.hidden
 
 func (s layerShape) forwardFLOPs() float64 { return s.gemmFLOPs() + s.attnFLOPs() }
 
-func (s layerShape) gemmSeconds(g GPUSpec) float64 {
+func (s layerShape) gemmSeconds(g GPUSpec, cv computeCurve) float64 {
 	up := s.ffn
 	if s.swiglu {
 		up = 2 * s.ffn
 	}
-	t := GEMMSeconds(g, s.tokens, (s.hidden+2*s.kv)/s.tp, s.hidden)
-	t += GEMMSeconds(g, s.tokens, s.hidden, s.hidden/s.tp)
-	t += GEMMSeconds(g, s.tokens, up/s.tp, s.hidden)
-	t += GEMMSeconds(g, s.tokens, s.hidden, s.ffn/s.tp)
+	t := gemmSeconds(g, cv, s.prec, s.tokens, (s.hidden+2*s.kv)/s.tp, s.hidden)
+	t += gemmSeconds(g, cv, s.prec, s.tokens, s.hidden, s.hidden/s.tp)
+	t += gemmSeconds(g, cv, s.prec, s.tokens, up/s.tp, s.hidden)
+	t += gemmSeconds(g, cv, s.prec, s.tokens, s.hidden, s.ffn/s.tp)
 	return t
 }
 
-// attnSeconds prices flash attention: efficiency set by the head dimension
-// and the sequence length (the s x s tile loop).
-func (s layerShape) attnSeconds(g GPUSpec) float64 {
-	eff := gemmMaxEfficiency * s.headDim / (s.headDim + attnHeadDimRamp) * ramp(s.tokens)
-	return s.attnFLOPs() / (gpuPeakFLOPS(g) * eff)
+// attnSeconds prices the attention core. Flash attention: efficiency set
+// by the head dimension and the sequence length (the s x s tile loop).
+// Materialized (unfused) attention: two batched GEMMs per head (QK^T with
+// k = head dim, AV with n = head dim) plus the softmax/dropout traffic
+// over every score.
+func (s layerShape) attnSeconds(g GPUSpec, cv computeCurve) float64 {
+	if s.materialized {
+		batch := s.heads / s.tp * s.mb
+		sl := s.tokens / s.mb
+		// One batched-GEMM kernel each: the launch is paid once.
+		one := gemmSeconds(g, cv, PrecisionBF16, sl, s.seq, s.headDim) + gemmSeconds(g, cv, PrecisionBF16, sl, s.headDim, s.seq) - 2*gemmLaunchS
+		t := batch*one + 2*gemmLaunchS
+		return t + scoreBytesPerElem*batch*sl*s.seq/gpuHBMBytesPerS(g)
+	}
+	eff := s.headDim / (s.headDim + cv.AttnHeadRamp) * cv.ramp(s.tokens)
+	return s.attnFLOPs() / (attnPeakFLOPS(g, cv) * eff)
 }
 
-func (s layerShape) elemwiseSeconds(g GPUSpec) float64 {
+func (s layerShape) elemwiseSeconds(g GPUSpec, cv computeCurve) float64 {
 	hid := elemwiseHiddenElems * s.tokens * s.hidden
 	if s.sp {
 		hid /= s.tp
 	}
 	ffn := elemwiseFFNElems * s.tokens * s.ffn / s.tp
-	return bytesPerElem * (hid + ffn) / gpuHBMBytesPerS(g)
+	cast := 0.0
+	if s.prec == PrecisionFP8 {
+		// Transformer Engine casts every GEMM's activation input to FP8
+		// (read 2 bytes, write 1): the QKV and FC1 inputs (s*b*h each) and
+		// the proj and FC2 inputs (s*b*h/t and s*b*ffn/t).
+		cast = 3 * (2*s.tokens*s.hidden + s.tokens*s.hidden/s.tp + s.tokens*s.ffn/s.tp)
+	}
+	return (cv.ElemScale*bytesPerElem*(hid+ffn) + cast) / gpuHBMBytesPerS(g)
 }
 
 // computeCost is the per-layer, per-micro-batch compute of one GPU.
@@ -162,8 +286,9 @@ type computeCost struct {
 
 func layerCompute(m Model, cfg Config, g GPUSpec) computeCost {
 	s := newLayerShape(m, cfg)
-	attn := s.attnSeconds(g)
-	fwd := s.gemmSeconds(g) + attn + s.elemwiseSeconds(g)
+	cv := curveOf(g)
+	attn := s.attnSeconds(g, cv)
+	fwd := s.gemmSeconds(g, cv) + attn + s.elemwiseSeconds(g, cv)
 	bwd := 2 * fwd
 	switch cfg.Recompute {
 	case RecomputeFull:
@@ -174,12 +299,14 @@ func layerCompute(m Model, cfg Config, g GPUSpec) computeCost {
 	return computeCost{Fwd: fwd, Bwd: bwd, attnFwd: attn}
 }
 
-// logitsCompute is the output layer (h x V/t GEMM) plus the cross entropy
-// on the last stage, per micro-batch.
+// logitsCompute is the output layer (h x V/t GEMM, 16-bit: Megatron keeps
+// the output layer out of FP8) plus the cross entropy on the last stage,
+// per micro-batch.
 func logitsCompute(m Model, cfg Config, g GPUSpec) computeCost {
 	s := newLayerShape(m, cfg)
+	cv := curveOf(g)
 	v := float64(m.Vocab)
-	fwd := GEMMSeconds(g, s.tokens, v/s.tp, s.hidden) + 3*bytesPerElem*s.tokens*v/s.tp/gpuHBMBytesPerS(g)
+	fwd := gemmSeconds(g, cv, PrecisionBF16, s.tokens, v/s.tp, s.hidden) + 3*bytesPerElem*s.tokens*v/s.tp/gpuHBMBytesPerS(g)
 	return computeCost{Fwd: fwd, Bwd: 2 * fwd}
 }
 

@@ -97,7 +97,7 @@ func validateMeasuredCompute(errs *fieldErrors, m *MeasuredCompute, hosts map[st
 // modelGEMMTFLOPS is the cost model's compute-bound rate of one isolated
 // GEMM on g (what a measured sample is compared with).
 func modelGEMMTFLOPS(g GPUSpec, m, n, k float64) float64 {
-	return gpuPeakFLOPS(g) * GEMMEfficiency(m, n, k) / 1e12
+	return gpuPeakFLOPS(g) * GEMMEfficiency(g, m, n, k) / 1e12
 }
 
 // MeasuredScale is how much faster than the cost model a host's GEMMs ran:

@@ -151,9 +151,10 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constrai
 		ForceOffload: a.has("--optimizer-cpu-offload"),
 	}
 	c.VPP = vppFromArgs(a, layers, c.PP, errs)
-	if a.has("--sequence-parallel") {
-		c.SequenceParallel = boolPtr(true)
-	}
+	// The user's flags decide sequence parallelism and precision: a run
+	// without --sequence-parallel gets none.
+	c.SequenceParallel = boolPtr(a.has("--sequence-parallel"))
+	c.Precision = precisionFromArgs(a)
 	if a.has("--use-distributed-optimizer") {
 		c.DistributedOptimizer = boolPtr(true)
 	}

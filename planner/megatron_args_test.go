@@ -29,7 +29,7 @@ func TestModelFromMegatronArgsLlama70B(t *testing.T) {
 		t.Errorf("parameters %d, preset %d", m.Parameters(), p.Parameters())
 	}
 	wantC := Constraints{TP: 8, PP: 4, VPP: 4, MicroBatch: 1, Recompute: RecomputeSelective, ZeroStage: -1,
-		SequenceParallel: boolPtr(true), DistributedOptimizer: boolPtr(true)}
+		SequenceParallel: boolPtr(true), DistributedOptimizer: boolPtr(true), Precision: PrecisionBF16}
 	if !reflect.DeepEqual(fixed, wantC) {
 		t.Errorf("constraints:\n got %+v\nwant %+v", fixed, wantC)
 	}

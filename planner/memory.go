@@ -166,13 +166,31 @@ func optimizerShards(cfg Config) float64 { return float64(cfg.DP * cfg.CP) }
 
 func computeModelStates(m Model, cfg Config, f Framework, ppRank int) modelStates {
 	p := StageParameters(m, cfg, ppRank)
+	var s modelStates
 	switch f {
 	case FrameworkDeepSpeed:
-		return deepSpeedStates(m, cfg, p)
+		s = deepSpeedStates(m, cfg, p)
 	case FrameworkTorch:
-		return modelStates{weights: 4 * p, grads: 4 * p, optimizer: 8 * p}
+		s = modelStates{weights: 4 * p, grads: 4 * p, optimizer: 8 * p}
+	default:
+		s = megatronStates(cfg, p)
 	}
-	return megatronStates(cfg, p)
+	s.weights += fp8WeightCopyBytes(m, cfg, ppRank)
+	return s
+}
+
+// fp8WeightCopyBytes: with FP8, Transformer Engine keeps, next to the bf16
+// weights, an FP8 copy of every decoder-layer GEMM weight and its transpose
+// (1 byte each: the forward uses one, the backward's dgrad the other),
+// cached across the micro-batches of a step. Norms, embedding and output
+// layer stay in 16-bit and have none.
+func fp8WeightCopyBytes(m Model, cfg Config, ppRank int) float64 {
+	if cfg.Precision != PrecisionFP8 {
+		return 0
+	}
+	cfg = normalized(cfg)
+	gemm := layerParamsPerGPU(m, cfg.TP) - 2*float64(m.Hidden)
+	return 2 * gemm * float64(rankLayers(m, cfg, ppRank))
 }
 
 func megatronStates(cfg Config, p float64) modelStates {

@@ -20,6 +20,18 @@ const (
 	FrameworkTorch     Framework = "torch"
 )
 
+// Precision is the GEMM precision of a training run: bf16 or fp16 mixed
+// precision, or fp8 as Transformer Engine runs it in Megatron-LM
+// (--fp8-format hybrid: E4M3 forward, E5M2 gradients; attention, norms and
+// the optimizer stay in bf16/fp32).
+type Precision string
+
+const (
+	PrecisionBF16 Precision = "bf16"
+	PrecisionFP16 Precision = "fp16"
+	PrecisionFP8  Precision = "fp8"
+)
+
 // Offload is how much state lives in host memory.
 type Offload struct {
 	// OptimizerFraction of the optimizer states (and their update) on CPU.
@@ -43,6 +55,8 @@ type Config struct {
 	ZeroStage            int       `json:"zero_stage"`
 	DistributedOptimizer bool      `json:"distributed_optimizer"`
 	Offload              Offload   `json:"offload"`
+	// Precision is "" (= bf16), bf16, fp16 or fp8.
+	Precision Precision `json:"precision,omitempty"`
 	// StageLayers[i] is the decoder layers of pipeline stage i (PP*VPP
 	// entries, stage i = vpp_index*PP + pp_rank as in Megatron's layout).
 	StageLayers []int `json:"stage_layers"`
@@ -62,11 +76,16 @@ type TimeBreakdown struct {
 
 // Prediction is the latency model's output for one plan.
 type Prediction struct {
-	IterationSeconds float64       `json:"iteration_seconds"`
-	TokensPerSecond  float64       `json:"tokens_per_second"`
-	TFLOPSPerGPU     float64       `json:"tflops_per_gpu"`
-	BubbleFraction   float64       `json:"bubble_fraction"`
-	Breakdown        TimeBreakdown `json:"breakdown_seconds"`
+	IterationSeconds float64 `json:"iteration_seconds"`
+	TokensPerSecond  float64 `json:"tokens_per_second"`
+	// TFLOPSPerGPU counts model FLOPs (forward + backward, no
+	// recomputation: 6 x parameters x tokens plus attention);
+	// HWTFLOPSPerGPU adds what recomputation runs again (hardware FLOPs,
+	// what Narayanan et al. 2021 report).
+	TFLOPSPerGPU   float64       `json:"tflops_per_gpu"`
+	HWTFLOPSPerGPU float64       `json:"hw_tflops_per_gpu"`
+	BubbleFraction float64       `json:"bubble_fraction"`
+	Breakdown      TimeBreakdown `json:"breakdown_seconds"`
 }
 
 // MemoryBreakdown is per-GPU bytes by kind.

@@ -10,8 +10,7 @@ import (
 )
 
 const (
-	defaultTopK   = 10
-	maxMicroBatch = 8
+	defaultTopK = 10
 )
 
 // ValidateMegatron applies the start-up checks of Megatron-LM's
@@ -175,7 +174,7 @@ func pick(fixed int, all []int) []int {
 
 // enumerate lists every config of the framework that passes its start-up
 // checks on world GPUs, before memory and offload.
-func enumerate(c *Cluster, m Model, o SearchOptions) []Config {
+func enumerate(c *Cluster, m Model, o SearchOptions, maxCap float64) []Config {
 	world := c.TotalGPUs()
 	perHost := 0
 	for _, h := range c.Hosts {
@@ -208,10 +207,7 @@ func enumerate(c *Cluster, m Model, o SearchOptions) []Config {
 				if fx.DP > 0 && fx.DP != dp {
 					continue
 				}
-				for _, mb := range pick(fx.MicroBatch, divisors(o.GlobalBatch, maxMicroBatch)) {
-					if o.GlobalBatch%(mb*dp) != 0 {
-						continue
-					}
+				for _, mb := range microBatchChoices(c, m, o, Config{TP: tp, PP: pp, DP: dp, CP: cp}, maxCap) {
 					nmb := o.GlobalBatch / (mb * dp)
 					for _, vpp := range vppChoices(m, pp, nmb, mega, fx.VPP) {
 						for _, rc := range recomputes {
@@ -222,6 +218,7 @@ func enumerate(c *Cluster, m Model, o SearchOptions) []Config {
 								if fx.SequenceParallel != nil && tp > 1 {
 									cfg.SequenceParallel = *fx.SequenceParallel
 								}
+								cfg.Precision = precisionOf(fx)
 								cfg.StageLayers = evenLayers(m.NumLayers, pp*vpp)
 								if validate(m, cfg, o.Framework, world) == nil {
 									out = append(out, cfg)
@@ -353,16 +350,13 @@ func configKey(c Config) string {
 		c.Recompute, c.ZeroStage, c.DistributedOptimizer, c.SequenceParallel, c.Offload.OptimizerFraction, c.Offload.Params)
 }
 
-// Search enumerates every config Megatron-LM (or DeepSpeed) would accept on
-// the cluster, rejects those that do not fit in memory, predicts the rest,
-// places the best and returns the TopK, fastest first. When nothing fits the
-// error is a *NoFitError.
+// searchWithinHosts is Search with every TP group inside one host.
 //
 // Ranking is two-phase: every config gets a placement-free lower bound (the
 // latency model with the fastest GPU and link everywhere); configs are then
 // placed in bound order until the bound of the next one is no better than
 // the TopK-th predicted time, or maxPlaced configs have been placed.
-func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
+func searchWithinHosts(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	if err := checkSearchInput(c, m, o); err != nil {
 		return nil, err
 	}
@@ -379,7 +373,7 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		maxCap = math.Max(maxCap, gpuCapacityBytes(h))
 	}
 	res := &Result{Model: ModelSummary{Name: m.Name, Parameters: m.Parameters(), Model: m}}
-	configs := enumerate(c, m, o)
+	configs := enumerate(c, m, o, maxCap)
 	if len(configs) == 0 {
 		return nil, explainNoConfig(c, m, o)
 	}
@@ -725,6 +719,7 @@ func (e *planEval) predict(blockHost []int) Prediction {
 		IterationSeconds: total,
 		TokensPerSecond:  float64(e.cfg.GlobalBatch*e.m.SeqLength) / total,
 		TFLOPSPerGPU:     ModelFLOPsPerIteration(e.m, e.cfg.GlobalBatch) / total / world / 1e12,
+		HWTFLOPSPerGPU:   HardwareFLOPsPerIteration(e.m, e.cfg.GlobalBatch, e.cfg.Recompute) / total / world / 1e12,
 		BubbleFraction:   crit.BubbleFraction,
 		Breakdown:        bd,
 	}

@@ -8,8 +8,14 @@ type Constraints struct {
 	TP, PP, DP, CP, VPP, MicroBatch int
 	Recompute                       Recompute // "" = free
 	ZeroStage                       int       // -1 = free
-	SequenceParallel                *bool
-	DistributedOptimizer            *bool
+	// SequenceParallel nil is "auto": on wherever TP > 1 in Megatron (the
+	// cost model prices it as never slower: the same bytes on the wire,
+	// less element-wise work and activation memory).
+	SequenceParallel *bool
+	// Precision of the run: "" or bf16, fp16, fp8 (not searched: it
+	// changes the numerics, so it is the user's choice).
+	Precision            Precision
+	DistributedOptimizer *bool
 	// NoOffload forbids CPU offload; ForceOffload asks for it.
 	NoOffload, ForceOffload bool
 }

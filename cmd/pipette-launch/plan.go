@@ -66,7 +66,12 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "distributed-optimizer", Usage: "fix Megatron's distributed optimizer on (=false: off)"},
 			&cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"},
 			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
+			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "Megatron sequence parallelism: on, off or auto (on wherever TP > 1: it moves the same bytes and saves memory); --sequence-parallel is rendered only when the plan uses it"},
+			&cli.StringFlag{Name: "precision", Value: "bf16", Usage: "bf16, fp16 or fp8 (Transformer Engine FP8 in Megatron-LM, --fp8-format hybrid: GEMMs at the GPU's FP8 tensor-core rate, FP8 weight copies in memory; Hopper, Ada, Blackwell)"},
 		}, reportFlags()...),
+		Description: "Columns: TFLOP/s/GPU is model FLOPs per second per GPU (forward and backward of the model, 6 x parameters x tokens\n" +
+			"plus attention, no recomputation: what MFU counts; JSON tflops_per_gpu); HW TFLOP/s adds the FLOPs that activation\n" +
+			"recomputation runs again (hardware FLOPs, what Megatron-LM's papers report; JSON hw_tflops_per_gpu).",
 		Action: func(c *cli.Context) error {
 			opts := &PlanOptions{
 				IO: io, ClusterFile: c.String("cluster"), Model: c.String("model"),
@@ -80,6 +85,12 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 				},
 				Report: reportOptionsFrom(c),
 			}
+			sp, err := parseSequenceParallel(c.String("sequence-parallel"))
+			if err != nil {
+				return usageError("%v", err)
+			}
+			opts.Fixed.SequenceParallel = sp
+			opts.Fixed.Precision = planner.Precision(c.String("precision"))
 			if c.IsSet("distributed-optimizer") {
 				v := c.Bool("distributed-optimizer")
 				opts.Fixed.DistributedOptimizer = &v
@@ -249,6 +260,11 @@ func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
 	default:
 		return so, fmt.Errorf("--recompute %q: use none, selective or full", fx.Recompute)
 	}
+	switch fx.Precision {
+	case "", planner.PrecisionBF16, planner.PrecisionFP16, planner.PrecisionFP8:
+	default:
+		return so, fmt.Errorf("--precision %q: use bf16, fp16 or fp8", fx.Precision)
+	}
 	if fx.ZeroStage < -1 || fx.ZeroStage > 3 {
 		return so, fmt.Errorf("--zero-stage %d: use 0, 1, 2 or 3", fx.ZeroStage)
 	}
@@ -288,7 +304,7 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 		rows = append(rows, tableRow{"naive", naive})
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\tVPP\tMB\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tBUBBLE\tGiB/GPU")
+	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\tVPP\tMB\tSP\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tHW TFLOP/s\tBUBBLE\tGiB/GPU")
 	for _, r := range rows {
 		printRow(tw, r.label, r.plan)
 	}
@@ -306,10 +322,36 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 }
 
 func printRow(tw io.Writer, label string, p *planner.Plan) {
-	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
-		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, p.Recompute, p.OptimizerLabel(), offloadLabel(p),
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
+		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, spLabel(p), p.Recompute, p.OptimizerLabel(), offloadLabel(p),
 		planner.CompactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
-		100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
+		p.Predicted.HWTFLOPSPerGPU, 100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
+}
+
+// spLabel says whether the plan uses sequence parallelism (only TP > 1 can).
+func spLabel(p *planner.Plan) string {
+	switch {
+	case p.TP <= 1:
+		return "-"
+	case p.SequenceParallel:
+		return "on"
+	}
+	return "off"
+}
+
+// parseSequenceParallel maps on/off/auto to a constraint (nil = auto).
+func parseSequenceParallel(v string) (*bool, error) {
+	switch v {
+	case "", "auto":
+		return nil, nil
+	case "on":
+		b := true
+		return &b, nil
+	case "off":
+		b := false
+		return &b, nil
+	}
+	return nil, fmt.Errorf("--sequence-parallel %q: use on, off or auto", v)
 }
 
 // printBreakdown is a second table, one row per plan row, so that the

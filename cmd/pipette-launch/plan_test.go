@@ -327,7 +327,7 @@ func TestPlanShowsWhyOffload(t *testing.T) {
 				c := cells(r)
 				rows[c[0]] = c
 			}
-			const offloadCol = 10
+			const offloadCol = 11 // after RANK TP PP DP CP VPP MB SP RECOMPUTE OPTIMIZER
 			if m := offloadCell.FindStringSubmatch(rows["1"][offloadCol-1]); (m != nil) != tc.firstOffld {
 				t.Errorf("plan 1 OFFLOAD cell %q, want offload=%v with its seconds", rows["1"][offloadCol-1], tc.firstOffld)
 			} else if m != nil && m[2] == "0.00" {
@@ -351,7 +351,7 @@ func TestPlanShowsWhyOffload(t *testing.T) {
 			if _, err := fmt.Sscanf(line, "%f s/iteration", &alt); err != nil {
 				t.Fatalf("line %q: %v", line, err)
 			}
-			fmt.Sscanf(rows["1"][11], "%f", &first)
+			fmt.Sscanf(rows["1"][12], "%f", &first) // ITER s
 			if alt <= first || !strings.Contains(line[:strings.Index(line, "\n")], "s is offload") {
 				t.Errorf("best with offload %g s not slower than plan 1's %g s, or no offload seconds: %q", alt, first, line)
 			}
@@ -397,5 +397,47 @@ func TestPlanJSONComparison(t *testing.T) {
 	}
 	if !w.Fits || w.IterationSeconds <= 0 || w.OffloadSeconds <= 0 || len(w.Plan) == 0 || len(doc.Plans) == 0 {
 		t.Errorf("best_with_offload %+v: want plan 1's figures", w)
+	}
+}
+
+// --sequence-parallel on|off|auto: plan honours it and the table says it;
+// run's flag must agree with the script's own --sequence-parallel.
+func TestSequenceParallelFlag(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want string
+	}{{"off", "off"}, {"on", "on"}, {"auto", "on"}} {
+		var out, errb bytes.Buffer
+		opts := &PlanOptions{IO: &IOStreams{Out: &out, ErrOut: &errb}, Model: "gpt3-13b", GlobalBatch: 64, Top: 3, Framework: "megatron",
+			Fixed: planner.Constraints{TP: 8, ZeroStage: -1}}
+		sp, err := parseSequenceParallel(tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Fixed.SequenceParallel = sp
+		if err := runPlan(opts); err != nil {
+			t.Fatalf("%s: %v", tc.v, err)
+		}
+		rows := tables(out.String())[0]
+		if h := cells(rows[0]); h[7] != "SP" {
+			t.Fatalf("header %v: no SP column", h)
+		}
+		for _, r := range rows[1:] {
+			if c := cells(r); c[0] != "naive" && c[7] != tc.want {
+				t.Fatalf("--sequence-parallel %s: row %v has SP %q", tc.v, c, c[7])
+			}
+		}
+	}
+	if _, err := parseSequenceParallel("maybe"); err == nil {
+		t.Fatal("--sequence-parallel maybe accepted")
+	}
+	yes, no := true, false
+	fx := planner.Constraints{SequenceParallel: &no}
+	if err := applySequenceParallel("on", &fx, true); err == nil || !strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("run --sequence-parallel on with a script without it: %v", err)
+	}
+	fx = planner.Constraints{SequenceParallel: &yes}
+	if err := applySequenceParallel("auto", &fx, true); err != nil || !*fx.SequenceParallel {
+		t.Fatalf("auto changed the script's choice: %v", err)
 	}
 }

@@ -46,9 +46,12 @@ type RunOptions struct {
 	OutputDir             string
 	NCCLMode              string
 	// Launcher is --launcher: auto, ssh or slurm.
-	Launcher      string
-	WorkDir       string
-	NoCheckScript bool
+	Launcher string
+	// SequenceParallel is on, off or auto ("": auto = the script's own
+	// --sequence-parallel decides).
+	SequenceParallel string
+	WorkDir          string
+	NoCheckScript    bool
 	// Include/Exclude are DeepSpeed's host:slot filters; NoLocalRank is
 	// --no_local_rank / --use_env.
 	Include, Exclude string

@@ -38,6 +38,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "hostfile", Aliases: []string{"H"}, Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
 		&cli.StringFlag{Name: "framework", Usage: "megatron, deepspeed or torch (default: megatron for Megatron scripts/flags, deepspeed with --deepspeed, else torch)"},
 		&cli.IntFlag{Name: "plan", Value: 1, Usage: "use the N-th ranked plan"},
+		&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "on, off or auto: auto lets the script's own --sequence-parallel decide (absent: off); on/off must agree with it"},
 		&cli.StringFlag{Name: "model", Usage: "model preset name or model YAML, when the script's arguments do not give the shape"},
 		&cli.IntFlag{Name: "global-batch-size", Usage: "global batch size to plan for (default: the script's --global-batch-size)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print every host's command lines, environment and files; start nothing"},
@@ -111,6 +112,7 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	if l, ok := c.Generic("env").(*envList); ok && l != nil {
 		o.EnvFlags = l.vals
 	}
+	o.SequenceParallel = c.String("sequence-parallel")
 	for _, f := range ignoredTorchrunFlags() {
 		name := f.Names()[0]
 		if c.IsSet(name) {

@@ -37,6 +37,9 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 			fixed.TP, fixed.PP, fixed.CP = 1, 1, 1
 		}
 	}
+	if err := applySequenceParallel(o.SequenceParallel, &fixed, found); err != nil {
+		return nil, "", err
+	}
 	if fw == planner.FrameworkTorch || !planned {
 		if megatronArgs && fw != planner.FrameworkTorch {
 			// Without planning the user's own layer split stands.
@@ -196,5 +199,25 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 		}
 	}
 	fmt.Fprintf(o.IO.Out, "# %s\n# copy the files to the work directory of every host and run each host's script there\n", summary)
+	return nil
+}
+
+// applySequenceParallel applies run's --sequence-parallel to what the
+// script's flags fixed: auto keeps the script's choice (from its flags, or
+// the planner's when the script has no Megatron flags); on/off set it, and
+// contradicting the script is bad input.
+func applySequenceParallel(v string, fixed *planner.Constraints, fromScript bool) error {
+	want, err := parseSequenceParallel(v)
+	if err != nil {
+		return inputErrorf("%v", err)
+	}
+	if want == nil {
+		return nil
+	}
+	if fromScript && fixed.SequenceParallel != nil && *fixed.SequenceParallel != *want {
+		return inputErrorf("--sequence-parallel %s contradicts the script's arguments (they %s --sequence-parallel): change one", v,
+			map[bool]string{true: "pass", false: "do not pass"}[*fixed.SequenceParallel])
+	}
+	fixed.SequenceParallel = want
 	return nil
 }
