@@ -69,10 +69,15 @@ if [ -n "$T" ]; then
 		else
 			while IFS= read -r _; do :; done <&3
 		fi
-		# Not a group leader when Slurm started us (a task): then the pid.
+		# TERM to each rank itself (the script, told so by the stopping
+		# file, does not repeat it), then to the script: not a group leader
+		# when Slurm started it (a task), then its pid. The grace is timed
+		# by the clock: a ps scan takes seconds on a busy host.
+		: >"$3/stopping"
+		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -TERM -$g 2>/dev/null; done
 		kill -TERM -$1 2>/dev/null || kill -TERM $1 2>/dev/null
-		i=0
-		while alive "$1" && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i+1)); done
+		end=$(($(date +%s) + $2))
+		while alive "$1" && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
 		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -KILL -$g 2>/dev/null; done
 		kill -KILL -$1 2>/dev/null
 	' pipette-watchdog "$PG" "$G" "$S" "$HB" >/dev/null 2>&1 &
@@ -128,8 +133,12 @@ start_rank() {
 stop_ranks() {
 	[ -n "$stopping" ] && return
 	stopping=1
-	: >"$S/stopping"
-	for g in $(rank_groups); do kill -TERM -"$g" 2>/dev/null; done
+	# The watchdog may have sent the TERM already: once is enough (a
+	# rank's shutdown handler must not run twice).
+	if [ ! -e "$S/stopping" ]; then
+		: >"$S/stopping"
+		for g in $(rank_groups); do kill -TERM -"$g" 2>/dev/null; done
+	fi
 	# KILL after the grace period, from its own session with fds closed: a
 	# pending SIGKILL must neither keep the caller's pipes (an SSH session)
 	# open nor outlive this script.
@@ -267,13 +276,12 @@ left=
 for g in $(rank_groups); do alive "$g" && left="$left $g"; done
 if [ -n "$left" ]; then
 	for g in $left; do kill -TERM -"$g" 2>/dev/null; done
-	i=0
-	while [ $i -lt $((G * 10)) ]; do
+	end=$(($(date +%s) + G))
+	while [ "$(date +%s)" -lt "$end" ]; do
 		any=
 		for g in $left; do alive "$g" && any=1; done
 		[ -z "$any" ] && break
 		sleep 0.1
-		i=$((i + 1))
 	done
 	for g in $left; do kill -KILL -"$g" 2>/dev/null; done
 fi
