@@ -55,12 +55,15 @@ rank_groups() { cat "$S"/*.pg 2>/dev/null; }
 if [ -n "$T" ]; then
 	# Watchdog, in its own session so that stopping our group does not stop
 	# it first. Without a heartbeat it waits with the read builtin (killing
-	# it then leaves no child); with one, each byte is read under timeout
+	# it then leaves no child); with one, each read is under timeout
 	# --foreground, which stays in the watchdog's group and dies with it.
+	# A read takes every byte waiting (a block, not one byte): on a busy
+	# host a loop turn can last longer than the launcher's beat, and a
+	# backlog of beats would hide a silence for as long.
 	setsid /bin/sh -c '
 		alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
 		if [ "$4" -gt 0 ]; then
-			while [ "$(timeout --foreground "$4" dd bs=1 count=1 2>/dev/null <&3 | wc -c)" -eq 1 ]; do :; done
+			while [ "$(timeout --foreground "$4" dd bs=4096 count=1 2>/dev/null <&3 | wc -c)" -gt 0 ]; do :; done
 		else
 			while IFS= read -r _; do :; done <&3
 		fi
