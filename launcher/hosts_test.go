@@ -161,7 +161,7 @@ func TestParseHostfileLimits(t *testing.T) {
 		{"shell syntax", "w1;id slots=8\n", `contains ';'`},
 		{"ssh option", "-oProxyCommand=x\n", "starts with '-'"},
 		{"long line", strings.Repeat("a", 5000) + "\n", "a line longer than 4096 bytes"},
-		{"too many hosts", manyHosts(4097), "hostfile h:4097: more than 4096 hosts"},
+		{"too many hosts", manyHosts(16385), "hostfile h:16385: more than 16384 hosts"},
 	}
 	for _, c := range cases {
 		_, err := ParseHostfile("h", strings.NewReader(c.in))
@@ -169,8 +169,8 @@ func TestParseHostfileLimits(t *testing.T) {
 			t.Errorf("%s: error = %v, want %q", c.name, err, c.wantErr)
 		}
 	}
-	if hs, err := ParseHostfile("h", strings.NewReader(manyHosts(4096))); err != nil || len(hs) != 4096 {
-		t.Errorf("4096 hosts: %d, %v", len(hs), err)
+	if hs, err := ParseHostfile("h", strings.NewReader(manyHosts(16384))); err != nil || len(hs) != 16384 {
+		t.Errorf("16384 hosts: %d, %v", len(hs), err)
 	}
 }
 

@@ -44,9 +44,9 @@ func TestExpandErrors(t *testing.T) {
 		{"node[a-b]", "bad range"},
 		{"node[]", "empty brackets"},
 		{"n[[1]]", "nested"},
-		{"n[0-99999999]", "more than 4096 hosts"},
-		{"rack[1-1000]-node[1-1000]", "more than 4096 hosts"},
-		{"a[1-4000],b[1-97]", "more than 4096 hosts"},
+		{"n[0-99999999]", "more than 16384 hosts"},
+		{"rack[1-1000]-node[1-1000]", "more than 16384 hosts"},
+		{"a[1-16000],b[1-385]", "more than 16384 hosts"},
 		{"n[1-99999999999999999999999]", "bad range"},
 		{"n[+1-2]", "bad range"},
 		{"n[1-2]" + strings.Repeat("x", 400), "at most 300"},
@@ -61,11 +61,11 @@ func TestExpandErrors(t *testing.T) {
 
 // The count is exact at the limit, and nothing is expanded past it.
 func TestCountAtLimit(t *testing.T) {
-	n, err := Count("r[1-64]n[1-64]")
-	if err != nil || n != 4096 {
-		t.Fatalf("Count = %d, %v; want 4096", n, err)
+	n, err := Count("r[1-128]n[1-128]")
+	if err != nil || n != 16384 {
+		t.Fatalf("Count = %d, %v; want 16384", n, err)
 	}
-	if _, err := Count("r[1-64]n[1-64],x"); err == nil {
-		t.Fatal("4097 hosts accepted")
+	if _, err := Count("r[1-128]n[1-128],x"); err == nil {
+		t.Fatal("16385 hosts accepted")
 	}
 }

@@ -5,10 +5,11 @@ package limits
 
 const (
 	// MaxHosts bounds the hosts of one job after every host list is
-	// expanded. The planner keeps host-pair link matrices (hosts² entries:
-	// 4096 hosts are 16.7 M pairs, about 270 MB) and the launcher holds an
-	// SSH session per host; 4096 hosts of 8 GPUs are 32768 GPUs.
-	MaxHosts = 4096
+	// expanded. A resolved cluster file keeps links per island pair; only a
+	// measured matrix is hosts² entries, as 16-bit codes (16384 hosts:
+	// 268 M pairs, 512 MB). The launcher holds an SSH session per host.
+	// 16384 hosts of 8 GPUs are 131072 GPUs, beyond today's largest jobs.
+	MaxHosts = 16384
 	// MaxGPUsPerHost bounds gpus_per_host, hostfile slots and
 	// --nproc-per-node. The largest shipping servers hold 16 GPUs; 64 leaves
 	// room without letting 99999999 through.
