@@ -40,10 +40,10 @@ for kind in $KINDS measured-matrix; do
 			out="$dir/$b-$kind-$h.out"
 			rc=0
 			/usr/bin/time -v -o "$out.time" timeout "$TIMEOUT" "$dir/$b" plan --cluster "$f" --model llama2-70b \
-				--top 1 --global-batch-size 2048 > "$out" 2>&1 || rc=$?
+				--top 1 --global-batch-size 2048 --json > "$out" 2>&1 || rc=$?
 			wall=$(awk -F': ' '/Elapsed \(wall/ {n=split($2,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$out.time")
 			rss=$(awk -F': ' '/Maximum resident/ {printf "%.0f", $2/1024}' "$out.time")
-			iter=$(awk '$1 == "1" {print $(NF-4); exit}' "$out")
+			iter=$(grep -m1 -o '"iteration_seconds": [0-9.e+-]*' "$out" | awk '{printf "%.3f", $2}')
 			[ "$rc" = 0 ] || iter="-"
 			[ "$rc" = 124 ] && wall="> $TIMEOUT"
 			echo "$kind $h $b $rc ${iter:--} $rss $wall" >> "$results"
