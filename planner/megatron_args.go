@@ -16,6 +16,8 @@ var megatronSwitches = map[string]bool{
 	"--swiglu": true, "--group-query-attention": true, "--untie-embeddings-and-output-weights": true,
 	"--recompute-activations": true,
 	"--sequence-parallel":     true, "--use-distributed-optimizer": true, "--optimizer-cpu-offload": true,
+	"--use-rotary-position-embeddings": true, "--bf16": true, "--fp16": true, "--deepspeed": true,
+	"--no-pipeline-parallel": true, "--disable-bias-linear": true, "--no-query-key-layer-scaling": true,
 }
 
 func parseMegatronArgs(args []string) megatronArgs {
@@ -77,6 +79,39 @@ var megatronShapeFlags = []string{"--num-layers", "--hidden-size", "--num-attent
 // ZeroStage is -1, free) and --optimizer-cpu-offload (ForceOffload).
 // Batch sizes come from MegatronBatchArgs.
 func ModelFromMegatronArgs(args []string) (m Model, fixed Constraints, found bool, err error) {
+	return ModelFromMegatronArgsVocab(args, nil)
+}
+
+// TokenizerArgs are the tokenizer flags Megatron's build_tokenizer reads.
+// Type is --tokenizer-type; with none given but a --vocab-file and
+// --merge-file, GPT2BPETokenizer (the only tokenizer taking both).
+type TokenizerArgs struct {
+	Type, VocabFile, MergeFile, Model string
+	ExtraIDs                          int
+}
+
+// VocabFunc reads a tokenizer's vocabulary size (before padding) from its
+// files, and says where it came from; 0 and no error when it cannot tell.
+type VocabFunc func(TokenizerArgs) (vocab int, source string, err error)
+
+// MegatronTokenizer returns the tokenizer flags of an argument list.
+func MegatronTokenizer(args []string) TokenizerArgs {
+	a := parseMegatronArgs(args)
+	t := TokenizerArgs{Type: a["--tokenizer-type"], VocabFile: a["--vocab-file"], MergeFile: a["--merge-file"],
+		Model: a["--tokenizer-model"]}
+	t.ExtraIDs, _ = strconv.Atoi(a["--vocab-extra-ids"])
+	if t.Type == "" && t.VocabFile != "" && t.MergeFile != "" {
+		t.Type = "GPT2BPETokenizer"
+	}
+	return t
+}
+
+// ModelFromMegatronArgsVocab is ModelFromMegatronArgs that reads the
+// vocabulary as Megatron does: from the tokenizer (vocab reads its files;
+// nil: GPT2BPETokenizer's 50257 only), --vocab-size + 1 for NullTokenizer,
+// else --vocab-size. Only when nothing tells is a missing --vocab-size an
+// error.
+func ModelFromMegatronArgsVocab(args []string, vocab VocabFunc) (m Model, fixed Constraints, found bool, err error) {
 	a := parseMegatronArgs(args)
 	for _, f := range megatronShapeFlags {
 		found = found || a.has(f)
@@ -85,7 +120,7 @@ func ModelFromMegatronArgs(args []string) (m Model, fixed Constraints, found boo
 		return Model{}, Constraints{}, false, nil
 	}
 	var errs fieldErrors
-	m = modelFromArgs(a, &errs)
+	m = modelFromArgs(a, &errs, vocabReader(args, vocab))
 	fixed = constraintsFromArgs(a, m.NumLayers, &errs)
 	if err := errs.err("megatron arguments"); err != nil {
 		return Model{}, Constraints{}, true, err
@@ -96,7 +131,7 @@ func ModelFromMegatronArgs(args []string) (m Model, fixed Constraints, found boo
 	return m, fixed, true, nil
 }
 
-func modelFromArgs(a megatronArgs, errs *fieldErrors) Model {
+func modelFromArgs(a megatronArgs, errs *fieldErrors, vocab func(megatronArgs, *fieldErrors) int) Model {
 	var missing []string
 	for _, f := range megatronShapeFlags {
 		if !a.has(f) {
@@ -113,17 +148,23 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors) Model {
 		SeqLength:             a.int("--seq-length", errs),
 		MaxPositionEmbeddings: a.int("--max-position-embeddings", errs),
 		UntieEmbeddings:       a.has("--untie-embeddings-and-output-weights"),
-		Vocab:                 vocabFromArgs(a, errs),
+		Vocab:                 vocab(a, errs),
+		VocabDivisibleBy:      a.int("--make-vocab-size-divisible-by", errs),
 		MaterializedAttention: materializedAttention(a),
+		PositionEmbedding:     positionEmbedding(a),
 	}
-	if a.has("--group-query-attention") {
+	switch {
+	case a.has("--group-query-attention"):
 		m.QueryGroups = a.int("--num-query-groups", errs)
+	case a.has("--num-key-value-heads"):
+		// Megatron-DeepSpeed's GQA flag (no switch; default: heads).
+		m.QueryGroups = a.int("--num-key-value-heads", errs)
 	}
 	if m.MaxPositionEmbeddings == 0 {
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
 	if m.Vocab == 0 && !a.has("--vocab-size") {
-		missing = append(missing, "--vocab-size")
+		missing = append(missing, "--vocab-size (the tokenizer's files are not readable here; or pass --model)")
 	}
 	if len(missing) > 0 {
 		errs.add("missing", "%s (needed to size the model)", strings.Join(missing, ", "))
@@ -131,14 +172,54 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors) Model {
 	return m
 }
 
-func vocabFromArgs(a megatronArgs, errs *fieldErrors) int {
-	if a.has("--vocab-size") {
-		return a.int("--vocab-size", errs)
+// vocabReader returns how modelFromArgs reads the vocabulary.
+func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *fieldErrors) int {
+	return func(a megatronArgs, errs *fieldErrors) int {
+		t := MegatronTokenizer(args)
+		switch t.Type {
+		case "NullTokenizer":
+			// _NullTokenizer adds an end-of-document id after the vocabulary.
+			if n := a.int("--vocab-size", errs); n > 0 {
+				return n + 1
+			}
+			return 0
+		case "TikTokenizer":
+			if a.has("--vocab-size") {
+				return a.int("--vocab-size", errs)
+			}
+			return 1 << 17 // CustomTikTokenizer's fallback
+		}
+		if vocab != nil && t.Type != "" {
+			n, _, err := vocab(t)
+			if err != nil {
+				errs.add("--tokenizer-type "+t.Type, "%v", err)
+				return 0
+			}
+			if n > 0 {
+				return n
+			}
+		}
+		if a.has("--vocab-size") {
+			return a.int("--vocab-size", errs)
+		}
+		if t.Type == "GPT2BPETokenizer" {
+			return 50257
+		}
+		return 0
 	}
-	if a["--tokenizer-type"] == "GPT2BPETokenizer" {
-		return 50257
+}
+
+// positionEmbedding is Megatron's --position-embedding-type, or rope for
+// Megatron-DeepSpeed's --use-rotary-position-embeddings; "" = Megatron's
+// default, learned_absolute.
+func positionEmbedding(a megatronArgs) string {
+	if v := a["--position-embedding-type"]; v != "" {
+		return v
 	}
-	return 0
+	if a.has("--use-rotary-position-embeddings") {
+		return "rope"
+	}
+	return ""
 }
 
 func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constraints {
@@ -234,4 +315,49 @@ func materializedAttention(a megatronArgs) bool {
 		return true
 	}
 	return false
+}
+
+// unmodelledFeatures are Megatron-LM / Megatron-DeepSpeed features the
+// planner does not model: the flags that turn each on (a prefix ends in
+// "-") and what the prediction then leaves out.
+var unmodelledFeatures = []struct {
+	flags []string
+	what  string
+}{
+	{[]string{"--num-experts", "--moe-", "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--ep-world-size"},
+		"mixture of experts: planned as the dense model, so expert weights and their optimizer states, the router and the expert all-to-all are not in the memory or time estimate"},
+	{[]string{"--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--fp4-format"},
+		"FP8/FP4 training: the estimate assumes 16-bit GEMMs and weights"},
+	{[]string{"--mtp-num-layers"}, "multi-token prediction: its extra layers and losses are not in the estimate"},
+	{[]string{"--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank"}, "multi-latent attention: attention is estimated as standard (GQA) attention"},
+	{[]string{"--kv-channels"}, "a head size other than hidden/heads: attention is estimated with hidden/heads channels per head"},
+	{[]string{"--hybrid-override-pattern", "--is-hybrid-model"}, "hybrid (Mamba) layers: every layer is estimated as a transformer layer"},
+	{[]string{"--rampup-batch-size"}, "batch-size ramp-up: the plan is for the full global batch only"},
+}
+
+// UnmodelledMegatronFeatures returns one line per feature in the
+// arguments the planner does not model: the flag and what the prediction
+// leaves out. The flags pass through to the job unchanged.
+func UnmodelledMegatronFeatures(args []string) []string {
+	var out []string
+	for _, f := range unmodelledFeatures {
+		if flag := firstFlag(args, f.flags); flag != "" {
+			out = append(out, fmt.Sprintf("%s is passed through, but the planner does not model %s", flag, f.what))
+		}
+	}
+	return out
+}
+
+// firstFlag returns the first argument naming one of the flags (or a
+// prefix ending in "-"), without any =value.
+func firstFlag(args, flags []string) string {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		for _, f := range flags {
+			if name == f || (strings.HasSuffix(f, "-") && strings.HasPrefix(name, f)) {
+				return name
+			}
+		}
+	}
+	return ""
 }

@@ -98,3 +98,35 @@ func TestMegatronArgsRecomputeActivations(t *testing.T) {
 		t.Errorf("with full: err = %v, want one naming --recompute-activations", err)
 	}
 }
+
+// Megatron-DeepSpeed's GQA flag, from examples_deepspeed/pretrain_llama2_distributed.sh.
+func TestMegatronDeepSpeedKeyValueHeads(t *testing.T) {
+	args := strings.Fields(`--num-layers 24 --hidden-size 2048 --ffn-hidden-size 5504 --num-attention-heads 16
+		--seq-length 2048 --max-position-embeddings 2048 --vocab-size 32000 --use-rotary-position-embeddings
+		--untie-embeddings-and-output-weights --swiglu --num-key-value-heads 4`)
+	m, _, _, err := ModelFromMegatronArgs(args)
+	if err != nil || m.Groups() != 4 || m.PositionEmbedding != "rope" {
+		t.Errorf("groups %d, position %q, err %v; want 4 KV groups and rope", m.Groups(), m.PositionEmbedding, err)
+	}
+	// Megatron's own flags win when both are given.
+	m, _, _, _ = ModelFromMegatronArgs(append(args, "--group-query-attention", "--num-query-groups", "8"))
+	if m.Groups() != 8 {
+		t.Errorf("with --group-query-attention --num-query-groups 8: groups %d", m.Groups())
+	}
+}
+
+func TestUnmodelledFeaturesAreNamed(t *testing.T) {
+	got := UnmodelledMegatronFeatures(strings.Fields("--num-layers 4 --num-experts 8 --moe-router-topk 2 --fp8-format=hybrid --mtp-num-layers 1 --bf16"))
+	want := []string{"--num-experts", "--fp8-format", "--mtp-num-layers"}
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want one line for each of %v", got, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w+" is passed through") || !strings.Contains(got[i], "does not model") {
+			t.Errorf("line %d = %q, want it to name %s and what is not modelled", i, got[i], w)
+		}
+	}
+	if w := UnmodelledMegatronFeatures(strings.Fields("--num-layers 4 --hidden-size 64 --bf16")); len(w) != 0 {
+		t.Errorf("dense model: %q", w)
+	}
+}

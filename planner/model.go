@@ -13,6 +13,13 @@ type Model struct {
 	Vocab                 int    `yaml:"vocab_size" json:"vocab_size"`
 	MaxPositionEmbeddings int    `yaml:"max_position_embeddings,omitempty" json:"max_position_embeddings,omitempty"`
 	UntieEmbeddings       bool   `yaml:"untie_embeddings_and_output_weights,omitempty" json:"untie_embeddings_and_output_weights,omitempty"`
+	// VocabDivisibleBy is --make-vocab-size-divisible-by (0 = Megatron's
+	// 128): the vocabulary is padded to a multiple of it times TP.
+	VocabDivisibleBy int `yaml:"make_vocab_size_divisible_by,omitempty" json:"make_vocab_size_divisible_by,omitempty"`
+	// PositionEmbedding is Megatron's --position-embedding-type ("" =
+	// learned_absolute); it changes no estimate, but --model renders it so
+	// the job trains the planned model.
+	PositionEmbedding string `yaml:"position_embedding_type,omitempty" json:"position_embedding_type,omitempty"`
 	// MaterializedAttention: attention runs unfused and stores its s x s
 	// score matrices (Megatron's --attention-backend unfused/local). The
 	// default, false, is flash/fused attention (Megatron with Transformer

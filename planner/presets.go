@@ -41,7 +41,7 @@ func gpt3(name string, layers, hidden, heads int) Model {
 func llama(name string, layers, hidden, heads, groups, ffn, seq, vocab int) Model {
 	return Model{Name: name, NumLayers: layers, Hidden: hidden, Heads: heads, QueryGroups: groups,
 		FFNHidden: ffn, SwiGLU: true, SeqLength: seq, Vocab: vocab, MaxPositionEmbeddings: seq,
-		UntieEmbeddings: true}
+		UntieEmbeddings: true, PositionEmbedding: "rope"}
 }
 
 // Preset returns a built-in model shape by name (e.g. "gpt3-13b",
@@ -65,11 +65,15 @@ func PresetNames() []string {
 }
 
 // PaddedVocab is the vocabulary Megatron allocates with tensor parallel size
-// tp: rounded up to a multiple of 128*tp (--make-vocab-size-divisible-by).
+// tp: rounded up to a multiple of VocabDivisibleBy (default 128) times tp,
+// as Megatron's _vocab_size_with_padding does.
 func (m Model) PaddedVocab(tp int) int {
 	if tp < 1 {
 		tp = 1
 	}
 	q := 128 * tp
+	if m.VocabDivisibleBy > 0 {
+		q = m.VocabDivisibleBy * tp
+	}
 	return (m.Vocab + q - 1) / q * q
 }

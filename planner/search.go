@@ -220,6 +220,12 @@ func enumerate(c *Cluster, m Model, o SearchOptions, maxCap float64) []Config {
 								}
 								cfg.Precision = precisionOf(fx)
 								cfg.StageLayers = evenLayers(m.NumLayers, pp*vpp)
+								if len(fx.StageLayers) > 0 {
+									if len(fx.StageLayers) != pp*vpp {
+										continue
+									}
+									cfg.StageLayers = slices.Clone(fx.StageLayers)
+								}
 								if validate(m, cfg, o.Framework, world) == nil {
 									out = append(out, cfg)
 								}
@@ -336,7 +342,7 @@ func quickEstimate(e *planEval, sym []int, starts [][]int, o SearchOptions) floa
 			best, order = c, s
 		}
 	}
-	if split := rebalance(e, pl, order, o.Framework); split != nil {
+	if split := rebalance(e, pl, order, o.Framework); split != nil && len(o.Fixed.StageLayers) == 0 {
 		cfg := e.cfg
 		cfg.StageLayers = split
 		e2 := newPlanEval(e.c, e.m, cfg, e.f)
@@ -548,7 +554,7 @@ func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int
 	best, ok, over := finishPlan(e, pl, order)
 	res := placedPlan{plan: best, ok: ok, over: over, remember: order}
 	split := rebalance(e, pl, order, o.Framework)
-	if split == nil {
+	if split == nil || len(o.Fixed.StageLayers) > 0 { // the user's split stands
 		return res
 	}
 	cfg.StageLayers = split

@@ -18,6 +18,10 @@ type Constraints struct {
 	DistributedOptimizer *bool
 	// NoOffload forbids CPU offload; ForceOffload asks for it.
 	NoOffload, ForceOffload bool
+	// StageLayers is the user's own layer split (decoder layers per stage,
+	// stage = vpp_index*PP + pp_rank): only configs with PP*VPP stages are
+	// tried, and the split is never rebalanced.
+	StageLayers []int
 }
 
 // SearchOptions are the inputs of Search besides the cluster and model.

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -327,5 +328,28 @@ func TestSearchHostMemoryPerHost(t *testing.T) {
 	var nf *NoFitError
 	if !errors.As(err, &nf) || !strings.Contains(nf.Message, "host memory") {
 		t.Errorf("1-GPU hosts with 2 GiB: %v, want a host-memory miss", err)
+	}
+}
+
+// A user's own layer split (--decoder-first/last-pipeline-num-layers,
+// --pipeline-model-parallel-layout) is a constraint: every plan keeps it,
+// even where rebalancing for the faster island would move layers.
+func TestSearchKeepsTheUsersLayerSplit(t *testing.T) {
+	c := twoIslands()
+	split := []int{4, 12, 12, 12}
+	res, err := Search(c, llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1, TopK: 5,
+		Fixed: Constraints{ZeroStage: -1, PP: 4, StageLayers: split}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Plans {
+		if !slices.Equal(p.StageLayers, split) || p.PP != 4 || max(p.VPP, 1) != 1 {
+			t.Errorf("plan PP %d VPP %d stages %v, want the user's %v", p.PP, p.VPP, p.StageLayers, split)
+		}
+	}
+	// A split that cannot be PP*VPP stages leaves nothing valid.
+	if _, err := Search(c, llama2_13b, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 128, Seed: 1,
+		Fixed: Constraints{ZeroStage: -1, PP: 2, VPP: 1, StageLayers: split}}); err == nil {
+		t.Error("PP 2 VPP 1 with a 4-stage split: want an error")
 	}
 }
