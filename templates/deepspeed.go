@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -128,13 +126,33 @@ func CheckDSConfig(data []byte, dp, pp int) error {
 	case tbs != mbs*gas*dp:
 		fail("train_batch_size %d != micro %d * gradient_accumulation_steps %d * data-parallel size %d", tbs, mbs, gas, dp)
 	}
+	return errors.Join(append(errs, dsSettingsErrors(raw, pp)...)...)
+}
+
+// checkDSSettings applies DeepSpeed's checks other than the batch rule (a
+// user's config may leave batch values for DeepSpeed to derive).
+func checkDSSettings(data []byte, pp int) error {
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	return errors.Join(dsSettingsErrors(raw, pp)...)
+}
+
+func dsSettingsErrors(raw map[string]any, pp int) []error {
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("ds_config.json: "+format, a...)) }
 	if enabled(raw, "bf16") && enabled(raw, "fp16") {
 		fail("bf16 and fp16 are both enabled")
 	}
 	zero, _ := raw["zero_optimization"].(map[string]any)
-	stage, ok := jsonInt(zero, "stage")
-	if zero != nil && !ok {
-		fail("zero_optimization.stage must be an integer")
+	stage := 0 // DeepSpeed's default
+	if v, set := zero["stage"]; set && v != "auto" {
+		n, ok := jsonInt(zero, "stage")
+		if !ok {
+			fail("zero_optimization.stage must be an integer")
+		}
+		stage = n
 	}
 	if stage < 0 || stage > 3 {
 		fail("zero_optimization.stage %d: want 0-3", stage)
@@ -151,7 +169,7 @@ func CheckDSConfig(data []byte, dp, pp int) error {
 		}
 		errs = append(errs, checkOffload("offload_param", op, stage, 3)...)
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func checkOffload(name string, o map[string]any, stage, minStage int) []error {
@@ -214,8 +232,8 @@ func Hostfile(hosts []HostJob) []byte {
 // deepspeedArgs are the script flags for DeepSpeed: the config file for any
 // DeepSpeed script, plus Megatron-DeepSpeed's own flags when the script is
 // Megatron-DeepSpeed.
-func deepspeedArgs(cfg planner.Config, megatron bool) []string {
-	a := []string{"--deepspeed", "--deepspeed_config", DSConfigFile}
+func deepspeedArgs(cfg planner.Config, megatron bool, configPath string) []string {
+	a := []string{"--deepspeed", "--deepspeed_config", configPath}
 	if !megatron {
 		return a
 	}
@@ -232,11 +250,33 @@ func deepspeedArgs(cfg planner.Config, megatron bool) []string {
 	return a
 }
 
-// deepspeedManagedFlags are dropped from the user's arguments and rendered
-// from the plan.
-var deepspeedManagedFlags = map[string]bool{
-	"--deepspeed": true, "--deepspeed_config": true, "--zero-stage": true,
-	"--no-pipeline-parallel": true, "--cpu-optimizer": true,
+// withDeepSpeedArgs keeps the user's arguments as given and appends the
+// DeepSpeed flags they do not already say. A user's --deepspeed_config
+// naming another file than the ranks read is replaced; a --zero-stage the
+// plan does not use, or --no-pipeline-parallel / --cpu-optimizer the plan
+// contradicts, is an error.
+func withDeepSpeedArgs(user, planned []string) ([]string, error) {
+	uf, pf := parseFlags(user), parseFlags(planned)
+	drop, replace := map[string]bool{}, map[string]bool{}
+	for _, o := range pf.occ {
+		v, given := uf.last(o.name)
+		switch {
+		case !given:
+		case o.name == "--deepspeed_config" && v != o.value:
+			replace[o.name] = true
+		case o.name == "--zero-stage" && !sameValue(v, o.value):
+			return nil, fmt.Errorf("you passed --zero-stage %s but the plan uses ZeRO stage %s", v, o.value)
+		default:
+			drop[o.name] = true
+		}
+	}
+	for _, sw := range []string{"--no-pipeline-parallel", "--cpu-optimizer"} {
+		if uf.has(sw) && !pf.has(sw) {
+			return nil, fmt.Errorf("you passed %s but the plan does not use it (%s)", sw, map[string]string{
+				"--no-pipeline-parallel": "it has pipeline stages", "--cpu-optimizer": "it does not offload the optimizer"}[sw])
+		}
+	}
+	return append(uf.without(replace), pf.without(drop)...), nil
 }
 
 // File names the job writes into its work directory.
@@ -244,67 +284,3 @@ const (
 	DSConfigFile = "ds_config.json"
 	HostfileName = "hostfile"
 )
-
-// baseUsesFP16 reports whether the user's config enables fp16.
-func baseUsesFP16(base []byte) bool {
-	var raw map[string]any
-	if json.Unmarshal(base, &raw) != nil {
-		return false
-	}
-	return enabled(raw, "fp16")
-}
-
-// overlayDSConfig lays the planned config over the user's: planned
-// top-level keys win, zero_optimization is merged key by key (the user's
-// bucket sizes stay, offload blocks the plan does not use go), and the
-// precision blocks are the plan's alone so bf16 and fp16 never both hold.
-// It returns the keys whose user values changed.
-func overlayDSConfig(base, planned []byte) ([]byte, []string, error) {
-	var user, plan map[string]any
-	if err := json.Unmarshal(base, &user); err != nil {
-		return nil, nil, fmt.Errorf("your DeepSpeed config: %w", err)
-	}
-	if err := json.Unmarshal(planned, &plan); err != nil {
-		return nil, nil, err
-	}
-	var replaced []string
-	changed := func(key string, old, new any) {
-		if old != nil && !reflect.DeepEqual(old, new) {
-			replaced = append(replaced, key)
-		}
-	}
-	delete(user, "bf16")
-	delete(user, "fp16")
-	delete(user, "bfloat16")
-	for k, v := range plan {
-		if k == "zero_optimization" {
-			continue
-		}
-		if k != "bf16" && k != "fp16" {
-			changed(k, user[k], v)
-		}
-		user[k] = v
-	}
-	uz, _ := user["zero_optimization"].(map[string]any)
-	if uz == nil {
-		uz = map[string]any{}
-	}
-	pz := plan["zero_optimization"].(map[string]any)
-	for _, k := range []string{"offload_optimizer", "offload_param"} {
-		if _, planned := pz[k]; !planned && uz[k] != nil {
-			replaced = append(replaced, "zero_optimization."+k)
-			delete(uz, k)
-		}
-	}
-	for k, v := range pz {
-		changed("zero_optimization."+k, uz[k], v)
-		uz[k] = v
-	}
-	user["zero_optimization"] = uz
-	sort.Strings(replaced)
-	out, err := json.MarshalIndent(user, "", "  ")
-	if err != nil {
-		return nil, nil, err
-	}
-	return append(out, '\n'), replaced, nil
-}

@@ -71,34 +71,6 @@ func TestHostfileIsDeepSpeedFormatInNodeRankOrder(t *testing.T) {
 	}
 }
 
-func TestOverlayKeepsTheUsersOwnSettings(t *testing.T) {
-	user := `{"train_batch_size": 16, "fp16": {"enabled": false}, "bf16": {"enabled": true},
-		"optimizer": {"type": "AdamW", "params": {"lr": 0.0003}},
-		"zero_optimization": {"stage": 3, "reduce_bucket_size": 500000000, "offload_param": {"device": "nvme", "nvme_path": "/nvme"}}}`
-	cfg := planner.Config{TP: 1, PP: 1, DP: 4, CP: 1, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 2, Offload: planner.Offload{OptimizerFraction: 1}}
-	planned, _ := MarshalDSConfig(DeepSpeedConfig(cfg, false))
-	out, replaced, err := overlayDSConfig([]byte(user), planned)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckDSConfig(out, 4, 1); err != nil {
-		t.Fatalf("merged config fails DeepSpeed's checks: %v\n%s", err, out)
-	}
-	// The planned bucket size replaces the user's: the memory estimate
-	// counts it (the replacement is reported, as for the stage).
-	for _, want := range []string{`"type": "AdamW"`, `"reduce_bucket_size": 200000000`, `"stage": 2`, `"train_batch_size": 64`, `"offload_optimizer"`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("merged config lacks %s:\n%s", want, out)
-		}
-	}
-	if strings.Contains(string(out), "offload_param") || strings.Contains(string(out), `"fp16"`) {
-		t.Errorf("merged config keeps what the plan dropped:\n%s", out)
-	}
-	if got := strings.Join(replaced, ","); got != "train_batch_size,zero_optimization.offload_param,zero_optimization.reduce_bucket_size,zero_optimization.stage" {
-		t.Errorf("replaced = %s", got)
-	}
-}
-
 // The ds_config carries the bucket sizes the memory estimator counted;
 // DeepSpeed's own default (5e8 elements each) would use 2.5x the memory.
 func TestDeepSpeedConfigBucketsMatchEstimator(t *testing.T) {

@@ -21,7 +21,7 @@ func Describe(w io.Writer, job *Job) error {
 	}
 	ew.printf("# job %s: %d ranks on %d %s\n", job.Name, ranks, len(job.Hosts), plural(len(job.Hosts), "host", "hosts"))
 	for _, warn := range job.Warnings {
-		ew.printf("# warning: %s\n", warn)
+		ew.printf("# warning: %s\n", strings.ReplaceAll(warn, "\n", "\n#   "))
 	}
 	if job.WorkDir != "" {
 		ew.printf("# work directory on every host: %s\n", shellquote.Quote(job.WorkDir))

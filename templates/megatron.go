@@ -3,6 +3,7 @@ package templates
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -304,24 +305,80 @@ func allEqual(xs []int) bool {
 	return true
 }
 
-// MergeMegatronArgs keeps the user's arguments, checks every planned flag
-// the user also passed against the plan (the planner received them as
-// constraints, so a difference is a contradiction), and replaces them with
-// the planned flags appended at the end.
+// MergeMegatronArgs keeps the user's arguments exactly as given, checks
+// every planned flag the user also passed against the plan (the planner
+// received them as constraints, so a difference is a contradiction), and
+// appends the planned flags the user's arguments do not already say.
 func MergeMegatronArgs(user, planned []string) ([]string, error) {
 	uf := parseFlags(user)
 	planned = withUserPreferences(uf, planned)
 	pf := parseFlags(planned)
+	sameSplit := userSplitMatches(user, planned)
 	for _, o := range uf.occ {
-		if !megatronPlannedFlags[o.name] {
+		if !megatronPlannedFlags[o.name] || (sameSplit && isStageFlag(o.name)) {
 			continue
 		}
 		if err := userFlagAgrees(o, uf, pf); err != nil {
 			return nil, err
 		}
 	}
-	out := uf.without(megatronPlannedFlags)
-	return append(out, planned...), nil
+	drop := map[string]bool{}
+	for _, o := range pf.occ {
+		if userSays(uf, o) || (sameSplit && isStageFlag(o.name)) {
+			drop[o.name] = true
+		}
+	}
+	return append(append([]string(nil), user...), pf.without(drop)...), nil
+}
+
+// userSays reports whether the user's arguments already give a planned
+// flag (checked to agree), in its own or Megatron's other spelling.
+func userSays(uf flagList, o flagOcc) bool {
+	switch {
+	case uf.has(o.name):
+		return true
+	case o.name == "--num-virtual-stages-per-pipeline-rank":
+		return uf.has("--num-layers-per-virtual-pipeline-stage")
+	case o.name == "--recompute-granularity" && o.value == string(planner.RecomputeSelective):
+		return uf.has("--recompute-activations")
+	}
+	return false
+}
+
+// userSplitMatches reports whether the user gave layer split flags that
+// split the layers as the planned flags do (in whichever spelling).
+func userSplitMatches(user, planned []string) bool {
+	uf := parseFlags(user)
+	given := false
+	for _, o := range uf.occ {
+		given = given || isStageFlag(o.name)
+	}
+	if !given {
+		return false
+	}
+	us, uv, err := UserStageLayers(user)
+	if err != nil {
+		return false
+	}
+	n, _ := uf.last("--num-layers")
+	ps, pv, err := UserStageLayers(append(append([]string(nil), planned...), "--num-layers", n))
+	if err != nil || uv != pv {
+		return false
+	}
+	layers, _ := strconv.Atoi(n)
+	pp, _ := parseFlags(planned).intValue("--pipeline-model-parallel-size", 1)
+	return slices.Equal(splitOrEven(us, layers, pp*uv), splitOrEven(ps, layers, pp*pv))
+}
+
+func splitOrEven(stages []int, layers, n int) []int {
+	if stages != nil || n < 1 {
+		return stages
+	}
+	even := make([]int, n)
+	for i := range even {
+		even[i] = layers / n
+	}
+	return even
 }
 
 // userFlagAgrees checks one planned flag the user gave against the plan.
@@ -430,4 +487,54 @@ func sameValue(a, b string) bool {
 	fa, errA := strconv.ParseFloat(a, 64)
 	fb, errB := strconv.ParseFloat(b, 64)
 	return errA == nil && errB == nil && fa == fb
+}
+
+// ModelShapeArgs are the Megatron-LM flags (Megatron-DeepSpeed's spelling
+// with megatronDeepSpeed) that make a script build model m, for a script
+// whose own arguments do not give the shape: layers, hidden, FFN, heads,
+// query groups, SwiGLU, position embedding, untied output, vocabulary.
+// Flags the user's args already give are left out.
+func ModelShapeArgs(m planner.Model, megatronDeepSpeed bool, user []string) []string {
+	var a []string
+	add := func(flag string, value ...string) {
+		for _, u := range user {
+			if u == flag || strings.HasPrefix(u, flag+"=") {
+				return
+			}
+		}
+		a = append(append(a, flag), value...)
+	}
+	itoa := strconv.Itoa
+	add("--num-layers", itoa(m.NumLayers))
+	add("--hidden-size", itoa(m.Hidden))
+	add("--ffn-hidden-size", itoa(m.FFN()))
+	add("--num-attention-heads", itoa(m.Heads))
+	if m.QueryGroups > 0 && m.QueryGroups != m.Heads {
+		if megatronDeepSpeed {
+			add("--num-key-value-heads", itoa(m.QueryGroups))
+		} else {
+			add("--group-query-attention")
+			add("--num-query-groups", itoa(m.QueryGroups))
+		}
+	}
+	if m.SwiGLU {
+		add("--swiglu")
+	}
+	add("--seq-length", itoa(m.SeqLength))
+	add("--max-position-embeddings", itoa(cmp.Or(m.MaxPositionEmbeddings, m.SeqLength)))
+	if pe := m.PositionEmbedding; pe != "" && pe != "learned_absolute" {
+		if megatronDeepSpeed && pe == "rope" {
+			add("--use-rotary-position-embeddings")
+		} else {
+			add("--position-embedding-type", pe)
+		}
+	}
+	if m.UntieEmbeddings {
+		add("--untie-embeddings-and-output-weights")
+	}
+	add("--vocab-size", itoa(m.Vocab))
+	if m.VocabDivisibleBy > 0 {
+		add("--make-vocab-size-divisible-by", itoa(m.VocabDivisibleBy))
+	}
+	return a
 }

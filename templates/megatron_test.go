@@ -247,11 +247,13 @@ func TestStageFlagsChoosesTheSimplestForm(t *testing.T) {
 
 func TestMergeMegatronArgs(t *testing.T) {
 	planned := []string{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "2", "--global-batch-size", "64"}
-	got, err := MergeMegatronArgs([]string{"--lr", "1e-4", "--tensor-model-parallel-size=2", "--micro-batch-size", "2.0", "--data-path", "x"}, planned)
+	// The user's arguments stay exactly as given (spelling and order); only
+	// the planned flags they do not say are appended.
+	got, err := MergeMegatronArgs([]string{"--lr", "1e-4", "--tensor-model-parallel-size=2", "--micro-batch-size", "2", "--data-path", "x"}, planned)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "--lr 1e-4 --data-path x " + strings.Join(planned, " ")
+	want := "--lr 1e-4 --tensor-model-parallel-size=2 --micro-batch-size 2 --data-path x --pipeline-model-parallel-size 1 --global-batch-size 64"
 	if strings.Join(got, " ") != want {
 		t.Errorf("merged = %q, want %q", strings.Join(got, " "), want)
 	}
@@ -267,12 +269,12 @@ func TestMergeMegatronArgs(t *testing.T) {
 	}
 	full := []string{"--tensor-model-parallel-size", "1", "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}
 	got, err = MergeMegatronArgs([]string{"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "4", "--overlap-grad-reduce"}, full)
-	if want := "--tensor-model-parallel-size 1 --recompute-granularity full --recompute-method block --recompute-num-layers 4 --overlap-grad-reduce"; err != nil || strings.Join(got, " ") != want {
+	if want := "--recompute-granularity full --recompute-method block --recompute-num-layers 4 --overlap-grad-reduce --tensor-model-parallel-size 1"; err != nil || strings.Join(got, " ") != want {
 		t.Errorf("user's recompute method and overlap switch: got %q, %v; want %q", strings.Join(got, " "), err, want)
 	}
 	vpp := []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "3"}
 	got, err = MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "4"}, vpp)
-	if err != nil || strings.Join(got, " ") != "--num-layers 24 "+strings.Join(vpp, " ") {
+	if err != nil || strings.Join(got, " ") != "--num-layers 24 --num-layers-per-virtual-pipeline-stage 4 --pipeline-model-parallel-size 2" {
 		t.Errorf("layers per virtual stage equal to the plan's split: %q, %v", got, err)
 	}
 	if _, err := MergeMegatronArgs([]string{"--num-layers", "24", "--num-layers-per-virtual-pipeline-stage", "6"}, vpp); err == nil {
@@ -316,16 +318,16 @@ func TestUserStageLayersRoundTrips(t *testing.T) {
 }
 
 // --recompute-activations is Megatron's alias for selective recompute: it
-// agrees with a selective plan (and is replaced by the plan's flags) and
-// contradicts any other.
+// agrees with a selective plan (and stays, the plan's spelling of it not
+// added) and contradicts any other.
 func TestMergeRecomputeActivations(t *testing.T) {
 	user := []string{"--num-layers", "24", "--recompute-activations"}
 	out, err := MergeMegatronArgs(user, []string{"--recompute-granularity", "selective"})
 	if err != nil {
 		t.Fatalf("selective plan: %v", err)
 	}
-	if strings.Contains(strings.Join(out, " "), "--recompute-activations") {
-		t.Errorf("merged args keep the alias beside the plan's flags: %v", out)
+	if got := strings.Join(out, " "); got != "--num-layers 24 --recompute-activations" {
+		t.Errorf("merged args = %q, want the user's alone", got)
 	}
 	for _, planned := range [][]string{
 		{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
@@ -334,5 +336,21 @@ func TestMergeRecomputeActivations(t *testing.T) {
 		if _, err := MergeMegatronArgs(user, planned); err == nil || !strings.Contains(err.Error(), "--recompute-activations") {
 			t.Errorf("plan %v: err = %v, want a contradiction naming --recompute-activations", planned, err)
 		}
+	}
+}
+
+// A user's layer split in another spelling than the plan's: the user's
+// flags stay, the plan's equivalent ones are not added.
+func TestMergeKeepsTheUsersSplitSpelling(t *testing.T) {
+	user := []string{"--num-layers", "24", "--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Et*3|t*8|t*8|t*5L"}
+	planned := []string{"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "3", "--decoder-last-pipeline-num-layers", "5"}
+	got, err := MergeMegatronArgs(user, planned)
+	if want := strings.Join(user, " ") + " --tensor-model-parallel-size 1"; err != nil || strings.Join(got, " ") != want {
+		t.Errorf("got %q, %v; want %q", strings.Join(got, " "), err, want)
+	}
+	planned[5] = "4" // a different first stage
+	planned[7] = "4"
+	if _, err := MergeMegatronArgs(user, planned); err == nil || !strings.Contains(err.Error(), "--pipeline-model-parallel-layout") {
+		t.Errorf("a different split: err %v, want one naming the user's layout", err)
 	}
 }

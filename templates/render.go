@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -38,10 +39,6 @@ type Options struct {
 	WorkDir string
 	// LogDir, when set, receives one stdout and one stderr file per rank.
 	LogDir string
-	// DSConfigBase is the user's own ds_config.json (DeepSpeed): the
-	// planner's keys are laid over it, everything else (optimizer,
-	// scheduler, logging) is kept.
-	DSConfigBase []byte
 	// HostDevices[i], when set, is cluster host i's CUDA_VISIBLE_DEVICES for
 	// hosts whose GPUs are not described (DeepSpeed's --include slots).
 	HostDevices []string
@@ -49,6 +46,16 @@ type Options struct {
 	// launcher adds (DeepSpeed's --no_local_rank, torch.distributed.launch's
 	// --use_env): LOCAL_RANK is in the environment either way.
 	NoLocalRank bool
+	// DSUser is the user's own DeepSpeed config. DSPassThrough (launches
+	// without planning) passes it byte for byte, only "auto" batch values
+	// filled; otherwise the keys the plan needs are added to it, and
+	// DSOverride lets the plan's values replace the user's
+	// (DSUserConfig.Planned). When the bytes stay the user's, the script
+	// keeps its own --deepspeed_config path and no ds_config.json is written.
+	DSUser                    *DSUserConfig
+	DSPassThrough, DSOverride bool
+	// dsConfigPath is the config the ranks read (set by Render).
+	dsConfigPath string
 	// Rendezvous is what the launch probe found (nil for a dry run):
 	// MASTER_ADDR and each host's interface towards it.
 	Rendezvous *Rendezvous
@@ -88,6 +95,10 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	dsFile, err := deepSpeedConfigFile(job, p, &o)
+	if err != nil {
+		return nil, err
+	}
 	args, err := frameworkArgs(p, o, megatronArgs, numLayers)
 	if err != nil {
 		return nil, err
@@ -110,8 +121,11 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		}
 		job.Hosts = append(job.Hosts, hj)
 	}
-	if err := addFrameworkFiles(job, p, o); err != nil {
-		return nil, err
+	if p.Framework == planner.FrameworkDeepSpeed {
+		if dsFile != nil {
+			job.Files = append(job.Files, *dsFile)
+		}
+		job.Files = append(job.Files, File{Path: HostfileName, Mode: 0o644, Content: Hostfile(job.Hosts)})
 	}
 	for i := range job.Hosts {
 		s, err := HostScript(job, i)
@@ -289,12 +303,15 @@ func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int)
 		}
 		return merged, CheckMegatronArgs(merged, len(p.Placement))
 	case planner.FrameworkDeepSpeed:
-		user := parseFlags(o.Args).without(deepspeedManagedFlags)
+		user, err := withDeepSpeedArgs(o.Args, deepspeedArgs(p.Config, megatronArgs, o.dsConfigPath))
+		if err != nil {
+			return nil, err
+		}
 		if !megatronArgs {
 			if p.TP > 1 || p.PP > 1 || p.CP > 1 {
 				return nil, fmt.Errorf("the plan uses TP %d PP %d CP %d, which a plain DeepSpeed script (%s) cannot apply; pass Megatron-DeepSpeed arguments or plan with --framework deepspeed for data parallelism only", p.TP, p.PP, max(p.CP, 1), o.Script)
 			}
-			return append(user, deepspeedArgs(p.Config, false)...), nil
+			return user, nil
 		}
 		planned, err := megatronDeepSpeedPlanArgs(p.Config, numLayers)
 		if err != nil {
@@ -304,10 +321,7 @@ func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int)
 		if err != nil {
 			return nil, err
 		}
-		if err := CheckMegatronArgs(merged, len(p.Placement)); err != nil {
-			return nil, err
-		}
-		return append(merged, deepspeedArgs(p.Config, true)...), nil
+		return merged, CheckMegatronArgs(merged, len(p.Placement))
 	case planner.FrameworkTorch, "":
 		return o.Args, nil
 	}
@@ -442,30 +456,55 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
-// addFrameworkFiles adds the hostfile and ds_config.json DeepSpeed needs.
-func addFrameworkFiles(job *Job, p *planner.Plan, o Options) error {
+// deepSpeedConfigFile decides the config the ranks read: the user's own
+// file when its bytes stand (nil File), else ds_config.json (the plan's,
+// or the user's with the plan's needs added). It sets o.dsConfigPath and
+// adds what changed to the job's warnings.
+func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 	if p.Framework != planner.FrameworkDeepSpeed {
-		return nil
+		return nil, nil
 	}
-	fp16 := parseFlags(o.Args).has("--fp16") || baseUsesFP16(o.DSConfigBase)
-	data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, fp16))
-	if err != nil {
-		return err
-	}
-	if o.DSConfigBase != nil {
-		var replaced []string
-		if data, replaced, err = overlayDSConfig(o.DSConfigBase, data); err != nil {
-			return err
+	o.dsConfigPath = DSConfigFile
+	u := o.DSUser
+	if u == nil {
+		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, parseFlags(o.Args).has("--fp16")))
+		if err != nil {
+			return nil, err
 		}
-		if len(replaced) > 0 {
-			job.Warnings = append(job.Warnings, "your DeepSpeed config's "+strings.Join(replaced, ", ")+" replaced by the plan's values")
+		if err := CheckDSConfig(data, p.DP, p.PP); err != nil {
+			return nil, fmt.Errorf("rendered %w", err)
+		}
+		return &File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
+	}
+	var data []byte
+	if o.DSPassThrough {
+		data = u.FillAuto(p.Config)
+	} else {
+		var added, changed []DSChange
+		data, added, changed = u.Planned(p.Config, o.DSOverride)
+		if len(added) > 0 {
+			var kv []string
+			for _, c := range added {
+				kv = append(kv, c.Key+"="+jsonText(c.Plan))
+			}
+			job.Warnings = append(job.Warnings, fmt.Sprintf("%s %s leaves unset what the plan needs; ds_config.json adds %s", u.Flag, u.Path, strings.Join(kv, ", ")))
+		}
+		if len(changed) > 0 {
+			job.Warnings = append(job.Warnings, "the plan overrides your DeepSpeed config:\n"+strings.TrimSuffix(DSConfigDiff(u.Path, changed), "\n"))
 		}
 	}
-	if err := CheckDSConfig(data, p.DP, p.PP); err != nil {
-		return fmt.Errorf("rendered %w", err)
+	if !enabled(u.raw, "bf16") && !enabled(u.raw, "fp16") && !enabled(u.raw, "bfloat16") {
+		job.Warnings = append(job.Warnings, fmt.Sprintf("%s %s enables neither bf16 nor fp16, so DeepSpeed trains in fp32; the plan's memory and time assume 16-bit mixed precision", u.Flag, u.Path))
 	}
-	job.Files = append(job.Files,
-		File{Path: DSConfigFile, Mode: 0o644, Content: data},
-		File{Path: HostfileName, Mode: 0o644, Content: Hostfile(job.Hosts)})
-	return nil
+	if left := u.LeftAuto(); len(left) > 0 {
+		job.Warnings = append(job.Warnings, fmt.Sprintf("%s %s keeps \"auto\" in %s: HuggingFace's Trainer fills them, plain DeepSpeed rejects them", u.Flag, u.Path, strings.Join(left, ", ")))
+	}
+	if err := checkDSSettings(data, p.PP); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", u.Flag, u.Path, err)
+	}
+	if bytes.Equal(data, u.Data) {
+		o.dsConfigPath = u.Path
+		return nil, nil
+	}
+	return &File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
 }

@@ -52,6 +52,9 @@ type RunOptions struct {
 	SequenceParallel string
 	WorkDir          string
 	NoCheckScript    bool
+	// PlanOverridesConfig lets the plan change the user's DeepSpeed
+	// config (printed as a diff) instead of keeping it as constraints.
+	PlanOverridesConfig bool
 	// Include/Exclude are DeepSpeed's host:slot filters; NoLocalRank is
 	// --no_local_rank / --use_env.
 	Include, Exclude string
@@ -192,15 +195,12 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	plan, summary, err := choosePlan(opts, cluster, fw, planned)
+	ch, err := choosePlan(opts, cluster, fw, planned)
 	if err != nil {
 		return err
 	}
+	summary := ch.summary
 	if err := writeRunReport(opts, cluster); err != nil {
-		return err
-	}
-	dsBase, err := userDSConfig(opts, fw)
-	if err != nil {
 		return err
 	}
 	explicit, sources, err := explicitEnv(opts)
@@ -215,11 +215,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: environment from %s: %s\n", s.name, strings.Join(names, " "))
 	}
 	render := func(facts *launchFacts) (*templates.Job, error) {
-		job, err := templates.Render(plan, cluster, templates.Options{
+		job, err := templates.Render(ch.plan, cluster, templates.Options{
 			Name:           opts.RunID,
 			Role:           opts.Role,
 			Script:         opts.Script,
-			Args:           opts.ScriptArgs,
+			Args:           ch.args,
 			Python:         facts.python,
 			Rendezvous:     facts.rendezvous,
 			NodeRankPinned: slices.Contains(opts.Ignored, "--node-rank"),
@@ -235,11 +235,14 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			ExplicitEnv:    explicit,
 			HostDevices:    opts.devices,
 			NoLocalRank:    opts.NoLocalRank,
-			DSConfigBase:   dsBase,
+			DSUser:         ch.ds,
+			DSPassThrough:  !planned,
+			DSOverride:     opts.PlanOverridesConfig,
 		})
 		if err != nil {
 			return nil, &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
 		}
+		job.Warnings = append(slices.Clone(ch.warnings), job.Warnings...)
 		return job, nil
 	}
 	// Rendered once before connecting anywhere, so bad input fails first.
@@ -272,7 +275,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	}
 	// A quick probe (over SSH, or srun steps in a Slurm allocation) finds
 	// where the ranks meet and the interpreter.
-	if facts, err = probeForLaunch(ctx, opts, cluster, plan); err != nil {
+	if facts, err = probeForLaunch(ctx, opts, cluster, ch.plan); err != nil {
 		return err
 	}
 	if opts.pool != nil {
@@ -285,7 +288,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
-	if err := writeRunPlan(opts, plan); err != nil {
+	if err := writeRunPlan(opts, ch.plan); err != nil {
 		return err
 	}
 	if job.WorkDir == "" {
@@ -299,33 +302,6 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		job.WorkDir = wd
 	}
 	return launchJob(ctx, job, opts)
-}
-
-// userDSConfig reads the config the user's own --deepspeed_config names,
-// so its optimizer and scheduler survive in the rendered ds_config.json.
-func userDSConfig(o *RunOptions, fw planner.Framework) ([]byte, error) {
-	if fw != planner.FrameworkDeepSpeed {
-		return nil, nil
-	}
-	path := ""
-	for i, a := range o.ScriptArgs {
-		if a == "--deepspeed_config" && i+1 < len(o.ScriptArgs) {
-			path = o.ScriptArgs[i+1]
-		} else if v, ok := strings.CutPrefix(a, "--deepspeed_config="); ok {
-			path = v
-		}
-	}
-	if path == "" {
-		return nil, nil
-	}
-	if o.WorkDir != "" && !filepath.IsAbs(path) {
-		path = filepath.Join(o.WorkDir, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, inputErrorf("--deepspeed_config %s: %v (pipette-launch writes ds_config.json from the plan and keeps your file's other settings, so it must be readable here)", path, err)
-	}
-	return data, nil
 }
 
 // checkRunOptions rejects contradictory flags and a missing script.

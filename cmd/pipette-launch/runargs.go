@@ -47,6 +47,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "launcher", Value: launcherAuto, Usage: "start ranks over `ssh`, or as one srun step inside the Slurm allocation (`slurm`); auto: slurm when SLURM_JOB_ID is set"},
 		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
+		&cli.BoolFlag{Name: "plan-overrides-config", Usage: "let the plan change your DeepSpeed config's batch sizes, ZeRO stage and offload (printed as a diff) instead of keeping them"},
 		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
 		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
 		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
@@ -113,6 +114,7 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 		o.EnvFlags = l.vals
 	}
 	o.SequenceParallel = c.String("sequence-parallel")
+	o.PlanOverridesConfig = c.Bool("plan-overrides-config")
 	for _, f := range ignoredTorchrunFlags() {
 		name := f.Names()[0]
 		if c.IsSet(name) {

@@ -4,29 +4,54 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/tokenizer"
 )
 
-// choosePlan returns the placed plan to render and a one-line summary.
-// With a cluster file (planned) and a known model the planner searches;
+// planChoice is what choosePlan decides: the placed plan, the one-line
+// summary, the script's arguments as the ranks get them (with the shape
+// flags of --model added when the script lacks them), the user's own
+// DeepSpeed config and the warnings to print before the job.
+type planChoice struct {
+	plan     *planner.Plan
+	summary  string
+	args     []string
+	ds       *templates.DSUserConfig
+	warnings []string
+}
+
+// choosePlan returns the placed plan to render. With a cluster file
+// (planned) and a known model the planner searches, with the script's own
+// settings (Megatron flags, the user's DeepSpeed config) as constraints;
 // plain torch jobs, and jobs on listed hosts, use torchrun's rank order
 // with the parallel sizes the script's own arguments fix.
-func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned bool) (*planner.Plan, string, error) {
+func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned bool) (*planChoice, error) {
+	ch := &planChoice{args: o.ScriptArgs}
+	ds, err := userDSConfig(o, fw)
+	if err != nil {
+		return nil, err
+	}
+	ch.ds = ds
 	megatronArgs := templates.LooksLikeMegatron(o.Script, o.ScriptArgs)
-	m, fixed, found, err := planner.ModelFromMegatronArgs(o.ScriptArgs)
+	vocab := tokenizer.Reader{Dir: o.WorkDir}
+	m, fixed, found, err := planner.ModelFromMegatronArgsVocab(o.ScriptArgs, vocab.Vocab)
 	if found && err != nil && fw != planner.FrameworkTorch {
-		return nil, "", inputErrorf("%v", err)
+		return nil, inputErrorf("%v", err)
+	}
+	if megatronArgs && fw != planner.FrameworkTorch {
+		ch.warnings = append(ch.warnings, planner.UnmodelledMegatronFeatures(o.ScriptArgs)...)
 	}
 	micro, global, err := planner.MegatronBatchArgs(o.ScriptArgs)
 	if err != nil && fw != planner.FrameworkTorch {
-		return nil, "", inputErrorf("%v", err)
+		return nil, inputErrorf("%v", err)
 	}
 	if o.GlobalBatch > 0 {
 		if global > 0 && global != o.GlobalBatch {
-			return nil, "", inputErrorf("--global-batch-size %d contradicts the script's --global-batch-size %d: give one", o.GlobalBatch, global)
+			return nil, inputErrorf("--global-batch-size %d contradicts the script's --global-batch-size %d: give one", o.GlobalBatch, global)
 		}
 		global = o.GlobalBatch
 	}
@@ -38,55 +63,132 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 		}
 	}
 	if err := applySequenceParallel(o.SequenceParallel, &fixed, found); err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	if megatronArgs && fw != planner.FrameworkTorch {
+		// The user's own layer split stands: rendered as given without
+		// planning, a constraint on the search with it.
+		stages, vpp, err := templates.UserStageLayers(o.ScriptArgs)
+		if err != nil {
+			return nil, inputErrorf("script arguments: %v", err)
+		}
+		if stages != nil || vpp > 1 {
+			fixed.VPP, fixed.StageLayers = max(fixed.VPP, vpp), stages
+		}
 	}
 	if fw == planner.FrameworkTorch || !planned {
-		if megatronArgs && fw != planner.FrameworkTorch {
-			// Without planning the user's own layer split stands.
-			stages, vpp, err := templates.UserStageLayers(o.ScriptArgs)
-			if err != nil {
-				return nil, "", inputErrorf("script arguments: %v", err)
-			}
-			fixed.VPP = max(fixed.VPP, vpp)
-			return torchrunOrderPlan(c, fw, fixed, micro, global, stages)
-		}
-		return torchrunOrderPlan(c, fw, fixed, micro, global, nil)
+		ch.plan, ch.summary, err = torchrunOrderPlan(c, fw, fixed, micro, global, ds)
+		return ch, err
 	}
 	if !found || m.NumLayers == 0 {
 		if o.Model == "" {
 			if fw == planner.FrameworkMegatron {
-				return nil, "", inputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(planner.PresetNames(), ", "))
+				return nil, inputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(planner.PresetNames(), ", "))
 			}
-			return torchrunOrderPlan(c, fw, fixed, micro, global, nil)
+			ch.plan, ch.summary, err = torchrunOrderPlan(c, fw, fixed, micro, global, ds)
+			return ch, err
 		}
 		m, err = loadModel(o.Model, 0)
 		if err != nil {
-			return nil, "", &inputError{err.Error()}
+			return nil, &inputError{err.Error()}
+		}
+		if t := planner.MegatronTokenizer(o.ScriptArgs); t.Type != "" {
+			// Megatron sizes the embedding by the script's tokenizer, whatever
+			// the model file says.
+			if n, _, err := vocab.Vocab(t); err == nil && n > 0 {
+				m.Vocab, found = n, true
+			}
+		}
+		if megatronArgs || fw == planner.FrameworkMegatron {
+			// The job must train the model that was planned.
+			ch.args = append(append([]string(nil), o.ScriptArgs...), templates.ModelShapeArgs(m, fw == planner.FrameworkDeepSpeed, o.ScriptArgs)...)
 		}
 	}
 	if err := checkFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	p, n, err := searchPlan(o, c, m, fw, fixed, micro, global, ds)
+	if err != nil {
+		return nil, err
+	}
+	ch.plan = p
+	ch.summary = planSummary(p, o.PlanIndex, n) + vocabNote(m, p.TP, vocab, o.ScriptArgs, found)
+	return ch, nil
+}
+
+// searchPlan runs the search with the user's DeepSpeed config as
+// constraints (unless --plan-overrides-config). When no plan keeps the
+// config, the error names the keys the best plan without them changes.
+func searchPlan(o *RunOptions, c *planner.Cluster, m planner.Model, fw planner.Framework, fixed planner.Constraints, micro, global int, ds *templates.DSUserConfig) (*planner.Plan, int, error) {
+	free := fixed
+	keep := ds != nil && !o.PlanOverridesConfig
+	if ds != nil {
+		var err error
+		if global, err = dsGlobalBatch(ds, global); err != nil {
+			return nil, 0, err
+		}
+		if keep {
+			if err := dsConstraints(ds, &fixed, micro, global); err != nil {
+				return nil, 0, err
+			}
+		}
 	}
 	if global == 0 {
-		return nil, "", inputErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
+		return nil, 0, inputErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
-	res, err := planner.Search(c, m, planner.SearchOptions{Framework: fw, GlobalBatch: global, Fixed: fixed, TopK: max(10, o.PlanIndex), Seed: 1})
-	var noFit *planner.NoFitError
-	if errors.As(err, &noFit) {
-		// Not bad input: the model does not fit this cluster (exit 3, as
-		// `plan` does), and the message says what would help.
-		return nil, "", fmt.Errorf("plan %s for %s: %w", m.Name, fw, noFit)
+	search := func(fx planner.Constraints, keepConfig bool) ([]planner.Plan, error) {
+		res, err := planner.Search(c, m, planner.SearchOptions{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, o.PlanIndex), Seed: 1})
+		var noFit *planner.NoFitError
+		if errors.As(err, &noFit) {
+			// Not bad input: the model does not fit this cluster (exit 3, as
+			// `plan` does), and the message says what would help.
+			return nil, fmt.Errorf("plan %s for %s: %w", m.Name, fw, noFit)
+		}
+		if err != nil {
+			return nil, inputErrorf("plan %s for %s: %v", m.Name, fw, err)
+		}
+		var keep []planner.Plan
+		for _, p := range res.Plans {
+			if !keepConfig || len(ds.PlanChanges(p.Config)) == 0 {
+				keep = append(keep, p)
+			}
+		}
+		kept := *res
+		kept.Plans = keep
+		o.searched = &searchedPlans{model: m, result: &kept}
+		return keep, nil
+	}
+	plans, err := search(fixed, keep)
+	if keep && len(plans) == 0 {
+		free.MicroBatch = max(free.MicroBatch, micro)
+		alt, altErr := search(free, false)
+		return nil, 0, dsConfigConflict(ds, alt, altErr, err)
 	}
 	if err != nil {
-		return nil, "", inputErrorf("plan %s for %s: %v", m.Name, fw, err)
+		return nil, 0, err
 	}
-	if o.PlanIndex > len(res.Plans) {
-		return nil, "", inputErrorf("--plan %d: only %d plans were found", o.PlanIndex, len(res.Plans))
+	if o.PlanIndex > len(plans) {
+		return nil, 0, inputErrorf("--plan %d: only %d plans were found", o.PlanIndex, len(plans))
 	}
-	o.searched = &searchedPlans{model: m, result: res}
-	p := res.Plans[o.PlanIndex-1]
+	p := plans[o.PlanIndex-1]
 	p.Framework = fw
-	return &p, planSummary(&p, o.PlanIndex, len(res.Plans)), nil
+	return &p, len(plans), nil
+}
+
+// dsConfigConflict explains why no plan keeps the user's DeepSpeed config:
+// the keys the best plan without its constraints changes (exit 2).
+func dsConfigConflict(ds *templates.DSUserConfig, plans []planner.Plan, err, cause error) error {
+	if err != nil || len(plans) == 0 {
+		if cause == nil {
+			cause = err
+		}
+		return inputErrorf("no plan keeps the settings of your DeepSpeed config %s (%s): %v", ds.Path, dsSettings(ds), cause)
+	}
+	var keys []string
+	for _, c := range ds.PlanChanges(plans[0].Config) {
+		keys = append(keys, fmt.Sprintf("%s %v (the plan needs %v)", c.Key, c.User, c.Plan))
+	}
+	return inputErrorf("no plan keeps your DeepSpeed config %s: the plan must change %s; change the config or pass --plan-overrides-config to use the plan's values", ds.Path, strings.Join(keys, ", "))
 }
 
 // checkFixedSizes names the user's own parallel flag when it cannot work,
@@ -107,20 +209,26 @@ func checkFixedSizes(m planner.Model, f planner.Constraints, gpus int) error {
 }
 
 // torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
-// and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1).
-func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.Constraints, micro, global int, stages []int) (*planner.Plan, string, error) {
+// and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1) and
+// the batch, ZeRO stage and offload the user's DeepSpeed config gives.
+func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.Constraints, micro, global int, ds *templates.DSUserConfig) (*planner.Plan, string, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
 		return nil, "", inputErrorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
 	}
 	dp := world / (tp * pp * cp)
+	if ds != nil {
+		if err := dsUnplanned(ds, &fixed, &micro, &global, dp); err != nil {
+			return nil, "", err
+		}
+	}
 	micro = max(micro, 1)
 	if global == 0 {
 		global = micro * dp
 	}
 	cfg := planner.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
-		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: stages}
+		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
 	if fixed.SequenceParallel != nil {
 		cfg.SequenceParallel = *fixed.SequenceParallel
 	}
@@ -130,6 +238,9 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 	if fixed.ForceOffload {
 		cfg.Offload.OptimizerFraction = 1
 	}
+	if ds != nil && ds.OffloadParam != "" && ds.OffloadParam != "none" {
+		cfg.Offload.Params = true
+	}
 	p := &planner.Plan{Framework: fw, Config: cfg}
 	for hi, h := range c.Hosts {
 		for l := range h.GPUs {
@@ -137,6 +248,147 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 		}
 	}
 	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
+}
+
+// dsUnplanned takes the batch sizes, ZeRO stage and offload of the user's
+// DeepSpeed config as DeepSpeed derives them for dp ranks; the script's
+// own Megatron-DeepSpeed flags must agree with them.
+func dsUnplanned(ds *templates.DSUserConfig, fixed *planner.Constraints, micro, global *int, dp int) error {
+	m, _, t, err := ds.Batch(dp)
+	if err != nil {
+		return &inputError{err.Error()}
+	}
+	if *micro > 0 && *micro != m {
+		return inputErrorf("the script's --micro-batch-size %d contradicts %s %s: train_micro_batch_size_per_gpu is %d for %d data-parallel ranks", *micro, ds.Flag, ds.Path, m, dp)
+	}
+	if *global > 0 && *global != t {
+		return inputErrorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", *global, ds.Flag, ds.Path, t)
+	}
+	*micro, *global = m, t
+	if ds.Stage >= 0 {
+		if fixed.ZeroStage >= 0 && fixed.ZeroStage != ds.Stage {
+			return inputErrorf("the script's --zero-stage %d contradicts %s %s: zero_optimization.stage is %d", fixed.ZeroStage, ds.Flag, ds.Path, ds.Stage)
+		}
+		fixed.ZeroStage = ds.Stage
+	}
+	if on := ds.Offloads(); on != nil {
+		fixed.ForceOffload = *on
+	}
+	return nil
+}
+
+// dsGlobalBatch is the global batch: the config's train_batch_size, which
+// --global-batch-size (or the script's) must agree with.
+func dsGlobalBatch(ds *templates.DSUserConfig, global int) (int, error) {
+	switch {
+	case ds.TrainBatch == 0:
+		return global, nil
+	case global > 0 && global != ds.TrainBatch:
+		return 0, inputErrorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", global, ds.Flag, ds.Path, ds.TrainBatch)
+	}
+	return ds.TrainBatch, nil
+}
+
+// dsConstraints adds what the user's DeepSpeed config fixes to the search
+// constraints: micro-batch, ZeRO stage, offload and, with the accumulation
+// steps, the data-parallel size. An error names what contradicts.
+func dsConstraints(ds *templates.DSUserConfig, fixed *planner.Constraints, micro, global int) error {
+	name := ds.Flag + " " + ds.Path
+	if ds.Micro > 0 {
+		if micro > 0 && micro != ds.Micro {
+			return inputErrorf("the script's --micro-batch-size %d contradicts %s: train_micro_batch_size_per_gpu is %d", micro, name, ds.Micro)
+		}
+		fixed.MicroBatch = ds.Micro
+	}
+	if ds.Stage >= 0 {
+		if fixed.ZeroStage >= 0 && fixed.ZeroStage != ds.Stage {
+			return inputErrorf("the script's --zero-stage %d contradicts %s: zero_optimization.stage is %d", fixed.ZeroStage, name, ds.Stage)
+		}
+		fixed.ZeroStage = ds.Stage
+	}
+	if on := ds.Offloads(); on != nil {
+		fixed.ForceOffload, fixed.NoOffload = *on, !*on
+	}
+	if mb := max(fixed.MicroBatch, micro); mb > 0 && ds.Accum > 0 {
+		if global%(mb*ds.Accum) != 0 {
+			return inputErrorf("%s: train_batch_size %d is not divisible by micro-batch %d x gradient_accumulation_steps %d", name, global, mb, ds.Accum)
+		}
+		fixed.DP = global / (mb * ds.Accum)
+	}
+	return nil
+}
+
+// dsSettings lists the config's settings the plan must keep.
+func dsSettings(ds *templates.DSUserConfig) string {
+	var s []string
+	for _, kv := range []struct {
+		key string
+		v   int
+	}{{"train_batch_size", ds.TrainBatch}, {"train_micro_batch_size_per_gpu", ds.Micro}, {"gradient_accumulation_steps", ds.Accum}} {
+		if kv.v > 0 {
+			s = append(s, fmt.Sprintf("%s %d", kv.key, kv.v))
+		}
+	}
+	if ds.Stage >= 0 {
+		s = append(s, fmt.Sprintf("zero_optimization.stage %d", ds.Stage))
+	}
+	if ds.OffloadOptimizer != "" {
+		s = append(s, "offload_optimizer "+ds.OffloadOptimizer)
+	}
+	if ds.OffloadParam != "" {
+		s = append(s, "offload_param "+ds.OffloadParam)
+	}
+	return strings.Join(s, ", ")
+}
+
+// vocabNote says where the planned vocabulary came from and how Megatron
+// pads it, for the plan's summary line.
+func vocabNote(m planner.Model, tp int, r tokenizer.Reader, args []string, fromArgs bool) string {
+	src := "the model"
+	if fromArgs {
+		src = "--vocab-size"
+		if t := planner.MegatronTokenizer(args); t.Type != "" {
+			src = t.Type
+			if _, from, err := r.Vocab(t); err == nil && from != "" {
+				src += " " + from
+			}
+		}
+	}
+	return fmt.Sprintf("; vocabulary %d (%s), padded to %d", m.Vocab, src, m.PaddedVocab(tp))
+}
+
+// userDSConfig reads the config the user's own --deepspeed_config names:
+// its settings are the user's (see templates.DSUserConfig).
+func userDSConfig(o *RunOptions, fw planner.Framework) (*templates.DSUserConfig, error) {
+	if fw != planner.FrameworkDeepSpeed {
+		return nil, nil
+	}
+	flag, path := "", ""
+	for i, a := range o.ScriptArgs {
+		for _, f := range []string{"--deepspeed_config", "--deepscale_config"} {
+			if a == f && i+1 < len(o.ScriptArgs) {
+				flag, path = f, o.ScriptArgs[i+1]
+			} else if v, ok := strings.CutPrefix(a, f+"="); ok {
+				flag, path = f, v
+			}
+		}
+	}
+	if path == "" {
+		return nil, nil
+	}
+	file := path
+	if o.WorkDir != "" && !filepath.IsAbs(file) {
+		file = filepath.Join(o.WorkDir, file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, inputErrorf("%s %s: %v (pipette-launch plans with your config's settings, so it must be readable here)", flag, path, err)
+	}
+	ds, err := templates.ParseDSUserConfig(flag, path, data)
+	if err != nil {
+		return nil, &inputError{err.Error()}
+	}
+	return ds, nil
 }
 
 // planSummary is the one line printed before the job.

@@ -129,12 +129,13 @@ func sbatchNodes(o *RunOptions) (batchNodes, error) {
 	if err != nil {
 		return batchNodes{}, err
 	}
-	plan, _, err := choosePlan(o, cluster, fw, planned)
+	ch, err := choosePlan(o, cluster, fw, planned)
 	if err != nil {
 		return batchNodes{}, err
 	}
-	job, err := templates.Render(plan, cluster, templates.Options{Name: o.RunID, Script: o.Script, Args: o.ScriptArgs,
-		Python: o.Python, NoPython: o.NoPython, Module: o.Module, MasterPort: o.MasterPort})
+	job, err := templates.Render(ch.plan, cluster, templates.Options{Name: o.RunID, Script: o.Script, Args: ch.args,
+		Python: o.Python, NoPython: o.NoPython, Module: o.Module, MasterPort: o.MasterPort,
+		DSUser: ch.ds, DSPassThrough: !planned, DSOverride: o.PlanOverridesConfig})
 	if err != nil {
 		return batchNodes{}, &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
 	}
