@@ -647,7 +647,9 @@ func TestDeepSpeedLauncherFlags(t *testing.T) {
 	if err := os.WriteFile(hostfile, []byte("worker-1 slots=4\nworker-2 slots=4\nworker-3 slots=4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ds := []string{"train.py", "--deepspeed", "--deepspeed_config", "my_ds_config.json"}
+	// A config DeepSpeed accepts on any number of ranks (it derives the
+	// global batch from the micro-batch).
+	ds := []string{"train.py", "--deepspeed", "--deepspeed_config", "ds_micro_batch.json"}
 	for _, tc := range []struct {
 		name    string
 		flags   []string
