@@ -326,8 +326,8 @@ var unmodelledFeatures = []struct {
 }{
 	{[]string{"--num-experts", "--moe-", "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--ep-world-size"},
 		"mixture of experts: planned as the dense model, so expert weights and their optimizer states, the router and the expert all-to-all are not in the memory or time estimate"},
-	{[]string{"--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--fp4-format"},
-		"FP8/FP4 training: the estimate assumes 16-bit GEMMs and weights"},
+	// --fp8-format is modelled (planner/choices.go); FP4 is not.
+	{[]string{"--fp4-format", "--fp4-recipe"}, "FP4 training: the estimate prices its GEMMs and weights as the planned precision's"},
 	{[]string{"--mtp-num-layers"}, "multi-token prediction: its extra layers and losses are not in the estimate"},
 	{[]string{"--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank"}, "multi-latent attention: attention is estimated as standard (GQA) attention"},
 	{[]string{"--kv-channels"}, "a head size other than hidden/heads: attention is estimated with hidden/heads channels per head"},

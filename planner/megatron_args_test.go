@@ -116,8 +116,8 @@ func TestMegatronDeepSpeedKeyValueHeads(t *testing.T) {
 }
 
 func TestUnmodelledFeaturesAreNamed(t *testing.T) {
-	got := UnmodelledMegatronFeatures(strings.Fields("--num-layers 4 --num-experts 8 --moe-router-topk 2 --fp8-format=hybrid --mtp-num-layers 1 --bf16"))
-	want := []string{"--num-experts", "--fp8-format", "--mtp-num-layers"}
+	got := UnmodelledMegatronFeatures(strings.Fields("--num-layers 4 --num-experts 8 --moe-router-topk 2 --fp4-format=e2m1 --mtp-num-layers 1 --bf16"))
+	want := []string{"--num-experts", "--fp4-format", "--mtp-num-layers"}
 	if len(got) != len(want) {
 		t.Fatalf("got %q, want one line for each of %v", got, want)
 	}

@@ -291,14 +291,14 @@ func TestUserLayerSplitIsAPlanConstraint(t *testing.T) {
 // says what the prediction leaves out.
 func TestUnmodelledFeaturesPassThroughWithAWarning(t *testing.T) {
 	args := []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048", "--vocab-size", "50257",
-		"--global-batch-size", "64", "--num-experts", "8", "--moe-router-topk", "2", "--fp8-format", "hybrid", "--mtp-num-layers", "1"}
+		"--global-batch-size", "64", "--num-experts", "8", "--moe-router-topk", "2", "--fp4-format", "e2m1", "--mtp-num-layers", "1"}
 	code, out, errOut := runCLI(t, append([]string{"--dry-run", "--cluster", "a100-16x8.yaml", "--nnodes", "1", "pretrain_gpt.py"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
 	for _, want := range []string{
 		"# warning: --num-experts is passed through, but the planner does not model mixture of experts",
-		"# warning: --fp8-format is passed through, but the planner does not model FP8",
+		"# warning: --fp4-format is passed through, but the planner does not model FP4",
 		"# warning: --mtp-num-layers is passed through, but the planner does not model multi-token prediction",
 	} {
 		if !strings.Contains(out, want) {
