@@ -19,7 +19,7 @@ test: deps check
 # which plain `go test` then runs as a regression test: commit it.
 FUZZTIME ?= 15s
 FUZZ_TARGETS = ./internal/hostlist:FuzzExpand ./launcher:FuzzParseHostfile ./planner:FuzzParseClusterFile \
-	./planner:FuzzParseModelFile ./planner:FuzzModelFromMegatronArgs ./templates:FuzzOverlayDSConfig \
+	./planner:FuzzParseModelFile ./planner:FuzzModelFromMegatronArgs ./templates:FuzzPlannedDSConfig \
 	./internal/shellquote:FuzzQuoteRoundTrip
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

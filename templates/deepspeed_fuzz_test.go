@@ -8,37 +8,37 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner"
 )
 
-// Any user ds_config either merges with a planned one or errs; a merge is
-// valid JSON that carries the plan's batch sizes and ZeRO stage. Seeds:
-// the user config the CLI tests use and DeepSpeed's documented shapes.
-func FuzzOverlayDSConfig(f *testing.F) {
-	if b, err := os.ReadFile("../cmd/pipette-launch/testdata/my_ds_config.json"); err == nil {
-		f.Add(string(b))
+// Any user ds_config either is refused with an error or, laid under a
+// plan with --plan-overrides-config, gives a config DeepSpeed reads with
+// the plan's batch sizes and ZeRO stage. Seeds: the user configs the CLI
+// tests use and DeepSpeed's documented shapes.
+func FuzzPlannedDSConfig(f *testing.F) {
+	for _, name := range []string{"my_ds_config.json", "zero2_offload.json", "ds_micro_batch.json"} {
+		if b, err := os.ReadFile("../cmd/pipette-launch/testdata/" + name); err == nil {
+			f.Add(string(b))
+		}
 	}
 	f.Add(`{"train_batch_size": 16, "fp16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu", "pin_memory": true}}}`)
-	f.Add(`{"bf16": {"enabled": "auto"}, "zero_optimization": null, "gradient_clipping": 1.0}`)
+	f.Add(`{"bf16": {"enabled": "auto"}, "zero_optimization": null, "gradient_clipping": 1.0, "train_micro_batch_size_per_gpu": "auto"}`)
 	f.Add(`[]`)
+	f.Add(`null`)
 	cfg := planner.Config{TP: 1, PP: 1, DP: 4, CP: 1, MicroBatch: 2, GlobalBatch: 64, NumMicroBatches: 8, ZeroStage: 2}
-	planned, err := MarshalDSConfig(DeepSpeedConfig(cfg, false))
-	if err != nil {
-		f.Fatal(err)
-	}
 	f.Fuzz(func(t *testing.T, base string) {
-		out, _, err := overlayDSConfig([]byte(base), planned)
+		u, err := ParseDSUserConfig("--deepspeed_config", "fuzz.json", []byte(base))
 		if err != nil {
 			return
 		}
-		var got struct {
-			TrainBatchSize int `json:"train_batch_size"`
-			Zero           struct {
-				Stage int `json:"stage"`
-			} `json:"zero_optimization"`
+		out, _, _ := u.Planned(cfg, true)
+		v, err := ParseDSUserConfig("--deepspeed_config", "out.json", out)
+		if err != nil {
+			t.Fatalf("planned config does not parse: %v\n%s", err, out)
 		}
-		if err := json.Unmarshal(out, &got); err != nil {
-			t.Fatalf("merge is not JSON: %v\n%s", err, out)
+		if m, a, tr, err := v.Batch(cfg.DP); err != nil || m != 2 || a != 8 || tr != 64 || max(v.Stage, 0) != 2 {
+			t.Fatalf("planned config lost the plan: micro %d accum %d train %d stage %d (%v)\n%s", m, a, tr, v.Stage, err, out)
 		}
-		if got.TrainBatchSize != 64 || got.Zero.Stage != 2 {
-			t.Fatalf("merge lost the plan: %+v\n%s", got, out)
+		var any map[string]any
+		if err := json.Unmarshal(out, &any); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
 		}
 	})
 }

@@ -39,8 +39,8 @@ type DSUserConfig struct {
 // ParseDSUserConfig reads a user's config; errors name the file and key.
 func ParseDSUserConfig(flag, path string, data []byte) (*DSUserConfig, error) {
 	u := &DSUserConfig{Flag: flag, Path: path, Data: data, Stage: -1}
-	if err := json.Unmarshal(data, &u.raw); err != nil {
-		return nil, fmt.Errorf("%s %s: not a JSON object: %w", flag, path, err)
+	if err := json.Unmarshal(data, &u.raw); err != nil || u.raw == nil {
+		return nil, fmt.Errorf("%s %s: not a JSON object (%v)", flag, path, err)
 	}
 	collectAuto(u.raw, "", &u.Auto)
 	sort.Strings(u.Auto)
