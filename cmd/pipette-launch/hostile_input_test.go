@@ -100,7 +100,7 @@ func TestHostileInputs(t *testing.T) {
 		{"tp 3", plan("--tp", "3"), 2,
 			`plan: --tp 3: attention heads 32 are not divisible by 3; TP sizes that divide them and fit a host: 1, 2, 4, 8`},
 		{"micro-batch 3", plan("--micro-batch-size", "3"), 2,
-			`plan: --micro-batch-size 3: the global batch 64 is not divisible by 3; micro-batch sizes that work: 1, 2, 4, 8`},
+			`plan: --micro-batch-size 3: the global batch 64 is not divisible by 3; micro-batch sizes that work: 1, 2, 4, 8, 16, 32`},
 		{"pp 41", plan("--pp", "41"), 2,
 			`plan: --pp 41: more pipeline stages than the model's 32 layers; PP sizes that work: 1, 2, 4, 8, 16, 32`},
 		{"cp 3", plan("--cp", "3"), 2,
