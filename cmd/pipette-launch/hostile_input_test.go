@@ -115,6 +115,7 @@ func TestHostileInputs(t *testing.T) {
 		{"fanout 0", dry("--hosts", "a", "--fanout", "0"), 2, `pipette-launch: --fanout 0: want at least 1 (hosts contacted at once)`},
 		{"run-id empty", dry("--hosts", "a", "--run-id", ""), 2, `pipette-launch: --run-id "": want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)`},
 		{"local-ranks-filter", dry("--hosts", "a", "--local-ranks-filter", "99"), 2, `pipette-launch: --local-ranks-filter 99: local ranks of this job are 0..0`},
+		{"quiet-ranks", dry("--hosts", "a", "--quiet-ranks", "5"), 2, `pipette-launch: --quiet-ranks 5: ranks of this job are 0..0`},
 		// Does not fit: exit 3.
 		{"no fit", []string{"plan", "--model", "gpt3-175b", "--global-batch-size", "64", "--no-offload", "--cluster", cluster("small", "node[1-2]", "node1")}, 3, "plan: "},
 		// IPv6 with a port works.
