@@ -95,6 +95,7 @@ func TestSlurmLaunchAllreduce4x2(t *testing.T) {
 	if steps := slurmSteps(t, s); steps != "" {
 		t.Errorf("steps left in the allocation:\n%s", steps)
 	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 }
 
@@ -117,6 +118,7 @@ func TestSlurmLaunchFailingRankStopsStep(t *testing.T) {
 	if steps := slurmSteps(t, s); steps != "" {
 		t.Errorf("steps left in the allocation:\n%s", steps)
 	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 }
 
@@ -168,11 +170,7 @@ func TestSlurmScancelStopsJob(t *testing.T) {
 			t.Errorf("left running after scancel: %s", l)
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if left, _ := tb.Leftovers(0); len(left) == 0 {
-			break
-		}
-	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 }
 

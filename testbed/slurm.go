@@ -337,3 +337,25 @@ func (tb *Testbed) SlurmAlloc(t testing.TB, nodes int) map[string]string {
 		"SLURM_JOB_NODELIST": nl, "SLURM_JOB_NUM_NODES": fmt.Sprint(nodes),
 	}
 }
+
+// WaitSlurmStepsGone waits (up to limit) until no host runs a slurmstepd:
+// srun returns when a step's tasks have ended, while each node's
+// slurmstepd may still be tidying up for a moment. Tests call it before
+// AssertNothingLeft, which then still fails for a step that never ends.
+func (tb *Testbed) WaitSlurmStepsGone(limit time.Duration) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		left, err := tb.Leftovers(0)
+		if err != nil {
+			return
+		}
+		busy := false
+		for _, l := range left {
+			if strings.Contains(l, "slurmstepd") {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+	}
+}

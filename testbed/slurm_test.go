@@ -58,6 +58,7 @@ func TestSlurmTestbedRunsStepsAndBatchJobs(t *testing.T) {
 			t.Errorf("batch output lacks %q:\n%s", w, got)
 		}
 	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 
 	m := madeBy(t, tb)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 	"github.com/pipette-launch/pipette-launch/launcher"
@@ -95,6 +96,7 @@ func TestProbeThroughSrunMatchesSSH(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "node9 is not in the allocation") || probeExit(err) != 2 {
 		t.Errorf("host outside the allocation: err = %v (exit %d)", err, probeExit(err))
 	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 }
 
@@ -184,6 +186,7 @@ func TestRunInsideSallocUsesSrun(t *testing.T) {
 		!strings.Contains(out.String(), "--nodelist=node1,node2,node3,node4") {
 		t.Errorf("dry run does not show the srun step:\n%s", out.String())
 	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 }
 
@@ -221,5 +224,6 @@ func TestSbatchScriptRunsAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAllreduceOutput(t, string(log), tb.Hosts[0].Addr, []string{"node1", "node2", "node3", "node4"})
+	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 }
