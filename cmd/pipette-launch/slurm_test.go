@@ -196,7 +196,12 @@ func TestSbatchScriptRunsAsWritten(t *testing.T) {
 	tb, dir, bin := slurmE2E(t, "")
 	script := filepath.Join(dir, "job.sbatch")
 	args := append([]string{"sbatch", "--hosts", "node[1-4]", "--time", "10:00", "--write", script}, slurmJobArgs(dir, 29641)...)
-	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+	// Submitted from the shared directory, as a user would: the batch script
+	// starts where sbatch ran, and each host has a private /tmp (where this
+	// checkout may live).
+	gen := exec.Command(bin, args...)
+	gen.Dir = dir
+	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("pipette-launch sbatch: %v\n%s", err, out)
 	}
 	body, err := os.ReadFile(script)
@@ -215,6 +220,7 @@ func TestSbatchScriptRunsAsWritten(t *testing.T) {
 	outFile := filepath.Join(dir, "slurm.out")
 	cmd := exec.Command("sbatch", "--wait", "-o", outFile, script)
 	cmd.Env = append(os.Environ(), tb.SlurmEnv()...)
+	cmd.Dir = dir
 	if o, err := cmd.CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(outFile)
 		t.Fatalf("sbatch --wait: %v: %s\njob output:\n%s", err, o, log)
