@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -53,6 +54,10 @@ type ProbeOptions struct {
 
 	// Output is the cluster file to write; "-" writes it to IO.Out.
 	Output string
+	// JSON prints {"hosts", "cluster_file", "output"} on IO.Out instead of
+	// the summary; the cluster file is still written to Output unless it
+	// is "-" (then it is only in the JSON).
+	JSON bool
 }
 
 func newProbeCmd(io *IOStreams) *cli.Command {
@@ -73,6 +78,7 @@ The planner then uses these rates instead of the catalog's (docs/cluster-format.
 			&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-16],gpu3; user@host:port accepted)", Destination: &opts.Hosts},
 			&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile or one host per line", Destination: &opts.Hostfile},
 			&cli.StringFlag{Name: "launcher", Value: launcherAuto, Usage: "reach hosts by `ssh`, or by `slurm` (srun steps inside the allocation; --hosts/--hostfile narrow and order its nodes); auto: slurm when SLURM_JOB_ID is set", Destination: &opts.Launcher},
+			&cli.BoolFlag{Name: "json", Usage: "print the probed hosts and the cluster file as one JSON object on stdout (the file is still written to -o unless -o -); errors as JSON on stderr", Destination: &opts.JSON},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "cluster.yaml", Usage: "cluster file to write (- for stdout)", Destination: &opts.Output},
 			&cli.IntFlag{Name: "nproc-per-node", Usage: "process slots on hosts without GPUs", Destination: &opts.NProcPerNode},
 			&cli.StringFlag{Name: "group", Value: launcher.GroupByHardware, Usage: "form clusters by identical `hardware`, or one per `host`", Destination: &opts.Group},
@@ -192,11 +198,38 @@ func runProbe(opts *ProbeOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
 	}
 	warnNoRDMA(opts.IO, f)
-	if err := writeClusterFile(opts, f); err != nil {
+	data, err := clusterFileText(f)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return printProbeJSON(opts, probes, data)
+	}
+	if err := writeClusterFile(opts, data); err != nil {
 		return err
 	}
 	printProbeSummary(opts, f)
 	return nil
+}
+
+// printProbeJSON is probe --json: the probed hosts and the cluster file's
+// text on stdout, the file written to -o first (not with -o -: stdout
+// carries only the JSON).
+func printProbeJSON(opts *ProbeOptions, probes []*launcher.HostProbe, data []byte) error {
+	out := struct {
+		Hosts       []*launcher.HostProbe `json:"hosts"`
+		ClusterFile string                `json:"cluster_file"`
+		Output      string                `json:"output,omitempty"`
+	}{Hosts: probes, ClusterFile: string(data)}
+	if opts.Output != "-" {
+		if err := writeClusterFile(opts, data); err != nil {
+			return err
+		}
+		out.Output = opts.Output
+	}
+	enc := json.NewEncoder(opts.IO.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
@@ -255,13 +288,17 @@ func warnNoRDMA(io *IOStreams, f *planner.ClusterFile) {
 	fmt.Fprintln(io.ErrOut, "warning: no host has an active InfiniBand or RoCE NIC: NCCL will use TCP sockets")
 }
 
-func writeClusterFile(opts *ProbeOptions, f *planner.ClusterFile) error {
+// clusterFileText is the cluster file as probe writes it, header included.
+func clusterFileText(f *planner.ClusterFile) ([]byte, error) {
 	data, err := f.Marshal()
 	if err != nil {
-		return fmt.Errorf("probe: %w", err)
+		return nil, fmt.Errorf("probe: %w", err)
 	}
 	header := fmt.Sprintf("# written by pipette-launch probe at %s\n", time.Now().UTC().Format(time.RFC3339))
-	data = append([]byte(header), data...)
+	return append([]byte(header), data...), nil
+}
+
+func writeClusterFile(opts *ProbeOptions, data []byte) error {
 	if opts.Output == "-" {
 		_, err := opts.IO.Out.Write(data)
 		return err

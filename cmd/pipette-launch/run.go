@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -43,8 +44,10 @@ type RunOptions struct {
 	Model                 string
 	GlobalBatch           int
 	DryRun                bool
-	OutputDir             string
-	NCCLMode              string
+	// JSON, with DryRun, prints the job as one JSON object.
+	JSON      bool
+	OutputDir string
+	NCCLMode  string
 	// Launcher is --launcher: auto, ssh or slurm.
 	Launcher string
 	// SequenceParallel is on, off or auto ("": auto = the script's own
@@ -258,6 +261,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	switch {
+	case opts.DryRun && opts.JSON:
+		return printDryRunJSON(opts, summary, ch.plan, job)
 	case opts.DryRun:
 		if onExample(opts) {
 			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
@@ -307,6 +312,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 // checkRunOptions rejects contradictory flags and a missing script.
 func checkRunOptions(o *RunOptions) error {
 	switch {
+	case o.JSON && !o.DryRun:
+		return inputErrorf("--json works only with --dry-run (or plan --json, probe --json): a launched job's output is its ranks' own")
 	case o.Script == "":
 		return inputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
 	case o.NoPython && o.Module:
@@ -587,4 +594,23 @@ func checkRankFilters(o *RunOptions, job *templates.Job) error {
 		}
 	}
 	return nil
+}
+
+// printDryRunJSON is --dry-run --json: one JSON object with the summary,
+// the job (secrets masked as in the text form) and the chosen plan, as
+// `plan --json` prints one.
+func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *templates.Job) error {
+	out := struct {
+		Summary        string `json:"summary"`
+		ExampleCluster bool   `json:"example_cluster,omitempty"`
+		SrunCommand    string `json:"srun_command,omitempty"`
+		templates.JobView
+		Plan *planner.Plan `json:"plan,omitempty"`
+	}{Summary: summary, ExampleCluster: onExample(opts), JobView: templates.View(job), Plan: plan}
+	if opts.slurm != nil {
+		out.SrunCommand = opts.slurm.SrunCommand(*job)
+	}
+	enc := json.NewEncoder(opts.IO.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

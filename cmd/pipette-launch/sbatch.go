@@ -68,6 +68,9 @@ func sbatchAction(c *cli.Context, io *IOStreams) error {
 	if err != nil {
 		return err
 	}
+	if opts.JSON { // the batch job would fail on it at start (run --json needs --dry-run)
+		return inputErrorf("sbatch: --json is for run --dry-run, plan and probe, not for a batch script")
+	}
 	so := SbatchOptions{Time: c.String("time"), Partition: c.String("partition"), Account: c.String("account"),
 		JobName: c.String("job-name"), SignalBefore: c.Duration("signal-before"), Extra: c.StringSlice("sbatch-arg"), Write: c.String("write")}
 	if so.JobName == "" {
