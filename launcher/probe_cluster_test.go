@@ -52,7 +52,7 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		t.Errorf("GPU island hosts %+v, want %+v", gpu.Hosts, wantHosts)
 	}
 	// From the catalog by nvidia-smi's name, with nvidia-smi's memory.
-	wantGPU := planner.GPUSpec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35}
+	wantGPU := planner.GPUSpec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35, PeakFP8TFLOPS: 1979}
 	if gpu.GPUsPerHost != 1 || gpu.GPU != wantGPU || gpu.PCIeGen != 5 {
 		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpu.GPUsPerHost, gpu.GPU, gpu.PCIeGen, wantGPU)
 	}

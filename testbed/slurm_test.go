@@ -61,7 +61,8 @@ func TestSlurmTestbedRunsStepsAndBatchJobs(t *testing.T) {
 	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
 
-	m := madeBy(t, tb)
+	// Pids, not names: another package's test-bed may take this instance's
+	// index (and so its netns and state dir names) as soon as it is free.
 	daemons := append([]owner(nil), tb.st.Daemons...)
 	if len(daemons) != 5 { // munged, slurmctld, 3 slurmd
 		t.Errorf("recorded daemons = %d, want 5 (munged, slurmctld, one slurmd per host)", len(daemons))
@@ -69,7 +70,6 @@ func TestSlurmTestbedRunsStepsAndBatchJobs(t *testing.T) {
 	if err := tb.Down(); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
-	assertGone(t, m)
 	for _, d := range daemons {
 		if d.alive() {
 			t.Errorf("daemon pid %d survived Down", d.Pid)
