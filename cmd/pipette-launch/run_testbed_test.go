@@ -32,10 +32,16 @@ func e2eBed(t *testing.T) (*testbed.Testbed, string) {
 // e2eBedNames is e2eBed with the hosts' name resolution as names says.
 func e2eBedNames(t *testing.T, names string) (*testbed.Testbed, string) {
 	t.Helper()
+	return e2eBedSpec(t, testbed.Spec{Names: names})
+}
+
+// e2eBedSpec is e2eBed for a spec (Slurm, name resolution); its hosts are
+// node1..node4.
+func e2eBedSpec(t *testing.T, spec testbed.Spec) (*testbed.Testbed, string) {
+	t.Helper()
 	if out, err := exec.Command(bedPython, "-c", "import torch.distributed").CombinedOutput(); err != nil {
 		t.Fatalf("%s cannot import torch.distributed (install the Debian package python3-torch): %v\n%s", bedPython, err, out)
 	}
-	spec := testbed.Spec{Names: names}
 	for i := 1; i <= 4; i++ {
 		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
 	}

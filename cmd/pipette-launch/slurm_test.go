@@ -105,26 +105,7 @@ func TestProbeThroughSrunMatchesSSH(t *testing.T) {
 // /tmp).
 func slurmE2E(t *testing.T, names string) (*testbed.Testbed, string, string) {
 	t.Helper()
-	if out, err := exec.Command(bedPython, "-c", "import torch.distributed").CombinedOutput(); err != nil {
-		t.Fatalf("%s cannot import torch.distributed (install the Debian package python3-torch): %v\n%s", bedPython, err, out)
-	}
-	spec := testbed.Spec{Slurm: true, Names: names}
-	for i := 1; i <= 4; i++ {
-		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
-	}
-	tb := testbed.New(t, spec)
-	dir, err := os.MkdirTemp("/var/tmp", "pipette-slurm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	src, err := os.ReadFile("../../examples/torch_allreduce.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "torch_allreduce.py"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tb, dir := e2eBedSpec(t, testbed.Spec{Slurm: true, Names: names})
 	bin := filepath.Join(dir, "pipette-launch")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
