@@ -75,12 +75,13 @@ if [ -n "$T" ]; then
 		# TERM to each rank itself (the script, told so by the stopping
 		# file, does not repeat it), then to the script: not a group leader
 		# when Slurm started it (a task), then its pid. The grace is timed
-		# by the clock: a ps scan takes seconds on a busy host.
+		# by the clock, in milliseconds (whole seconds would cut a 1 s grace
+		# to anything from 0 to 1 s): a ps scan takes seconds on a busy host.
 		: >"$3/stopping"
 		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -TERM -$g 2>/dev/null; done
 		kill -TERM -$1 2>/dev/null || kill -TERM $1 2>/dev/null
-		end=$(($(date +%s) + $2))
-		while alive "$1" && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
+		end=$(($(date +%s%N) / 1000000 + $2 * 1000))
+		while alive "$1" && [ $(($(date +%s%N) / 1000000)) -lt "$end" ]; do sleep 0.1; done
 		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -KILL -$g 2>/dev/null; done
 		kill -KILL -$1 2>/dev/null
 	' pipette-watchdog "$PG" "$G" "$S" "$HB" >/dev/null 2>&1 &
@@ -279,8 +280,8 @@ left=
 for g in $(rank_groups); do alive "$g" && left="$left $g"; done
 if [ -n "$left" ]; then
 	for g in $left; do kill -TERM -"$g" 2>/dev/null; done
-	end=$(($(date +%s) + G))
-	while [ "$(date +%s)" -lt "$end" ]; do
+	end=$(($(date +%s%N) / 1000000 + G * 1000))
+	while [ $(($(date +%s%N) / 1000000)) -lt "$end" ]; do
 		any=
 		for g in $left; do alive "$g" && any=1; done
 		[ -z "$any" ] && break
