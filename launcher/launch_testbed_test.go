@@ -206,10 +206,14 @@ func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 		t.Errorf("root cause = host %s rank %d local %d exit %d, want node3 rank 5 local 1 exit 3\n%v", jf.Host, jf.Rank, jf.LocalRank, jf.ExitCode, err)
 	}
 	// The cascade happened (else this test proves nothing): ranks blocked
-	// in the barrier failed on their own, after rank 5.
-	if len(jf.FailedAfter) == 0 || !strings.Contains(out.String(), "Connection closed by peer") {
+	// in the barrier failed after rank 5. Whether they die on their own
+	// before our stop reaches them is a race (seen both ways on an idle
+	// machine), so the evidence is their own error, not how they were
+	// counted.
+	if !strings.Contains(out.String(), "barrier failed") || !strings.Contains(out.String(), "Connection closed by peer") {
 		t.Errorf("no rank failed in the barrier after rank 5 (failed after: %v)\noutput:\n%s", jf.FailedAfter, out.String())
 	}
+	t.Logf("failed on their own after rank 5: %v", jf.FailedAfter)
 	msg := err.Error()
 	for _, want := range []string{"cascade FAILED: rank 5 (local_rank 1) on node3 failed: exit code 3", "after it  : ",
 		"failed on ", "rank 5: failing on purpose with exit code 3", "every rank on every host was stopped"} {
