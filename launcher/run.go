@@ -136,21 +136,21 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 	if err := uploadFiles(ctx, pool, job, targets); err != nil {
 		return fmt.Errorf("job %s: upload: %w", job.Name, err)
 	}
+	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
+		return runAttempt(ctx, pool, job, targets, opts, out, attempt)
+	})
+}
+
+// runAttempts opens the job's output (stream and --log-dir files) and runs
+// the job, and again after a rank failure up to MaxRestarts times.
+func runAttempts(ctx context.Context, job templates.Job, opts LaunchOptions, attempt func(out *output, n int) error) error {
 	out := newOutput(job, opts)
 	defer out.close()
 	if err := out.openLogs(); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}
-	return runAttempts(ctx, opts, out, func(attempt int) error {
-		return runAttempt(ctx, pool, job, targets, opts, out, attempt)
-	})
-}
-
-// runAttempts runs the job, and again after a rank failure up to
-// MaxRestarts times.
-func runAttempts(ctx context.Context, opts LaunchOptions, out *output, attempt func(n int) error) error {
 	for n := 0; ; n++ {
-		err := attempt(n)
+		err := attempt(out, n)
 		var jf *JobFailure
 		if err == nil || !errors.As(err, &jf) {
 			return err

@@ -90,12 +90,7 @@ func launchSlurm(ctx context.Context, job templates.Job, opts LaunchOptions) err
 	if err := uploadFilesSlurm(ctx, s, job); err != nil {
 		return fmt.Errorf("job %s: upload through srun: %w", job.Name, err)
 	}
-	out := newOutput(job, opts)
-	defer out.close()
-	if err := out.openLogs(); err != nil {
-		return fmt.Errorf("job %s: %w", job.Name, err)
-	}
-	return runAttempts(ctx, opts, out, func(attempt int) error {
+	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
 		return runSlurmAttempt(ctx, s, job, opts, out, attempt)
 	})
 }
