@@ -587,11 +587,13 @@ func optimizerSeconds(cfg Config, f Framework, params float64, g GPUSpec) float6
 // every block, -1 for "not decided yet", which is priced optimistically
 // (fastest GPU, fastest link) so that partial placements give lower bounds.
 type planEval struct {
-	c       *Cluster
-	m       Model
-	cfg     Config
-	f       Framework
-	p, v    int
+	c    *Cluster
+	m    Model
+	cfg  Config
+	f    Framework
+	p, v int
+	// wave prices Hanayo's wave schedule (what-if only, never searched).
+	wave    bool
 	dp, cp  int
 	nBlocks int
 	classOf []int
@@ -629,7 +631,14 @@ type hostCost struct {
 }
 
 func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
-	e := &planEval{c: c, m: m, cfg: cfg, f: f, p: cfg.PP, v: max(cfg.VPP, 1), dp: cfg.DP, cp: max(cfg.CP, 1)}
+	return newPlanEvalKind(c, m, cfg, f, false)
+}
+
+// newPlanEvalKind prices cfg for Megatron's schedules or, with wave, for
+// Hanayo's wave (cfg.VPP = 2 x waves, StageLayers[ch*PP+r] the layers of
+// chunk ch on rank r, the last stage on rank 0: see waveStageLayers).
+func newPlanEvalKind(c *Cluster, m Model, cfg Config, f Framework, wave bool) *planEval {
+	e := &planEval{c: c, m: m, cfg: cfg, f: f, p: cfg.PP, v: max(cfg.VPP, 1), dp: cfg.DP, cp: max(cfg.CP, 1), wave: wave}
 	e.nBlocks = e.p * e.dp * e.cp
 	if len(cfg.StageLayers) != e.p*e.v {
 		e.cfg.StageLayers = evenLayers(m.NumLayers, e.p*e.v)
@@ -687,7 +696,7 @@ func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
 		for ch := 0; ch < e.v; ch++ {
 			layers += e.cfg.StageLayers[ch*e.p+r]
 		}
-		e.params[r] = stageParams(m, layers, r == 0, r == e.p-1) / float64(cfg.TP)
+		e.params[r] = stageParams(m, layers, r == 0, r == e.lastRank()) / float64(cfg.TP)
 	}
 	maxParams := 0.0
 	for _, x := range e.params {
@@ -722,6 +731,15 @@ func (e *planEval) link(a, b int) Link {
 		l.BytesPerS /= float64(e.cfg.TP)
 	}
 	return l
+}
+
+// lastRank holds the output layer: the last pipeline rank, or rank 0 in
+// the wave, whose last wave ends going up.
+func (e *planEval) lastRank() int {
+	if e.wave {
+		return 0
+	}
+	return e.p - 1
 }
 
 func (e *planEval) block(r, d, c int) int { return c + d*e.cp + r*e.cp*e.dp }
@@ -772,7 +790,7 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
 	for ch := 0; ch < e.v; ch++ {
 		l := float64(e.cfg.StageLayers[ch*e.p+r])
 		cf, cb := l*hc.layer.Fwd, l*hc.layer.Bwd
-		if ch == e.v-1 && r == e.p-1 {
+		if ch == e.v-1 && r == e.lastRank() {
 			cf += hc.logits.Fwd
 			cb += hc.logits.Bwd
 		}
@@ -897,7 +915,8 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 // Each TP rank reduces its vocabulary shard, fp32 main grads in Megatron.
 func (e *planEval) embeddingSyncSeconds(blockHost []int) float64 {
 	shard := e.embeddingShardBytes()
-	if shard == 0 {
+	if shard == 0 || e.wave {
+		// The wave's first and last stages share rank 0: no reduction.
 		return 0
 	}
 	worst := 0.0

@@ -12,6 +12,13 @@ type PipelineTimes struct {
 	// interleaved schedules use between model chunks.
 	Link         []float64
 	MicroBatches int
+	// Wave runs Hanayo's wave-like schedule (Liu et al., SC'23) instead of
+	// Megatron's: len(Fwd[r]) = 2 x waves chunks, chunk c of rank r is global
+	// stage c*p+r for even c and c*p+(p-1-r) for odd c, so each wave sweeps
+	// down the ranks and back up and the turn at either end stays on one rank
+	// (no hop, and no wrap-around link). Link[r] is then the hop between
+	// ranks r and r+1 in either direction; Link[p-1] is unused.
+	Wave bool
 	// Trace asks for every op's start and end in ScheduleResult.Events (the
 	// report draws them); the search leaves it off.
 	Trace bool
@@ -37,6 +44,11 @@ type ScheduleEvent struct {
 	Rank, Chunk, Micro int
 	Backward           bool
 	Start, End         float64
+}
+
+// scheduleKind picks the op order and the dependencies of SimulateSchedule.
+type scheduleKind struct {
+	wave bool
 }
 
 type schedOp struct {
@@ -95,6 +107,13 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 	}
 	v := len(pt.Fwd[0])
 	m := pt.MicroBatches
+	k := scheduleKind{wave: pt.Wave}
+	if k.wave {
+		if v < 2 || v%2 != 0 {
+			return ScheduleResult{}, fmt.Errorf("schedule: a wave schedule needs an even number of chunks per rank (2 per wave), got %d", v)
+		}
+		return simulateWave(pt, p, v, m)
+	}
 	if v > 1 && m%p != 0 {
 		return ScheduleResult{}, fmt.Errorf("schedule: interleaved schedule needs micro-batches (%d) divisible by pipeline stages (%d)", m, p)
 	}
@@ -123,7 +142,7 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 		for r := 0; r < p; r++ {
 			for next[r] < len(orders[r]) {
 				op := orders[r][next[r]]
-				ready, ok := dependencyReady(op, r, p, v, endF, endB, idx, link)
+				ready, ok := dependencyReady(op, r, p, v, k, endF, endB, idx, link)
 				if !ok {
 					break
 				}
@@ -162,28 +181,72 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 	return res, nil
 }
 
-func dependencyReady(op schedOp, r, p, v int, endF, endB []float64, idx func(r, c, i int) int, link func(int) float64) (float64, bool) {
-	c, i := op.chunk, op.micro
-	var t float64
+// producer names the op whose end op waits for: rank from's op on chunk
+// c of the same micro-batch (a backward when back, else a forward), sent
+// over link hop (-1: same rank, no send). ok is false for the first
+// forward of the first stage, which waits for nothing.
+func producer(op schedOp, r, p, v int, k scheduleKind) (from, c int, back bool, hop int, ok bool) {
+	c = op.chunk
+	if k.wave {
+		return waveProducer(op, r, p, v)
+	}
 	if !op.backward {
 		switch {
 		case r > 0:
-			t = endF[idx(r-1, c, i)]
-			return t + link(r-1), t >= 0
+			return r - 1, c, false, r - 1, true
 		case c > 0:
-			t = endF[idx(p-1, c-1, i)]
-			return t + link(p-1), t >= 0
+			return p - 1, c - 1, false, p - 1, true
 		}
-		return 0, true
+		return 0, 0, false, -1, false
 	}
 	switch {
 	case r < p-1:
-		t = endB[idx(r+1, c, i)]
-		return t + link(r), t >= 0
+		return r + 1, c, true, r, true
 	case c < v-1:
-		t = endB[idx(0, c+1, i)]
-		return t + link(p-1), t >= 0
+		return 0, c + 1, true, p - 1, true
 	}
-	t = endF[idx(r, c, i)]
+	return r, c, false, -1, true
+}
+
+// waveProducer is producer for the wave: even chunks run down the ranks,
+// odd chunks back up, and a turn (rank p-1 from an even chunk to the next
+// odd one, rank 0 from an odd chunk to the next even one) stays on its rank.
+func waveProducer(op schedOp, r, p, v int) (from, c int, back bool, hop int, ok bool) {
+	c = op.chunk
+	down := c%2 == 0
+	if !op.backward {
+		switch {
+		case down && r > 0:
+			return r - 1, c, false, r - 1, true
+		case !down && r < p-1:
+			return r + 1, c, false, r, true
+		case c > 0:
+			return r, c - 1, false, -1, true
+		}
+		return 0, 0, false, -1, false
+	}
+	switch {
+	case down && r < p-1:
+		return r + 1, c, true, r, true
+	case !down && r > 0:
+		return r - 1, c, true, r - 1, true
+	case c < v-1:
+		return r, c + 1, true, -1, true
+	}
+	return r, c, false, -1, true
+}
+
+func dependencyReady(op schedOp, r, p, v int, k scheduleKind, endF, endB []float64, idx func(r, c, i int) int, link func(int) float64) (float64, bool) {
+	from, c, back, hop, ok := producer(op, r, p, v, k)
+	if !ok {
+		return 0, true
+	}
+	t := endF[idx(from, c, op.micro)]
+	if back {
+		t = endB[idx(from, c, op.micro)]
+	}
+	if hop >= 0 {
+		return t + link(hop), t >= 0
+	}
 	return t, t >= 0
 }

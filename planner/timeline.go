@@ -55,11 +55,17 @@ type Span struct{ Start, End float64 }
 // It prices every pipeline exactly as the search's prediction does and
 // draws the one with the longest makespan.
 func PlanTimeline(c *Cluster, m Model, p *Plan) (*Timeline, error) {
+	return planTimeline(c, m, p, p.Config, false)
+}
+
+// planTimeline simulates plan p's placement with cfg (p's own config or a
+// what-if variant of its schedule) under Megatron's schedules or the wave.
+func planTimeline(c *Cluster, m Model, p *Plan, cfg Config, wave bool) (*Timeline, error) {
 	blockHost, err := blockHostsOf(c, p)
 	if err != nil {
 		return nil, err
 	}
-	e := newPlanEval(c, m, p.Config, p.Framework)
+	e := newPlanEvalKind(c, m, cfg, p.Framework, wave)
 	nm := e.cfg.NumMicroBatches
 	if nm <= 0 {
 		return nil, fmt.Errorf("timeline: plan has no micro-batch count")
@@ -76,7 +82,7 @@ func PlanTimeline(c *Cluster, m Model, p *Plan) (*Timeline, error) {
 	critD := 0
 	work := make([]stageWork, e.p)
 	for d := 0; d < e.dp; d++ {
-		pt := PipelineTimes{MicroBatches: nm, Link: make([]float64, e.p), Trace: true}
+		pt := PipelineTimes{MicroBatches: nm, Link: make([]float64, e.p), Trace: true, Wave: wave}
 		for r := 0; r < e.p; r++ {
 			w := &work[r]
 			e.stage(blockHost, r, d, hosts[:e.cp], w)
@@ -194,22 +200,14 @@ func timelineTransfers(ev []ScheduleEvent, pt PipelineTimes, p, v int) []Transfe
 		return 0
 	}
 	var out []Transfer
+	k := scheduleKind{wave: pt.Wave}
 	for _, x := range ev {
-		from, c, hop := -1, x.Chunk, 0
-		switch {
-		case !x.Backward && x.Rank > 0:
-			from, hop = x.Rank-1, x.Rank-1
-		case !x.Backward && x.Chunk > 0:
-			from, c, hop = p-1, x.Chunk-1, p-1
-		case x.Backward && x.Rank < p-1:
-			from, hop = x.Rank+1, x.Rank
-		case x.Backward && x.Chunk < v-1:
-			from, c, hop = 0, x.Chunk+1, p-1
-		}
-		if from < 0 {
+		op := schedOp{backward: x.Backward, chunk: x.Chunk, micro: x.Micro}
+		from, c, back, hop, ok := producer(op, x.Rank, p, v, k)
+		if !ok || hop < 0 {
 			continue
 		}
-		start := end[key{from, c, x.Micro, x.Backward}]
+		start := end[key{from, c, x.Micro, back}]
 		out = append(out, Transfer{From: from, To: x.Rank, Chunk: c, Micro: x.Micro, Backward: x.Backward, Start: start, End: start + link(hop)})
 	}
 	return out

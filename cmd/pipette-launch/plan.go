@@ -37,6 +37,9 @@ type PlanOptions struct {
 	PlacementBudget time.Duration
 	Fixed           planner.Constraints
 	Report          ReportOptions
+	// Schedules re-prices plan 1 under each named pipeline schedule (a
+	// what-if table; the wave is shown, never chosen or rendered).
+	Schedules []string
 }
 
 func newPlanCmd(io *IOStreams) *cli.Command {
@@ -67,6 +70,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"},
 			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
 			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "Megatron sequence parallelism: on, off or auto (on wherever TP > 1: it moves the same bytes and saves memory); --sequence-parallel is rendered only when the plan uses it"},
+			&cli.StringFlag{Name: "schedules", Usage: "what-if: re-price plan 1 under each pipeline schedule in `LIST` (1f1b,interleaved,wave), same placement; wave is Hanayo's wave-like schedule, which Megatron-LM/DeepSpeed cannot launch: it is shown, never chosen or rendered"},
 			&cli.StringFlag{Name: "precision", Value: "bf16", Usage: "bf16, fp16 or fp8 (Transformer Engine FP8 in Megatron-LM, --fp8-format hybrid: GEMMs at the GPU's FP8 tensor-core rate, FP8 weight copies in memory; Hopper, Ada, Blackwell)"},
 		}, reportFlags()...),
 		Description: "Columns: TFLOP/s/GPU is model FLOPs per second per GPU (forward and backward of the model, 6 x parameters x tokens\n" +
@@ -90,6 +94,9 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 				return usageError("%v", err)
 			}
 			opts.Fixed.SequenceParallel = sp
+			if opts.Schedules, err = planner.ParseSchedules(c.String("schedules")); err != nil {
+				return usageError("%v", err)
+			}
 			opts.Fixed.Precision = planner.Precision(c.String("precision"))
 			if c.IsSet("distributed-optimizer") {
 				v := c.Bool("distributed-optimizer")
@@ -149,12 +156,17 @@ func runPlan(opts *PlanOptions) error {
 		return usageError("%v", err)
 	}
 	calibrated := calibrationSummary(opts.ClusterFile)
+	var whatIf []planner.ScheduleWhatIf
+	if len(opts.Schedules) > 0 && len(res.Plans) > 0 {
+		whatIf = planner.WhatIfSchedules(c, m, &res.Plans[0], opts.Schedules)
+	}
 	if opts.JSON {
 		out := struct {
 			*planner.Result
-			IgnoringIslands *planner.Plan `json:"ignoring_islands,omitempty"`
-			Calibration     string        `json:"calibration,omitempty"`
-		}{res, naive, calibrated}
+			IgnoringIslands *planner.Plan            `json:"ignoring_islands,omitempty"`
+			Calibration     string                   `json:"calibration,omitempty"`
+			WhatIfSchedules []planner.ScheduleWhatIf `json:"what_if_schedules,omitempty"`
+		}{res, naive, calibrated, whatIf}
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
@@ -163,7 +175,39 @@ func runPlan(opts *PlanOptions) error {
 		fmt.Fprintln(opts.IO.Out, calibrated)
 	}
 	printPlans(opts, c, res, naive)
+	printWhatIfSchedules(opts.IO.Out, &res.Plans[0], whatIf)
 	return nil
+}
+
+// printWhatIfSchedules is the --schedules table: plan 1 re-priced under
+// each schedule. Only launchable rows could become a plan.
+func printWhatIfSchedules(out io.Writer, p *planner.Plan, rows []planner.ScheduleWhatIf) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nwhat-if schedules for plan 1 (TP %d, PP %d, DP %d, MB %d, same placement; memory not re-estimated):\n", p.TP, p.PP, p.DP, p.MicroBatch)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEDULE\tCHUNKS/RANK\tITER s\tVS PLAN 1\tBUBBLE\tLAUNCHABLE")
+	for _, w := range rows {
+		if w.IterationSeconds <= 0 {
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t%s\n", w.Schedule, w.ChunksPerRank, yesNo(w.Launchable, w.Note))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%+.1f%%\t%.1f%%\t%s\n", w.Schedule, w.ChunksPerRank, w.IterationSeconds,
+			100*(w.IterationSeconds/p.Predicted.IterationSeconds-1), 100*w.BubbleFraction, yesNo(w.Launchable, w.Note))
+	}
+	tw.Flush()
+}
+
+func yesNo(ok bool, note string) string {
+	s := "yes"
+	if !ok {
+		s = "no"
+	}
+	if note != "" {
+		s += " (" + note + ")"
+	}
+	return s
 }
 
 // calibrationSummary is "calibrated from N runs, last error X% (...)" when

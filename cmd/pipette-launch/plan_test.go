@@ -441,3 +441,45 @@ func TestSequenceParallelFlag(t *testing.T) {
 		t.Fatalf("auto changed the script's choice: %v", err)
 	}
 }
+
+// plan --schedules prints plan 1 re-priced per schedule; the wave row says
+// it cannot be launched, and the ranked plans (what run renders) are the
+// same as without the flag.
+func TestPlanWhatIfSchedules(t *testing.T) {
+	run := func(schedules []string) string {
+		var out, errb bytes.Buffer
+		opts := &PlanOptions{IO: &IOStreams{Out: &out, ErrOut: &errb}, Model: "gpt3-13b", GlobalBatch: 64, Top: 3, Framework: "megatron",
+			Fixed: planner.Constraints{PP: 4, VPP: 1, ZeroStage: -1}, Schedules: schedules}
+		if err := runPlan(opts); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	plain := run(nil)
+	out := run([]string{"1f1b", "interleaved", "wave"})
+	if !strings.HasPrefix(out, plain) {
+		t.Fatalf("--schedules changed the ranked table:\n%s\nvs\n%s", out, plain)
+	}
+	tail := strings.TrimPrefix(out, plain)
+	t.Log(tail)
+	lines := strings.Split(strings.TrimSpace(tail), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[1], "SCHEDULE ") {
+		t.Fatalf("want a what-if title, header and 3 rows:\n%s", tail)
+	}
+	for i, want := range []string{"1f1b", "interleaved", "wave"} {
+		c := cells(lines[i+2])
+		if c[0] != want || c[2] == "-" {
+			t.Errorf("row %d: %v, want %s priced", i, c, want)
+		}
+		launch := strings.Join(c[5:], " ")
+		if (want == "wave") != strings.HasPrefix(launch, "no (not launchable with Megatron-LM/DeepSpeed") {
+			t.Errorf("row %s: launchable %q", want, launch)
+		}
+	}
+	var errb bytes.Buffer
+	app := newApp(&IOStreams{Out: &bytes.Buffer{}, ErrOut: &errb})
+	err := app.Run([]string{"pipette-launch", "plan", "--model", "gpt3-13b", "--global-batch-size", "64", "--schedules", "1f1b,chimera"})
+	if code := calibrateExit(err); code != 2 || !strings.Contains(err.Error(), `"chimera"`) {
+		t.Fatalf("--schedules chimera: exit %d, %v", code, err)
+	}
+}
