@@ -141,8 +141,8 @@ func simulateWave(pt PipelineTimes, p, v, m int) (ScheduleResult, error) {
 
 // waveActivationCap is the chunk activations one rank may hold: 2p
 // micro-batches' worth of its stage, twice what 1F1B's first stage keeps.
-// With a cap of p micro-batches the greedy order above leaves up to 20% of
-// bubble over the bound (wave_test.go); with 2p it meets the bound for one
-// wave while the cap does not bind (m <= 2p), and comes within a few
-// points otherwise. The what-if row says so.
+// With p micro-batches the greedy order above stayed up to 20 points over
+// the bubble bound; with 2p it meets the bound for one wave at N = 2P-1 and
+// 2P and binds above (wave_test.go). The what-if row says memory is not
+// re-estimated.
 func waveActivationCap(p, v int) int { return 2 * p * v }
