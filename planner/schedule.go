@@ -123,12 +123,7 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 		}
 		return 0
 	}
-	idx := func(r, c, i int) int { return (r*v+c)*m + i }
-	endF := make([]float64, p*v*m)
-	endB := make([]float64, p*v*m)
-	for i := range endF {
-		endF[i], endB[i] = -1, -1
-	}
+	idx, endF, endB := opEnds(p, v, m)
 	orders := make([][]schedOp, p)
 	next := make([]int, p)
 	free := make([]float64, p)
@@ -169,16 +164,22 @@ func SimulateSchedule(pt PipelineTimes) (ScheduleResult, error) {
 			return ScheduleResult{}, fmt.Errorf("schedule: deadlock (p=%d v=%d m=%d)", p, v, m)
 		}
 	}
+	res.finish(free)
+	return res, nil
+}
+
+// finish sets each rank's finish (its last op's end, free[r]), the
+// makespan and the bubble fraction.
+func (res *ScheduleResult) finish(free []float64) {
 	busy := 0.0
-	for r := 0; r < p; r++ {
+	for r := range free {
 		res.Finish[r] = free[r]
 		res.Makespan = max(res.Makespan, free[r])
 		busy += res.Busy[r]
 	}
 	if res.Makespan > 0 {
-		res.BubbleFraction = 1 - busy/(res.Makespan*float64(p))
+		res.BubbleFraction = 1 - busy/(res.Makespan*float64(len(free)))
 	}
-	return res, nil
 }
 
 // producer names the op whose end op waits for: rank from's op on chunk
@@ -249,4 +250,15 @@ func dependencyReady(op schedOp, r, p, v int, k scheduleKind, endF, endB []float
 		return t + link(hop), t >= 0
 	}
 	return t, t >= 0
+}
+
+// opEnds indexes each (rank, chunk, micro-batch) op's end time, -1 until
+// it is scheduled, for forwards and backwards.
+func opEnds(p, v, m int) (idx func(r, c, i int) int, endF, endB []float64) {
+	endF = make([]float64, p*v*m)
+	endB = make([]float64, p*v*m)
+	for i := range endF {
+		endF[i], endB[i] = -1, -1
+	}
+	return func(r, c, i int) int { return (r*v+c)*m + i }, endF, endB
 }

@@ -22,12 +22,7 @@ func simulateWave(pt PipelineTimes, p, v, m int) (ScheduleResult, error) {
 		}
 		return 0
 	}
-	idx := func(r, c, i int) int { return (r*v+c)*m + i }
-	endF := make([]float64, p*v*m)
-	endB := make([]float64, p*v*m)
-	for i := range endF {
-		endF[i], endB[i] = -1, -1
-	}
+	idx, endF, endB := opEnds(p, v, m)
 	nextF := make([]int, p*v) // next micro-batch per (rank, chunk)
 	nextB := make([]int, p*v)
 	inFlight := make([]int, p) // chunk activations held
@@ -124,18 +119,12 @@ func simulateWave(pt PipelineTimes, p, v, m int) (ScheduleResult, error) {
 			res.Events = append(res.Events, ScheduleEvent{Rank: r, Chunk: best.chunk, Micro: best.micro, Backward: best.backward, Start: t, End: t + d})
 		}
 	}
-	busy := 0.0
 	for r := 0; r < p; r++ {
 		if left[r] > 0 {
 			return ScheduleResult{}, fmt.Errorf("schedule: wave deadlock (p=%d v=%d m=%d)", p, v, m)
 		}
-		res.Finish[r] = free[r]
-		res.Makespan = max(res.Makespan, free[r])
-		busy += res.Busy[r]
 	}
-	if res.Makespan > 0 {
-		res.BubbleFraction = 1 - busy/(res.Makespan*float64(p))
-	}
+	res.finish(free)
 	return res, nil
 }
 
