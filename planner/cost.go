@@ -188,6 +188,7 @@ func gemmSeconds(g GPUSpec, cv computeCurve, p Precision, m, n, k float64) float
 // micro-batch: tokens is the local token count (s*b/cp).
 type layerShape struct {
 	tokens, seq, hidden, ffn, kv, heads, headDim float64
+	q                                            float64 // query (and attention output) width
 	tp, cp, mb                                   float64
 	swiglu, sp, materialized                     bool
 	prec                                         Precision
@@ -202,9 +203,10 @@ func newLayerShape(m Model, cfg Config) layerShape {
 		seq:     float64(m.SeqLength),
 		hidden:  h,
 		ffn:     float64(m.FFN()),
-		kv:      h / float64(m.Heads) * float64(m.Groups()),
+		kv:      float64(m.HeadDim()) * float64(m.Groups()),
+		q:       float64(m.QueryDim()),
 		heads:   float64(m.Heads),
-		headDim: h / float64(m.Heads),
+		headDim: float64(m.HeadDim()),
 		tp:      tp, cp: cp, mb: float64(max(cfg.MicroBatch, 1)),
 		swiglu:       m.SwiGLU,
 		sp:           cfg.SequenceParallel && tp > 1,
@@ -216,32 +218,50 @@ func newLayerShape(m Model, cfg Config) layerShape {
 // LayerFLOPs is one decoder layer's forward FLOPs for one micro-batch on
 // one GPU (GEMMs plus the s^2 attention core, GQA-aware).
 func (s layerShape) gemmFLOPs() float64 {
-	up := s.ffn
+	return s.attnGemmFLOPs() + s.mlpFLOPs(s.ffn)
+}
+
+func (s layerShape) attnGemmFLOPs() float64 {
+	qkv := 2 * s.tokens * s.hidden * (s.q + 2*s.kv) / s.tp
+	out := 2 * s.tokens * s.q * s.hidden / s.tp
+	return qkv + out
+}
+
+// mlpFLOPs is an MLP of ffn columns over the layer's tokens, split by TP.
+func (s layerShape) mlpFLOPs(ffn float64) float64 {
+	up := ffn
 	if s.swiglu {
-		up = 2 * s.ffn
+		up = 2 * ffn
 	}
-	qkv := 2 * s.tokens * s.hidden * (s.hidden + 2*s.kv) / s.tp
-	out := 2 * s.tokens * s.hidden * s.hidden / s.tp
-	mlp := 2*s.tokens*s.hidden*up/s.tp + 2*s.tokens*s.ffn*s.hidden/s.tp
-	return qkv + out + mlp
+	return 2*s.tokens*s.hidden*up/s.tp + 2*s.tokens*ffn*s.hidden/s.tp
 }
 
 // attnFLOPs counts QK^T and AV over the full (unmasked) sequence, as
 // Narayanan et al. do: 4*s_local*s*h/t per micro-batch sample.
-func (s layerShape) attnFLOPs() float64 { return 4 * s.tokens * s.seq * s.hidden / s.tp }
+func (s layerShape) attnFLOPs() float64 { return 4 * s.tokens * s.seq * s.q / s.tp }
 
 func (s layerShape) forwardFLOPs() float64 { return s.gemmFLOPs() + s.attnFLOPs() }
 
 func (s layerShape) gemmSeconds(g GPUSpec, cv computeCurve) float64 {
-	up := s.ffn
-	if s.swiglu {
-		up = 2 * s.ffn
+	return s.attnGemmSeconds(g, cv) + s.mlpSeconds(g, cv, s.ffn)
+}
+
+func (s layerShape) attnGemmSeconds(g GPUSpec, cv computeCurve) float64 {
+	t := gemmSeconds(g, cv, s.prec, s.tokens, (s.q+2*s.kv)/s.tp, s.hidden)
+	return t + gemmSeconds(g, cv, s.prec, s.tokens, s.hidden, s.q/s.tp)
+}
+
+// mlpSeconds is an MLP of ffn columns (0: none) split by TP.
+func (s layerShape) mlpSeconds(g GPUSpec, cv computeCurve, ffn float64) float64 {
+	if ffn <= 0 {
+		return 0
 	}
-	t := gemmSeconds(g, cv, s.prec, s.tokens, (s.hidden+2*s.kv)/s.tp, s.hidden)
-	t += gemmSeconds(g, cv, s.prec, s.tokens, s.hidden, s.hidden/s.tp)
-	t += gemmSeconds(g, cv, s.prec, s.tokens, up/s.tp, s.hidden)
-	t += gemmSeconds(g, cv, s.prec, s.tokens, s.hidden, s.ffn/s.tp)
-	return t
+	up := ffn
+	if s.swiglu {
+		up = 2 * ffn
+	}
+	t := gemmSeconds(g, cv, s.prec, s.tokens, up/s.tp, s.hidden)
+	return t + gemmSeconds(g, cv, s.prec, s.tokens, s.hidden, ffn/s.tp)
 }
 
 // attnSeconds prices the attention core. Flash attention: efficiency set
@@ -263,17 +283,21 @@ func (s layerShape) attnSeconds(g GPUSpec, cv computeCurve) float64 {
 }
 
 func (s layerShape) elemwiseSeconds(g GPUSpec, cv computeCurve) float64 {
+	return s.elemwiseSecondsFFN(g, cv, s.ffn)
+}
+
+func (s layerShape) elemwiseSecondsFFN(g GPUSpec, cv computeCurve, ffnCols float64) float64 {
 	hid := elemwiseHiddenElems * s.tokens * s.hidden
 	if s.sp {
 		hid /= s.tp
 	}
-	ffn := elemwiseFFNElems * s.tokens * s.ffn / s.tp
+	ffn := elemwiseFFNElems * s.tokens * ffnCols / s.tp
 	cast := 0.0
 	if s.prec == PrecisionFP8 {
 		// Transformer Engine casts every GEMM's activation input to FP8
 		// (read 2 bytes, write 1): the QKV and FC1 inputs (s*b*h each) and
 		// the proj and FC2 inputs (s*b*h/t and s*b*ffn/t).
-		cast = 3 * (2*s.tokens*s.hidden + s.tokens*s.hidden/s.tp + s.tokens*s.ffn/s.tp)
+		cast = 3 * (2*s.tokens*s.hidden + s.tokens*s.q/s.tp + s.tokens*ffnCols/s.tp)
 	}
 	return (cv.ElemScale*bytesPerElem*(hid+ffn) + cast) / gpuHBMBytesPerS(g)
 }
@@ -314,7 +338,8 @@ func logitsCompute(m Model, cfg Config, g GPUSpec) computeCost {
 // recomputation) of one iteration of globalBatch sequences.
 func ModelFLOPsPerIteration(m Model, globalBatch int) float64 {
 	s := newLayerShape(m, Config{TP: 1, CP: 1, MicroBatch: 1})
-	perSeq := float64(m.NumLayers)*s.forwardFLOPs() + 2*s.tokens*s.hidden*float64(m.Vocab)
+	moe := float64(m.MoELayers())
+	perSeq := (float64(m.NumLayers)-moe)*s.forwardFLOPs() + moe*s.moeForwardFLOPs(m) + 2*s.tokens*s.hidden*float64(m.Vocab)
 	return 3 * perSeq * float64(globalBatch)
 }
 
@@ -323,13 +348,14 @@ func ModelFLOPsPerIteration(m Model, globalBatch int) float64 {
 func HardwareFLOPsPerIteration(m Model, globalBatch int, r Recompute) float64 {
 	s := newLayerShape(m, Config{TP: 1, CP: 1, MicroBatch: 1})
 	extra := 0.0
+	moe := float64(m.MoELayers())
 	switch r {
 	case RecomputeFull:
-		extra = s.forwardFLOPs()
+		extra = (float64(m.NumLayers)-moe)*s.forwardFLOPs() + moe*s.moeForwardFLOPs(m)
 	case RecomputeSelective:
-		extra = s.attnFLOPs()
+		extra = float64(m.NumLayers) * s.attnFLOPs()
 	}
-	return ModelFLOPsPerIteration(m, globalBatch) + float64(m.NumLayers)*extra*float64(globalBatch)
+	return ModelFLOPsPerIteration(m, globalBatch) + extra*float64(globalBatch)
 }
 
 // Collective costs. A ring over n members moves 2(n-1)/n of the buffer for
@@ -611,6 +637,11 @@ type planEval struct {
 	sums []stageSum
 	// runBuf is scratch for hostRuns (a planEval is used by one goroutine).
 	runBuf []int
+	// MoE: the MoE layers of every stage, the TP blocks one EP group spans
+	// and scratch for its hosts.
+	stageMoE []int
+	epBlocks int
+	epHosts  []int
 }
 
 type stageSum struct{ total, lastBwd float64 }
@@ -627,7 +658,8 @@ type hostCost struct {
 	layer      computeCost
 	tpF, tpB   float64
 	logits     computeCost
-	layerTotal float64 // F+B of one layer incl. TP comm
+	layerTotal float64 // F+B of one layer incl. TP comm (the mean over dense and MoE layers)
+	moe        moeCompute
 }
 
 func newPlanEval(c *Cluster, m Model, cfg Config, f Framework) *planEval {
@@ -659,6 +691,11 @@ func newPlanEvalKind(c *Cluster, m Model, cfg Config, f Framework, wave bool) *p
 			hc.tpF, hc.tpB = tpCommPerLayer(m, e.cfg, intra)
 			hc.logits = logitsCompute(m, e.cfg, host.GPU)
 			hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB
+			if m.IsMoE() {
+				hc.moe = moeLayerCompute(m, e.cfg, host.GPU)
+				nm := float64(m.MoELayers())
+				hc.layerTotal += nm / float64(m.NumLayers) * (hc.moe.Fwd + hc.moe.Bwd - hc.layer.Fwd - hc.layer.Bwd)
+			}
 			e.classes = append(e.classes, hc)
 			k = len(e.classes) - 1
 		}
@@ -670,7 +707,12 @@ func newPlanEvalKind(c *Cluster, m Model, cfg Config, f Framework, wave bool) *p
 		}
 	}
 	e.p2p = P2PBytes(m, e.cfg)
-	if e.cp == 1 {
+	e.stageMoE = stageMoELayers(m, e.cfg.StageLayers)
+	e.epBlocks = epGroupBlocks(e.cfg)
+	e.bestLnk = bestLink(c, cfg.TP)
+	// The per-class table assumes a stage's work does not depend on where
+	// its blocks are; the expert all-to-all does.
+	if ep, _ := e.cfg.ExpertParallel(); e.cp == 1 && !(m.IsMoE() && ep > 1) {
 		var w stageWork
 		hosts := make([]int, 1)
 		bh := make([]int, e.nBlocks)
@@ -705,8 +747,24 @@ func newPlanEvalKind(c *Cluster, m Model, cfg Config, f Framework, wave bool) *p
 	for _, hc := range e.classes {
 		e.optSec = max(e.optSec, optimizerSeconds(e.cfg, f, maxParams, hc.gpu))
 	}
-	e.bestLnk = bestLink(c, cfg.TP)
+	if m.IsMoE() {
+		e.moeParams()
+	}
 	return e
+}
+
+// moeParams replaces the dense per-rank gradient and optimizer figures by
+// the MoE ones (experts reduced and sharded over expert-DP).
+func (e *planEval) moeParams() {
+	cfg := withStages(e.m, e.cfg)
+	e.optSec = 0
+	for r := 0; r < e.p; r++ {
+		e.params[r] = moeGradParams(e.m, cfg, r)
+		owned := moeOwnedParams(e.m, cfg, r) * (1 - cfg.Offload.OptimizerFraction)
+		for _, hc := range e.classes {
+			e.optSec = max(e.optSec, owned*adamBytesPerParam/gpuHBMBytesPerS(hc.gpu))
+		}
+	}
 }
 
 func evenLayers(layers, stages int) []int {
@@ -786,15 +844,27 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
 		}
 	}
 	cpF, cpB := cpCommPerLayer(e.m, e.cfg, e.ringLink(hosts[:e.cp]), hc.layer.attnFwd)
+	var a2aF, a2aB float64
+	if e.m.IsMoE() {
+		for c := 0; c < e.cp; c++ {
+			e.epHosts = e.epGroupHosts(blockHost, r, d, c, e.epHosts)
+			f, b := e.moeA2APerLayer(e.epHosts)
+			a2aF, a2aB = max(a2aF, f), max(a2aB, b)
+		}
+	}
 	*w = stageWork{fwd: w.fwd[:0], bwd: w.bwd[:0]}
 	for ch := 0; ch < e.v; ch++ {
 		l := float64(e.cfg.StageLayers[ch*e.p+r])
-		cf, cb := l*hc.layer.Fwd, l*hc.layer.Bwd
+		nm := float64(e.stageMoE[ch*e.p+r])
+		cf, cb := (l-nm)*hc.layer.Fwd+nm*hc.moe.Fwd, (l-nm)*hc.layer.Bwd+nm*hc.moe.Bwd
 		if ch == e.v-1 && r == e.lastRank() {
 			cf += hc.logits.Fwd
 			cb += hc.logits.Bwd
 		}
-		mf, mb := l*(hc.tpF+cpF), l*(hc.tpB+cpB)
+		// An MoE layer's MLP side has no TP all-gather/reduce-scatter of
+		// its own (the dispatcher's ETP gather, in a2aF, replaces it).
+		mf := l*(hc.tpF+cpF) - nm*hc.tpF/2 + nm*a2aF
+		mb := l*(hc.tpB+cpB) - nm*hc.tpB/2 + nm*a2aB
 		w.fwd = append(w.fwd, cf+mf)
 		w.bwd = append(w.bwd, cb+mb)
 		w.computeF += cf

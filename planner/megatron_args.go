@@ -18,6 +18,9 @@ var megatronSwitches = map[string]bool{
 	"--sequence-parallel":     true, "--use-distributed-optimizer": true, "--optimizer-cpu-offload": true,
 	"--use-rotary-position-embeddings": true, "--bf16": true, "--fp16": true, "--deepspeed": true,
 	"--no-pipeline-parallel": true, "--disable-bias-linear": true, "--no-query-key-layer-scaling": true,
+	"--moe-grouped-gemm": true, "--moe-permute-fusion": true, "--moe-pad-expert-input-to-capacity": true,
+	"--moe-shared-expert-overlap": true, "--qk-layernorm": true, "--moe-router-pre-softmax": true,
+	"--overlap-moe-expert-parallel-comm": true,
 }
 
 func parseMegatronArgs(args []string) megatronArgs {
@@ -163,6 +166,8 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors, vocab func(megatronArgs, *
 	if m.MaxPositionEmbeddings == 0 {
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
+	m.KVChannels = a.int("--kv-channels", errs)
+	m.MoE = moeFromArgs(a, m.NumLayers, errs)
 	if m.Vocab == 0 && !a.has("--vocab-size") {
 		missing = append(missing, "--vocab-size (the tokenizer's files are not readable here; or pass --model)")
 	}
@@ -170,6 +175,124 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors, vocab func(megatronArgs, *
 		errs.add("missing", "%s (needed to size the model)", strings.Join(missing, ", "))
 	}
 	return m
+}
+
+// moeFromArgs reads Megatron-Core's MoE flags: --num-experts,
+// --moe-router-topk, --moe-ffn-hidden-size,
+// --moe-shared-expert-intermediate-size, --moe-layer-freq (an integer or
+// a Python list expression such as "([0]*1+[1]*26)") and
+// --moe-expert-capacity-factor.
+func moeFromArgs(a megatronArgs, layers int, errs *fieldErrors) MoE {
+	e := MoE{
+		NumExperts: a.int("--num-experts", errs),
+		TopK:       a.int("--moe-router-topk", errs),
+		FFNHidden:  a.int("--moe-ffn-hidden-size", errs),
+		SharedFFN:  a.int("--moe-shared-expert-intermediate-size", errs),
+	}
+	if v, ok := a["--moe-expert-capacity-factor"]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			errs.add("--moe-expert-capacity-factor", "want a non-negative number, got %q", v)
+		}
+		e.CapacityFactor = f
+	}
+	if v, ok := a["--moe-layer-freq"]; ok {
+		freq, dense, err := ParseMoELayerFreq(v, layers)
+		if err != nil {
+			errs.add("--moe-layer-freq", "%v", err)
+		}
+		e.LayerFreq, e.DenseFirst = freq, dense
+	}
+	if e.NumExperts == 0 {
+		for _, f := range []string{"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size", "--moe-layer-freq"} {
+			if a.has(f) {
+				errs.add(f, "given without --num-experts (the model would be dense); add --num-experts")
+			}
+		}
+		return MoE{}
+	}
+	return e
+}
+
+// ParseMoELayerFreq reads --moe-layer-freq as Megatron does (an integer N:
+// layer i is MoE when i % N == 0; or a list of 0/1 per layer written as a
+// Python expression of lists, "+" and "*", e.g. "([0]*3+[1]*27)") and
+// returns it as (frequency, leading dense layers). A list that is not of
+// that form is an error saying so.
+func ParseMoELayerFreq(v string, layers int) (freq, denseFirst int, err error) {
+	s := strings.Trim(strings.TrimSpace(v), "'\"")
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 1 {
+			return 0, 0, fmt.Errorf("want a positive integer or a list, got %q", v)
+		}
+		return n, 0, nil
+	}
+	pat, err := evalLayerList(s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%q: %w", v, err)
+	}
+	if layers > 0 && len(pat) != layers {
+		return 0, 0, fmt.Errorf("%q lists %d layers, the model has %d", v, len(pat), layers)
+	}
+	dense := 0
+	for dense < len(pat) && pat[dense] == 0 {
+		dense++
+	}
+	if dense == len(pat) {
+		return 0, 0, fmt.Errorf("%q makes no layer MoE", v)
+	}
+	for f := 1; f <= len(pat); f++ {
+		ok := true
+		for i, x := range pat {
+			if want := i >= dense && i%f == 0; want != (x == 1) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return f, dense, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%q: the planner models leading dense layers followed by every N-th layer MoE; this pattern is not of that form", v)
+}
+
+// evalLayerList evaluates sums of [a,b,...] or [..]*n terms, in optional
+// parentheses, into a 0/1 list.
+func evalLayerList(s string) ([]int, error) {
+	s = strings.ReplaceAll(s, " ", "")
+	for strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") {
+		s = s[1 : len(s)-1]
+	}
+	var out []int
+	for _, term := range strings.Split(s, "+") {
+		body, rep := term, 1
+		if i := strings.LastIndex(term, "]*"); i >= 0 {
+			n, err := strconv.Atoi(term[i+2:])
+			if err != nil || n < 0 || n > 1<<16 {
+				return nil, fmt.Errorf("bad repeat in %q", term)
+			}
+			body, rep = term[:i+1], n
+		}
+		if !strings.HasPrefix(body, "[") || !strings.HasSuffix(body, "]") {
+			return nil, fmt.Errorf("want lists such as [0]*3+[1]*27, got %q", term)
+		}
+		var items []int
+		for _, x := range strings.Split(body[1:len(body)-1], ",") {
+			switch x {
+			case "0", "1":
+				items = append(items, int(x[0]-'0'))
+			default:
+				return nil, fmt.Errorf("want 0 or 1 per layer, got %q", x)
+			}
+		}
+		for range rep {
+			out = append(out, items...)
+		}
+		if len(out) > 1<<16 {
+			return nil, fmt.Errorf("list too long")
+		}
+	}
+	return out, nil
 }
 
 // vocabReader returns how modelFromArgs reads the vocabulary.
@@ -228,6 +351,8 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constrai
 		PP:           a.int("--pipeline-model-parallel-size", errs),
 		CP:           a.int("--context-parallel-size", errs),
 		MicroBatch:   a.int("--micro-batch-size", errs),
+		EP:           a.int("--expert-model-parallel-size", errs),
+		ETP:          a.int("--expert-tensor-parallel-size", errs),
 		ZeroStage:    -1,
 		ForceOffload: a.has("--optimizer-cpu-offload"),
 	}
@@ -324,13 +449,15 @@ var unmodelledFeatures = []struct {
 	flags []string
 	what  string
 }{
-	{[]string{"--num-experts", "--moe-", "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--ep-world-size"},
-		"mixture of experts: planned as the dense model, so expert weights and their optimizer states, the router and the expert all-to-all are not in the memory or time estimate"},
+	// Mixture of experts is modelled (planner/moe.go) for Megatron-Core's
+	// alltoall dispatcher; these variants are not.
+	{[]string{"--moe-enable-deepep", "--moe-flex-dispatcher-backend"}, "DeepEP / flex dispatch: the expert all-to-all is priced as the alltoall dispatcher's"},
+	{[]string{"--moe-router-num-groups", "--moe-router-group-topk"}, "device-limited (group) routing: the all-to-all is priced as if a token's experts could sit on any EP rank"},
+	{[]string{"--ep-world-size"}, "Megatron-DeepSpeed mixture of experts: planned as the dense model"},
 	// --fp8-format is modelled (planner/choices.go); FP4 is not.
 	{[]string{"--fp4-format", "--fp4-recipe"}, "FP4 training: the estimate prices its GEMMs and weights as the planned precision's"},
 	{[]string{"--mtp-num-layers"}, "multi-token prediction: its extra layers and losses are not in the estimate"},
 	{[]string{"--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank"}, "multi-latent attention: attention is estimated as standard (GQA) attention"},
-	{[]string{"--kv-channels"}, "a head size other than hidden/heads: attention is estimated with hidden/heads channels per head"},
 	{[]string{"--hybrid-override-pattern", "--is-hybrid-model"}, "hybrid (Mamba) layers: every layer is estimated as a transformer layer"},
 	{[]string{"--rampup-batch-size"}, "batch-size ramp-up: the plan is for the full global batch only"},
 }

@@ -116,8 +116,9 @@ func TestMegatronDeepSpeedKeyValueHeads(t *testing.T) {
 }
 
 func TestUnmodelledFeaturesAreNamed(t *testing.T) {
-	got := UnmodelledMegatronFeatures(strings.Fields("--num-layers 4 --num-experts 8 --moe-router-topk 2 --fp4-format=e2m1 --mtp-num-layers 1 --bf16"))
-	want := []string{"--num-experts", "--fp4-format", "--mtp-num-layers"}
+	// Mixture of experts is modelled; DeepEP dispatch is not.
+	got := UnmodelledMegatronFeatures(strings.Fields("--num-layers 4 --num-experts 8 --moe-router-topk 2 --moe-enable-deepep --fp4-format=e2m1 --mtp-num-layers 1 --bf16"))
+	want := []string{"--moe-enable-deepep", "--fp4-format", "--mtp-num-layers"}
 	if len(got) != len(want) {
 		t.Fatalf("got %q, want one line for each of %v", got, want)
 	}

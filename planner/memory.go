@@ -111,15 +111,16 @@ func rankLayers(m Model, cfg Config, r int) int {
 // projections split over min(TP, groups): with more TP ranks than KV
 // groups Megatron replicates the groups. Norm weights are replicated.
 func layerParamsPerGPU(m Model, tp int) float64 {
+	return attentionParamsPerGPU(m, tp) + float64(m.mlpMats())*float64(m.Hidden)*float64(m.FFN())/float64(tp)
+}
+
+// attentionParamsPerGPU is a layer's attention (Q and output projections
+// split over TP, K/V as above) and its two norms on one TP rank.
+func attentionParamsPerGPU(m Model, tp int) float64 {
 	h, t := float64(m.Hidden), float64(tp)
-	kvDim := h / float64(m.Heads) * float64(m.Groups())
-	mlp := 2.0
-	if m.SwiGLU {
-		mlp = 3
-	}
-	split := (2*h*h + mlp*h*float64(m.FFN())) / t
+	kvDim := float64(m.HeadDim()) * float64(m.Groups())
 	kv := 2 * h * kvDim / math.Min(t, float64(m.Groups()))
-	return split + kv + 2*h
+	return 2*h*float64(m.QueryDim())/t + kv + 2*h
 }
 
 // embeddingParamsPerGPU is the (padded) vocabulary matrix on one TP rank.
@@ -133,7 +134,11 @@ func embeddingParamsPerGPU(m Model, tp int) float64 {
 // the copy of the tied embedding Megatron keeps there for the output.
 func StageParameters(m Model, cfg Config, ppRank int) float64 {
 	cfg = normalized(cfg)
-	p := float64(rankLayers(m, cfg, ppRank)) * layerParamsPerGPU(m, cfg.TP)
+	dense, moe := rankLayerKinds(m, cfg, ppRank)
+	p := float64(dense) * layerParamsPerGPU(m, cfg.TP)
+	if moe > 0 {
+		p += float64(moe) * (moeLayerDenseParamsPerGPU(m, cfg.TP) + expertParamsPerGPU(m, cfg))
+	}
 	emb := embeddingParamsPerGPU(m, cfg.TP)
 	if ppRank == 0 {
 		p += emb
@@ -173,7 +178,7 @@ func computeModelStates(m Model, cfg Config, f Framework, ppRank int) modelState
 	case FrameworkTorch:
 		s = modelStates{weights: 4 * p, grads: 4 * p, optimizer: 8 * p}
 	default:
-		s = megatronStates(cfg, p)
+		s = megatronStates(cfg, p, stageExpertParams(m, cfg, ppRank))
 	}
 	s.weights += fp8WeightCopyBytes(m, cfg, ppRank)
 	return s
@@ -189,22 +194,31 @@ func fp8WeightCopyBytes(m Model, cfg Config, ppRank int) float64 {
 		return 0
 	}
 	cfg = normalized(cfg)
-	gemm := layerParamsPerGPU(m, cfg.TP) - 2*float64(m.Hidden)
-	return 2 * gemm * float64(rankLayers(m, cfg, ppRank))
+	h := float64(m.Hidden)
+	dense, moe := rankLayerKinds(m, cfg, ppRank)
+	gemm := float64(dense) * (layerParamsPerGPU(m, cfg.TP) - 2*h)
+	if moe > 0 {
+		gemm += float64(moe) * (moeLayerDenseParamsPerGPU(m, cfg.TP) - 2*h + expertParamsPerGPU(m, cfg))
+	}
+	return 2 * gemm
 }
 
-func megatronStates(cfg Config, p float64) modelStates {
-	shards := 1.0
+// megatronStates prices p parameters per GPU, pe of them routed-expert
+// parameters whose optimizer states the distributed optimizer shards over
+// expert-DP instead of DP x CP.
+func megatronStates(cfg Config, p, pe float64) modelStates {
+	shards, eshards := 1.0, 1.0
 	if cfg.DistributedOptimizer {
 		shards = optimizerShards(cfg)
+		eshards = float64(cfg.ExpertDP())
 	}
 	frac := clamp01(cfg.Offload.OptimizerFraction)
-	opt := 12 * p / shards
+	opt := 12*(p-pe)/shards + 12*pe/eshards
 	return modelStates{
 		weights:   2 * p,
 		grads:     4 * p,
 		optimizer: opt * (1 - frac),
-		host:      (opt + cpuGradBytes*p/shards) * frac,
+		host:      (opt + cpuGradBytes*((p-pe)/shards+pe/eshards)) * frac,
 	}
 }
 
@@ -271,12 +285,20 @@ func layerActivationBytes(m Model, cfg Config) float64 {
 }
 
 func fullLayerActivationBytes(m Model, cfg Config, s, b, h, t float64, sp, scores bool) float64 {
+	return layerBytesWithFFN(m, cfg, s, b, h, t, sp, scores, float64(m.FFN()))
+}
+
+// layerBytesWithFFN is fullLayerActivationBytes for an MLP of ffn columns
+// (0: none). Q and the attention output are QueryDim wide, K and V
+// HeadDim x groups.
+func layerBytesWithFFN(m Model, cfg Config, s, b, h, t float64, sp, scores bool, ffn float64) float64 {
 	a := float64(m.Heads)
 	k := 4.0
 	if m.SwiGLU {
 		k = 6
 	}
-	split := 4 + 4*float64(m.Groups())/a + k*float64(m.FFN())/h
+	q, kv := float64(m.QueryDim()), float64(m.HeadDim()*m.Groups())
+	split := 4*q/h + 4*kv/h + k*ffn/h
 	rep := 10.0
 	if sp {
 		rep /= t
@@ -361,7 +383,19 @@ func outputActivationBytes(m Model, cfg Config) float64 {
 
 // stageActivationBytes sums the activations pipeline rank r holds.
 func stageActivationBytes(m Model, cfg Config, r int) float64 {
-	v := layerMicroBatchesInFlight(m, cfg, r)*layerActivationBytes(m, cfg) + recomputeWorkingSet(m, cfg)
+	perLayer := layerActivationBytes(m, cfg)
+	work := recomputeWorkingSet(m, cfg)
+	if dense, moe := rankLayerKinds(m, cfg, r); moe > 0 {
+		ml := moeLayerActivationBytes(m, cfg)
+		perLayer = (float64(dense)*perLayer + float64(moe)*ml) / float64(dense+moe)
+		if cfg.Recompute == RecomputeFull {
+			s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
+			full := moeFullLayerBytes(m, cfg, s, b, h, float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1, m.MaterializedAttention)
+			work = math.Max(work, full-ml)
+		}
+		work += dispatchBufferBytes(m, cfg)
+	}
+	v := layerMicroBatchesInFlight(m, cfg, r)*perLayer + work
 	if r == 0 {
 		v += embeddingActivationBytes(m, cfg)
 	}

@@ -72,7 +72,37 @@ func (m Model) validate() fieldErrors {
 	if m.MaxPositionEmbeddings > 0 && m.SeqLength > m.MaxPositionEmbeddings {
 		errs.add("max_position_embeddings", "%d is below seq_length %d", m.MaxPositionEmbeddings, m.SeqLength)
 	}
+	nonNegativeInt(&errs, "kv_channels", m.KVChannels, limits.MaxHidden)
+	m.validateMoE(&errs)
 	return errs
+}
+
+// maxExperts bounds num_experts (DeepSeek-V3 has 256; Megatron allows any).
+const maxExperts = 4096
+
+func (m Model) validateMoE(errs *fieldErrors) {
+	e := m.MoE
+	nonNegativeInt(errs, "num_experts", e.NumExperts, maxExperts)
+	nonNegativeInt(errs, "moe_router_topk", e.TopK, maxExperts)
+	nonNegativeInt(errs, "moe_ffn_hidden_size", e.FFNHidden, 4*limits.MaxHidden)
+	nonNegativeInt(errs, "moe_shared_expert_intermediate_size", e.SharedFFN, 4*limits.MaxHidden)
+	nonNegativeInt(errs, "moe_layer_freq", e.LayerFreq, limits.MaxLayers)
+	nonNegativeInt(errs, "moe_dense_first_layers", e.DenseFirst, limits.MaxLayers)
+	if e.CapacityFactor < 0 || e.CapacityFactor > 64 || e.CapacityFactor != e.CapacityFactor {
+		errs.add("moe_expert_capacity_factor", "must be 0 (dropless) or a factor up to 64, got %g", e.CapacityFactor)
+	}
+	if e.NumExperts == 0 {
+		if e.TopK != 0 || e.FFNHidden != 0 || e.SharedFFN != 0 || e.LayerFreq != 0 || e.DenseFirst != 0 || e.CapacityFactor != 0 {
+			errs.add("num_experts", "is 0 (a dense model) but MoE fields are set; set num_experts or drop them")
+		}
+		return
+	}
+	if e.TopK > e.NumExperts {
+		errs.add("moe_router_topk", "%d is more than num_experts %d", e.TopK, e.NumExperts)
+	}
+	if m.NumLayers > 0 && e.DenseFirst >= m.NumLayers {
+		errs.add("moe_dense_first_layers", "%d leaves none of the %d layers MoE", e.DenseFirst, m.NumLayers)
+	}
 }
 
 func nonNegativeInt(errs *fieldErrors, field string, v, most int) {

@@ -42,10 +42,16 @@ type Offload struct {
 
 // Config is one point of the search space.
 type Config struct {
-	TP                   int       `json:"tp"`
-	PP                   int       `json:"pp"`
-	DP                   int       `json:"dp"`
-	CP                   int       `json:"cp"`
+	TP int `json:"tp"`
+	PP int `json:"pp"`
+	DP int `json:"dp"`
+	CP int `json:"cp"`
+	// EP is the expert parallel size and ETP the expert tensor parallel
+	// size of an MoE model's expert layers (0 = 1 and TP: dense models).
+	// Experts are laid out over the same ranks as TP x CP x DP, so EP does
+	// not change the world size: expert-DP = world / (ETP x EP x PP).
+	EP                   int       `json:"ep,omitempty"`
+	ETP                  int       `json:"etp,omitempty"`
 	VPP                  int       `json:"vpp"` // virtual stages per pipeline rank; 1 = plain 1F1B
 	MicroBatch           int       `json:"micro_batch_size"`
 	GlobalBatch          int       `json:"global_batch_size"`
@@ -60,6 +66,22 @@ type Config struct {
 	// StageLayers[i] is the decoder layers of pipeline stage i (PP*VPP
 	// entries, stage i = vpp_index*PP + pp_rank as in Megatron's layout).
 	StageLayers []int `json:"stage_layers"`
+}
+
+// ExpertParallel returns EP and ETP with their defaults (1 and TP).
+func (c Config) ExpertParallel() (ep, etp int) {
+	ep, etp = max(c.EP, 1), c.ETP
+	if etp < 1 {
+		etp = max(c.TP, 1)
+	}
+	return ep, etp
+}
+
+// ExpertDP is the expert data-parallel size Megatron's parallel_state
+// derives: world / (ETP x EP x PP).
+func (c Config) ExpertDP() int {
+	ep, etp := c.ExpertParallel()
+	return max(1, c.WorldSize()/(etp*ep*max(c.PP, 1)))
 }
 
 // WorldSize is the number of ranks the config needs.

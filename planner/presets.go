@@ -31,6 +31,50 @@ var presets = map[string]Model{
 	"llama2-70b": llama("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000),
 	"llama3-8b":  llama("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256),
 	"llama3-70b": llama("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256),
+	// Mixture-of-experts presets; shapes from each model's Hugging Face
+	// config.json (sources and published counts in moe_presets_test.go).
+	"mixtral-8x7b":  mixtral("mixtral-8x7b", 32, 4096, 32, 14336, 32000),
+	"mixtral-8x22b": mixtral("mixtral-8x22b", 56, 6144, 48, 16384, 32000),
+	"qwen3-30b-a3b": qwen3MoE(),
+	// DeepSeek-V2-Lite's MoE shape (27 layers, the first dense with FFN
+	// 10944; 64 routed experts of 1408, 2 shared, top-6; vocab 102400).
+	// Its multi-latent attention is not modelled: attention here is GQA
+	// with 8 groups of 128 channels, which has 12.6M parameters per layer
+	// against MLA's 13.8M.
+	"deepseek-v2-lite-style": {Name: "deepseek-v2-lite-style", NumLayers: 27, Hidden: 2048, Heads: 16, QueryGroups: 8,
+		KVChannels: 128, FFNHidden: 10944, SwiGLU: true, SeqLength: 4096, Vocab: 102400, MaxPositionEmbeddings: 4096,
+		UntieEmbeddings: true, PositionEmbedding: "rope",
+		MoE: MoE{NumExperts: 64, TopK: 6, FFNHidden: 1408, SharedFFN: 2816, DenseFirst: 1}},
+	"gpt-oss-20b":  gptOSS("gpt-oss-20b", 24, 32),
+	"gpt-oss-120b": gptOSS("gpt-oss-120b", 36, 128),
+}
+
+// mixtral: Mistral's config.json (num_local_experts 8, num_experts_per_tok
+// 2, GQA with 8 KV heads of 128, SwiGLU experts, untied, vocab 32000).
+// Sequence 4096 is a training choice (the model allows 32k/64k).
+func mixtral(name string, layers, hidden, heads, ffn, vocab int) Model {
+	return Model{Name: name, NumLayers: layers, Hidden: hidden, Heads: heads, QueryGroups: 8, FFNHidden: ffn,
+		SwiGLU: true, SeqLength: 4096, Vocab: vocab, MaxPositionEmbeddings: 4096, UntieEmbeddings: true,
+		PositionEmbedding: "rope", MoE: MoE{NumExperts: 8, TopK: 2}}
+}
+
+// qwen3MoE is Qwen3-30B-A3B: 48 layers, hidden 2048, 32 heads of 128 with
+// 4 KV groups, 128 experts of 768, top-8, every layer MoE, vocab 151936,
+// untied. FFNHidden 6144 is the dense MLP size Megatron recipes pass (no
+// layer uses it).
+func qwen3MoE() Model {
+	return Model{Name: "qwen3-30b-a3b", NumLayers: 48, Hidden: 2048, Heads: 32, QueryGroups: 4, KVChannels: 128,
+		FFNHidden: 6144, SwiGLU: true, SeqLength: 4096, Vocab: 151936, MaxPositionEmbeddings: 4096,
+		UntieEmbeddings: true, PositionEmbedding: "rope", MoE: MoE{NumExperts: 128, TopK: 8, FFNHidden: 768}}
+}
+
+// gptOSS is OpenAI's gpt-oss: hidden 2880, 64 heads of 64 with 8 KV
+// groups, experts of 2880 (SwiGLU), top-4, vocab 201088, untied. Its
+// sliding-window layers and attention sinks are priced as full attention.
+func gptOSS(name string, layers, experts int) Model {
+	return Model{Name: name, NumLayers: layers, Hidden: 2880, Heads: 64, QueryGroups: 8, KVChannels: 64,
+		FFNHidden: 2880, SwiGLU: true, SeqLength: 4096, Vocab: 201088, MaxPositionEmbeddings: 4096,
+		UntieEmbeddings: true, PositionEmbedding: "rope", MoE: MoE{NumExperts: experts, TopK: 4}}
 }
 
 func gpt3(name string, layers, hidden, heads int) Model {

@@ -55,6 +55,7 @@ func ValidateMegatron(m Model, cfg Config, world int) error {
 		}
 	}
 	validateStageLayers(m, cfg, vpp, bad)
+	validateMoE(m, cfg, world, bad)
 	switch cfg.Recompute {
 	case RecomputeNone, RecomputeSelective, RecomputeFull:
 	default:
@@ -72,6 +73,37 @@ func ValidateMegatron(m Model, cfg Config, world int) error {
 		bad("--optimizer-cpu-offload needs the precision-aware, distributed optimizer")
 	}
 	return errors.Join(errs...)
+}
+
+// validateMoE applies Megatron-Core's expert-parallel checks:
+//   - arguments.py: num_experts % expert_model_parallel_size == 0 ("Number
+//     of experts should be a multiple of expert model parallel_size");
+//   - parallel_state.initialize_model_parallel: expert_data_parallel_size =
+//     world // (ETP*EP*PP), and "world_size is not divisible by
+//     expert_tensor_model_pipeline_parallel size" otherwise;
+//   - ModelParallelConfig.__post_init__: "When using expert parallelism and
+//     tensor parallelism, sequence parallelism must be used";
+//   - the expert linear layers split the expert FFN over ETP (divide()).
+func validateMoE(m Model, cfg Config, world int, bad func(string, ...any)) {
+	ep, etp := cfg.ExpertParallel()
+	if !m.IsMoE() {
+		if ep > 1 || (cfg.ETP > 0 && cfg.ETP != cfg.TP) {
+			bad("expert parallelism (ep=%d etp=%d) needs an MoE model (num_experts > 0)", ep, etp)
+		}
+		return
+	}
+	if m.NumExperts%ep != 0 {
+		bad("num experts %d not divisible by expert model parallel size %d", m.NumExperts, ep)
+	}
+	if d := etp * ep * cfg.PP; d > 0 && world%d != 0 {
+		bad("world size %d not divisible by expert tensor x expert model x pipeline parallel size %d*%d*%d", world, etp, ep, cfg.PP)
+	}
+	if ep > 1 && cfg.TP > 1 && !cfg.SequenceParallel {
+		bad("expert parallelism (ep=%d) with tensor parallelism (tp=%d) needs sequence parallelism", ep, cfg.TP)
+	}
+	if m.ExpertFFN()%etp != 0 {
+		bad("expert FFN size %d not divisible by expert tensor parallel size %d", m.ExpertFFN(), etp)
+	}
 }
 
 // validateStageLayers: without a split, layers divide evenly over pp (and
@@ -122,6 +154,9 @@ func validateDeepSpeed(m Model, cfg Config, world int) error {
 	}
 	if cfg.Offload.OptimizerFraction > 0 && cfg.ZeroStage < 1 {
 		errs = append(errs, fmt.Errorf("DeepSpeed optimizer offload needs ZeRO stage >= 1"))
+	}
+	if m.IsMoE() {
+		errs = append(errs, fmt.Errorf("mixture-of-experts models are planned for Megatron-LM only (use --framework megatron)"))
 	}
 	if cfg.Offload.Params && cfg.ZeroStage != 3 {
 		errs = append(errs, fmt.Errorf("DeepSpeed parameter offload needs ZeRO stage 3"))
@@ -226,13 +261,41 @@ func enumerate(c *Cluster, m Model, o SearchOptions, maxCap float64) []Config {
 									}
 									cfg.StageLayers = slices.Clone(fx.StageLayers)
 								}
-								if validate(m, cfg, o.Framework, world) == nil {
-									out = append(out, cfg)
+								for _, x := range expertChoices(m, cfg, fx) {
+									cfg.EP, cfg.ETP = x[0], x[1]
+									if validate(m, cfg, o.Framework, world) == nil {
+										out = append(out, cfg)
+									}
 								}
 							}
 						}
 					}
 				}
+			}
+		}
+	}
+	return out
+}
+
+// expertChoices are the (EP, ETP) pairs tried for an MoE model: every EP
+// that divides the experts and fits the TP x CP x DP ranks of a stage,
+// with ETP = TP (Megatron's default) or 1 (experts unsplit, the
+// Megatron-Bridge recipes' choice), or what the user pinned. Dense models
+// get (0, 0).
+func expertChoices(m Model, cfg Config, fx Constraints) [][2]int {
+	if !m.IsMoE() {
+		return [][2]int{{0, 0}}
+	}
+	stage := cfg.TP * cfg.CP * cfg.DP
+	etps := []int{cfg.TP}
+	if cfg.TP > 1 {
+		etps = append(etps, 1)
+	}
+	var out [][2]int
+	for _, etp := range pick(fx.ETP, etps) {
+		for _, ep := range pick(fx.EP, divisors(m.NumExperts, m.NumExperts)) {
+			if stage%(ep*etp) == 0 {
+				out = append(out, [2]int{ep, etp})
 			}
 		}
 	}
@@ -352,8 +415,8 @@ func quickEstimate(e *planEval, sym []int, starts [][]int, o SearchOptions) floa
 }
 
 func configKey(c Config) string {
-	return fmt.Sprintf("%03d/%03d/%03d/%02d/%02d/%03d/%s/%d/%v/%v/%.2f/%v", c.TP, c.PP, c.DP, c.CP, c.VPP, c.MicroBatch,
-		c.Recompute, c.ZeroStage, c.DistributedOptimizer, c.SequenceParallel, c.Offload.OptimizerFraction, c.Offload.Params)
+	return fmt.Sprintf("%03d/%03d/%03d/%02d/%02d/%03d/%s/%d/%v/%v/%.2f/%v/%03d/%02d", c.TP, c.PP, c.DP, c.CP, c.VPP, c.MicroBatch,
+		c.Recompute, c.ZeroStage, c.DistributedOptimizer, c.SequenceParallel, c.Offload.OptimizerFraction, c.Offload.Params, c.EP, c.ETP)
 }
 
 // searchWithinHosts is Search with every TP group inside one host.
@@ -519,7 +582,9 @@ const (
 
 func shortEvals(hosts int) int { return min(shortEvalsPerHost*hosts, maxShortEvals) }
 
-func shapeKey(c Config) string { return fmt.Sprintf("%d/%d/%d/%d/%d", c.TP, c.PP, c.DP, c.CP, c.VPP) }
+func shapeKey(c Config) string {
+	return fmt.Sprintf("%d/%d/%d/%d/%d/%d/%d", c.TP, c.PP, c.DP, c.CP, c.VPP, c.EP, c.ETP)
+}
 
 // options returns the starts and placement options for cfg.
 func (oc *orderCache) options(cfg Config, starts [][]int, po PlaceOptions, hosts int) ([][]int, PlaceOptions) {

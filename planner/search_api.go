@@ -6,8 +6,11 @@ import "time"
 // leave a dimension free.
 type Constraints struct {
 	TP, PP, DP, CP, VPP, MicroBatch int
-	Recompute                       Recompute // "" = free
-	ZeroStage                       int       // -1 = free
+	// EP and ETP are the expert parallel and expert tensor parallel sizes
+	// (0 = free; MoE models only).
+	EP, ETP   int
+	Recompute Recompute // "" = free
+	ZeroStage int       // -1 = free
 	// SequenceParallel nil is "auto": on wherever TP > 1 in Megatron (the
 	// cost model prices it as never slower: the same bytes on the wire,
 	// less element-wise work and activation memory).

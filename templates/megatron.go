@@ -19,6 +19,7 @@ var (
 		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
 		"--micro-batch-size", "--global-batch-size",
 		"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer-offload-fraction",
+		"--expert-model-parallel-size", "--expert-tensor-parallel-size",
 	}
 	plannedSwitches = []string{
 		"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
@@ -33,9 +34,10 @@ var (
 		"--bf16", "--fp16", "--group-query-attention", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping",
 		"--swiglu", "--untie-embeddings-and-output-weights",
 		"--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer", "--use-hetnet",
+		"--moe-grouped-gemm",
 	})
 	megatronValueFlags = flagSet(plannedValueFlags, []string{
-		"--expert-model-parallel-size", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
+		"--num-experts", "--moe-token-dispatcher-type", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
 		"--seq-length", "--max-position-embeddings", "--distributed-backend", "--deepspeed_config", "--zero-stage",
 		"--ffn-hidden-size",
 	})
@@ -205,7 +207,21 @@ func MegatronPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
 			"--optimizer-offload-fraction", formatFraction(cfg.Offload.OptimizerFraction),
 			"--overlap-cpu-optimizer-d2h-h2d")
 	}
-	return a, nil
+	return append(a, moeArgs(cfg)...), nil
+}
+
+// moeArgs renders an MoE plan's expert parallelism (EP > 0 only in plans
+// of MoE models): the sizes, and the dispatcher and grouped GEMM the cost
+// model prices (the alltoall dispatcher, one grouped GEMM for the local
+// experts). A user's own --moe-token-dispatcher-type or --moe-grouped-gemm
+// is kept (MergeMegatronArgs drops the planned one).
+func moeArgs(cfg planner.Config) []string {
+	if cfg.EP < 1 {
+		return nil
+	}
+	ep, etp := cfg.ExpertParallel()
+	return []string{"--expert-model-parallel-size", strconv.Itoa(ep), "--expert-tensor-parallel-size", strconv.Itoa(etp),
+		"--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"}
 }
 
 func formatFraction(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

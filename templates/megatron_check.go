@@ -10,7 +10,8 @@ import (
 // megatronSettings is what Megatron-LM's argument validation reads, parsed
 // back from a rendered argument list.
 type megatronSettings struct {
-	tp, pp, cp, ep                   int
+	tp, pp, cp, ep, etp, experts     int
+	sp                               bool
 	numLayers, hidden, heads, groups int
 	seq, maxPos                      int
 	micro, global                    int
@@ -43,6 +44,9 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	intFlag(&s.pp, "--pipeline-model-parallel-size", 1)
 	intFlag(&s.cp, "--context-parallel-size", 1)
 	intFlag(&s.ep, "--expert-model-parallel-size", 1)
+	intFlag(&s.etp, "--expert-tensor-parallel-size", 0)
+	intFlag(&s.experts, "--num-experts", 0)
+	s.sp = fl.has("--sequence-parallel")
 	intFlag(&s.numLayers, "--num-layers", 0)
 	intFlag(&s.hidden, "--hidden-size", 0)
 	intFlag(&s.heads, "--num-attention-heads", 0)
@@ -143,7 +147,39 @@ func CheckMegatronArgs(argv []string, worldSize int) error {
 	}
 	errs = append(errs, s.checkRecompute()...)
 	errs = append(errs, s.checkOptimizer()...)
+	errs = append(errs, s.checkMoE(worldSize)...)
 	return errors.Join(errs...)
+}
+
+// checkMoE applies Megatron-Core's expert-parallel checks: arguments.py
+// requires num_experts % expert_model_parallel_size == 0;
+// parallel_state.initialize_model_parallel raises unless the world size
+// divides by expert_tensor_parallel_size (default tp) x
+// expert_model_parallel_size x pipeline size; ModelParallelConfig refuses
+// "expert parallelism and tensor parallelism" without sequence
+// parallelism.
+func (s megatronSettings) checkMoE(world int) []error {
+	var errs []error
+	etp := s.etp
+	if etp == 0 {
+		etp = s.tp
+	}
+	if etp < 1 {
+		return []error{fmt.Errorf("--expert-tensor-parallel-size %d must be >= 1", s.etp)}
+	}
+	if (s.ep > 1 || s.etp > 0) && s.experts == 0 {
+		errs = append(errs, fmt.Errorf("--expert-model-parallel-size %d / --expert-tensor-parallel-size %d need --num-experts", s.ep, s.etp))
+	}
+	if s.experts > 0 && s.experts%s.ep != 0 {
+		errs = append(errs, fmt.Errorf("--num-experts %d is not divisible by --expert-model-parallel-size %d", s.experts, s.ep))
+	}
+	if d := etp * s.ep * s.pp; world%d != 0 {
+		errs = append(errs, fmt.Errorf("world size %d is not divisible by expert tensor x expert model x pipeline parallel size %d*%d*%d", world, etp, s.ep, s.pp))
+	}
+	if s.ep > 1 && s.tp > 1 && !s.sp {
+		errs = append(errs, fmt.Errorf("--expert-model-parallel-size %d with --tensor-model-parallel-size %d needs --sequence-parallel", s.ep, s.tp))
+	}
+	return errs
 }
 
 // checkStages validates the layer split flags and returns the number of

@@ -297,7 +297,6 @@ func TestUnmodelledFeaturesPassThroughWithAWarning(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
 	for _, want := range []string{
-		"# warning: --num-experts is passed through, but the planner does not model mixture of experts",
 		"# warning: --fp4-format is passed through, but the planner does not model FP4",
 		"# warning: --mtp-num-layers is passed through, but the planner does not model multi-token prediction",
 	} {
@@ -305,7 +304,14 @@ func TestUnmodelledFeaturesPassThroughWithAWarning(t *testing.T) {
 			t.Errorf("no warning %q", want)
 		}
 	}
+	if strings.Contains(out, "--num-experts is passed through") {
+		t.Errorf("mixture of experts is modelled now, yet warned about:\n%s", out)
+	}
 	for _, cmd := range renderedCommands(t, out) {
 		keepsUserArgs(t, cmd, "pretrain_gpt.py", args)
+		// The MoE plan's expert parallelism is rendered.
+		if !strings.Contains(cmd, "--expert-model-parallel-size") || !strings.Contains(cmd, "--moe-token-dispatcher-type alltoall") {
+			t.Errorf("no expert-parallel flags in %s", cmd)
+		}
 	}
 }
