@@ -140,6 +140,17 @@ var calibrationBounds = map[string][2]float64{
 	"sc21_table1":        {0.08, 0.15},
 	"korthikanti_table4": {0.08, 0.15},
 	"nemo_2407_fp8":      {0.08, 0.15},
+	// Megatron-Bridge's H100 Llama 3 70B recipe overlaps TP communication
+	// with GEMMs (scripts/performance/configs/llama/llama3_llm_pretrain.py:
+	// tp_comm_overlap_cfg = userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192),
+	// which the model does not price (TP comm is exposed, Megatron-LM's
+	// default): its 70B rows come out 17-18% slow, about their TP share
+	// (2.4 of 24.5 s) plus the output layer's weight on the last of 40
+	// two-layer virtual stages. Refitting the Hopper curves with these rows
+	// moved them only to -15% and broke llm-foundry's mean, so the curves
+	// are not fitted to this table; it is a check of the FP8 curve, bound at
+	// 12% mean and 20% worst until TP overlap is modelled.
+	"bridge_h100_fp8": {0.12, 0.20},
 	// FSDP priced by analogy as ZeRO-3, one Hopper 16-bit curve for all of
 	// it (triton flash attention, sequences 512-65,536, micro-batches
 	// 1-96): 52 rows, the worst (7B, seq 1024, micro-batch 64, -15.4%)
@@ -268,4 +279,27 @@ func TestCalibrationPublishedTables(t *testing.T) {
 		}
 	}
 	t.Log("\n" + report.String())
+}
+
+// TestBridgeRowShapes checks the model shapes assumed for the
+// Megatron-Bridge rows against the source's own model TFLOP/s per GPU:
+// tokens/s/GPU x model FLOPs per token (causal attention) must give it
+// within 3%.
+func TestBridgeRowShapes(t *testing.T) {
+	tflops := map[string]float64{"B2602-LLAMA3-70B": 728, "B2602-LLAMA3.1-405B": 784, "B2511-LLAMA3-70B": 719, "B2511-LLAMA3.1-405B": 737}
+	rows := loadPublished(t, "testdata/published/bridge_h100_fp8.tsv")
+	if len(rows) != len(tflops) {
+		t.Fatalf("%d rows, %d published TFLOP/s figures", len(rows), len(tflops))
+	}
+	for _, r := range rows {
+		// The source counts causal attention, half of the 12*l*h*s per token
+		// of attention score and context FLOPs that ModelFLOPsPerIteration
+		// counts (forward and backward).
+		causal := 6 * float64(r.m.NumLayers*r.m.Hidden*r.m.SeqLength)
+		perToken := ModelFLOPsPerIteration(r.m, r.cfg.GlobalBatch)/float64(r.cfg.GlobalBatch*r.m.SeqLength) - causal
+		got := r.value * perToken / 1e12
+		if want := tflops[r.name]; math.Abs(got-want)/want > 0.03 {
+			t.Errorf("%s: %.0f tokens/s/GPU x %.4g FLOPs/token = %.0f TFLOP/s, the source says %.0f", r.name, r.value, perToken, got, want)
+		}
+	}
 }
