@@ -49,10 +49,23 @@ type IslandSpec struct {
 	Fabric        string  `yaml:"fabric,omitempty" json:"fabric,omitempty"`
 	HostMemoryGiB float64 `yaml:"host_memory_gib" json:"host_memory_gib"`
 	CPUCores      int     `yaml:"cpu_cores" json:"cpu_cores"`
+	// Software is what the hosts run (probed, or written by the user): the
+	// oldest version found on any of the island's hosts.
+	Software *SoftwareVersions `yaml:"software,omitempty" json:"software,omitempty"`
 	// PCIeGen is the GPU-to-host PCIe generation (3, 4, 5); 0 means unknown.
 	PCIeGen int `yaml:"pcie_gen,omitempty" json:"pcie_gen,omitempty"`
 	// HostMemoryBandwidthGBytesPerS is the host DRAM bandwidth (CPU Adam).
 	HostMemoryBandwidthGBytesPerS float64 `yaml:"host_memory_bandwidth_gbyte_per_s,omitempty" json:"host_memory_bandwidth_gbyte_per_s,omitempty"`
+}
+
+// SoftwareVersions are the versions that decide whether communicators can
+// pick their network one by one (NCCL >= 2.17.1 ncclConfig_t.netName, torch
+// >= 2.1 ProcessGroupNCCL.Options().config.net_name, Megatron-Core >= 0.11
+// net_name in --nccl-communicator-config-path). Empty means unknown.
+type SoftwareVersions struct {
+	NCCL         string `yaml:"nccl,omitempty" json:"nccl,omitempty"`
+	Torch        string `yaml:"torch,omitempty" json:"torch,omitempty"`
+	MegatronCore string `yaml:"megatron_core,omitempty" json:"megatron_core,omitempty"`
 }
 
 // HostEntry is one host of an island. Address is how other hosts and the
@@ -138,6 +151,10 @@ type Cluster struct {
 	// intraLat, when set, is each host's internal latency (hosts merged
 	// for cross-host TP talk over the NIC inside); else intraHostLatencyS.
 	intraLat []float64
+	// pipe, when set, prices pipeline send/recv and the embedding group's
+	// all-reduce (TransportIslands: those communicators run over TCP
+	// sockets, also between hosts of one island).
+	pipe *compactLinks
 }
 
 // compactLinks: every pair of distinct hosts gets its islands' nominal link
@@ -337,6 +354,24 @@ func (c *Cluster) LinkBetween(a, b int) Link {
 		link.BytesPerS = v
 		if l.measuredDiv != nil {
 			link.BytesPerS /= l.measuredDiv[pair]
+		}
+	}
+	return link
+}
+
+// PipelineLinkBetween is the link pipeline send/recv and the embedding
+// group use between hosts a and b: LinkBetween, except under
+// TransportIslands, where those groups run over TCP sockets.
+func (c *Cluster) PipelineLinkBetween(a, b int) Link {
+	if c.pipe == nil || a == b {
+		return c.LinkBetween(a, b)
+	}
+	pair := int(c.pipe.island[a])*c.pipe.islands + int(c.pipe.island[b])
+	link := c.pipe.nominal[pair]
+	if v := c.pipe.measured(a, b); v > 0 {
+		link.BytesPerS = v
+		if c.pipe.measuredDiv != nil {
+			link.BytesPerS /= c.pipe.measuredDiv[pair]
 		}
 	}
 	return link

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -442,6 +443,14 @@ const (
 	TransportSockets
 	// TransportPerGroup: RDMA inside islands, sockets between them (Holmes).
 	TransportPerGroup
+	// TransportIslands: one network per communicator type (Megatron-Core's
+	// --nccl-communicator-config-path): TP, CP and DP groups on RDMA inside
+	// islands, pipeline send/recv and the embedding group on TCP sockets
+	// everywhere once the job spans islands without a shared RDMA fabric
+	// (one pipeline communicator carries every hop of a pipeline, and it
+	// cannot mix transports). Like TransportAuto while the islands share
+	// one fabric.
+	TransportIslands
 )
 
 // ResolveFor resolves the cluster with the links priced for transport t.
@@ -465,9 +474,20 @@ func (f *ClusterFile) ResolveFor(t Transport) (*Cluster, error) {
 		}
 	}
 	f.applyMeasuredCompute(islands, hosts)
+	var pipe *compactLinks
+	if t == TransportIslands && socketsOnly(TransportAuto, islands) {
+		// The pipeline's links as sockets see them; the hosts' copy only
+		// carries Ethernet NIC rates (and takes calibration's changes).
+		sh := slices.Clone(hosts)
+		for i := range sh {
+			sh[i].NICBytesPerS = ethernetBytesPerS(islands[sh[i].Island].Spec.NICs)
+		}
+		pipe = f.compactLinks(islands, sh, true)
+		f.applyCalibration(islands, sh, pipe)
+	}
 	links := f.compactLinks(islands, hosts, socketsOnly(t, islands))
 	f.applyCalibration(islands, hosts, links)
-	c := &Cluster{Islands: islands, Hosts: hosts, compact: links}
+	c := &Cluster{Islands: islands, Hosts: hosts, compact: links, pipe: pipe}
 	c.fastestLink() // computed once, before any planner goroutine reads it
 	return c, nil
 }
@@ -478,7 +498,7 @@ func socketsOnly(t Transport, islands []Island) bool {
 	switch t {
 	case TransportSockets:
 		return true
-	case TransportPerGroup:
+	case TransportPerGroup, TransportIslands:
 		return false
 	}
 	if len(islands) <= 1 {

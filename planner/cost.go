@@ -800,6 +800,19 @@ func (e *planEval) lastRank() int {
 	return e.p - 1
 }
 
+// pipeLink is link for pipeline send/recv and the embedding group, which
+// may run on another transport than TP and DP (Cluster.PipelineLinkBetween).
+func (e *planEval) pipeLink(a, b int) Link {
+	if a < 0 || b < 0 || e.c.pipe == nil {
+		return e.link(a, b)
+	}
+	l := e.c.PipelineLinkBetween(a, b)
+	if a != b {
+		l.BytesPerS /= float64(e.cfg.TP)
+	}
+	return l
+}
+
 func (e *planEval) block(r, d, c int) int { return c + d*e.cp + r*e.cp*e.dp }
 
 func (e *planEval) class(h int) *hostCost {
@@ -878,9 +891,9 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
 	for c := 0; c < e.cp; c++ {
 		from := blockHost[e.block(r, d, c)]
 		if r < e.p-1 {
-			w.sendNext = max(w.sendNext, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(r+1, d, c)])))
+			w.sendNext = max(w.sendNext, P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(r+1, d, c)])))
 		} else if e.v > 1 {
-			w.sendWr = max(w.sendWr, P2PSeconds(e.p2p, e.link(from, blockHost[e.block(0, d, c)])))
+			w.sendWr = max(w.sendWr, P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(0, d, c)])))
 		}
 	}
 }
@@ -900,9 +913,9 @@ func (e *planEval) stageQuick(blockHost []int, r, d int, hosts []int, w *stageWo
 	sum := e.sums[k*e.p+r]
 	w.total, w.lastBwd, w.sendNext, w.sendWr = sum.total, sum.lastBwd, 0, 0
 	if r < e.p-1 {
-		w.sendNext = P2PSeconds(e.p2p, e.link(from, blockHost[e.block(r+1, d, 0)]))
+		w.sendNext = P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(r+1, d, 0)]))
 	} else if e.v > 1 {
-		w.sendWr = P2PSeconds(e.p2p, e.link(from, blockHost[e.block(0, d, 0)]))
+		w.sendWr = P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(0, d, 0)]))
 	}
 }
 
@@ -993,7 +1006,7 @@ func (e *planEval) embeddingSyncSeconds(blockHost []int) float64 {
 	for d := 0; d < e.dp; d++ {
 		for c := 0; c < e.cp; c++ {
 			first, last := blockHost[e.block(0, d, c)], blockHost[e.block(e.p-1, d, c)]
-			worst = max(worst, AllReduceSeconds(shard, 2, e.link(first, last)))
+			worst = max(worst, AllReduceSeconds(shard, 2, e.pipeLink(first, last)))
 		}
 	}
 	return worst

@@ -125,7 +125,7 @@ func (ie *incEval) pipeline(d int) {
 	fin[e.p] = 0
 	if ie.shard > 0 {
 		first, last := ie.bh[e.block(0, d, 0)], ie.bh[e.block(e.p-1, d, 0)]
-		fin[e.p] = AllReduceSeconds(ie.shard, 2, e.link(first, last))
+		fin[e.p] = AllReduceSeconds(ie.shard, 2, e.pipeLink(first, last))
 	}
 }
 

@@ -76,6 +76,8 @@ func renderCases() []renderCase {
 			TP: 4, PP: 4, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32,
 			Recompute: planner.RecomputeNone, StageLayers: []int{14, 14, 10, 10}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt48Args}},
+		{name: "megatron_two_ib_islands_comm_config", cluster: twoIBIslands(recentStack), plan: *crossPipelinePlan(twoIBIslands(recentStack)),
+			opts: Options{Script: "pretrain_gpt.py", Args: gpt24Args}},
 		{name: "megatron_vpp_layout_cp", cluster: ib, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
 			TP: 1, PP: 2, DP: 2, CP: 2, VPP: 2, MicroBatch: 1, GlobalBatch: 16,
 			Recompute: planner.RecomputeNone, StageLayers: []int{7, 6, 6, 5}}},

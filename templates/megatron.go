@@ -39,7 +39,7 @@ var (
 	megatronValueFlags = flagSet(plannedValueFlags, []string{
 		"--num-experts", "--moe-token-dispatcher-type", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
 		"--seq-length", "--max-position-embeddings", "--distributed-backend", "--deepspeed_config", "--zero-stage",
-		"--ffn-hidden-size",
+		"--ffn-hidden-size", "--nccl-communicator-config-path",
 	})
 )
 

@@ -47,19 +47,51 @@ func (m NCCLMode) Transport() planner.Transport {
 	return planner.TransportAuto
 }
 
+// TransportFor is the pricing of a job of framework f under the mode:
+// auto prices Megatron jobs with one network per communicator type
+// (planner.TransportIslands), which Render keeps unless IslandsFallback
+// says otherwise; other frameworks run sockets across islands.
+func (m NCCLMode) TransportFor(f planner.Framework) planner.Transport {
+	if (m == NCCLAuto || m == "") && (f == planner.FrameworkMegatron || f == "") {
+		return planner.TransportIslands
+	}
+	return m.Transport()
+}
+
+// GroupTransports says which network each main group type gets under
+// --nccl-mode auto: "" when the job stays on one fabric.
+func GroupTransports(c *planner.Cluster, p *planner.Plan, o Options) string {
+	fp, err := decideFabric(c, p, NCCLAuto, o, envMap(o.Env))
+	switch {
+	case err != nil:
+		return ""
+	case fp.comm != nil:
+		return "one NCCL network per group type (" + fp.comm.Summary(c) + "; the world group Socket)"
+	case fp.sockets:
+		return "TCP sockets for every group"
+	}
+	return ""
+}
+
 // fabricPlan is the transport decision for the islands a job uses.
 type fabricPlan struct {
 	// sockets forces TCP sockets on every rank.
 	sockets bool
 	// perGroup renders Holmes' per-device-type groups.
 	perGroup bool
+	// comm gives each Megatron group type its network per island
+	// (--nccl-communicator-config-path): RDMA inside islands, sockets
+	// across them.
+	comm *CommConfig
+	// fallback is why auto could not give group types their own networks.
+	fallback string
 	// islands used by the job, in order of first rank.
 	islands  []int
 	warnings []string
 }
 
 // decideFabric applies the mode to the islands the placement uses.
-func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode) (fabricPlan, error) {
+func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode, o Options, userEnv map[string]string) (fabricPlan, error) {
 	fp := fabricPlan{}
 	seen := map[int]bool{}
 	for _, r := range p.Placement {
@@ -104,10 +136,43 @@ func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode) (fabricPla
 	default:
 		fp.sockets = len(fp.islands) > 1 && !shared
 		if fp.sockets && anyRDMA {
-			fp.warnings = append(fp.warnings, "the job spans islands without a shared RDMA fabric: every rank uses TCP sockets (NCCL_IB_DISABLE=1) because a communicator mixing transports hangs; --nccl-mode per-group keeps RDMA inside islands with Holmes' Megatron fork")
+			cc, why := islandsCommConfig(c, p, fp.islands, o, userEnv)
+			if cc != nil {
+				fp.sockets, fp.comm = false, cc
+				break
+			}
+			fp.fallback = why
+			fp.warnings = append(fp.warnings, "the job spans islands without a shared RDMA fabric: every rank uses TCP sockets (NCCL_IB_DISABLE=1) because a communicator mixing transports hangs, and RDMA cannot be kept inside islands: "+why)
 		}
 	}
 	return fp, nil
+}
+
+// IslandsFallback is why a plan spanning RDMA islands runs on sockets
+// everywhere under --nccl-mode auto; "" when each group type gets its own
+// network. The planner prices a job both ways: callers plan with
+// planner.TransportIslands and plan again on sockets when this is not "".
+func IslandsFallback(c *planner.Cluster, p *planner.Plan, o Options) string {
+	fp, err := decideFabric(c, p, NCCLAuto, o, envMap(o.Env))
+	if err != nil {
+		return err.Error()
+	}
+	return fp.fallback
+}
+
+// islandsCommConfig is the per-communicator config for a Megatron job
+// across islands, or nil and why it cannot be used.
+func islandsCommConfig(c *planner.Cluster, p *planner.Plan, islands []int, o Options, userEnv map[string]string) (*CommConfig, string) {
+	if p.Framework != planner.FrameworkMegatron {
+		return nil, fmt.Sprintf("pipette-launch renders one network per communicator for Megatron-LM only (%s scripts can create their groups with examples/pipette_nccl_groups.py)", p.Framework)
+	}
+	if why := commConfigBlocker(o, userEnv); why != "" {
+		return nil, why
+	}
+	if why := softwareGate(c, islands); why != "" {
+		return nil, why
+	}
+	return megatronCommConfig(c, p, islands)
 }
 
 func hasAnyNICInfo(c *planner.Cluster, islands []int) bool {
@@ -156,6 +221,12 @@ func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, []st
 			EnvVar{"GLOO_SOCKET_IFNAME", sock[0]})
 	}
 	rdma := rdmaNIC(spec.NICs)
+	if fp.comm != nil && rdma != nil && len(sock) > 0 {
+		// The Socket communicators' threads, sized to the Ethernet link.
+		threads, socks := socketThreads(sockRate)
+		env = append(env, EnvVar{"NCCL_SOCKET_NTHREADS", strconv.Itoa(threads)},
+			EnvVar{"NCCL_NSOCKS_PERTHREAD", strconv.Itoa(socks)})
+	}
 	if fp.sockets || rdma == nil {
 		rate := sockRate
 		if len(sock) == 0 {

@@ -79,7 +79,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	}
 	o = withDefaults(o)
 	userEnv := envMap(o.Env)
-	fp, err := decideFabric(c, p, o.NCCLMode)
+	fp, err := decideFabric(c, p, o.NCCLMode, o, userEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +120,11 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 			}
 		}
 		job.Hosts = append(job.Hosts, hj)
+	}
+	if fp.comm != nil {
+		job.Files = append(job.Files, commConfigFiles(c, fp.comm)...)
+		job.Warnings = append(job.Warnings, "the job spans islands without a shared RDMA fabric: each Megatron group type gets its own NCCL network ("+
+			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm), ", ")+"), and the world group uses sockets ("+SiteDir+"/sitecustomize.py)")
 	}
 	if p.Framework == planner.FrameworkDeepSpeed {
 		if dsFile != nil {
@@ -369,6 +374,11 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 		perHost[e.Name] = true
 	}
 	hostArgs := args
+	if fp.comm != nil {
+		hostArgs = append(slices.Clone(args), "--nccl-communicator-config-path", CommConfigPath(c.Islands[h.Island].Spec.Name))
+		nccl = append(nccl, EnvVar{"PIPETTE_NCCL_WORLD_NET", NetSocket})
+		perHost["PIPETTE_NCCL_WORLD_NET"] = true
+	}
 	if fp.perGroup {
 		ha, err := holmesArgs(c, p, hb.host, numLayers)
 		if err != nil {
@@ -410,6 +420,9 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 		}
 		var uw []string
 		env, uw = user.apply(env, perHost)
+		if fp.comm != nil {
+			env = withSiteDir(env)
+		}
 		for _, w := range uw {
 			if !slices.Contains(warnings, w) {
 				warnings = append(warnings, w)
@@ -507,4 +520,18 @@ func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 		return nil, nil
 	}
 	return &File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
+}
+
+// withSiteDir puts the world-group shim first on the rank's PYTHONPATH,
+// ahead of any PYTHONPATH the user forwards or sets with --env.
+func withSiteDir(env []EnvVar) []EnvVar {
+	for i, e := range env {
+		if e.Name == "PYTHONPATH" {
+			if e.Value != SiteDir && !strings.HasPrefix(e.Value, SiteDir+":") {
+				env[i].Value = SiteDir + ":" + e.Value
+			}
+			return env
+		}
+	}
+	return append(env, EnvVar{"PYTHONPATH", SiteDir})
 }

@@ -124,10 +124,6 @@ func runPlan(opts *PlanOptions) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	c, err := loadCluster(opts.ClusterFile, mode.Transport())
-	if err != nil {
-		return usageError("%v", err)
-	}
 	m, err := loadModel(opts.Model, opts.SeqLength)
 	if err != nil {
 		return usageError("%v", err)
@@ -136,7 +132,21 @@ func runPlan(opts *PlanOptions) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
+	t := mode.TransportFor(so.Framework)
+	c, err := loadCluster(opts.ClusterFile, t)
+	if err != nil {
+		return usageError("%v", err)
+	}
 	res, err := planner.Search(c, m, so)
+	if err == nil && t == planner.TransportIslands && len(c.Islands) > 1 && len(res.Plans) > 0 &&
+		templates.IslandsFallback(c, &res.Plans[0], templates.Options{}) != "" {
+		// Plan 1 cannot keep RDMA inside islands: price plans the way
+		// they will run, on sockets everywhere.
+		if c, err = loadCluster(opts.ClusterFile, planner.TransportSockets); err != nil {
+			return usageError("%v", err)
+		}
+		res, err = planner.Search(c, m, so)
+	}
 	if err != nil {
 		var nf *planner.NoFitError
 		if errors.As(err, &nf) {
@@ -355,6 +365,16 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 	tw.Flush()
 	if why.line != "" {
 		fmt.Fprintf(out, "\n%s\n", why.line)
+	}
+	if mode, _ := templates.ParseNCCLMode(opts.NCCLMode); mode == templates.NCCLAuto && len(res.Plans) > 0 {
+		p1 := &res.Plans[0]
+		if tr := templates.GroupTransports(c, p1, templates.Options{}); tr != "" {
+			fmt.Fprintf(out, "\nplan 1 NCCL transport (--nccl-mode auto): %s", tr)
+			if why := templates.IslandsFallback(c, p1, templates.Options{}); why != "" && p1.Framework == planner.FrameworkMegatron {
+				fmt.Fprintf(out, "\n  (RDMA is not kept inside islands: %s)", why)
+			}
+			fmt.Fprintln(out)
+		}
 	}
 	if naive != nil {
 		fmt.Fprintf(out, "\nnaive: best plan ignoring islands (hosts in file order, default rank order); plan 1 is %.2fx faster\n",

@@ -28,6 +28,9 @@ import (
 // torchrun-style `pipette-launch script.py ...`).
 type RunOptions struct {
 	IO *IOStreams
+	// socketsOnly prices the plan on sockets everywhere: set when the plan
+	// priced with one network per group type cannot keep RDMA in islands.
+	socketsOnly bool
 	// Env is the environment pipette-launch was started in (KEY=VALUE).
 	Env []string
 
@@ -201,6 +204,18 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	ch, err := choosePlan(opts, cluster, fw, planned)
 	if err != nil {
 		return err
+	}
+	if planned && mode.TransportFor(fw) == planner.TransportIslands && len(cluster.Islands) > 1 &&
+		templates.IslandsFallback(cluster, ch.plan, templates.Options{Script: opts.Script, Args: ch.args, Env: opts.Env}) != "" {
+		// The plan cannot keep RDMA inside islands: price it again the way
+		// it will run, on sockets everywhere (Render says why).
+		opts.socketsOnly = true
+		if cluster, planned, err = loadRunCluster(opts); err != nil {
+			return err
+		}
+		if ch, err = choosePlan(opts, cluster, fw, planned); err != nil {
+			return err
+		}
 	}
 	summary := ch.summary
 	if err := writeRunReport(opts, cluster); err != nil {
@@ -448,7 +463,11 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 		return nil, false, err
 	}
 	mode, _ := templates.ParseNCCLMode(o.NCCLMode) // checked by runRun
-	c, err = f.ResolveFor(mode.Transport())
+	t := mode.TransportFor(chooseFramework(o))
+	if o.socketsOnly {
+		t = planner.TransportSockets
+	}
+	c, err = f.ResolveFor(t)
 	if err != nil {
 		return nil, false, inputErrorf("%s: %v", name, err)
 	}
