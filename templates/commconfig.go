@@ -362,16 +362,6 @@ func commConfigBlocker(o Options, userEnv map[string]string) string {
 	return ""
 }
 
-// rankDomains is each global rank's RDMA fabric ("" none), for the
-// examples/pipette_nccl_groups.py helper of DeepSpeed and torch scripts.
-func rankDomains(c *planner.Cluster, p *planner.Plan) string {
-	d := make([]string, p.WorldSize())
-	for _, r := range p.Placement {
-		d[r.Rank] = rdmaDomain(c, c.Hosts[r.HostIndex].Island)
-	}
-	return strings.Join(d, ",")
-}
-
 //go:embed site/sitecustomize.py
 var siteCustomize []byte
 
