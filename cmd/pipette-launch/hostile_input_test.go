@@ -81,7 +81,7 @@ func TestHostileInputs(t *testing.T) {
 		{"quoted boolean", plan("--model", model("mbool", "vocab_size: 32000", "vocab_size: 32000\nswiglu: \"yes\"")), 2,
 			`model ` + dir + `/mbool.yaml: model file: swiglu (line 7, column 9): got the string "yes"; want true or false (unquoted)`},
 		{"typo field", plan("--cluster", cluster("ctypo", "gpus_per_host", "gpus_per_hosts")), 2,
-			`cluster ` + dir + `/ctypo.yaml: cluster file: clusters[0].gpus_per_hosts (line 4, column 5): unknown field "gpus_per_hosts"; the fields here are name, hosts, gpus_per_host, gpu, intra_host, nics, fabric, host_memory_gib, cpu_cores, pcie_gen, host_memory_bandwidth_gbyte_per_s`},
+			`cluster ` + dir + `/ctypo.yaml: cluster file: clusters[0].gpus_per_hosts (line 4, column 5): unknown field "gpus_per_hosts"; the fields here are name, hosts, gpus_per_host, gpu, intra_host, nics, fabric, host_memory_gib, cpu_cores, software, pcie_gen, host_memory_bandwidth_gbyte_per_s`},
 		{"cluster a;b", plan("--cluster", cluster("csemi", "node[1-2]", "a;b")), 2,
 			`cluster ` + dir + `/csemi.yaml: cluster file: clusters[0].hosts[0] (line 3, column 12): host "a;b": contains ';' at byte 1 (want a host name (letters, digits, '-', '_', '.'; not starting with '-'), an IPv4 address or an IPv6 address)`},
 		{"cluster $(id)", plan("--cluster", cluster("csubst", "node[1-2]", `["host$(id)"]`)), 2,

@@ -56,7 +56,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.BoolFlag{Name: "breakdown", Usage: "add time and memory breakdowns"},
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "placement search seed"},
-			&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "price links as run --nccl-mode renders them: auto (sockets everywhere when islands share no RDMA fabric), sockets or per-group"},
+			&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "price links as run --nccl-mode renders them: auto (Megatron across RDMA islands: RDMA for TP/CP/DP inside islands, sockets for pipeline groups; sockets everywhere when that cannot be kept), sockets or per-group"},
 			&cli.DurationFlag{Name: "placement-budget", Value: 2 * time.Second, Usage: "time limit of the placement search per configuration"},
 			&cli.IntFlag{Name: "tp", Usage: "fix tensor parallel size"},
 			&cli.IntFlag{Name: "pp", Usage: "fix pipeline parallel size"},
