@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"errors"
+	"os"
 	"testing"
 )
 
@@ -9,16 +11,176 @@ func h100Cluster64() *Cluster {
 	return testCluster([]islandDef{{hosts: 8, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200}}, 0)
 }
 
-func TestMoEPlanMixtralOn64H100(t *testing.T) {
-	m, _ := Preset("mixtral-8x7b")
-	res, err := Search(h100Cluster64(), m, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 256, Seed: 1, TopK: 5})
+func twoClusters(t *testing.T) *Cluster {
+	t.Helper()
+	data, err := os.ReadFile("../examples/two-clusters.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range res.Plans {
-		t.Logf("TP%d PP%d DP%d CP%d VPP%d EP%d ETP%d mb%d %s distopt=%v: %.3f s, %.0f tok/s/GPU, %.1f GiB, MFU-ish %.0f TFLOPS",
-			p.TP, p.PP, p.DP, p.CP, p.VPP, p.EP, p.ETP, p.MicroBatch, p.Recompute, p.DistributedOptimizer,
-			p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond/64, p.Memory.PeakBytesPerGPU/gib, p.Predicted.TFLOPSPerGPU)
+	f, err := ParseClusterFile(data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("considered %d", res.Considered)
+	c, err := f.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// epGroupsOf maps every rank of a plan to its EP group: Megatron's expert
+// ranks are tp-ep-dp-pp, so a group is EP x ETP consecutive ranks of one
+// pipeline stage (stage-local rank / (EP x ETP)).
+func epGroupsOf(p Plan) map[int][]RankPlacement {
+	ep, etp := p.ExpertParallel()
+	stage := p.TP * p.CP * p.DP
+	out := map[int][]RankPlacement{}
+	for _, r := range p.Placement {
+		pp, local := r.Rank/stage, r.Rank%stage
+		g := pp*stage + local/(ep*etp)
+		out[g] = append(out[g], r)
+	}
+	return out
+}
+
+// checkMoEPlan: the plan fits and every EP group stays inside one host
+// (sameHost) or at least one island.
+func checkMoEPlan(t *testing.T, c *Cluster, p Plan, sameHost bool) {
+	t.Helper()
+	if !p.Memory.Fits() {
+		t.Errorf("plan does not fit: %.1f of %.1f GiB", p.Memory.PeakBytesPerGPU/gib, p.Memory.GPUCapacityBytes/gib)
+	}
+	if p.EP < 2 {
+		t.Errorf("plan has no expert parallelism (EP %d)", p.EP)
+	}
+	for g, ranks := range epGroupsOf(p) {
+		for _, r := range ranks[1:] {
+			a, b := ranks[0].HostIndex, r.HostIndex
+			if sameHost && a != b {
+				t.Errorf("EP group %d spans hosts %s and %s", g, ranks[0].Host, r.Host)
+			}
+			if c.Hosts[a].Island != c.Hosts[b].Island {
+				t.Errorf("EP group %d spans islands (%s, %s)", g, ranks[0].Host, r.Host)
+			}
+		}
+	}
+}
+
+// densePlannedAsMoE plans m with its experts ignored, then prices the
+// chosen configuration as what actually runs: the MoE model with the same
+// sizes and no expert parallelism (the dense plan renders none). It
+// returns the dense plan and the MoE estimate of that configuration (or
+// the no-fit error).
+func densePlannedAsMoE(t *testing.T, c *Cluster, m Model, gbs int) (Plan, *Result, error) {
+	t.Helper()
+	dense := m
+	dense.MoE = MoE{}
+	dres, err := Search(c, dense, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: gbs, Seed: 1, TopK: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dres.Plans[0]
+	dist := d.DistributedOptimizer
+	sp := d.SequenceParallel
+	fx := Constraints{TP: d.TP, PP: d.PP, DP: d.DP, CP: d.CP, VPP: d.VPP, MicroBatch: d.MicroBatch, Recompute: d.Recompute,
+		ZeroStage: -1, DistributedOptimizer: &dist, SequenceParallel: &sp, EP: 1, ETP: d.TP, NoOffload: d.Offload == (Offload{})}
+	res, err := Search(c, m, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: gbs, Seed: 1, TopK: 1, Fixed: fx})
+	return d, res, err
+}
+
+// TestMoEPlanMixtral: Mixtral 8x7B on 64 H100 and on the two-cluster
+// example: the plan fits with its EP groups inside a host (64 H100) or an
+// island (two clusters); the same model planned as dense (experts ignored)
+// under-estimates the memory of what then runs and its time.
+func TestMoEPlanMixtral(t *testing.T) {
+	m, _ := Preset("mixtral-8x7b")
+	for _, tc := range []struct {
+		name     string
+		c        *Cluster
+		sameHost bool
+	}{
+		{"64xH100", h100Cluster64(), true},
+		{"two-clusters", twoClusters(t), false},
+	} {
+		res, err := Search(tc.c, m, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 256, Seed: 1, TopK: 3})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		p := res.Plans[0]
+		t.Logf("%s MoE plan: TP%d PP%d DP%d VPP%d EP%d ETP%d mb%d %s: %.3f s, %.1f/%.1f GiB",
+			tc.name, p.TP, p.PP, p.DP, p.VPP, p.EP, p.ETP, p.MicroBatch, p.Recompute,
+			p.Predicted.IterationSeconds, p.Memory.PeakBytesPerGPU/gib, p.Memory.GPUCapacityBytes/gib)
+		checkMoEPlan(t, tc.c, p, tc.sameHost)
+
+		d, real, err := densePlannedAsMoE(t, tc.c, m, 256)
+		t.Logf("%s dense plan (experts ignored): TP%d PP%d DP%d VPP%d mb%d %s: predicted %.3f s, %.1f GiB",
+			tc.name, d.TP, d.PP, d.DP, d.VPP, d.MicroBatch, d.Recompute, d.Predicted.IterationSeconds, d.Memory.PeakBytesPerGPU/gib)
+		var nf *NoFitError
+		switch {
+		case errors.As(err, &nf):
+			t.Logf("%s: that configuration with the experts does not fit: %s", tc.name, nf.Message)
+			if nf.BestMissBytes < 10*gib {
+				t.Errorf("%s: the dense plan misses by only %.1f GiB with the experts", tc.name, nf.BestMissBytes/gib)
+			}
+		case err != nil:
+			t.Fatalf("%s: %v", tc.name, err)
+		default:
+			r := real.Plans[0]
+			t.Logf("%s: that configuration with the experts: %.3f s (dense said %.3f s, %.2fx), %.1f GiB (dense said %.1f GiB)",
+				tc.name, r.Predicted.IterationSeconds, d.Predicted.IterationSeconds, r.Predicted.IterationSeconds/d.Predicted.IterationSeconds,
+				r.Memory.PeakBytesPerGPU/gib, d.Memory.PeakBytesPerGPU/gib)
+			if r.Predicted.IterationSeconds < 1.5*d.Predicted.IterationSeconds {
+				t.Errorf("%s: the dense plan's time is within 1.5x of the MoE estimate of the same configuration", tc.name)
+			}
+		}
+		// The dense plan's own memory and time are far below the MoE plan's
+		// (7.2B vs 46.7B parameters; 2 experts per token).
+		if d.Predicted.IterationSeconds > 0.7*p.Predicted.IterationSeconds {
+			t.Errorf("%s: dense predicts %.3f s against the MoE plan's %.3f s", tc.name, d.Predicted.IterationSeconds, p.Predicted.IterationSeconds)
+		}
+	}
+}
+
+// TestMoESearchRules: every MoE plan obeys Megatron-Core's rules, pinned
+// EP/ETP are honoured, and with sequence parallelism off and TP > 1 no
+// plan uses EP > 1.
+func TestMoESearchRules(t *testing.T) {
+	m, _ := Preset("mixtral-8x7b")
+	c := h100Cluster64()
+	off := false
+	for _, tc := range []struct {
+		name string
+		fx   Constraints
+	}{
+		{"free", Constraints{ZeroStage: -1}},
+		{"ep4", Constraints{ZeroStage: -1, EP: 4}},
+		{"ep2 etp2", Constraints{ZeroStage: -1, EP: 2, ETP: 2, TP: 2}},
+		{"tp2 sp off", Constraints{ZeroStage: -1, TP: 2, SequenceParallel: &off}},
+	} {
+		res, err := Search(c, m, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 256, Seed: 1, TopK: 5, Fixed: tc.fx})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, p := range res.Plans {
+			ep, etp := p.ExpertParallel()
+			if m.NumExperts%ep != 0 || 64%(etp*ep*p.PP) != 0 || (ep > 1 && p.TP > 1 && !p.SequenceParallel) {
+				t.Errorf("%s: plan TP%d PP%d EP%d ETP%d SP%v breaks Megatron's rules", tc.name, p.TP, p.PP, ep, etp, p.SequenceParallel)
+			}
+			if (tc.fx.EP > 0 && ep != tc.fx.EP) || (tc.fx.ETP > 0 && etp != tc.fx.ETP) {
+				t.Errorf("%s: plan EP%d ETP%d ignores the pinned values", tc.name, ep, etp)
+			}
+			if tc.fx.SequenceParallel != nil && ep != 1 {
+				t.Errorf("%s: EP%d with TP%d and no sequence parallelism", tc.name, ep, p.TP)
+			}
+		}
+	}
+	cfg := Config{TP: 1, PP: 1, DP: 64, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 1, EP: 16}
+	if err := ValidateMegatron(m, cfg, 64); err == nil {
+		t.Error("EP16 with 8 experts accepted")
+	}
+	dense, _ := Preset("llama3-8b")
+	cfg.EP = 2
+	if err := ValidateMegatron(dense, cfg, 64); err == nil {
+		t.Error("EP2 on a dense model accepted")
+	}
 }

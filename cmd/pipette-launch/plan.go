@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,6 +64,8 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.IntFlag{Name: "dp", Usage: "fix data parallel size"},
 			&cli.IntFlag{Name: "cp", Usage: "fix context parallel size"},
 			&cli.IntFlag{Name: "vpp", Usage: "fix virtual stages per pipeline rank"},
+			&cli.IntFlag{Name: "ep", Usage: "fix the expert parallel size (mixture-of-experts models)"},
+			&cli.IntFlag{Name: "etp", Usage: "fix the expert tensor parallel size (mixture-of-experts models; Megatron's default is TP)"},
 			&cli.IntFlag{Name: "micro-batch-size", Usage: "fix the micro-batch size"},
 			&cli.StringFlag{Name: "recompute", Usage: "fix recomputation: none, selective or full"},
 			&cli.IntFlag{Name: "zero-stage", Value: -1, Usage: "fix the DeepSpeed ZeRO stage (0-3)"},
@@ -84,6 +87,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), NCCLMode: c.String("nccl-mode"), PlacementBudget: c.Duration("placement-budget"),
 				Fixed: planner.Constraints{
 					TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
+					EP: c.Int("ep"), ETP: c.Int("etp"),
 					MicroBatch: c.Int("micro-batch-size"), Recompute: planner.Recompute(c.String("recompute")),
 					ZeroStage: c.Int("zero-stage"), NoOffload: c.Bool("no-offload"), ForceOffload: c.Bool("offload"),
 				},
@@ -304,7 +308,8 @@ func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
 		return so, fmt.Errorf("--top %d: want at least 1 (plans to show)", opts.Top)
 	}
 	fx := opts.Fixed
-	for name, v := range map[string]int{"--tp": fx.TP, "--pp": fx.PP, "--dp": fx.DP, "--cp": fx.CP, "--vpp": fx.VPP, "--micro-batch-size": fx.MicroBatch} {
+	for name, v := range map[string]int{"--tp": fx.TP, "--pp": fx.PP, "--dp": fx.DP, "--cp": fx.CP, "--vpp": fx.VPP, "--micro-batch-size": fx.MicroBatch,
+		"--ep": fx.EP, "--etp": fx.ETP} {
 		if v < 0 {
 			return so, fmt.Errorf("%s must be > 0 (got %d)", name, v)
 		}
@@ -344,8 +349,14 @@ type tableRow struct {
 
 func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naive *planner.Plan) {
 	out := opts.IO.Out
-	fmt.Fprintf(out, "%s (%.1fB parameters) on %d GPUs in %d hosts, %d island(s); %d configurations considered, %d over memory\n\n",
-		res.Model.Name, float64(res.Model.Parameters)/1e9, c.TotalGPUs(), len(c.Hosts), len(c.Islands), res.Considered, res.RejectedMemory)
+	params := fmt.Sprintf("%.1fB parameters", float64(res.Model.Parameters)/1e9)
+	moe := res.Model.Model.IsMoE()
+	if moe {
+		params += fmt.Sprintf(", %.1fB active; %d experts, top-%d", float64(res.Model.Model.ActiveParameters())/1e9,
+			res.Model.Model.NumExperts, res.Model.Model.MoETopK())
+	}
+	fmt.Fprintf(out, "%s (%s) on %d GPUs in %d hosts, %d island(s); %d configurations considered, %d over memory\n\n",
+		res.Model.Name, params, c.TotalGPUs(), len(c.Hosts), len(c.Islands), res.Considered, res.RejectedMemory)
 	rows := make([]tableRow, 0, len(res.Plans)+2)
 	for i := range res.Plans {
 		rows = append(rows, tableRow{fmt.Sprint(i + 1), &res.Plans[i]})
@@ -358,9 +369,13 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 		rows = append(rows, tableRow{"naive", naive})
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\tVPP\tMB\tSP\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tHW TFLOP/s\tBUBBLE\tGiB/GPU")
+	ep := ""
+	if moe {
+		ep = "EP/ETP\t" // only MoE plans have expert parallelism
+	}
+	fmt.Fprintln(tw, "RANK\tTP\tPP\tDP\tCP\t"+ep+"VPP\tMB\tSP\tRECOMPUTE\tOPTIMIZER\tOFFLOAD\tLAYERS/STAGE\tITER s\tTOKENS/s\tTFLOP/s/GPU\tHW TFLOP/s\tBUBBLE\tGiB/GPU")
 	for _, r := range rows {
-		printRow(tw, r.label, r.plan)
+		printRow(tw, r.label, r.plan, moe)
 	}
 	tw.Flush()
 	if why.line != "" {
@@ -385,9 +400,14 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 	}
 }
 
-func printRow(tw io.Writer, label string, p *planner.Plan) {
-	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
-		label, p.TP, p.PP, p.DP, p.CP, p.VPP, p.MicroBatch, spLabel(p), p.Recompute, p.OptimizerLabel(), offloadLabel(p),
+func printRow(tw io.Writer, label string, p *planner.Plan, moe bool) {
+	cp := strconv.Itoa(p.CP)
+	if moe {
+		ep, etp := p.ExpertParallel()
+		cp += fmt.Sprintf("\t%d/%d", ep, etp)
+	}
+	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
+		label, p.TP, p.PP, p.DP, cp, p.VPP, p.MicroBatch, spLabel(p), p.Recompute, p.OptimizerLabel(), offloadLabel(p),
 		planner.CompactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
 		p.Predicted.HWTFLOPSPerGPU, 100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
 }
