@@ -128,6 +128,16 @@ var allFlags = []fixedFlag{
 		value: func(f Constraints) string { return intFlag(f.MicroBatch) },
 		of:    func(c Config) string { return strconv.Itoa(c.MicroBatch) },
 		why:   whyMicroBatch},
+	{name: "ep", values: "EP sizes that work",
+		apply: func(d *Constraints, s Constraints) { d.EP = s.EP },
+		value: func(f Constraints) string { return intFlag(f.EP) },
+		of:    func(c Config) string { ep, _ := c.ExpertParallel(); return strconv.Itoa(ep) },
+		why:   whyEP},
+	{name: "etp", values: "ETP sizes that work",
+		apply: func(d *Constraints, s Constraints) { d.ETP = s.ETP },
+		value: func(f Constraints) string { return intFlag(f.ETP) },
+		of:    func(c Config) string { _, etp := c.ExpertParallel(); return strconv.Itoa(etp) },
+		why:   whyEP},
 	{name: "zero-stage", values: "ZeRO stages that work",
 		apply: func(d *Constraints, s Constraints) { d.ZeroStage = s.ZeroStage },
 		value: func(f Constraints) string {
@@ -234,4 +244,19 @@ func whyMicroBatch(c *Cluster, m Model, o SearchOptions) string {
 		return fmt.Sprintf("the global batch %d is not divisible by %d", o.GlobalBatch, mb)
 	}
 	return fmt.Sprintf("no configuration with micro-batch %d is valid on %d GPUs with global batch %d", mb, c.TotalGPUs(), o.GlobalBatch)
+}
+
+// whyEP explains a pinned expert parallel (or expert tensor parallel) size
+// that fails Megatron-Core's rules.
+func whyEP(c *Cluster, m Model, o SearchOptions) string {
+	ep := max(o.Fixed.EP, 1)
+	switch {
+	case !m.IsMoE():
+		return fmt.Sprintf("%s has no experts (expert parallelism needs an MoE model)", m.Name)
+	case m.NumExperts%ep != 0:
+		return fmt.Sprintf("the %d experts are not divisible by EP %d", m.NumExperts, ep)
+	case o.Fixed.ETP > 0 && m.ExpertFFN()%o.Fixed.ETP != 0:
+		return fmt.Sprintf("the expert FFN size %d is not divisible by ETP %d", m.ExpertFFN(), o.Fixed.ETP)
+	}
+	return fmt.Sprintf("no configuration puts EP x ETP ranks inside the TP x CP x DP ranks of a pipeline stage on %d GPUs (and EP > 1 with TP > 1 needs sequence parallelism)", c.TotalGPUs())
 }

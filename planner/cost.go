@@ -840,7 +840,8 @@ func (e *planEval) ringLink(hosts []int) Link {
 type stageWork struct {
 	fwd, bwd         []float64 // per chunk, incl. TP and CP comm
 	computeF, compB  float64   // pure compute, all chunks
-	commF, commB     float64   // TP + CP comm, all chunks
+	commF, commB     float64   // TP + CP (+ expert all-to-all) comm, all chunks
+	a2a              float64   // the expert all-to-all part of commF + commB
 	total            float64
 	lastBwd          float64
 	sendNext, sendWr float64 // p2p to rank r+1 and wrap-around
@@ -884,6 +885,7 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
 		w.compB += cb
 		w.commF += mf
 		w.commB += mb
+		w.a2a += nm * (a2aF + a2aB)
 		w.total += cf + mf + cb + mb
 		w.lastBwd += cb + mb
 	}

@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -174,6 +175,18 @@ func TestMoESearchRules(t *testing.T) {
 			}
 		}
 	}
+	for _, bad := range []struct {
+		m    string
+		ep   int
+		want string
+	}{{"mixtral-8x7b", 64, "the 8 experts are not divisible by EP 64"}, {"llama3-8b", 2, "has no experts"}} {
+		bm, _ := Preset(bad.m)
+		_, err := Search(c, bm, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 256, Fixed: Constraints{ZeroStage: -1, EP: bad.ep}})
+		var ce *ConstraintError
+		if !errors.As(err, &ce) || ce.Flag != "ep" || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s --ep %d: %v, want a --ep error saying %q", bad.m, bad.ep, err, bad.want)
+		}
+	}
 	cfg := Config{TP: 1, PP: 1, DP: 64, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 1, EP: 16}
 	if err := ValidateMegatron(m, cfg, 64); err == nil {
 		t.Error("EP16 with 8 experts accepted")
@@ -182,5 +195,61 @@ func TestMoESearchRules(t *testing.T) {
 	cfg.EP = 2
 	if err := ValidateMegatron(dense, cfg, 64); err == nil {
 		t.Error("EP2 on a dense model accepted")
+	}
+}
+
+// TestMoEPlacementPairsFastHosts: 4 hosts of 4 H100s where only the pairs
+// (0,2) and (1,3) have a fast link (400 Gbit/s; the rest 25 Gbit/s). With
+// EP 8 and TP 1 an EP group spans two hosts; the placement must put every
+// group on a fast pair, since its all-to-all runs once per MoE layer.
+func TestMoEPlacementPairsFastHosts(t *testing.T) {
+	m := Model{Name: "moe-8l", NumLayers: 8, Hidden: 4096, Heads: 32, QueryGroups: 8, FFNHidden: 14336, SwiGLU: true,
+		SeqLength: 4096, Vocab: 32000, MaxPositionEmbeddings: 4096, UntieEmbeddings: true, MoE: MoE{NumExperts: 8, TopK: 2}}
+	var hosts []Host
+	for i := 0; i < 4; i++ {
+		hosts = append(hosts, Host{HostEntry: HostEntry{Name: "h" + string(rune('0'+i))}, GPUs: 4, GPU: gpuH100,
+			IntraBytesPerS: 450e9, NICBytesPerS: 50e9, MemoryBytes: 1 << 40, PCIeBytesPerS: 25e9, CPUCores: 64, HostMemBytesPerS: 100e9})
+	}
+	bw := make([][]float64, 4)
+	lat := make([][]float64, 4)
+	for a := range bw {
+		bw[a], lat[a] = make([]float64, 4), make([]float64, 4)
+		for b := range bw[a] {
+			bw[a][b], lat[a][b] = 25e9/8, 10e-6
+			if a%2 == b%2 {
+				bw[a][b], lat[a][b] = 50e9, 5e-6
+			}
+		}
+	}
+	c := NewCluster([]Island{{Spec: IslandSpec{Name: "x", GPUsPerHost: 4, GPU: gpuH100}, Hosts: []int{0, 1, 2, 3}, RDMA: true}}, hosts, bw, lat)
+	res, err := Search(c, m, SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 64, Seed: 1, TopK: 1,
+		Fixed: Constraints{ZeroStage: -1, TP: 1, PP: 1, EP: 8, MicroBatch: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Plans[0]
+	// Hosts in file order would pair 0 with 1 and 2 with 3: slower.
+	pp, err := NewPlacementProblem(c, m, p.Config, FrameworkMegatron)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if naive, paired := pp.Cost([]int{0, 1, 2, 3}), pp.Cost([]int{0, 2, 1, 3}); naive <= paired {
+		t.Errorf("file order costs %.3f s, fast pairs %.3f s: the all-to-all is not priced on its links", naive, paired)
+	}
+	for g, ranks := range epGroupsOf(p) {
+		seen := map[int]bool{}
+		for _, r := range ranks {
+			seen[r.HostIndex] = true
+		}
+		if len(seen) != 2 {
+			t.Errorf("EP group %d on %d hosts, want 2", g, len(seen))
+		}
+		for h := range seen {
+			for o := range seen {
+				if h%2 != o%2 {
+					t.Errorf("EP group %d on hosts %d and %d, which share only the slow link", g, h, o)
+				}
+			}
+		}
 	}
 }

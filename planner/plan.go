@@ -91,6 +91,9 @@ func (c Config) WorldSize() int { return c.TP * c.PP * c.DP * c.CP }
 type TimeBreakdown struct {
 	Compute float64 `json:"compute"`
 	TP      float64 `json:"tp"`
+	// EP is the expert all-to-all (dispatch and combine, and the ETP
+	// gather) of MoE layers on the critical path; 0 for dense models.
+	EP      float64 `json:"ep,omitempty"`
 	PP      float64 `json:"pp"`
 	DP      float64 `json:"dp"`
 	Offload float64 `json:"offload"`

@@ -281,9 +281,12 @@ func enumerate(c *Cluster, m Model, o SearchOptions, maxCap float64) []Config {
 // that divides the experts and fits the TP x CP x DP ranks of a stage,
 // with ETP = TP (Megatron's default) or 1 (experts unsplit, the
 // Megatron-Bridge recipes' choice), or what the user pinned. Dense models
-// get (0, 0).
+// get (0, 0), or nothing when EP > 1 is pinned (their ETP has no effect).
 func expertChoices(m Model, cfg Config, fx Constraints) [][2]int {
 	if !m.IsMoE() {
+		if fx.EP > 1 { // expert parallelism asked of a dense model: nothing is valid
+			return nil
+		}
 		return [][2]int{{0, 0}}
 	}
 	stage := cfg.TP * cfg.CP * cfg.DP
@@ -779,7 +782,8 @@ func (e *planEval) predict(blockHost []int) Prediction {
 	w := critWork[busiest]
 	bd := TimeBreakdown{
 		Compute: float64(m)*(w.computeF+w.compB) + e.optSec,
-		TP:      float64(m) * (w.commF + w.commB),
+		TP:      float64(m) * (w.commF + w.commB - w.a2a),
+		EP:      float64(m) * w.a2a,
 		DP:      math.Max(0, iter-crit.Makespan),
 		Offload: off,
 	}

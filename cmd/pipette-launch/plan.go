@@ -396,7 +396,7 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 			naive.Predicted.IterationSeconds/res.Plans[0].Predicted.IterationSeconds)
 	}
 	if opts.Breakdown {
-		printBreakdown(out, rows)
+		printBreakdown(out, rows, moe)
 	}
 }
 
@@ -440,14 +440,22 @@ func parseSequenceParallel(v string) (*bool, error) {
 
 // printBreakdown is a second table, one row per plan row, so that the
 // ranked table keeps its columns.
-func printBreakdown(out io.Writer, rows []tableRow) {
+func printBreakdown(out io.Writer, rows []tableRow, moe bool) {
 	fmt.Fprintln(out, "\nbreakdown: seconds per iteration on the critical path; GiB per GPU on the peak stage; host GiB per node")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tCOMPUTE s\tTP s\tPP s\tDP s\tOFFLOAD s\tSTAGE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tOTHER\tHOST")
+	ep := ""
+	if moe {
+		ep = "EP s\t" // the expert all-to-all
+	}
+	fmt.Fprintln(tw, "RANK\tCOMPUTE s\tTP s\t"+ep+"PP s\tDP s\tOFFLOAD s\tSTAGE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tOTHER\tHOST")
 	for _, r := range rows {
 		b, mb := r.plan.Predicted.Breakdown, r.plan.Memory.Breakdown
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n",
-			r.label, b.Compute, b.TP, b.PP, b.DP, b.Offload, r.plan.Memory.PeakStage,
+		tp := fmt.Sprintf("%.3f", b.TP)
+		if moe {
+			tp += fmt.Sprintf("\t%.3f", b.EP)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n",
+			r.label, b.Compute, tp, b.PP, b.DP, b.Offload, r.plan.Memory.PeakStage,
 			mb.Weights/gibibyte, mb.Gradients/gibibyte, mb.Optimizer/gibibyte, mb.Activations/gibibyte, mb.Other/gibibyte,
 			hostLabel(r.plan.Memory))
 	}
