@@ -313,8 +313,14 @@ func layerCompute(m Model, cfg Config, g GPUSpec) computeCost {
 	cv := curveOf(g)
 	attn := s.attnSeconds(g, cv)
 	fwd := s.gemmSeconds(g, cv) + attn + s.elemwiseSeconds(g, cv)
+	return withBackward(fwd, attn, cfg.Recompute)
+}
+
+// withBackward adds a layer's backward to its forward: twice the forward,
+// plus what recompute runs again (the whole forward, or the attention).
+func withBackward(fwd, attn float64, r Recompute) computeCost {
 	bwd := 2 * fwd
-	switch cfg.Recompute {
+	switch r {
 	case RecomputeFull:
 		bwd += fwd
 	case RecomputeSelective:

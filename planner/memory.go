@@ -272,6 +272,14 @@ func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
 //	the layer input, 2*s*b*h (split by TP with SP). Context parallelism
 //	divides the sequence.
 func layerActivationBytes(m Model, cfg Config) float64 {
+	return storedLayerBytes(m, cfg, fullLayerActivationBytes)
+}
+
+// storedLayerBytes is what a layer keeps for one micro-batch given full,
+// its everything-stored formula: only the layer input under full
+// recompute, else full without the attention scores unless nothing is
+// recomputed and attention is unfused.
+func storedLayerBytes(m Model, cfg Config, full func(m Model, cfg Config, s, b, h, t float64, sp, scores bool) float64) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
 	t := float64(cfg.TP)
 	sp := cfg.SequenceParallel && cfg.TP > 1
@@ -281,7 +289,7 @@ func layerActivationBytes(m Model, cfg Config) float64 {
 		}
 		return 2 * s * b * h
 	}
-	return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, cfg.Recompute == RecomputeNone && m.MaterializedAttention)
+	return full(m, cfg, s, b, h, t, sp, cfg.Recompute == RecomputeNone && m.MaterializedAttention)
 }
 
 func fullLayerActivationBytes(m Model, cfg Config, s, b, h, t float64, sp, scores bool) float64 {

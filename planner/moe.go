@@ -112,16 +112,7 @@ func stageExpertParams(m Model, cfg Config, r int) float64 {
 // the router's fp32 logits and probabilities (8 bytes per expert per local
 // token). Full recompute keeps only the layer input.
 func moeLayerActivationBytes(m Model, cfg Config) float64 {
-	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
-	t := float64(cfg.TP)
-	sp := cfg.SequenceParallel && cfg.TP > 1
-	if cfg.Recompute == RecomputeFull {
-		if sp {
-			return 2 * s * b * h / t
-		}
-		return 2 * s * b * h
-	}
-	return moeFullLayerBytes(m, cfg, s, b, h, t, sp, cfg.Recompute == RecomputeNone && m.MaterializedAttention)
+	return storedLayerBytes(m, cfg, moeFullLayerBytes)
 }
 
 func moeFullLayerBytes(m Model, cfg Config, s, b, h, t float64, sp, scores bool) float64 {
@@ -229,14 +220,7 @@ func moeLayerCompute(m Model, cfg Config, g GPUSpec) moeCompute {
 	traffic := 2*2*routed*s.hidden*bytesPerElem + cv.ElemScale*bytesPerElem*elemwiseFFNElems*routed*fe/r.etp
 	fwd := s.attnGemmSeconds(g, cv) + attn + s.elemwiseSecondsFFN(g, cv, float64(m.SharedFFN)) + shared + router +
 		experts + traffic/gpuHBMBytesPerS(g)
-	bwd := 2 * fwd
-	switch cfg.Recompute {
-	case RecomputeFull:
-		bwd += fwd
-	case RecomputeSelective:
-		bwd += attn
-	}
-	return moeCompute{computeCost: computeCost{Fwd: fwd, Bwd: bwd, attnFwd: attn}}
+	return moeCompute{computeCost: withBackward(fwd, attn, cfg.Recompute)}
 }
 
 // AllToAllSeconds prices one all-to-all in which a GPU sends intraBytes to
