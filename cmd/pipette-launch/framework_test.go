@@ -112,6 +112,44 @@ func TestMegatronLM175BExampleRunsUnchanged(t *testing.T) {
 	}
 }
 
+// Megatron-LM's Mixtral 8x7B example on 64 A100s: the model is read as the
+// MoE model it is, the script's TP1 PP4 EP8 are constraints the plan keeps,
+// the ranks get every argument unchanged (the script already says EP, the
+// alltoall dispatcher and grouped GEMM, so nothing is added twice), and the
+// final argument list passes Megatron's MoE checks.
+func TestMegatronLMMixtralExampleRunsUnchanged(t *testing.T) {
+	launch, script, args := scriptArgs(t, "megatron-lm-mixtral-8x7b.args")
+	cli := append(append([]string{"--dry-run", "--cluster", "a100-16x8.yaml"}, launch...), script)
+	code, out, errOut := runCLI(t, append(cli, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	first := strings.SplitN(out, "\n", 2)[0]
+	for _, want := range []string{"TP 1 PP 4 DP 16", "EP 8 ETP 1", "micro-batch 1, global batch 256"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("summary %q lacks %q", first, want)
+		}
+	}
+	if strings.Contains(out, "does not model mixture") {
+		t.Errorf("MoE warned as unmodelled:\n%s", first)
+	}
+	cmds := renderedCommands(t, out)
+	if len(cmds) != 8 {
+		t.Fatalf("%d rendered hosts, want 8", len(cmds))
+	}
+	for _, cmd := range cmds {
+		keepsUserArgs(t, cmd, script, args)
+		for _, f := range []string{"--expert-model-parallel-size", "--moe-token-dispatcher-type", "--moe-grouped-gemm"} {
+			if n := strings.Count(cmd, f+" ") + strings.Count(cmd, f+"="); n != 1 && !strings.HasSuffix(cmd, f) {
+				t.Errorf("%s appears %d times in %s", f, n, cmd)
+			}
+		}
+		if !strings.Contains(cmd, "--expert-tensor-parallel-size 1") {
+			t.Errorf("the plan's ETP is not rendered: %s", cmd)
+		}
+	}
+}
+
 // Megatron-DeepSpeed's Llama-2 example: SentencePiece tokenizer read from
 // its model file, GQA from --num-key-value-heads, the script's ds_config
 // kept byte for byte (the plan keeps its batch and stage), every argument

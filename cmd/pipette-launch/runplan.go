@@ -398,6 +398,10 @@ func planSummary(p *planner.Plan, idx, n int) string {
 	if p.VPP > 1 {
 		fmt.Fprintf(&b, " VPP %d", p.VPP)
 	}
+	if p.EP > 0 { // an MoE plan
+		ep, etp := p.ExpertParallel()
+		fmt.Fprintf(&b, " EP %d ETP %d", ep, etp)
+	}
 	fmt.Fprintf(&b, ", micro-batch %d, global batch %d", p.MicroBatch, p.GlobalBatch)
 	if len(p.StageLayers) > 0 {
 		fmt.Fprintf(&b, ", layers per stage %v", p.StageLayers)
