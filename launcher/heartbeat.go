@@ -13,7 +13,7 @@ import (
 // its connection is closed, so its session ends, and the supervisor stops
 // the job everywhere else and names it. A network cut sends neither a FIN
 // nor a RST, so without this both sides would wait for TCP's keepalive.
-func heartbeat(c *Conn, sess *Session, timeout time.Duration) {
+func heartbeat(c *Conn, sess agentSession, timeout time.Duration) {
 	every := max(timeout/5, 100*time.Millisecond)
 	// Monotonic: a wall-clock step must not look like silence.
 	base := time.Now()

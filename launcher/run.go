@@ -54,6 +54,10 @@ type LaunchOptions struct {
 	// Slurm, when set, starts the job as one srun step in that allocation
 	// instead of over SSH (SSH, Fanout and Pool are then unused).
 	Slurm *Slurm
+	// Local runs a one-host job on this machine without SSH, as torchrun
+	// does: the same agent, as our child process (SSH, Fanout and Pool are
+	// then unused).
+	Local bool
 	// HeartbeatTimeout: each host's agent stops its ranks (TERM, KILL
 	// after Grace) when it hears nothing from us for this long, and a host
 	// we hear nothing from for this long is lost (default 30s).
@@ -121,6 +125,9 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 	if opts.Slurm != nil {
 		return launchSlurm(ctx, job, opts)
 	}
+	if opts.Local {
+		return launchLocal(ctx, job, opts)
+	}
 	if job.WorkDir == "" {
 		job.WorkDir = DefaultWorkDir(job.Name)
 	}
@@ -137,7 +144,13 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 		return fmt.Errorf("job %s: upload: %w", job.Name, err)
 	}
 	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
-		return runAttempt(ctx, pool, job, targets, opts, out, attempt)
+		vias := make([]transport, len(targets))
+		for i, t := range targets {
+			if c := pool.Conn(t); c != nil {
+				vias[i] = sshTransport{conn: c, target: t, opts: opts.SSH}
+			}
+		}
+		return runAgents(ctx, job, targets, vias, pool.Each, opts, out, attempt)
 	})
 }
 
@@ -228,8 +241,8 @@ type hostRun struct {
 	job    templates.HostJob
 	index  int // in the job's hosts
 	target HostTarget
-	conn   *Conn
-	sess   *Session
+	via    transport // nil: not connected
+	sess   agentSession
 	lines  *lineSplitter
 
 	mu       sync.Mutex
@@ -266,7 +279,12 @@ type event struct {
 	byUs   bool
 }
 
-func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget, opts LaunchOptions, out *output, attempt int) error {
+// runAgents is one attempt of the job: each host's agent started through
+// its transport (vias[i] for targets[i]; each drives several hosts at
+// once), then supervised until the job ends or fails.
+func runAgents(ctx context.Context, job templates.Job, targets []HostTarget, vias []transport,
+	each func(context.Context, []HostTarget, func(context.Context, HostTarget) error) error,
+	opts LaunchOptions, out *output, attempt int) error {
 	nonce := newNonce()
 	runs := make([]*hostRun, len(job.Hosts))
 	nRanks := 0
@@ -275,7 +293,7 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
 		job.Hosts[i] = h
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, index: i, target: targets[i], conn: pool.Conn(targets[i]), started: make(chan struct{})}
+		runs[i] = &hostRun{job: h, index: i, target: targets[i], via: vias[i], started: make(chan struct{})}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	byName := map[string]*hostRun{} // by HostTarget.String(): name, user and port
@@ -285,12 +303,16 @@ func runAttempt(ctx context.Context, pool *Pool, job templates.Job, targets []Ho
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
 	hbSec := int((opts.HeartbeatTimeout + time.Second - 1) / time.Second)
 
-	err := pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
+	err := each(ctx, targets, func(ctx context.Context, t HostTarget) error {
 		r := byName[t.String()]
-		if r.conn == nil {
+		if r.via == nil {
 			return fmt.Errorf("not connected")
 		}
-		script, err := agentScript(job, r.index, nonce, graceSec, hbSec, attempt)
+		hb := hbSec
+		if !r.via.heartbeats() {
+			hb = 0
+		}
+		script, err := agentScript(job, r.index, nonce, graceSec, hb, attempt)
 		if err != nil {
 			return err
 		}
@@ -357,7 +379,7 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Launc
 	}}
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
-	sess, err := r.conn.Start(context.Background(), agentStartCommand(len(script)), r.lines, stderr)
+	sess, err := r.via.start(agentStartCommand(len(script)), r.lines, stderr)
 	if err != nil {
 		return err
 	}
@@ -374,7 +396,7 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Launc
 		stderr.flush()
 		events <- event{kind: evHostEnded, host: r, err: err, at: opts.Now()}
 	}()
-	go heartbeat(r.conn, sess, opts.HeartbeatTimeout)
+	go r.via.keepAlive(sess, opts.HeartbeatTimeout)
 	t := time.NewTimer(opts.StartTimeout)
 	defer t.Stop()
 	select {
@@ -518,7 +540,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	return nil
 }
 
-func stopHost(r *hostRun, pgid, wd int, groups []int, sess *Session, opts LaunchOptions) error {
+func stopHost(r *hostRun, pgid, wd int, groups []int, sess agentSession, opts LaunchOptions) error {
 	defer func() {
 		sess.CloseStdin()
 		select {
@@ -548,19 +570,12 @@ func stopHost(r *hostRun, pgid, wd int, groups []int, sess *Session, opts Launch
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.withDefaults().ConnectTimeout+15*time.Second)
 	defer cancel()
-	c := r.conn
-	if c.Err() != nil {
-		// The connection that started the ranks is gone; a new one may
-		// still get through (sshd restarted, a network blip). If not, the
-		// agent's watchdog stops the ranks once sshd drops the session.
-		nc, err := Dial(ctx, r.target, opts.SSH)
-		if err != nil {
-			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its agent stops it after %s without a heartbeat from us", pgid, err, opts.HeartbeatTimeout)
+	if err := r.via.run(ctx, stopCommand(pgid, wd, groups, opts.Grace)); err != nil {
+		var ue *unreachableError
+		if errors.As(err, &ue) {
+			// The agent's watchdog stops the ranks once sshd drops the session.
+			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its agent stops it after %s without a heartbeat from us", pgid, ue.err, opts.HeartbeatTimeout)
 		}
-		defer nc.Close()
-		c = nc
-	}
-	if _, _, err := c.Run(ctx, stopCommand(pgid, wd, groups, opts.Grace)); err != nil {
 		return fmt.Errorf("stopping process group %d: %w", pgid, err)
 	}
 	return nil

@@ -1,0 +1,154 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// localJob is a one-host job of sh ranks: rank r runs scripts[r] with its
+// pid written to dir/pid.R first (so a test can tell it is gone).
+func localJob(dir string, scripts ...string) templates.Job {
+	job := templates.Job{Name: "local", WorkDir: dir,
+		Files: []templates.File{{Path: "sub/data.txt", Content: []byte("from the job\n")}}}
+	h := templates.HostJob{Name: "localhost"}
+	for r, s := range scripts {
+		h.Ranks = append(h.Ranks, templates.RankJob{Rank: r, LocalRank: r,
+			Env:  []templates.EnvVar{{Name: "RANK", Value: strconv.Itoa(r)}},
+			Argv: []string{"/bin/sh", "-c", "echo $$ >pid.$RANK; " + s}})
+	}
+	job.Hosts = []templates.HostJob{h}
+	return job
+}
+
+// assertGone fails when a rank whose pid file is in dir still runs.
+func assertGone(t *testing.T, dir string) {
+	t.Helper()
+	pids, _ := filepath.Glob(filepath.Join(dir, "pid.*"))
+	if len(pids) == 0 {
+		t.Fatalf("no rank wrote its pid in %s", dir)
+	}
+	for _, f := range pids {
+		b, _ := os.ReadFile(f)
+		pid := strings.TrimSpace(string(b))
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err == nil && !strings.Contains(string(stat), ") Z ") {
+			t.Errorf("rank %s (pid %s) still runs: %s", filepath.Ext(f)[1:], pid, stat)
+		}
+	}
+}
+
+// TestLaunchLocal runs jobs on this machine without SSH (no sshd is
+// involved): the same agent, output, failure summary and stop as over SSH.
+func TestLaunchLocal(t *testing.T) {
+	t.Run("success", func(t *testing.T) {
+		dir := t.TempDir()
+		job := localJob(dir, `cat sub/data.txt; echo "rank $RANK of pid $$"`, `echo "rank $RANK done" >&2`)
+		var out syncbuf.Buffer
+		logDir := t.TempDir()
+		if err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, LogDir: logDir}); err != nil {
+			t.Fatalf("Launch: %v\n%s", err, out.String())
+		}
+		for _, want := range []string{"localhost:0: from the job", "localhost:0: rank 0 of pid", "localhost:1: rank 1 done"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(logDir, "localhost.1.log")); err != nil || !strings.Contains(string(b), "rank 1 done") {
+			t.Errorf("log of rank 1: %q, %v", b, err)
+		}
+		assertGone(t, dir)
+	})
+	t.Run("a failing rank stops the other", func(t *testing.T) {
+		dir := t.TempDir()
+		job := localJob(dir, `echo sleeping; exec sleep 60`, `sleep 1; echo "failing on purpose" >&2; exit 3`)
+		var out syncbuf.Buffer
+		start := time.Now()
+		err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, Grace: 2 * time.Second})
+		var jf *JobFailure
+		if !errors.As(err, &jf) {
+			t.Fatalf("Launch = %v, want a *JobFailure\n%s", err, out.String())
+		}
+		if jf.Rank != 1 || jf.ExitCode != 3 || jf.Host != "localhost" {
+			t.Errorf("root cause rank %d exit %d on %s, want rank 1 exit 3 on localhost\n%v", jf.Rank, jf.ExitCode, jf.Host, err)
+		}
+		if !strings.Contains(err.Error(), "failing on purpose") {
+			t.Errorf("summary lacks the rank's last lines:\n%v", err)
+		}
+		if took := time.Since(start); took > 40*time.Second {
+			t.Errorf("took %s: the sleeping rank was not stopped", took)
+		}
+		assertGone(t, dir)
+	})
+	t.Run("cancel stops every rank", func(t *testing.T) {
+		dir := t.TempDir()
+		job := localJob(dir, `echo up; exec sleep 60`, `trap 'echo got TERM; exit 7' TERM; echo up; while :; do sleep 0.1; done`)
+		var out syncbuf.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			for strings.Count(out.String(), ": up") < 2 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+		}()
+		err := Launch(ctx, job, LaunchOptions{Local: true, Out: &out, Grace: 2 * time.Second})
+		var jf *JobFailure
+		if !errors.As(err, &jf) || !jf.Interrupted() {
+			t.Fatalf("Launch = %v, want an interrupted *JobFailure\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "localhost:1: got TERM") {
+			t.Errorf("rank 1 did not get a graceful TERM:\n%s", out.String())
+		}
+		assertGone(t, dir)
+	})
+}
+
+func TestIsThisMachine(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, _, _ := strings.Cut(host, ".")
+	cfg := filepath.Join(t.TempDir(), "ssh_config")
+	if err := os.WriteFile(cfg, []byte("Host elsewhere\n  HostName 192.0.2.200\nHost here\n  HostName 127.0.0.1\nHost boxport\n  HostName 127.0.0.1\n  Port 2222\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := SSHOptions{SSHConfigFile: cfg}
+	for _, tc := range []struct {
+		t    HostTarget
+		want bool
+	}{
+		{HostTarget{Name: "localhost"}, true},
+		{HostTarget{Name: "127.0.0.1"}, true},
+		{HostTarget{Name: "::1"}, true},
+		{HostTarget{Name: host}, true},
+		{HostTarget{Name: strings.ToUpper(short)}, true},
+		{HostTarget{Name: short + ".some.domain"}, !strings.Contains(host, ".")},
+		{HostTarget{Name: "here"}, true}, // ssh config HostName
+		{HostTarget{Name: "localhost", User: me.Username}, true},
+		{HostTarget{Name: "localhost", Port: 22}, true},
+		{HostTarget{Name: "localhost", Port: 2222}, false}, // a container behind a port
+		{HostTarget{Name: "localhost", User: "nobody-else"}, false},
+		{HostTarget{Name: "boxport"}, false},
+		{HostTarget{Name: "elsewhere"}, false},
+		{HostTarget{Name: "node1"}, host == "node1"},
+		{HostTarget{Name: "192.0.2.201"}, false},
+	} {
+		if got := IsThisMachine(tc.t, opts); got != tc.want {
+			t.Errorf("IsThisMachine(%s) = %v, want %v", tc.t, got, tc.want)
+		}
+	}
+}
