@@ -90,6 +90,9 @@ type RunOptions struct {
 	slurm *launcher.Slurm
 	// pool holds the launch probe's connections for the launch to reuse.
 	pool *launcher.Pool
+	// standalone is --standalone; local: the job runs on this machine
+	// without SSH (runlocal.go).
+	standalone, local bool
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
@@ -97,6 +100,7 @@ type RunOptions struct {
 var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
 	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
 		Slurm:            opts.slurm,
+		Local:            opts.local,
 		SSH:              opts.SSH,
 		Fanout:           opts.Fanout,
 		Pool:             opts.pool,
@@ -269,8 +273,10 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.slurm, err = slurmFor(opts, job); err != nil {
-		return err
+	if opts.local = runsHere(opts, jobTargets(job)); !opts.local {
+		if opts.slurm, err = slurmFor(opts, job); err != nil {
+			return err
+		}
 	}
 	if err := checkRankFilters(opts, job); err != nil {
 		return err
@@ -283,6 +289,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
 		}
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
+		if opts.local {
+			fmt.Fprintf(opts.IO.Out, "# runs on this machine without SSH, as torchrun does; its ranks meet on loopback (MASTER_ADDR=127.0.0.1)\n")
+		}
 		if opts.slurm != nil {
 			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, opts.slurm.SrunCommand(*job))
 		}
@@ -535,12 +544,17 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
 // host per line) or SLURM_JOB_NODELIST. --nproc-per-node caps a hostfile's
 // slots and gives the rank count where none is listed (torchrun's default 1).
 func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]launcher.HostSpec, error) {
-	if allGPUs {
-		return nil, inputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has; give a number with --hosts/--hostfile", o.NProcPerNode)
-	}
 	hosts, err := launcher.ResolveHosts(launcher.HostSources{Hosts: o.Hosts, Hostfile: o.Hostfile, Getenv: envLookup(o.Env)})
 	if err != nil {
 		return nil, &inputError{err.Error()}
+	}
+	if allGPUs {
+		if !runsHere(o, launcher.Targets(hosts)) {
+			return nil, inputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has (or a job on this machine alone, counted here); give a number with --hosts/--hostfile", o.NProcPerNode)
+		}
+		if nproc, err = localRanksPerNode(o); err != nil {
+			return nil, err
+		}
 	}
 	if nproc == 0 && o.Hosts == "" && o.Hostfile == "" {
 		// Hosts from the Slurm allocation: one rank per GPU Slurm gave each

@@ -18,7 +18,7 @@ import (
 // belongs to the script, as with torchrun.
 func runFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node", "num_gpus", "num-gpus"}, Usage: "ranks per host: N, or gpu/auto for every GPU (with --hosts/--hostfile: default 1, as torchrun)"},
+		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node", "num_gpus", "num-gpus"}, Usage: "ranks per host: N, or gpu/auto for every GPU (a cluster file's; on this machine alone, counted here with nvidia-smi, auto falling back to one rank per CPU); with --hosts/--hostfile default 1, as torchrun"},
 		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Aliases: []string{"num_nodes", "num-nodes"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
 		&cli.StringFlag{Name: "master-addr", EnvVars: []string{"PET_MASTER_ADDR"}, Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
 		&cli.IntFlag{Name: "master-port", EnvVars: []string{"PET_MASTER_PORT"}, Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
@@ -49,7 +49,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
 		&cli.BoolFlag{Name: "plan-overrides-config", Usage: "let the plan change your DeepSpeed config's batch sizes, ZeRO stage and offload (printed as a diff) instead of keeping them"},
-		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this host only (--hosts localhost, master 127.0.0.1)"},
+		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this machine only, without SSH (ranks meet on 127.0.0.1)"},
 		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
 		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
 		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
@@ -128,6 +128,7 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 			return nil, inputErrorf("--standalone runs on this host only: it cannot be combined with --cluster, --hosts or --hostfile")
 		}
 		o.Hosts, o.MasterAddr = "localhost", cmp.Or(o.MasterAddr, "127.0.0.1")
+		o.standalone = true
 	}
 	if ep := c.String("rdzv-endpoint"); ep != "" {
 		if err := applyRdzvEndpoint(o, ep, c.IsSet("master-port")); err != nil {

@@ -16,6 +16,9 @@ import (
 // probeLaunch runs the quick pre-launch probe over a new pool, which the
 // launch then reuses; tests replace it. A nil probe means "nothing known".
 var probeLaunch = func(ctx context.Context, targets []launcher.HostTarget, rank0 int, python string, opts *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+	if opts.local {
+		return launcher.LocalLaunchProbe(python), nil, nil
+	}
 	if opts.slurm != nil {
 		nodes := make([]string, len(targets))
 		for i, t := range targets {
