@@ -43,9 +43,12 @@ func newOutput(job templates.Job, opts LaunchOptions) *output {
 			filter[l] = true
 		}
 	}
-	for _, h := range job.Hosts {
+	// Hosts are named by their labels: two hosts that differ only by port
+	// get their own log files and line prefixes.
+	labels := templates.HostLabels(job.Hosts)
+	for i, h := range job.Hosts {
 		for _, r := range h.Ranks {
-			k := rankKey{h.Name, r.Rank}
+			k := rankKey{labels[i], r.Rank}
 			o.local[k] = r.LocalRank
 			o.shown[k] = !quiet[r.Rank] && (filter == nil || filter[r.LocalRank])
 			o.tails[k] = &lineRing{max: opts.TailLines}
@@ -54,7 +57,8 @@ func newOutput(job templates.Job, opts LaunchOptions) *output {
 	return o
 }
 
-// openLogs creates LogDir/<host>.<rank>.log for every rank.
+// openLogs creates LogDir/<host>.<rank>.log for every rank (host: its
+// label, name_port for hosts that differ only by port).
 func (o *output) openLogs() error {
 	if o.opts.LogDir == "" {
 		return nil

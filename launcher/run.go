@@ -256,6 +256,17 @@ type hostRun struct {
 	clock clockOffset // the host's clock against ours, from the agent's first line
 
 	started chan struct{} // closed when the pgid line arrived
+
+	// name is how output, logs and the summary name the host: its label
+	// (templates.HostLabels), "" for target.Name.
+	name string
+}
+
+func (r *hostRun) label() string {
+	if r.name != "" {
+		return r.name
+	}
+	return r.target.Name
 }
 
 type eventKind int
@@ -288,12 +299,13 @@ func runAgents(ctx context.Context, job templates.Job, targets []HostTarget, via
 	nonce := newNonce()
 	runs := make([]*hostRun, len(job.Hosts))
 	nRanks := 0
+	labels := templates.HostLabels(job.Hosts)
 	job.Hosts = slices.Clone(job.Hosts)
 	for i, h := range job.Hosts {
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
 		job.Hosts[i] = h
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, index: i, target: targets[i], via: vias[i], started: make(chan struct{})}
+		runs[i] = &hostRun{job: h, index: i, target: targets[i], name: labels[i], via: vias[i], started: make(chan struct{})}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	byName := map[string]*hostRun{} // by HostTarget.String(): name, user and port
@@ -375,7 +387,7 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Launc
 		if stopping && strings.HasPrefix(line, "setsid: child ") {
 			return
 		}
-		out.hostLine(r.target.Name, line)
+		out.hostLine(r.label(), line)
 	}}
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
@@ -474,7 +486,7 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	rs, text, ok := strings.Cut(line, " ")
 	rank, err := strconv.Atoi(rs)
 	if !ok || err != nil {
-		out.hostLine(r.target.Name, line)
+		out.hostLine(r.label(), line)
 		return
 	}
 	// A rank's exit line travels through its own output pipe, after its
@@ -497,7 +509,7 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 			return
 		}
 	}
-	out.rankLine(r.target.Name, rank, text)
+	out.rankLine(r.label(), rank, text)
 }
 
 // stopAll stops every started host's ranks at once: TERM to the process
@@ -527,7 +539,7 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 			defer wg.Done()
 			if err := stopHost(r, pgid, wd, groups, sess, opts); err != nil {
 				mu.Lock()
-				errs.Add(r.target.Name, err)
+				errs.Add(r.label(), err)
 				mu.Unlock()
 			}
 		}()

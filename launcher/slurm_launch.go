@@ -320,7 +320,7 @@ func (d *slurmDemux) stderr(line string) {
 		d.out.note("%s", line)
 		return
 	}
-	d.out.hostLine(r.target.Name, text)
+	d.out.hostLine(r.label(), text)
 }
 
 // hostEnded reports a host's end once: at its agent's "done", or when the

@@ -213,9 +213,9 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 func (s *supervisor) rankFailure(x rankExit) *JobFailure {
 	var tail []string
 	if s.out != nil {
-		tail = s.out.tail(x.host.target.Name, x.rank)
+		tail = s.out.tail(x.host.label(), x.rank)
 	}
-	f := &JobFailure{Job: s.job.Name, Time: x.at, Host: x.host.target.Name, Rank: x.rank, LocalRank: -1,
+	f := &JobFailure{Job: s.job.Name, Time: x.at, Host: x.host.label(), Rank: x.rank, LocalRank: -1,
 		ExitCode: x.code, LastLines: tail}
 	for _, r := range x.host.job.Ranks {
 		if r.Rank == x.rank {
@@ -234,7 +234,7 @@ func (s *supervisor) rankFailure(x rankExit) *JobFailure {
 func missingExit(job templates.Job, ev event, exited map[int]bool) *JobFailure {
 	for _, r := range ev.host.job.Ranks {
 		if !exited[r.Rank] {
-			return &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: r.Rank, LocalRank: r.LocalRank,
+			return &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.label(), Rank: r.Rank, LocalRank: r.LocalRank,
 				ExitCode: -1, Reason: "its exit status never arrived (the agent's report was lost); treated as failed"}
 		}
 	}
@@ -242,7 +242,7 @@ func missingExit(job templates.Job, ev event, exited map[int]bool) *JobFailure {
 }
 
 func hostFailure(job templates.Job, ev event) *JobFailure {
-	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.target.Name, Rank: -1, LocalRank: -1, ExitCode: -1}
+	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.label(), Rank: -1, LocalRank: -1, ExitCode: -1}
 	switch {
 	case errors.Is(ev.err, ErrConnLost):
 		f.Reason = ev.err.Error()

@@ -219,12 +219,13 @@ func enabled(m map[string]any, key string) bool {
 }
 
 // Hostfile renders DeepSpeed's hostfile: `host slots=N`, one line per host
-// in node-rank order.
+// in node-rank order; hosts that differ only by port are name:port (their
+// labels), two entries, not one name twice (which DeepSpeed rejects).
 func Hostfile(hosts []HostJob) []byte {
 	var b strings.Builder
 	b.WriteString("# DeepSpeed hostfile written by pipette-launch; line order is rank order\n")
-	for _, h := range hosts {
-		b.WriteString(h.Name + " slots=" + strconv.Itoa(len(h.Ranks)) + "\n")
+	for i, l := range HostLabels(hosts) {
+		b.WriteString(l + " slots=" + strconv.Itoa(len(hosts[i].Ranks)) + "\n")
 	}
 	return []byte(b.String())
 }

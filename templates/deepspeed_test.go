@@ -71,6 +71,16 @@ func TestHostfileIsDeepSpeedFormatInNodeRankOrder(t *testing.T) {
 	}
 }
 
+// Two hosts that differ only by port are two entries (DeepSpeed rejects a
+// name listed twice), each as name:port.
+func TestHostfileHostsDifferingOnlyByPort(t *testing.T) {
+	got := string(Hostfile([]HostJob{{Name: "box", Port: 2222, Ranks: make([]RankJob, 2)}, {Name: "box", Port: 2223, Ranks: make([]RankJob, 1)}, {Name: "gpu1", Port: 22, Ranks: make([]RankJob, 4)}}))
+	want := "# DeepSpeed hostfile written by pipette-launch; line order is rank order\nbox:2222 slots=2\nbox:2223 slots=1\ngpu1 slots=4\n"
+	if got != want {
+		t.Errorf("hostfile = %q, want %q", got, want)
+	}
+}
+
 // The ds_config carries the bucket sizes the memory estimator counted;
 // DeepSpeed's own default (5e8 elements each) would use 2.5x the memory.
 func TestDeepSpeedConfigBucketsMatchEstimator(t *testing.T) {

@@ -131,6 +131,7 @@ func TestRunCLIOnTestbed(t *testing.T) {
 		})
 	}
 	t.Run("environment", func(t *testing.T) { checkEnvJob(t, tb, dir) })
+	t.Run("two hosts behind one address", func(t *testing.T) { checkHostsBehindOneAddress(t, tb, dir) })
 }
 
 // checkEnvJob runs a job that prints its own environment: the launching
