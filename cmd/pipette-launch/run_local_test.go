@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 )
 
 // These tests run real torch.distributed (gloo) jobs on this machine
@@ -107,58 +105,27 @@ func TestRunLocallyWithoutSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name      string
-		where     []string
-		extra     []string
-		wantCode  int
-		wantOut   []string
-		wantErr   []string
-		maxSecond float64
+		where []string
+		jobCase
 	}{
-		{
+		{[]string{"--standalone"}, jobCase{
 			name:    "standalone allreduce",
-			where:   []string{"--standalone"},
 			wantOut: []string{"localhost:0: ALLREDUCE OK rank=0 sum=3", "localhost:1: ALLREDUCE OK rank=1 sum=3", "MASTER_ADDR=127.0.0.1 ", "LOCAL_WORLD_SIZE=2"},
-		},
-		{
+		}},
+		{[]string{"--hosts", host}, jobCase{
 			name:     "this machine's name, rank 1 exits 3",
-			where:    []string{"--hosts", host},
 			extra:    []string{"--fail-rank", "1", "--exit-code", "3", "--sleep", "60"},
 			wantCode: 1,
 			wantOut:  []string{"MASTER_ADDR=127.0.0.1 "},
 			wantErr:  []string{"rank 1", "exit code 3", "failing on purpose", host},
 			// Rank 0 sleeps 60 s: stopping it must not wait for that.
 			maxSecond: 20,
-		},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, mark := localDir(t)
-			var out, errOut syncbuf.Buffer
-			code := runApp(append(localArgs(t, dir, tc.where...), tc.extra...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-			end := time.Now()
-			if code != tc.wantCode {
-				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errOut.String())
-			}
-			for _, w := range tc.wantOut {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("stdout lacks %q\nstdout:\n%s", w, out.String())
-				}
-			}
-			for _, w := range tc.wantErr {
-				if !strings.Contains(errOut.String(), w) {
-					t.Errorf("stderr lacks %q\nstderr:\n%s", w, errOut.String())
-				}
-			}
-			if tc.maxSecond > 0 {
-				failed, err := summaryTime(errOut.String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if took := end.Sub(failed).Seconds(); took > tc.maxSecond {
-					t.Errorf("exited %.1fs after the rank failed, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
-				}
-			}
+			tc.run(t, append(localArgs(t, dir, tc.where...), tc.extra...))
 			assertNothingLeftHere(t, mark)
 		})
 	}
@@ -168,41 +135,9 @@ func TestRunLocallyWithoutSSH(t *testing.T) {
 // a local job stops both ranks and exits non-zero; nothing is left.
 func TestRunLocallySIGINT(t *testing.T) {
 	dir, mark := localDir(t)
-	bin := filepath.Join(t.TempDir(), "pipette-launch")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	args := append(localArgs(t, dir, "--standalone"), "--sleep", "120")
-	cmd := exec.Command(bin, args[1:]...)
-	var out, errOut syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(90 * time.Second)
-	for strings.Count(out.String(), "sleeping 120s") < 2 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("ranks never both started\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-		if cmd.ProcessState.ExitCode() == 0 {
-			t.Errorf("pipette-launch exited 0 after SIGINT; want non-zero\nstderr:\n%s", errOut.String())
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("pipette-launch still running 30s after SIGINT\nstderr:\n%s", errOut.String())
-	}
-	if !strings.Contains(errOut.String(), "interrupted") {
-		t.Errorf("the summary does not say the job was interrupted:\n%s", errOut.String())
+	errOut := signalRun(t, append(localArgs(t, dir, "--standalone"), "--sleep", "120"), 2, syscall.SIGINT)
+	if !strings.Contains(errOut, "interrupted") {
+		t.Errorf("the summary does not say the job was interrupted:\n%s", errOut)
 	}
 	assertNothingLeftHere(t, mark)
 }

@@ -72,15 +72,7 @@ func e2eArgs(tb *testbed.Testbed, dir string) []string {
 
 func TestRunCLIOnTestbed(t *testing.T) {
 	tb, dir := e2eBed(t)
-	tests := []struct {
-		name      string
-		extra     []string
-		wantCode  int
-		wantOut   []string // in stdout
-		wantErr   []string // in stderr
-		notInOut  []string
-		maxSecond float64
-	}{
+	tests := []jobCase{
 		{
 			name:     "allreduce 4x2",
 			wantCode: 0,
@@ -99,34 +91,7 @@ func TestRunCLIOnTestbed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut syncbuf.Buffer
-			code := runApp(append(e2eArgs(tb, dir), tc.extra...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-			end := time.Now()
-			if code != tc.wantCode {
-				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errOut.String())
-			}
-			for _, w := range tc.wantOut {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("stdout lacks %q\nstdout:\n%s", w, out.String())
-				}
-			}
-			for _, w := range tc.wantErr {
-				if !strings.Contains(errOut.String(), w) {
-					t.Errorf("stderr lacks %q\nstderr:\n%s", w, errOut.String())
-				}
-			}
-			if tc.maxSecond > 0 {
-				// Only the interval we must bound: from the failing rank's
-				// exit (the summary's time, the host's own stamp) to our
-				// exit; torch start-up on a busy machine is not ours.
-				failed, err := summaryTime(errOut.String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if took := end.Sub(failed).Seconds(); took > tc.maxSecond {
-					t.Errorf("exited %.1fs after the rank failed, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
-				}
-			}
+			tc.run(t, append(e2eArgs(tb, dir), tc.extra...))
 			tb.AssertNothingLeft(t)
 		})
 	}
@@ -205,6 +170,49 @@ func TestRunCLIHostNamesDoNotResolve(t *testing.T) {
 	}
 }
 
+// jobCase is a job run through the CLI and what must come of it.
+type jobCase struct {
+	name      string
+	extra     []string // after the command line's script
+	wantCode  int
+	wantOut   []string // in stdout
+	wantErr   []string // in stderr
+	maxSecond float64  // the most from the failing rank's exit to ours
+}
+
+// run runs args through runApp and checks the outcome.
+func (tc jobCase) run(t *testing.T, args []string) {
+	t.Helper()
+	var out, errOut syncbuf.Buffer
+	code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	end := time.Now()
+	if code != tc.wantCode {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, out.String(), errOut.String())
+	}
+	for _, w := range tc.wantOut {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("stdout lacks %q\nstdout:\n%s", w, out.String())
+		}
+	}
+	for _, w := range tc.wantErr {
+		if !strings.Contains(errOut.String(), w) {
+			t.Errorf("stderr lacks %q\nstderr:\n%s", w, errOut.String())
+		}
+	}
+	if tc.maxSecond > 0 {
+		// Only the interval we must bound: from the failing rank's exit
+		// (the summary's time, the host's own stamp) to our exit; torch
+		// start-up on a busy machine is not ours.
+		failed, err := summaryTime(errOut.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := end.Sub(failed).Seconds(); took > tc.maxSecond {
+			t.Errorf("exited %.1fs after the rank failed, want under %.0fs: the job was not stopped promptly", took, tc.maxSecond)
+		}
+	}
+}
+
 // summaryTime reads the root cause's time from a failure summary.
 func summaryTime(stderr string) (time.Time, error) {
 	m := regexp.MustCompile(`(?m)^  time      : (\S+)$`).FindStringSubmatch(stderr)
@@ -218,27 +226,35 @@ func summaryTime(stderr string) (time.Time, error) {
 // mid-run: it must stop every rank on every host and exit non-zero.
 func TestRunCLISIGTERM(t *testing.T) {
 	tb, dir := e2eBed(t)
+	signalRun(t, append(e2eArgs(tb, dir), "--sleep", "120"), 8, syscall.SIGTERM)
+	tb.AssertNothingLeft(t)
+}
+
+// signalRun starts a real pipette-launch process on args, waits until its
+// ranks (n of them) sleep, sends sig and requires a non-zero exit within
+// 30 s; it returns the process's stderr.
+func signalRun(t *testing.T, args []string, n int, sig syscall.Signal) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pipette-launch")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	args := append(e2eArgs(tb, dir), "--sleep", "120")
 	cmd := exec.Command(bin, args[1:]...)
 	var out, errOut syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until all 8 ranks are past init and sleeping.
+	// Wait until all ranks are past init and sleeping.
 	deadline := time.Now().Add(90 * time.Second)
-	for strings.Count(out.String(), "sleeping 120s") < 8 {
+	for strings.Count(out.String(), ": sleeping ") < n {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			t.Fatalf("ranks never all started\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -248,11 +264,11 @@ func TestRunCLISIGTERM(t *testing.T) {
 	select {
 	case err := <-done:
 		if err == nil || cmd.ProcessState.ExitCode() == 0 {
-			t.Errorf("pipette-launch exited 0 after SIGTERM; want non-zero\nstderr:\n%s", errOut.String())
+			t.Errorf("pipette-launch exited 0 after %s; want non-zero\nstderr:\n%s", sig, errOut.String())
 		}
 	case <-ctx.Done():
 		cmd.Process.Kill()
-		t.Fatalf("pipette-launch still running 30s after SIGTERM\nstderr:\n%s", errOut.String())
+		t.Fatalf("pipette-launch still running 30s after %s\nstderr:\n%s", sig, errOut.String())
 	}
-	tb.AssertNothingLeft(t)
+	return errOut.String()
 }
