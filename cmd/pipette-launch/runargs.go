@@ -45,7 +45,7 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the job and its plan as one JSON object (errors: one JSON object on stderr)"},
 		&cli.StringFlag{Name: "output-dir", Usage: "write one launch script per host and the job's files here; start nothing"},
 		&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "auto (Megatron: one NCCL network per group type across RDMA islands, else sockets), sockets or per-group (Holmes' Megatron fork): NCCL transport across islands"},
-		&cli.StringFlag{Name: "launcher", Value: launcherAuto, Usage: "start ranks over `ssh`, or as one srun step inside the Slurm allocation (`slurm`); auto: slurm when SLURM_JOB_ID is set"},
+		&cli.StringFlag{Name: "launcher", Value: launcherAuto, Usage: "start ranks over `ssh`, or as one srun step inside the Slurm allocation (`slurm`); auto: slurm when SLURM_JOB_ID is set; a job whose only host is this machine (or --standalone) runs here without SSH unless ssh or slurm is given"},
 		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
 		&cli.BoolFlag{Name: "plan-overrides-config", Usage: "let the plan change your DeepSpeed config's batch sizes, ZeRO stage and offload (printed as a diff) instead of keeping them"},
