@@ -166,7 +166,10 @@ type Plan struct {
 type ModelSummary struct {
 	Name       string `json:"name"`
 	Parameters int64  `json:"parameters"`
-	Model      Model  `json:"shape"`
+	// ActiveParameters is what one token uses (top-k experts; both
+	// embedding matrices counted), for MoE models only.
+	ActiveParameters int64 `json:"active_parameters,omitempty"`
+	Model            Model `json:"shape"`
 }
 
 // Result is what Search returns and `plan --json` prints.

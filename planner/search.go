@@ -445,6 +445,9 @@ func searchWithinHosts(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		maxCap = math.Max(maxCap, gpuCapacityBytes(h))
 	}
 	res := &Result{Model: ModelSummary{Name: m.Name, Parameters: m.Parameters(), Model: m}}
+	if m.IsMoE() {
+		res.Model.ActiveParameters = m.ActiveParameters()
+	}
 	configs := enumerate(c, m, o, maxCap)
 	if len(configs) == 0 {
 		return nil, explainNoConfig(c, m, o)
