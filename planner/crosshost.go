@@ -227,6 +227,9 @@ func Search(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 		minGPUs = min(minGPUs, h.GPUs)
 	}
 	if g := uniformGPUsPerHost(c); o.Fixed.TP > minGPUs && g > 0 && o.Fixed.TP%g == 0 {
+		if o.HostOrder != nil {
+			return nil, fmt.Errorf("TP %d spans hosts of %d GPUs: a given host order is priced only with TP inside a host", o.Fixed.TP, minGPUs)
+		}
 		return searchCrossHostTP(c, m, o, o.Fixed.TP)
 	}
 	res, err := searchWithinHosts(c, m, o)

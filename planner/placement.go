@@ -442,3 +442,28 @@ func (p *PlacementProblem) Place(o PlaceOptions) ([]int, float64) { return p.pl.
 
 // Evaluations counts cost evaluations so far.
 func (p *PlacementProblem) Evaluations() int { return p.pl.evals }
+
+// Simulate prices an order as the plan table does: the event-driven
+// schedule simulator's critical path (planEval.predict), memory and rank
+// placement, where Cost is the search's closed-form objective.
+func (p *PlacementProblem) Simulate(order []int) (Plan, error) {
+	if err := checkHostOrder(p.pl.e.c, order); err != nil {
+		return Plan{}, fmt.Errorf("simulate: %w", err)
+	}
+	plan, _, _ := finishPlan(p.pl.e, p.pl, order)
+	return plan, nil
+}
+
+// PriceOrder prices cfg with its ranks in torchrun's order over a host
+// order: global rank r on the host that holds GPU r when the hosts' GPUs
+// are counted in that order (TP ranks of a block stay on one host). The
+// figure is the simulator's (Simulate), as `plan` prints it. `plan --as-is`
+// prices the user's layout with it, and tests and benchmarks compare
+// placements with it.
+func PriceOrder(c *Cluster, m Model, cfg Config, f Framework, order []int) (Plan, error) {
+	p, err := NewPlacementProblem(c, m, cfg, f)
+	if err != nil {
+		return Plan{}, err
+	}
+	return p.Simulate(order)
+}

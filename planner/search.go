@@ -462,7 +462,7 @@ func searchWithinHosts(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	sym := hostSymmetry(c)
 	starts := startOrdersSym(c, sym)
 	if o.IgnoreIslands {
-		starts = [][]int{identity(len(c.Hosts))}
+		starts = [][]int{asPlacedOrder(c, o)}
 	}
 	for _, cfg0 := range configs {
 		capOf := func(int) float64 { return maxCap }
@@ -519,6 +519,15 @@ func searchWithinHosts(c *Cluster, m Model, o SearchOptions) (*Result, error) {
 	return res, nil
 }
 
+// asPlacedOrder is the host order of the naive and as-is rows: the
+// options' HostOrder, else the cluster's own.
+func asPlacedOrder(c *Cluster, o SearchOptions) []int {
+	if o.HostOrder != nil {
+		return o.HostOrder
+	}
+	return identity(len(c.Hosts))
+}
+
 func identity(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -562,6 +571,29 @@ func checkSearchInput(c *Cluster, m Model, o SearchOptions) error {
 		if h.GPUs <= 0 {
 			return fmt.Errorf("host %s (#%d) has no GPUs", h.Name, i)
 		}
+	}
+	if o.HostOrder != nil {
+		if !o.IgnoreIslands {
+			return fmt.Errorf("a host order is priced as given: set IgnoreIslands with HostOrder")
+		}
+		if err := checkHostOrder(c, o.HostOrder); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHostOrder: order lists every host of c exactly once.
+func checkHostOrder(c *Cluster, order []int) error {
+	if len(order) != len(c.Hosts) {
+		return fmt.Errorf("host order lists %d hosts, the cluster has %d", len(order), len(c.Hosts))
+	}
+	seen := make([]bool, len(order))
+	for _, h := range order {
+		if h < 0 || h >= len(order) || seen[h] {
+			return fmt.Errorf("host order %v is not a permutation of the cluster's %d hosts", order, len(order))
+		}
+		seen[h] = true
 	}
 	return nil
 }
@@ -616,7 +648,7 @@ func (oc *orderCache) remember(cfg Config, order []int) {
 func placeAndPredict(c *Cluster, m Model, cfg Config, o SearchOptions, sym []int, st, starts [][]int, po PlaceOptions) placedPlan {
 	if o.IgnoreIslands {
 		e := newPlanEval(c, m, cfg, o.Framework)
-		plan, ok, over := finishPlan(e, newPlacer(e, sym, starts), identity(len(c.Hosts)))
+		plan, ok, over := finishPlan(e, newPlacer(e, sym, starts), asPlacedOrder(c, o))
 		return placedPlan{plan: plan, ok: ok, over: over}
 	}
 	e := newPlanEval(c, m, cfg, o.Framework)

@@ -41,6 +41,10 @@ type SearchOptions struct {
 	// IgnoreIslands plans as if the cluster were one flat fabric (for the
 	// comparison row in the plan table); the prediction still uses real links.
 	IgnoreIslands bool
+	// HostOrder, with IgnoreIslands, is the host order ranks fill in
+	// torchrun's way (rank r on the r/GPUs-th host of the order): the
+	// user's own layout for `plan --as-is`. Nil is the cluster's order.
+	HostOrder []int
 }
 
 // NewCluster builds a resolved cluster from hosts and a full host-to-host

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,12 @@ type PlanOptions struct {
 	// Schedules re-prices plan 1 under each named pipeline schedule (a
 	// what-if table; the wave is shown, never chosen or rendered).
 	Schedules []string
+	// AsIs prices the user's own layout (torchrun's rank order on the
+	// hosts in Hosts/Hostfile order, else the cluster file's) beside the
+	// plan; MegatronArgs (after --) add the user's parallel sizes to it.
+	AsIs            bool
+	Hosts, Hostfile string
+	MegatronArgs    []string
 }
 
 func newPlanCmd(io *IOStreams) *cli.Command {
@@ -75,6 +82,9 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "Megatron sequence parallelism: on, off or auto (on wherever TP > 1: it moves the same bytes and saves memory); --sequence-parallel is rendered only when the plan uses it"},
 			&cli.StringFlag{Name: "schedules", Usage: "what-if: re-price plan 1 under each pipeline schedule in `LIST` (1f1b,interleaved,wave), same placement; wave is Hanayo's wave-like schedule, which Megatron-LM/DeepSpeed cannot launch: it is shown, never chosen or rendered"},
 			&cli.StringFlag{Name: "precision", Value: "bf16", Usage: "bf16, fp16 or fp8 (Transformer Engine FP8 in Megatron-LM, --fp8-format hybrid: GEMMs at the GPU's FP8 tensor-core rate, FP8 weight copies in memory; Hopper, Ada, Blackwell)"},
+			&cli.BoolFlag{Name: "as-is", Usage: "also price your own layout: torchrun's rank order (rank r on the host holding GPU r) on the hosts in --hosts/--hostfile order (else the cluster file's), with your parallel sizes (the flags above, and Megatron arguments after --); knobs you leave free are chosen best for that layout"},
+			&cli.StringFlag{Name: "hosts", Usage: "plan on these hosts of the cluster file, in this order (`LIST`, e.g. node[01-04]; with --as-is: the order torchrun would use)"},
+			&cli.StringFlag{Name: "hostfile", Usage: "plan on the hosts of this hostfile (`FILE`, one host per line or DeepSpeed's HOST slots=N), which must be in the cluster file; with --as-is: their order is your layout's"},
 		}, reportFlags()...),
 		Description: "Columns: TFLOP/s/GPU is model FLOPs per second per GPU (forward and backward of the model, 6 x parameters x tokens\n" +
 			"plus attention, no recomputation: what MFU counts; JSON tflops_per_gpu); HW TFLOP/s adds the FLOPs that activation\n" +
@@ -92,6 +102,10 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 					ZeroStage: c.Int("zero-stage"), NoOffload: c.Bool("no-offload"), ForceOffload: c.Bool("offload"),
 				},
 				Report: reportOptionsFrom(c),
+				AsIs:   c.Bool("as-is"), Hosts: c.String("hosts"), Hostfile: c.String("hostfile"), MegatronArgs: c.Args().Slice(),
+			}
+			if len(opts.MegatronArgs) > 0 && !opts.AsIs {
+				return usageError("plan: arguments after the flags (%s) are your Megatron arguments for --as-is; add --as-is or drop them", strings.Join(opts.MegatronArgs, " "))
 			}
 			sp, err := parseSequenceParallel(c.String("sequence-parallel"))
 			if err != nil {
@@ -128,6 +142,12 @@ func runPlan(opts *PlanOptions) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
+	if opts.Hosts != "" && opts.Hostfile != "" {
+		return usageError("--hosts and --hostfile both list hosts: give one")
+	}
+	if (opts.Hosts != "" || opts.Hostfile != "") && opts.ClusterFile == "" {
+		return usageError("--hosts/--hostfile name hosts of a cluster file, which prices them: give --cluster FILE (write one with pipette-launch probe --hostfile FILE)")
+	}
 	m, err := loadModel(opts.Model, opts.SeqLength)
 	if err != nil {
 		return usageError("%v", err)
@@ -137,7 +157,7 @@ func runPlan(opts *PlanOptions) error {
 		return usageError("%v", err)
 	}
 	t := mode.TransportFor(so.Framework)
-	c, err := loadCluster(opts.ClusterFile, t)
+	c, order, err := loadListedCluster(opts.ClusterFile, t, opts.Hosts, opts.Hostfile)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -146,7 +166,7 @@ func runPlan(opts *PlanOptions) error {
 		templates.IslandsFallback(c, &res.Plans[0], templates.Options{}) != "" {
 		// Plan 1 cannot keep RDMA inside islands: price plans the way
 		// they will run, on sockets everywhere.
-		if c, err = loadCluster(opts.ClusterFile, planner.TransportSockets); err != nil {
+		if c, _, err = loadListedCluster(opts.ClusterFile, planner.TransportSockets, opts.Hosts, opts.Hostfile); err != nil {
 			return usageError("%v", err)
 		}
 		res, err = planner.Search(c, m, so)
@@ -159,13 +179,20 @@ func runPlan(opts *PlanOptions) error {
 		return usageError("plan: %v", err)
 	}
 	var naive *planner.Plan
-	if len(c.Islands) > 1 {
+	var asIs *asIsLayout
+	if opts.AsIs {
+		a := priceAsIs(c, m, so, order, opts.MegatronArgs)
+		asIs = &a
+	} else if len(c.Islands) > 1 {
 		so.IgnoreIslands, so.TopK = true, 1
 		if r, err := planner.Search(c, m, so); err == nil && len(r.Plans) > 0 {
 			naive = &r.Plans[0]
 		}
 	}
 	in := report.Input{Cluster: c, Model: m, Result: res, Naive: naive}
+	if asIs != nil {
+		in.AsIs = asIs.plan
+	}
 	if err := writeReport(opts.Report, in, opts.ClusterFile, opts.IO); err != nil {
 		return usageError("%v", err)
 	}
@@ -177,10 +204,11 @@ func runPlan(opts *PlanOptions) error {
 	if opts.JSON {
 		out := struct {
 			*planner.Result
-			IgnoringIslands *planner.Plan            `json:"ignoring_islands,omitempty"`
+			IgnoringIslands *planner.Plan `json:"ignoring_islands,omitempty"`
+			*asIsJSON
 			Calibration     string                   `json:"calibration,omitempty"`
 			WhatIfSchedules []planner.ScheduleWhatIf `json:"what_if_schedules,omitempty"`
-		}{res, naive, calibrated, whatIf}
+		}{res, naive, asIsView(asIs, &res.Plans[0]), calibrated, whatIf}
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
@@ -188,7 +216,7 @@ func runPlan(opts *PlanOptions) error {
 	if calibrated != "" {
 		fmt.Fprintln(opts.IO.Out, calibrated)
 	}
-	printPlans(opts, c, res, naive)
+	printPlans(opts, c, res, naive, asIs)
 	printWhatIfSchedules(opts.IO.Out, &res.Plans[0], whatIf)
 	return nil
 }
@@ -242,24 +270,43 @@ func calibrationSummary(path string) string {
 }
 
 func loadCluster(path string, t planner.Transport) (*planner.Cluster, error) {
+	c, _, err := loadListedCluster(path, t, "", "")
+	return c, err
+}
+
+// loadListedCluster is loadCluster keeping only the hosts --hosts or
+// --hostfile lists (none: all), and returns the host names in the order
+// torchrun would fill them: the list's, else the cluster file's.
+func loadListedCluster(path string, t planner.Transport, hosts, hostfile string) (*planner.Cluster, []string, error) {
 	data := examples.DefaultCluster
 	name := "embedded example cluster"
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("--cluster: %w", err)
+			return nil, nil, fmt.Errorf("--cluster: %w", err)
 		}
 		data, name = b, path
 	}
 	f, err := planner.ParseClusterFile(data)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", name, err)
+		return nil, nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	var names []string
+	if hosts != "" || hostfile != "" {
+		if names, err = restrictToListed(f, hosts, hostfile); err != nil {
+			return nil, nil, fmt.Errorf("%s on cluster %s: %w", cmp.Or(hostfile, "--hosts"), name, err)
+		}
 	}
 	c, err := f.ResolveFor(t)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", name, err)
+		return nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	return c, nil
+	if names == nil {
+		for _, h := range c.Hosts {
+			names = append(names, h.Name)
+		}
+	}
+	return c, names, nil
 }
 
 func loadModel(spec string, seq int) (planner.Model, error) {
@@ -347,7 +394,7 @@ type tableRow struct {
 	plan  *planner.Plan
 }
 
-func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naive *planner.Plan) {
+func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naive *planner.Plan, asIs *asIsLayout) {
 	out := opts.IO.Out
 	params := fmt.Sprintf("%.1fB parameters", float64(res.Model.Parameters)/1e9)
 	moe := res.Model.Model.IsMoE()
@@ -367,6 +414,9 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 	}
 	if naive != nil {
 		rows = append(rows, tableRow{"naive", naive})
+	}
+	if asIs != nil && asIs.plan != nil {
+		rows = append(rows, tableRow{"as-is", asIs.plan})
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	ep := ""
@@ -394,6 +444,9 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 	if naive != nil {
 		fmt.Fprintf(out, "\nnaive: best plan ignoring islands (hosts in file order, default rank order); plan 1 is %.2fx faster\n",
 			naive.Predicted.IterationSeconds/res.Plans[0].Predicted.IterationSeconds)
+	}
+	if asIs != nil {
+		fmt.Fprintf(out, "\n%s\n", asIsLine(*asIs, &res.Plans[0]))
 	}
 	if opts.Breakdown {
 		printBreakdown(out, rows, moe)

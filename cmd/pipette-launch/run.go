@@ -526,17 +526,7 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
 		kept = append(kept, is)
 	}
 	f.Clusters = kept
-	names := map[string]bool{}
-	for _, is := range kept {
-		names[is.Name] = true
-	}
-	var links []planner.LinkSpec
-	for _, l := range f.Links {
-		if names[l.Between[0]] && names[l.Between[1]] {
-			links = append(links, l)
-		}
-	}
-	f.Links = links
+	dropOrphanLinks(f)
 	return nil
 }
 
