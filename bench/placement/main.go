@@ -60,6 +60,10 @@ func run(w *os.File, hosts int, seed uint64, saBudget time.Duration) error {
 	fmt.Fprintf(w, "%-28s %14.4f %12s %12d\n", "pipette-launch placement", ours, oursTook.Round(time.Millisecond), oursEvals)
 	fmt.Fprintf(w, "%-28s %14.4f %12s %12d\n", fmt.Sprintf("simulated annealing (%s)", saBudget), sa.cost, sa.took.Round(time.Millisecond), sa.evals)
 	fmt.Fprintf(w, "%-28s %14.4f %12s %12d\n", "SA from island-grouped order", saWarm.cost, saWarm.took.Round(time.Millisecond), saWarm.evals)
+	if sim, err := p.Simulate(order); err == nil { // what `plan` prints for it
+		fmt.Fprintf(w, "pipette-launch placement, schedule simulator: %.4f s (objective %+.2f%%)\n",
+			sim.Predicted.IterationSeconds, 100*(ours-sim.Predicted.IterationSeconds)/sim.Predicted.IterationSeconds)
+	}
 	fmt.Fprintf(w, "cost ratio SA(warm)/ours = %.4f\n", saWarm.cost/ours)
 	fmt.Fprintf(w, "cost ratio SA/ours = %.4f, time ratio SA/ours = %.1fx\n", sa.cost/ours, float64(sa.took)/float64(oursTook))
 	return nil
