@@ -41,13 +41,7 @@ cc_require
 SCRIPT=$REPO/examples/replay_plan.py
 WORK=$(mktemp -d /var/tmp/pipette-handplaced.XXXXXX) # not /tmp: hosts have a private one
 PIDS=()
-stop() {
-	local rc=$? p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	cc_tb_down # also ends every process left in the hosts' namespaces
-	exit "$rc"
-}
-trap stop EXIT
+trap cc_stop EXIT
 trap 'exit 130' INT TERM
 
 if [[ -z ${TB:-} ]]; then
@@ -56,34 +50,6 @@ if [[ -z ${TB:-} ]]; then
 fi
 cc_tb_up
 
-# squote WORD: WORD in POSIX single quotes for the remote shell.
-squote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-
-run() { # name host...  (one host per NPROC consecutive ranks)
-	local name=$1
-	shift
-	local hosts=() h r
-	for h in "$@"; do for ((r = 0; r < NPROC; r++)); do hosts+=("$h"); done; done
-	local world=${#hosts[@]} master pids=() line a
-	master=$(cc_tb_addr "$1")
-	cc_say "$name: ranks on hosts ${hosts[*]}"
-	for ((r = 0; r < world; r++)); do
-		line="env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % NPROC)) MASTER_ADDR=$master MASTER_PORT=29500"
-		line+=" GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 $(squote "$PYTHON") $(squote "$SCRIPT")"
-		for a in $REPLAY_ARGS --steps "$STEPS" --warmup "$WARMUP" --timeout-s 300 --json-out "$WORK/$name.json"; do
-			line+=" $(squote "$a")"
-		done
-		ssh -F "$TB_DIR/ssh_config" -o UserKnownHostsFile="$TB_DIR/known_hosts" \
-			-o IdentityFile="$TB_DIR/id_ed25519" "${hosts[$r]}" "$line" >"$WORK/$name.$r.log" 2>&1 &
-		pids+=($!)
-		PIDS+=($!)
-	done
-	local rc=0
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
-	cat "$WORK/$name".*.log >"$WORK/$name.log"
-	((rc == 0)) || cc_die "$name: a rank failed; see $WORK/$name.*.log"
-	grep -E '^(step|\{)' "$WORK/$name.0.log"
-}
-run planned "${PLANNED[@]}"
-run naive "${NAIVE[@]}"
+cc_run_placed planned "${PLANNED[@]}"
+cc_run_placed naive "${NAIVE[@]}"
 cc_report ""

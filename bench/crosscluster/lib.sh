@@ -24,7 +24,7 @@ cc_require() {
 cc_tb_up() {
 	cc_say "test-bed $TB_NAME: groups $TB_GROUPS, $INTER_RATE between groups"
 	"$TB" up --name "$TB_NAME" --groups "$TB_GROUPS" --shape "$INTER_RATE" --prefix "$TB_PREFIX" \
-		--state-root "$TB_STATE_ROOT"
+		--state-root "$TB_STATE_ROOT" ${TB_HOST_SHAPE:+--host-shape "$TB_HOST_SHAPE"}
 	TB_UP=1
 	# The instance's files, from its state record (testbed/state.go keeps
 	# one directory per instance) rather than from up's printed text.
@@ -55,6 +55,16 @@ cc_tb_down() {
 	echo "$(basename "$0"): files kept in $WORK" >&2
 }
 
+# cc_stop: the EXIT trap of scripts that start ranks over ssh: ends the
+# ssh clients in PIDS, then the test-bed (which also ends every process
+# left in the hosts' namespaces); keeps the exit status.
+cc_stop() {
+	local rc=$? p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	cc_tb_down
+	exit "$rc"
+}
+
 # cc_tb_addr HOST: the address the other hosts reach HOST on.
 cc_tb_addr() {
 	"$PYTHON" - "$TB_DIR/state.json" "$1" <<'EOF'
@@ -73,4 +83,37 @@ cc_report() {
 	cc_say "result"
 	"$PYTHON" "$HERE/report.py" --islands "$islands" --min-ratio "$MIN_RATIO" ${1:+--placement "$1"} \
 		"planned=$WORK/planned.log:$WORK/planned.json" "naive=$WORK/naive.log:$WORK/naive.json"
+}
+
+# cc_squote WORD: WORD in POSIX single quotes for the remote shell.
+cc_squote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+# cc_run_placed NAME HOST...: one replay run over plain ssh, NPROC
+# consecutive ranks per listed host (rank r on host r/NPROC); rank 0's
+# result in $WORK/NAME.json, every rank's output in $WORK/NAME.log. Callers
+# set SCRIPT, REPLAY_ARGS, STEPS, WARMUP and append to PIDS.
+cc_run_placed() {
+	local name=$1
+	shift
+	local hosts=() h r
+	for h in "$@"; do for ((r = 0; r < NPROC; r++)); do hosts+=("$h"); done; done
+	local world=${#hosts[@]} master pids=() line a p
+	master=$(cc_tb_addr "$1")
+	cc_say "$name: ranks on hosts ${hosts[*]}"
+	for ((r = 0; r < world; r++)); do
+		line="env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % NPROC)) MASTER_ADDR=$master MASTER_PORT=29500"
+		line+=" GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 $(cc_squote "$PYTHON") $(cc_squote "$SCRIPT")"
+		for a in $REPLAY_ARGS --steps "$STEPS" --warmup "$WARMUP" --timeout-s "${REPLAY_TIMEOUT_S:-300}" --json-out "$WORK/$name.json"; do
+			line+=" $(cc_squote "$a")"
+		done
+		ssh -F "$TB_DIR/ssh_config" -o UserKnownHostsFile="$TB_DIR/known_hosts" \
+			-o IdentityFile="$TB_DIR/id_ed25519" "${hosts[$r]}" "$line" >"$WORK/$name.$r.log" 2>&1 &
+		pids+=($!)
+		PIDS+=($!)
+	done
+	local rc=0
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	cat "$WORK/$name".*.log >"$WORK/$name.log"
+	((rc == 0)) || cc_die "$name: a rank failed; see $WORK/$name.*.log"
+	grep -E '^(step|\{)' "$WORK/$name.0.log"
 }

@@ -64,6 +64,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 					&cli.StringSliceFlag{Name: "roce", Usage: "groups whose hosts get a fake RoCE NIC"},
 					&cli.IntFlag{Name: "rate", Value: 200, Usage: "rate in Gbit/s the fake RDMA NICs report"},
 					&cli.StringFlag{Name: "shape", Usage: "tc rate of links between groups (e.g. 100mbit); inside a group links are unshaped"},
+					&cli.StringFlag{Name: "host-shape", Usage: "tc rates of single hosts' own links, `HOST=RATE,...` (e.g. node01=400mbit,node02=250mbit): uneven links inside a group"},
 					&cli.StringFlag{Name: "prefix", Value: "node", Usage: "host name prefix (hosts are PREFIX01, PREFIX02, ...)"},
 					&cli.BoolFlag{Name: "slurm", Usage: "also run a real Slurm cluster on the hosts (slurmctld on the first, slurmd on each; needs munge, slurmctld, slurmd, slurm-client)"},
 					&cli.StringFlag{Name: "names", Usage: "how host names resolve on the hosts: none (no name resolves, as in many containers) or loopback (a host's own name is 127.0.1.1); default: every host's /etc/hosts names them all"},
@@ -77,7 +78,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 					o := upOptions{
 						Name: c.String("name"), Hosts: c.Int("hosts"), Groups: c.String("groups"),
 						IB: c.StringSlice("ib"), RoCE: c.StringSlice("roce"), Rate: c.Int("rate"),
-						Shape: c.String("shape"), Prefix: c.String("prefix"), StateRoot: c.String("state-root"),
+						Shape: c.String("shape"), HostShape: c.String("host-shape"), Prefix: c.String("prefix"), StateRoot: c.String("state-root"),
 						Slurm: c.Bool("slurm"),
 						Names: c.String("names"),
 					}
@@ -128,6 +129,7 @@ type upOptions struct {
 	IB, RoCE  []string
 	Rate      int
 	Shape     string
+	HostShape string // HOST=RATE,... for single hosts' links
 	Prefix    string
 	StateRoot string
 	Slurm     bool
@@ -240,10 +242,36 @@ func (o upOptions) spec() (testbed.Spec, error) {
 			})
 		}
 	}
+	if err := applyHostShapes(&spec, o.HostShape); err != nil {
+		return testbed.Spec{}, err
+	}
 	if err := spec.Validate(); err != nil {
 		return testbed.Spec{}, usageError{err.Error()}
 	}
 	return spec, nil
+}
+
+// applyHostShapes sets HostSpec.Shape from --host-shape's HOST=RATE items.
+func applyHostShapes(spec *testbed.Spec, list string) error {
+	if list == "" {
+		return nil
+	}
+	index := map[string]int{}
+	for i, h := range spec.Hosts {
+		index[h.Name] = i
+	}
+	for _, item := range strings.Split(list, ",") {
+		name, rate, ok := strings.Cut(strings.TrimSpace(item), "=")
+		i, known := index[name]
+		switch {
+		case !ok || rate == "":
+			return usagef("--host-shape %q: item %q: want HOST=RATE (e.g. node01=400mbit)", list, item)
+		case !known:
+			return usagef("--host-shape %q: no host %s (hosts are %s..%s)", list, name, spec.Hosts[0].Name, spec.Hosts[len(spec.Hosts)-1].Name)
+		}
+		spec.Hosts[i].Shape = rate
+	}
+	return nil
 }
 
 func groupNames(gs []groupSpec) string {

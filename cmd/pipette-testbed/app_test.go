@@ -41,6 +41,9 @@ func TestUpOptionsSpec(t *testing.T) {
 		{name: "shape with one group", opts: upOptions{Prefix: "n", Shape: "100mbit"}, err: "at least two --groups"},
 		{name: "bad shape", opts: upOptions{Prefix: "n", Groups: "a:1,b:1", Shape: "fast"}, err: "group shape"},
 		{name: "bad prefix", opts: upOptions{Prefix: "Node"}, err: "lower-case"},
+		{name: "host shape unknown host", opts: upOptions{Prefix: "n", Hosts: 2, HostShape: "n03=1gbit"}, err: "no host n03"},
+		{name: "host shape bad item", opts: upOptions{Prefix: "n", Hosts: 2, HostShape: "n01"}, err: "want HOST=RATE"},
+		{name: "host shape bad rate", opts: upOptions{Prefix: "n", Hosts: 2, HostShape: "n01=quick"}, err: "n01"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,5 +236,17 @@ func TestUpOutlivesItsProcess(t *testing.T) {
 				t.Errorf("sshd %d of %s left after down", h.SshdPid, h.Name)
 			}
 		}
+	}
+}
+
+// --host-shape sets single hosts' link rates.
+func TestHostShapeFlag(t *testing.T) {
+	spec, err := upOptions{Prefix: "n", Groups: "a:2,b:1", Shape: "50mbit", HostShape: "n01=400mbit, n03=250mbit"}.spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{spec.Hosts[0].Shape, spec.Hosts[1].Shape, spec.Hosts[2].Shape}
+	if strings.Join(got, ",") != "400mbit,,250mbit" {
+		t.Fatalf("host shapes %q", got)
 	}
 }
