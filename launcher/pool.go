@@ -86,13 +86,22 @@ func (p *Pool) Each(ctx context.Context, targets []HostTarget, fn func(ctx conte
 			defer func() { <-sem }()
 			if err := fn(ctx, t); err != nil {
 				mu.Lock()
-				errs.Add(t.Name, err)
+				errs.Add(errorName(t), err)
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	return errs.ErrorOrNil()
+}
+
+// errorName names a host in errors: its name, with its port when it has
+// one of its own (two containers behind one address are two hosts).
+func errorName(t HostTarget) string {
+	if t.Port != 0 {
+		return HostTarget{Name: t.Name, Port: t.Port}.String()
+	}
+	return t.Name
 }
 
 // Close closes every connection.

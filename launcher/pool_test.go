@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -36,6 +37,33 @@ func TestHostErrorsSortedAndFolded(t *testing.T) {
 	}
 	if (&HostErrors{}).ErrorOrNil() != nil {
 		t.Errorf("empty HostErrors is not nil")
+	}
+}
+
+// TestPoolErrorsNameHostsByPort: two hosts behind one address that cannot
+// be reached are named apart.
+func TestPoolErrorsNameHostsByPort(t *testing.T) {
+	var ports []int
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		l.Close() // nothing listens there now: connection refused
+	}
+	p := NewPool(SSHOptions{KnownHostsFile: "/dev/null", ConnectTimeout: 5 * time.Second}, 0)
+	defer p.Close()
+	err := p.DialAll(context.Background(), []HostTarget{{Name: "127.0.0.1", Port: ports[0]}, {Name: "127.0.0.1", Port: ports[1]}})
+	var he *HostErrors
+	if !errors.As(err, &he) || len(he.Errs) != 2 {
+		t.Fatalf("DialAll = %v, want both hosts' errors", err)
+	}
+	got := map[string]bool{he.Errs[0].Host: true, he.Errs[1].Host: true}
+	for _, pt := range ports {
+		if want := fmt.Sprintf("127.0.0.1:%d", pt); !got[want] {
+			t.Errorf("errors name %v, want %s among them: %v", got, want, err)
+		}
 	}
 }
 

@@ -235,7 +235,7 @@ func eachInTurn(ctx context.Context, targets []HostTarget, fn func(ctx context.C
 	errs := &HostErrors{}
 	for _, t := range targets {
 		if err := fn(ctx, t); err != nil {
-			errs.Add(t.Name, err)
+			errs.Add(errorName(t), err)
 		}
 	}
 	return errs.ErrorOrNil()
