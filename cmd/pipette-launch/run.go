@@ -626,10 +626,11 @@ func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *
 	out := struct {
 		Summary        string `json:"summary"`
 		ExampleCluster bool   `json:"example_cluster,omitempty"`
+		RunsHere       bool   `json:"runs_here_without_ssh,omitempty"`
 		SrunCommand    string `json:"srun_command,omitempty"`
 		templates.JobView
 		Plan *planner.Plan `json:"plan,omitempty"`
-	}{Summary: summary, ExampleCluster: onExample(opts), JobView: templates.View(job), Plan: plan}
+	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, JobView: templates.View(job), Plan: plan}
 	if opts.slurm != nil {
 		out.SrunCommand = opts.slurm.SrunCommand(*job)
 	}

@@ -205,3 +205,31 @@ func TestCountGPUs(t *testing.T) {
 		t.Errorf("MIG listing: %d GPUs, want 2", n)
 	}
 }
+
+// TestDryRunSaysItRunsHere: a dry run of a job that runs on this machine
+// says so, in text and in JSON; one for another host does not.
+func TestDryRunSaysItRunsHere(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--standalone"}, true},
+		{[]string{"--hosts", "127.0.0.1"}, true},
+		{[]string{"--hosts", "127.0.0.1", "--launcher", "ssh"}, false},
+		{[]string{"--hosts", "127.0.0.1:2222"}, false},
+		{[]string{"--hosts", "node7"}, false},
+	} {
+		for _, j := range []string{"", "--json"} {
+			args := append(append([]string{"pipette-launch", "run", "--dry-run", "--no-check-script", "--nproc-per-node", "2"}, tc.args...), "train.py")
+			if j != "" {
+				args = append(args[:3], append([]string{j}, args[3:]...)...)
+			}
+			var out, errOut bytes.Buffer
+			code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			said := strings.Contains(out.String(), "runs on this machine without SSH") || strings.Contains(out.String(), `"runs_here_without_ssh": true`)
+			if code != 0 || said != tc.want {
+				t.Errorf("%v %s: exit %d, says it runs here %v, want %v\n%s%s", tc.args, j, code, said, tc.want, out.String(), errOut.String())
+			}
+		}
+	}
+}
