@@ -89,6 +89,20 @@ func TestLaunchLocal(t *testing.T) {
 		}
 		assertGone(t, dir)
 	})
+	t.Run("a restart after a failure", func(t *testing.T) {
+		dir := t.TempDir()
+		job := localJob(dir, `echo "attempt $TORCHELASTIC_RESTART_COUNT"`, `[ "$TORCHELASTIC_RESTART_COUNT" -ge 1 ] || exit 4; echo recovered`)
+		var out syncbuf.Buffer
+		if err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, MaxRestarts: 1, Grace: 2 * time.Second}); err != nil {
+			t.Fatalf("Launch: %v\n%s", err, out.String())
+		}
+		for _, want := range []string{"localhost:0: attempt 0", "restarting the whole job (restart 1 of 1)", "localhost:0: attempt 1", "localhost:1: recovered"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+		assertGone(t, dir)
+	})
 	t.Run("cancel stops every rank", func(t *testing.T) {
 		dir := t.TempDir()
 		job := localJob(dir, `echo up; exec sleep 60`, `trap 'echo got TERM; exit 7' TERM; echo up; while :; do sleep 0.1; done`)

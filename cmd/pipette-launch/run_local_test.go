@@ -89,8 +89,9 @@ func leftovers(mark string) []string {
 
 func assertNothingLeftHere(t *testing.T, mark string) {
 	t.Helper()
-	// The agent reaps its helpers as it ends; give exiting processes a moment.
-	deadline := time.Now().Add(5 * time.Second)
+	// The agent reaps its helpers as it ends, and a watchdog that saw EOF
+	// stops the ranks (TERM, KILL after the 3 s grace): give them that.
+	deadline := time.Now().Add(15 * time.Second)
 	for len(leftovers(mark)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -139,6 +140,15 @@ func TestRunLocallySIGINT(t *testing.T) {
 	if !strings.Contains(errOut, "interrupted") {
 		t.Errorf("the summary does not say the job was interrupted:\n%s", errOut)
 	}
+	assertNothingLeftHere(t, mark)
+}
+
+// TestRunLocallyKilledLeavesNothing: pipette-launch killed outright
+// (SIGKILL: no handler runs) still leaves nothing running: the agent's
+// stdin was our pipe, the kernel closes it, and its watchdog stops the ranks.
+func TestRunLocallyKilledLeavesNothing(t *testing.T) {
+	dir, mark := localDir(t)
+	signalRun(t, append(localArgs(t, dir, "--standalone"), "--sleep", "120"), 2, syscall.SIGKILL)
 	assertNothingLeftHere(t, mark)
 }
 
