@@ -188,6 +188,7 @@ func TestNProcPerNodeCountedHere(t *testing.T) {
 			if tc.cvd != "" {
 				t.Setenv("CUDA_VISIBLE_DEVICES", tc.cvd)
 			} else {
+				t.Setenv("CUDA_VISIBLE_DEVICES", "") // restored after the test
 				os.Unsetenv("CUDA_VISIBLE_DEVICES")
 			}
 			var out, errOut bytes.Buffer
