@@ -34,7 +34,7 @@ func newApp(io *IOStreams) *cli.App {
 		ErrWriter: io.ErrOut,
 		Flags:     run.Flags,
 		Action:    run.Action,
-		Commands:  []*cli.Command{run, newPlanCmd(io), newProbeCmd(io), newSbatchCmd(io), newCalibrateCmd(io)},
+		Commands:  []*cli.Command{run, newPreflightCmd(io), newPlanCmd(io), newProbeCmd(io), newSbatchCmd(io), newCalibrateCmd(io)},
 		// Errors are printed by runApp with the right exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

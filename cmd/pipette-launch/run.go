@@ -28,6 +28,11 @@ import (
 // torchrun-style `pipette-launch script.py ...`).
 type RunOptions struct {
 	IO *IOStreams
+	// Preflight runs the collective test before the job; PreflightOnly
+	// (pipette-launch preflight) runs only the test.
+	Preflight, PreflightOnly bool
+	PreflightTimeout         time.Duration
+	PreflightMinShare        float64
 	// socketsOnly prices the plan on sockets everywhere: set when the plan
 	// priced with one network per group type cannot keep RDMA in islands.
 	socketsOnly bool
@@ -121,6 +126,28 @@ func (e *inputError) Error() string { return e.msg }
 
 func inputErrorf(format string, a ...any) error {
 	return &inputError{fmt.Sprintf(format, a...)}
+}
+
+// newPreflightCmd is `pipette-launch preflight`: run's flags, the job's
+// rendered environment, the collective test instead of the script.
+func newPreflightCmd(io *IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:      "preflight",
+		Usage:     "prove every group's links before a job: all-reduce in each TP/CP/DP group, send/recv on each pipeline link, through the job's exact per-rank environment (same flags as run)",
+		ArgsUsage: "script.py [script args...]",
+		Flags:     runFlags(),
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("pipette-launch preflight: %s (see pipette-launch preflight --help)", didYouMean(err, c.Command.Flags)), 2)
+		},
+		Action: func(c *cli.Context) error {
+			opts, err := runOptionsFromCLI(c, io, os.Environ())
+			if err != nil {
+				return exitFor(err)
+			}
+			opts.PreflightOnly = true
+			return exitFor(runRun(c.Context, opts))
+		},
+	}
 }
 
 // newRunCmd is `pipette-launch run`.
@@ -236,8 +263,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: environment from %s: %s\n", s.name, strings.Join(names, " "))
 	}
-	render := func(facts *launchFacts) (*templates.Job, error) {
-		job, err := templates.Render(ch.plan, cluster, templates.Options{
+	renderOptions := func(facts *launchFacts) templates.Options {
+		return templates.Options{
 			Name:           opts.RunID,
 			Role:           opts.Role,
 			Script:         opts.Script,
@@ -260,7 +287,10 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			DSUser:         ch.ds,
 			DSPassThrough:  !planned,
 			DSOverride:     opts.PlanOverridesConfig,
-		})
+		}
+	}
+	render := func(facts *launchFacts) (*templates.Job, error) {
+		job, err := templates.Render(ch.plan, cluster, renderOptions(facts))
 		if err != nil {
 			return nil, &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
 		}
@@ -329,6 +359,12 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			return fmt.Errorf("launch directory: %w (give --workdir)", err)
 		}
 		job.WorkDir = wd
+	}
+	if opts.Preflight || opts.PreflightOnly {
+		o := renderOptions(facts)
+		if err := runPreflight(ctx, job, cluster, ch.plan, o, opts); err != nil || opts.PreflightOnly {
+			return err
+		}
 	}
 	return launchJob(ctx, job, opts)
 }

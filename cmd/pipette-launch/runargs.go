@@ -55,6 +55,9 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
 		&cli.StringFlag{Name: "quiet-ranks", Usage: "global ranks whose output is not streamed (0,3); they still go to --log-dir"},
 		&cli.DurationFlag{Name: "stop-grace", Value: launcher.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
+		&cli.BoolFlag{Name: "preflight", Usage: "before the job, run a collective test through the job's exact environment: an all-reduce in every TP, CP and DP group and a send/recv on every pipeline link; stop naming the group, hosts and transport that fail (pipette-launch preflight runs only the test)"},
+		&cli.DurationFlag{Name: "preflight-timeout", Value: 30 * time.Second, Usage: "preflight: limit for every connection and operation"},
+		&cli.Float64Flag{Name: "preflight-min-share", Value: 0.5, Usage: "preflight with NCCL: fail a group whose bus bandwidth is under this share of the plan's figure (gloo on CPU is reported, not judged)"},
 		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launcher.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
 	}, append(append(sshFlags(), reportFlags()...), ignoredTorchrunFlags()...)...)
 }
@@ -146,6 +149,15 @@ func runOptionsFromCLI(c *cli.Context, io *IOStreams, env []string) (*RunOptions
 	o.StopGrace = c.Duration("stop-grace")
 	if o.StopGrace <= 0 {
 		return nil, inputErrorf("--stop-grace %s: want a positive duration such as 10s (ranks need time to exit after SIGTERM)", o.StopGrace)
+	}
+	o.Preflight = c.Bool("preflight")
+	o.PreflightTimeout = c.Duration("preflight-timeout")
+	o.PreflightMinShare = c.Float64("preflight-min-share")
+	if o.PreflightTimeout < time.Second {
+		return nil, inputErrorf("--preflight-timeout %s: want at least 1s, such as 30s", o.PreflightTimeout)
+	}
+	if o.PreflightMinShare < 0 || o.PreflightMinShare > 1 {
+		return nil, inputErrorf("--preflight-min-share %g: want a share between 0 and 1", o.PreflightMinShare)
 	}
 	o.HeartbeatTimeout = c.Duration("heartbeat-timeout")
 	if o.HeartbeatTimeout < time.Second {

@@ -101,9 +101,35 @@ class Runner(object):
         work.wait(self.timeout)
         if self.cuda:
             torch.cuda.synchronize()
+        self.progress = time.time()
+
+    def bounded(self, fn, *args):
+        """Runs fn in a thread and gives up once it makes no progress for
+        the timeout: a rank whose peer failed fast can wait in gloo's
+        connect longer than any timeout it was given."""
+        box = {}
+
+        def run():
+            try:
+                box["value"] = fn(*args)
+            except Exception as e:  # noqa: BLE001 - reported as the group's error
+                box["error"] = e
+
+        self.progress = time.time()
+        t = threading.Thread(target=run)
+        t.daemon = True
+        t.start()
+        while t.is_alive():
+            t.join(0.2)
+            if t.is_alive() and time.time() - self.progress > self.spec["timeout_s"]:
+                raise TimeoutError("no progress for %gs (connecting or in the collective)" % self.spec["timeout_s"])
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def allreduce(self, g):
         pg = self.new_pg("g/%s/" % g["id"], g["ranks"], g.get("net"))
+        self.progress = time.time()
         t = self.tensor(self.spec["bytes"])
         self.wait(pg.allreduce([t]))  # warm-up: connects the group
         times = []
@@ -115,6 +141,7 @@ class Runner(object):
 
     def sendrecv(self, g):
         pg = self.new_pg("g/%s/" % g["id"], g["ranks"], g.get("net"))
+        self.progress = time.time()
         t = self.tensor(self.spec["bytes"])
         me = g["ranks"].index(self.rank)
         peer = 1 - me
@@ -142,12 +169,14 @@ class Runner(object):
         for g in mine:
             self.watchdog.arm("%s group %s" % (g["type"], g["id"]))
             ok, err, times = True, "", []
+            t0 = time.time()
             try:
-                times = self.sendrecv(g) if g["op"] == "sendrecv" else self.allreduce(g)
+                times = self.bounded(self.sendrecv if g["op"] == "sendrecv" else self.allreduce, g)
             except Exception as e:  # timeout, refused connection, NCCL error
                 ok, err = False, "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
             self.watchdog.disarm()
-            emit(event="group", id=g["id"], rank=self.rank, ok=ok, error=err, seconds=times, backend=self.backend)
+            emit(event="group", id=g["id"], rank=self.rank, ok=ok, error=err, seconds=times, backend=self.backend,
+                 elapsed=round(time.time() - t0, 2))
             self.store.set("status/%s/%d" % (g["id"], self.rank), "ok" if ok else "fail")
         self.barrier(phase["name"])
         failed = []
@@ -175,16 +204,19 @@ class Runner(object):
                 self.pair_exchange("pair/%s/%s-%s/" % (g["id"], a, b), ranks, g.get("net"))
             except Exception as e:
                 ok, err = False, "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
-            if self.rank == ranks[0]:
-                emit(event="pair", id=g["id"], hosts=[a, b], ok=ok, error=err)
+            emit(event="pair", id=g["id"], hosts=[a, b], rank=self.rank, ok=ok, error=err)
 
         threads = [threading.Thread(target=test, args=p) for p in mine]
-        self.watchdog.arm("pair tests of group %s" % g["id"])
         for t in threads:
+            t.daemon = True
             t.start()
+        deadline = time.time() + 2 * self.spec["timeout_s"]
         for t in threads:
-            t.join()
-        self.watchdog.disarm()
+            t.join(max(deadline - time.time(), 0))
+        for (a, b), t in zip(mine, threads):
+            if t.is_alive():
+                emit(event="pair", id=g["id"], hosts=[a, b], rank=self.rank, ok=False,
+                     error="no answer within %gs" % (2 * self.spec["timeout_s"]))
 
     def pair_exchange(self, prefix, ranks, net):
         pg = self.new_pg(prefix, ranks, net)
@@ -203,10 +235,15 @@ def main():
         spec = json.load(f)
     r = Runner(spec)
     emit(event="start", rank=r.rank, backend=r.backend, torch=torch.__version__)
+    # Ranks start seconds apart (importing torch on a busy host): meet
+    # first, so each operation's timeout measures the network alone.
+    r.barrier("start")
     for phase in spec["phases"]:
         r.run_phase(phase)
     r.barrier("end")
     emit(event="done", rank=r.rank)
+    # Threads left waiting on a peer that never came must not hold the exit.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/preflight"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// launchPreflight starts the preflight job like launchJob, its output to
+// out; tests replace it.
+var launchPreflight = func(ctx context.Context, job *templates.Job, opts *RunOptions, out io.Writer) error {
+	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
+		Slurm:            opts.slurm,
+		SSH:              opts.SSH,
+		Fanout:           opts.Fanout,
+		Pool:             opts.pool,
+		Out:              out,
+		Grace:            opts.StopGrace,
+		HeartbeatTimeout: opts.HeartbeatTimeout,
+		// Eight ranks importing torch at once on a small host slow the
+		// agents' start: the test's own timeouts bound the network.
+		StartTimeout: 90 * time.Second,
+	})
+}
+
+// runPreflight runs the collective test of the rendered job and prints
+// the per-group table: to stdout for `pipette-launch preflight`, to
+// stderr before a job (whose stdout is the ranks').
+func runPreflight(ctx context.Context, job *templates.Job, c *planner.Cluster, p *planner.Plan, o templates.Options, opts *RunOptions) error {
+	pj, spec, err := templates.Preflight(job, c, p, o, templates.PreflightOptions{Timeout: opts.PreflightTimeout})
+	if err != nil {
+		return &inputError{"preflight: " + err.Error()}
+	}
+	out := opts.IO.ErrOut
+	if opts.PreflightOnly {
+		out = opts.IO.Out
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: preflight: %d groups on %d hosts\n", countGroups(spec), len(pj.Hosts))
+	var col preflight.Collector
+	launchErr := launchPreflight(ctx, pj, opts, &col)
+	rep := preflight.Evaluate(spec, col.Events(), opts.PreflightMinShare)
+	rep.Write(out, spec)
+	if tail := col.Other(); (rep.Failed != nil || launchErr != nil) && len(tail) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: preflight: the ranks' last other output lines:\n%s\n", strings.Join(tail, "\n"))
+	}
+	switch {
+	case rep.Failed != nil:
+		return cli.Exit("preflight failed: "+rep.Reason, exitFailure)
+	case launchErr != nil:
+		return cli.Exit(fmt.Sprintf("preflight failed: %v", launchErr), exitFailure)
+	}
+	return nil
+}
+
+func countGroups(spec *templates.PreflightSpec) int {
+	n := 0
+	for _, ph := range spec.Phases {
+		n += len(ph.Groups)
+	}
+	return n
+}
