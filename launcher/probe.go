@@ -17,12 +17,14 @@ type HostProbe struct {
 	Target   string `json:"target"`
 	Hostname string `json:"hostname"`
 	// Addr is the IPv4 address other hosts reach this one on.
-	Addr        string    `json:"addr"`
-	GPUs        []GPU     `json:"gpus,omitempty"`
-	NICs        []NIC     `json:"nics,omitempty"`
-	MemoryBytes int64     `json:"memory_bytes"`
-	CPUCores    int       `json:"cpu_cores"`
-	Topology    *Topology `json:"-"`
+	Addr        string `json:"addr"`
+	GPUs        []GPU  `json:"gpus,omitempty"`
+	NICs        []NIC  `json:"nics,omitempty"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	CPUCores    int    `json:"cpu_cores"`
+	// Software is what the probe read from the host's Python packages.
+	Software planner.SoftwareVersions `json:"software"`
+	Topology *Topology                `json:"-"`
 	// Warnings are things that did not stop the probe (nvidia-smi failing).
 	Warnings []string `json:"warnings,omitempty"`
 }

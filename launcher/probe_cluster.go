@@ -238,6 +238,15 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (planner.Isla
 		}
 		is.PCIeGen = g.PCIeGenMax
 	}
+	sw := hosts[0].Software
+	for _, hp := range hosts[1:] {
+		sw.NCCL = planner.OldestVersion(sw.NCCL, hp.Software.NCCL)
+		sw.Torch = planner.OldestVersion(sw.Torch, hp.Software.Torch)
+		sw.MegatronCore = planner.OldestVersion(sw.MegatronCore, hp.Software.MegatronCore)
+	}
+	if sw != (planner.SoftwareVersions{}) {
+		is.Software = &sw
+	}
 	for _, hp := range hosts {
 		e := o.entry(hp)
 		if e.Address == "" && hp.Addr != "" && hp.Addr != e.Name {

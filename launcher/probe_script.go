@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/planner"
 )
 
 // probeMarker starts every section line of the probe script's output.
@@ -26,6 +27,9 @@ sec nproc; nproc 2>/dev/null
 sec cpuinfo; grep '^processor' /proc/cpuinfo 2>/dev/null
 sec meminfo; grep '^MemTotal:' /proc/meminfo
 sec ipaddr; ip -o -4 addr show 2>/dev/null
+if command -v python3 >/dev/null 2>&1; then
+  sec software; python3 -c '` + softwareSnippet + `' 2>/dev/null
+fi
 if command -v nvidia-smi >/dev/null 2>&1; then
   sec gpus; nvidia-smi --query-gpu=` + GPUQueryFields + ` --format=csv,noheader,nounits 2>&1; rc=$?; sec gpus_rc "$rc"
   if [ "$rc" != 0 ]; then sec gpulist; nvidia-smi -L 2>&1; sec gpulist_rc "$?"; fi
@@ -54,6 +58,21 @@ for i in "$R"/sys/class/net/*; do
 done
 sec end
 `
+
+// softwareSnippet prints "torch V", "nccl V" and "megatron_core V" from
+// installed package metadata, without importing torch (seconds on a busy
+// host): NCCL as the nvidia-nccl wheel torch's pip builds depend on. An
+// empty V is unknown (a conda build, a Megatron checkout on PYTHONPATH).
+const softwareSnippet = `import importlib.metadata as m
+for k, names in (("torch", ("torch",)), ("nccl", ("nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl-cu13")), ("megatron_core", ("megatron-core", "megatron_core"))):
+    v = ""
+    for n in names:
+        try:
+            v = m.version(n)
+            break
+        except Exception:
+            pass
+    print(k, v)`
 
 // ProbeCommand is the one remote command line that probes a host. It runs
 // the script under sh so the login shell's flavour does not matter.
@@ -187,7 +206,7 @@ func ParseProbeOutput(out string) (*HostProbe, error) {
 	if err != nil {
 		return nil, err
 	}
-	hp := &HostProbe{Hostname: strings.TrimSpace(po.sections["hostname"])}
+	hp := &HostProbe{Hostname: strings.TrimSpace(po.sections["hostname"]), Software: parseSoftware(po.sections["software"])}
 	if hp.Hostname == "" {
 		return nil, fmt.Errorf("probe output: no hostname")
 	}
@@ -250,4 +269,22 @@ func (hp *HostProbe) parseGPUs(po *probeOutput) error {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return l
+}
+
+// parseSoftware reads softwareSnippet's "name version" lines.
+func parseSoftware(text string) planner.SoftwareVersions {
+	var sw planner.SoftwareVersions
+	for _, l := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), " ")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "torch":
+			sw.Torch = v
+		case "nccl":
+			sw.NCCL = v
+		case "megatron_core":
+			sw.MegatronCore = v
+		}
+	}
+	return sw
 }

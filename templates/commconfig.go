@@ -267,11 +267,11 @@ func softwareGate(c *planner.Cluster, islands []int) string {
 			name, v string
 			min     []int
 		}{{"NCCL", sw.NCCL, minNCCL}, {"torch", sw.Torch, minTorch}, {"Megatron-Core", sw.MegatronCore, minMegatronCore}} {
-			nums, ok := parseVersion(comp.v)
+			nums, ok := planner.ParseVersion(comp.v)
 			switch {
 			case !ok:
 				unknown = append(unknown, fmt.Sprintf("%s on %s", comp.name, spec.Name))
-			case versionLess(nums, comp.min):
+			case planner.VersionLess(nums, comp.min):
 				old = append(old, fmt.Sprintf("%s %s on %s (needs %s)", comp.name, comp.v, spec.Name, joinVersion(comp.min)))
 			}
 		}
@@ -283,44 +283,6 @@ func softwareGate(c *planner.Cluster, islands []int) string {
 		return "versions unknown (" + strings.Join(unknown, ", ") + "); `pipette-launch probe` records them, or write clusters[].software {nccl, torch, megatron_core} in the cluster file"
 	}
 	return ""
-}
-
-// parseVersion reads the leading numbers of "2.21.5", "2.4.0+cu121",
-// "0.11.0rc0"; false for "" or text without a number.
-func parseVersion(v string) ([]int, bool) {
-	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
-	var out []int
-	for _, part := range strings.Split(v, ".") {
-		end := 0
-		for end < len(part) && part[end] >= '0' && part[end] <= '9' {
-			end++
-		}
-		if end == 0 {
-			break
-		}
-		n, _ := strconv.Atoi(part[:end])
-		out = append(out, n)
-		if end < len(part) {
-			break
-		}
-	}
-	return out, len(out) > 0
-}
-
-func versionLess(a, b []int) bool {
-	for i := range max(len(a), len(b)) {
-		x, y := 0, 0
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
 }
 
 func joinVersion(v []int) string {

@@ -202,9 +202,9 @@ func TestParseVersion(t *testing.T) {
 		{"1.13.0a0", minTorch, true, true}, {"0.11.0rc0", minMegatronCore, false, true}, {"0.10.0", minMegatronCore, true, true},
 		{"", minTorch, false, false}, {"unknown", minTorch, false, false},
 	} {
-		n, ok := parseVersion(tc.v)
-		if ok != tc.ok || ok && versionLess(n, tc.min) != tc.less {
-			t.Errorf("%q: %v %v less=%v", tc.v, n, ok, versionLess(n, tc.min))
+		n, ok := planner.ParseVersion(tc.v)
+		if ok != tc.ok || ok && planner.VersionLess(n, tc.min) != tc.less {
+			t.Errorf("%q: %v %v less=%v", tc.v, n, ok, planner.VersionLess(n, tc.min))
 		}
 	}
 }
