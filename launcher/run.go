@@ -228,12 +228,22 @@ func uploadFiles(ctx context.Context, pool *Pool, job templates.Job, targets []H
 			if mode == 0 {
 				mode = 0o644
 			}
-			if err := c.Upload(ctx, f.Content, path.Join(job.WorkDir, f.Path), fsMode(mode)); err != nil {
+			if err := c.Upload(ctx, f.Content, remoteFilePath(job, f), fsMode(mode)); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// remoteFilePath is where f lands on a host: in the job's files directory,
+// under the work directory unless it is absolute.
+func remoteFilePath(job templates.Job, f templates.File) string {
+	p := job.FilePath(f)
+	if path.IsAbs(p) {
+		return p
+	}
+	return path.Join(job.WorkDir, p)
 }
 
 // hostRun is one host's agent during one attempt.

@@ -105,8 +105,8 @@ func uploadFilesSlurm(ctx context.Context, s Slurm, job templates.Job) error {
 		if mode == 0 {
 			mode = 0o644
 		}
-		dst := path.Join(job.WorkDir, f.Path)
-		script := fmt.Sprintf(`set -e; mkdir -p %[1]s; t=$(mktemp %[1]s/.pipette-upload.XXXXXX); head -c %[2]d >"$t"; `+
+		dst := remoteFilePath(job, f)
+		script := fmt.Sprintf(`set -e; mkdir -p -m 700 %[1]s; t=$(mktemp %[1]s/.pipette-upload.XXXXXX); head -c %[2]d >"$t"; `+
 			`[ "$(wc -c <"$t")" -eq %[2]d ] || { rm -f "$t"; echo "upload of %[3]s incomplete" >&2; exit 1; }; chmod %[4]o "$t"; mv "$t" %[5]s`,
 			shellquote.Quote(path.Dir(dst)), len(f.Content), oneLine(f.Path), mode, shellquote.Quote(dst))
 		args := append(s.stepArgs(nodes), "--input=all", "/bin/sh", "-c", script)

@@ -54,7 +54,7 @@ func Describe(w io.Writer, job *Job) error {
 		}
 	}
 	for _, f := range job.Files {
-		ew.printf("\n== file %s (mode %04o) ==\n%s", f.Path, f.Mode, f.Content)
+		ew.printf("\n== file %s (mode %04o) ==\n%s", job.FilePath(f), f.Mode, f.Content)
 		if !strings.HasSuffix(string(f.Content), "\n") {
 			ew.printf("\n")
 		}

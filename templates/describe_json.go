@@ -56,7 +56,7 @@ func View(job *Job) JobView {
 		v.Hosts = append(v.Hosts, hv)
 	}
 	for _, f := range job.Files {
-		v.Files = append(v.Files, FileView{f.Path, f.Mode, string(f.Content)})
+		v.Files = append(v.Files, FileView{job.FilePath(f), f.Mode, string(f.Content)})
 	}
 	return v
 }

@@ -5,7 +5,10 @@
 // function; nothing here connects to hosts.
 package templates
 
-import "fmt"
+import (
+	"fmt"
+	"path"
+)
 
 // Job is everything needed to start one training job on every host. The
 // launcher executes it; --dry-run prints it; --output-dir writes it.
@@ -15,8 +18,14 @@ type Job struct {
 	// Hosts in node-rank order.
 	Hosts []HostJob
 	// Files are uploaded to every host before any rank starts (ds_config.json,
-	// hostfile). Paths are relative to WorkDir.
+	// hostfile). Paths are relative to FilesDir.
 	Files []File
+	// FilesDir is the job's own directory for Files (relative to WorkDir,
+	// or absolute), created private (mode 0700): never the launch
+	// directory itself, where a generated ds_config.json would overwrite
+	// the user's own, or another job's on a shared filesystem. Empty means
+	// WorkDir (jobs built by hand).
+	FilesDir string
 	// WorkDir is the directory on each host where Files land and ranks start.
 	WorkDir string
 	// Warnings are things the user should know before starting (e.g. a
@@ -59,6 +68,12 @@ type File struct {
 	Path    string
 	Mode    uint32
 	Content []byte
+}
+
+// FilePath is where f lands on every host, as the ranks' argv names it:
+// relative to WorkDir, or absolute.
+func (j *Job) FilePath(f File) string {
+	return path.Join(j.FilesDir, f.Path)
 }
 
 // HostLabels name the job's hosts one-to-one: a host's name, or name:port

@@ -54,6 +54,9 @@ type Options struct {
 	// keeps its own --deepspeed_config path and no ds_config.json is written.
 	DSUser                    *DSUserConfig
 	DSPassThrough, DSOverride bool
+	// FilesDir is the job's private directory for the files it generates
+	// (Job.FilesDir); default .pipette-launch/jobs/NAME under WorkDir.
+	FilesDir string
 	// dsConfigPath is the config the ranks read (set by Render).
 	dsConfigPath string
 	// Rendezvous is what the launch probe found (nil for a dry run):
@@ -88,7 +91,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		return nil, err
 	}
 	o.MasterAddr = master
-	job := &Job{Name: o.Name, WorkDir: o.WorkDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
+	job := &Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
 	megatronArgs := p.Framework == planner.FrameworkMegatron ||
 		(p.Framework == planner.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
 	numLayers, err := megatronLayers(o, megatronArgs)
@@ -140,6 +143,24 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		job.Hosts[i].Script = s
 	}
 	return job, nil
+}
+
+// DefaultFilesDir is a job's directory for the files it generates, under
+// the work directory: its own per job name, never the work directory
+// itself.
+func DefaultFilesDir(name string) string {
+	return ".pipette-launch/jobs/" + SafeName(name)
+}
+
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// SafeName is name as one path component: other characters become "_".
+func SafeName(name string) string {
+	s := unsafeNameChars.ReplaceAllString(name, "_")
+	if s == "" || s == "." || s == ".." {
+		return "job"
+	}
+	return s
 }
 
 // megatronLayers reads --num-layers from Megatron arguments and refuses
@@ -201,6 +222,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.NCCLMode == "" {
 		o.NCCLMode = NCCLAuto
+	}
+	if o.FilesDir == "" {
+		o.FilesDir = DefaultFilesDir(o.Name)
 	}
 	return o
 }
@@ -477,7 +501,7 @@ func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 	if p.Framework != planner.FrameworkDeepSpeed {
 		return nil, nil
 	}
-	o.dsConfigPath = DSConfigFile
+	o.dsConfigPath = job.FilePath(File{Path: DSConfigFile})
 	u := o.DSUser
 	if u == nil {
 		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, parseFlags(o.Args).has("--fp16")))

@@ -98,6 +98,8 @@ type RunOptions struct {
 	// standalone is --standalone; local: the job runs on this machine
 	// without SSH (runlocal.go).
 	standalone, local bool
+	// filesDir is the job's own directory for its files (jobFilesDir).
+	filesDir string
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
@@ -279,6 +281,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			MaxRestarts:    opts.MaxRestarts,
 			NCCLMode:       mode,
 			WorkDir:        opts.WorkDir,
+			FilesDir:       jobFilesDir(opts),
 			LogDir:         opts.LogDir,
 			Env:            opts.Env,
 			ExplicitEnv:    explicit,

@@ -363,22 +363,9 @@ func userDSConfig(o *RunOptions, fw planner.Framework) (*templates.DSUserConfig,
 	if fw != planner.FrameworkDeepSpeed {
 		return nil, nil
 	}
-	flag, path := "", ""
-	for i, a := range o.ScriptArgs {
-		for _, f := range []string{"--deepspeed_config", "--deepscale_config"} {
-			if a == f && i+1 < len(o.ScriptArgs) {
-				flag, path = f, o.ScriptArgs[i+1]
-			} else if v, ok := strings.CutPrefix(a, f+"="); ok {
-				flag, path = f, v
-			}
-		}
-	}
+	flag, path, file := userDSConfigFlag(o)
 	if path == "" {
 		return nil, nil
-	}
-	file := path
-	if o.WorkDir != "" && !filepath.IsAbs(file) {
-		file = filepath.Join(o.WorkDir, file)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -389,6 +376,25 @@ func userDSConfig(o *RunOptions, fw planner.Framework) (*templates.DSUserConfig,
 		return nil, &inputError{err.Error()}
 	}
 	return ds, nil
+}
+
+// userDSConfigFlag finds the script's --deepspeed_config: the flag, the
+// path as given and the file it names here.
+func userDSConfigFlag(o *RunOptions) (flag, path, file string) {
+	for i, a := range o.ScriptArgs {
+		for _, f := range []string{"--deepspeed_config", "--deepscale_config"} {
+			if a == f && i+1 < len(o.ScriptArgs) {
+				flag, path = f, o.ScriptArgs[i+1]
+			} else if v, ok := strings.CutPrefix(a, f+"="); ok {
+				flag, path = f, v
+			}
+		}
+	}
+	file = path
+	if o.WorkDir != "" && path != "" && !filepath.IsAbs(file) {
+		file = filepath.Join(o.WorkDir, file)
+	}
+	return flag, path, file
 }
 
 // planSummary is the one line printed before the job.
@@ -426,9 +432,13 @@ func planSummary(p *planner.Plan, idx, n int) string {
 	return b.String()
 }
 
-// writeOutputDir writes <host>.sh per host plus the job's files.
+// writeOutputDir writes <host>.sh per host plus the job's files. The
+// scripts are the owner's only (0700): they carry the ranks' environment,
+// secrets included. The files go into the directory itself, which the
+// scripts name by its absolute path; it never takes the place of the
+// user's own DeepSpeed config.
 func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
-	if err := os.MkdirAll(o.OutputDir, 0o755); err != nil {
+	if err := os.MkdirAll(o.OutputDir, 0o700); err != nil {
 		return fmt.Errorf("--output-dir: %w", err)
 	}
 	write := func(name string, data []byte, mode os.FileMode) error {
@@ -436,8 +446,20 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 		if err := os.WriteFile(path, data, mode); err != nil {
 			return fmt.Errorf("--output-dir: %w", err)
 		}
+		// WriteFile keeps the mode of a file that was there.
+		if err := os.Chmod(path, mode); err != nil {
+			return fmt.Errorf("--output-dir: %w", err)
+		}
 		fmt.Fprintf(o.IO.Out, "wrote %s\n", path)
 		return nil
+	}
+	if flag, path, file := userDSConfigFlag(o); path != "" {
+		mine, _ := os.Stat(file)
+		for _, f := range job.Files {
+			if st, err := os.Stat(filepath.Join(o.OutputDir, f.Path)); err == nil && mine != nil && os.SameFile(st, mine) {
+				return inputErrorf("--output-dir %s: writing %s there would overwrite your %s %s: choose another directory", o.OutputDir, f.Path, flag, path)
+			}
+		}
 	}
 	labels := templates.HostLabels(job.Hosts)
 	for i, h := range job.Hosts {
@@ -445,7 +467,7 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 			return fmt.Errorf("--output-dir: host name %q cannot be a file name", h.Name)
 		}
 		// name:port becomes name_port: a colon is awkward in file names.
-		if err := write(strings.ReplaceAll(labels[i], ":", "_")+".sh", []byte(h.Script), 0o755); err != nil {
+		if err := write(strings.ReplaceAll(labels[i], ":", "_")+".sh", []byte(h.Script), 0o700); err != nil {
 			return err
 		}
 	}
@@ -454,7 +476,11 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(o.IO.Out, "# %s\n# copy the files to the work directory of every host and run each host's script there\n", summary)
+	fmt.Fprintf(o.IO.Out, "# %s\n# run each host's script on its host, in the work directory", summary)
+	if len(job.Files) > 0 {
+		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that path on every host (a shared filesystem) or copy it there", job.FilesDir)
+	}
+	fmt.Fprintf(o.IO.Out, "\n")
 	return nil
 }
 
