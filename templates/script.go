@@ -19,6 +19,8 @@ var scriptTmpl = template.Must(template.New("host.sh.tmpl").Funcs(template.FuncM
 	"shq":     shellquote.Quote,
 	"joinq":   shellquote.Join,
 	"envArgv": EnvSafeArgv,
+	// Names a shell cannot export stay env(1) assignments in argv.
+	"validEnvName": envNameRE.MatchString,
 }).ParseFS(tmplFS, "tmpl/host.sh.tmpl"))
 
 // HostScript renders the standalone POSIX sh launch script of host i.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -387,4 +388,57 @@ func running(pid int) bool {
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestLaunchScriptKeepsSecretsOffCommandLines: a secret in a rank's
+// environment reaches the rank, but no process's command line (what ps
+// shows anyone on the host) holds it while the ranks run, and the script
+// leaves no file behind that does.
+func TestLaunchScriptKeepsSecretsOffCommandLines(t *testing.T) {
+	const secret = "tok-3f9a1c77-never-in-ps"
+	job := renderLocal(t, []string{"--plain"}, []string{"HF_TOKEN=" + secret})
+	out, tmp := t.TempDir(), t.TempDir()
+	path := filepath.Join(t.TempDir(), "host0.sh")
+	if err := os.WriteFile(path, []byte(job.Hosts[0].Script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", path)
+	cmd.Env = append(os.Environ(), helperOutEnv+"="+out, "HELPER_SLEEP=1", "PIPETTE_STOP_GRACE_S=5", "TMPDIR="+tmp)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, r := range []string{"0", "1"} {
+		for {
+			if _, err := os.Stat(filepath.Join(out, "env."+r)); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %s did not start", r)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret: %q", p, b)
+		}
+	}
+	if !slices.Contains(readNUL(t, filepath.Join(out, "env.1")), "HF_TOKEN="+secret) {
+		t.Errorf("rank 1 does not see HF_TOKEN")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s, left behind, holds the secret", p)
+			}
+		}
+		return nil
+	})
 }

@@ -97,6 +97,8 @@ func TestRunCLIOnTestbed(t *testing.T) {
 	}
 	t.Run("environment", func(t *testing.T) { checkEnvJob(t, tb, dir) })
 	t.Run("two hosts behind one address", func(t *testing.T) { checkHostsBehindOneAddress(t, tb, dir) })
+	t.Run("files", func(t *testing.T) { checkFilesJob(t, tb, dir) })
+	t.Run("secrets", func(t *testing.T) { checkSecretsJob(t, tb, dir) })
 }
 
 // checkEnvJob runs a job that prints its own environment: the launching
