@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
@@ -21,6 +22,8 @@ type LaunchProbe struct {
 	MasterAddr string `json:"master_addr"`
 	// Hosts follow the targets' order.
 	Hosts []HostRoute `json:"hosts"`
+	// ProbedAt is when the probe ran.
+	ProbedAt time.Time `json:"probed_at"`
 }
 
 // HostRoute is one host's answer.
@@ -73,7 +76,7 @@ func ProbeLaunch(ctx context.Context, pool *Pool, targets []HostTarget, rank0 in
 	if err := pool.DialAll(ctx, targets); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	lp := &LaunchProbe{Hosts: make([]HostRoute, len(targets))}
+	lp := &LaunchProbe{Hosts: make([]HostRoute, len(targets)), ProbedAt: time.Now().UTC()}
 	run := func(ctx context.Context, i int, addr string) error {
 		c := pool.Conn(targets[i])
 		if c == nil {

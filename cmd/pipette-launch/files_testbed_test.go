@@ -35,6 +35,8 @@ print('DSCONFIG path=%s micro=%s dirmode=%o' % (p, c['train_micro_batch_size_per
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
+	t.Setenv("HOME", t.TempDir()) // the launch probe's cache
+	t.Setenv("XDG_CACHE_HOME", "")
 	args := e2eArgs(tb, dir)
 	args = append(args[:len(args)-5], "--framework", "deepspeed", filepath.Join(dir, "dscheck.py"), "--deepspeed", "--deepspeed_config", "ds_config.json")
 	var out, errOut syncbuf.Buffer
@@ -55,6 +57,24 @@ print('DSCONFIG path=%s micro=%s dirmode=%o' % (p, c['train_micro_batch_size_per
 		t.Errorf("the job's ds_config.json: %v\n%s", err, b)
 	}
 	tb.AssertNothingLeft(t)
+	// The launch cached its probe: a dry run of the same job now shows
+	// rank 0's real address and every host's interface, connecting nowhere.
+	out = syncbuf.Buffer{}
+	if code := runApp(append([]string{args[0], args[1], "--dry-run"}, args[2:]...), &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", code, errOut.String())
+	}
+	want := []string{"# where ranks meet: from the launch probe of ", "MASTER_ADDR=" + tb.Hosts[0].Addr + "\n"}
+	for _, h := range tb.Names() {
+		want = append(want, h+" eth0")
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("the dry run after the launch lacks %q:\n%s", w, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "GLOO_SOCKET_IFNAME=eth0\n"); n != 4 {
+		t.Errorf("%d of 4 hosts get GLOO_SOCKET_IFNAME=eth0 in the dry run:\n%s", n, out.String())
+	}
 }
 
 // checkSecretsJob runs a job with secrets in its environment (forwarded

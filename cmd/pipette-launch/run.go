@@ -100,6 +100,12 @@ type RunOptions struct {
 	standalone, local bool
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
+	// Reprobe (--reprobe) runs the launch probe for a dry run or
+	// --output-dir; ProbeMaxAge bounds the age of a cached one they show;
+	// probeNote says which they used.
+	Reprobe     bool
+	ProbeMaxAge time.Duration
+	probeNote   string
 }
 
 // launchJob starts a rendered job on its hosts and supervises it. The
@@ -314,6 +320,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err := checkRankFilters(opts, job); err != nil {
 		return err
 	}
+	if opts.DryRun || opts.OutputDir != "" {
+		if job, err = withCachedProbe(ctx, opts, cluster, ch.plan, render, job); err != nil {
+			return err
+		}
+	}
 	switch {
 	case opts.DryRun && opts.JSON:
 		return printDryRunJSON(opts, summary, ch.plan, job)
@@ -324,6 +335,9 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
 		if opts.local {
 			fmt.Fprintf(opts.IO.Out, "# runs on this machine without SSH, as torchrun does; its ranks meet on loopback (MASTER_ADDR=127.0.0.1)\n")
+		}
+		if opts.probeNote != "" {
+			fmt.Fprintf(opts.IO.Out, "# %s\n", opts.probeNote)
 		}
 		if opts.slurm != nil {
 			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, opts.slurm.SrunCommand(*job))
@@ -667,9 +681,10 @@ func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *
 		ExampleCluster bool   `json:"example_cluster,omitempty"`
 		RunsHere       bool   `json:"runs_here_without_ssh,omitempty"`
 		SrunCommand    string `json:"srun_command,omitempty"`
+		LaunchProbe    string `json:"launch_probe,omitempty"`
 		templates.JobView
 		Plan *planner.Plan `json:"plan,omitempty"`
-	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, JobView: templates.View(job), Plan: plan}
+	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan}
 	if opts.slurm != nil {
 		out.SrunCommand = opts.slurm.SrunCommand(*job)
 	}

@@ -55,6 +55,7 @@ var forwardedRE = regexp.MustCompile(`^(NCCL|PYTHON|MV2|UCX|MLFLOW|CUDA_|TORCH_|
 func cleanEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", "") // launch probes are cached under HOME
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		if forwardedRE.MatchString(k) {

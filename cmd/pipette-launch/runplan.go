@@ -476,7 +476,11 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(o.IO.Out, "# %s\n# run each host's script on its host, in the work directory", summary)
+	fmt.Fprintf(o.IO.Out, "# %s\n", summary)
+	if o.probeNote != "" {
+		fmt.Fprintf(o.IO.Out, "# %s\n", o.probeNote)
+	}
+	fmt.Fprintf(o.IO.Out, "# run each host's script on its host, in the work directory")
 	if len(job.Files) > 0 {
 		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that path on every host (a shared filesystem) or copy it there", job.FilesDir)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner"
@@ -46,12 +47,28 @@ type launchFacts struct {
 
 // probeForLaunch probes the hosts the plan uses: rank 0's address, each
 // host's interface towards it, and whether the launching shell's python3
-// exists there too.
+// exists there too. What it finds over SSH is cached for --dry-run and
+// --output-dir.
 func probeForLaunch(ctx context.Context, o *RunOptions, c *planner.Cluster, p *planner.Plan) (*launchFacts, error) {
-	var targets []launcher.HostTarget
-	var hostIdx []int
+	targets, hostIdx, rank0 := probeTargets(c, p)
+	candidate := pythonCandidate(o)
+	lp, pool, err := probeLaunch(ctx, targets, rank0, candidate, o)
+	if err != nil {
+		return nil, fmt.Errorf("prepare launch: %w", err)
+	}
+	o.pool = pool
+	if lp != nil && o.slurm == nil && !o.local {
+		if err := launchProbeCache(o).Save(targets, rank0, candidate, lp); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "pipette-launch: warning: %v\n", err)
+		}
+	}
+	return launchFactsFrom(o, lp, targets, hostIdx, candidate, c), nil
+}
+
+// probeTargets are the hosts the plan uses, in placement order, their
+// indexes in the cluster, and which of them runs rank 0.
+func probeTargets(c *planner.Cluster, p *planner.Plan) (targets []launcher.HostTarget, hostIdx []int, rank0 int) {
 	seen := map[int]bool{}
-	rank0 := 0
 	for _, r := range p.Placement {
 		if seen[r.HostIndex] {
 			continue
@@ -70,18 +87,24 @@ func probeForLaunch(ctx context.Context, o *RunOptions, c *planner.Cluster, p *p
 			}
 		}
 	}
-	candidate := ""
+	return targets, hostIdx, rank0
+}
+
+// pythonCandidate is the interpreter the probe checks on the hosts: the
+// launching shell's python3, unless --python or --no-python decide.
+func pythonCandidate(o *RunOptions) string {
 	if o.Python == "" && !o.NoPython {
-		candidate = lookPathIn(envLookup(o.Env)("PATH"), "python3")
+		return lookPathIn(envLookup(o.Env)("PATH"), "python3")
 	}
-	lp, pool, err := probeLaunch(ctx, targets, rank0, candidate, o)
-	if err != nil {
-		return nil, fmt.Errorf("prepare launch: %w", err)
-	}
-	o.pool = pool
+	return ""
+}
+
+// launchFactsFrom turns a launch probe (nil: nothing known) into what the
+// render needs, with warnings for hosts lacking an interface or python.
+func launchFactsFrom(o *RunOptions, lp *launcher.LaunchProbe, targets []launcher.HostTarget, hostIdx []int, candidate string, c *planner.Cluster) *launchFacts {
 	facts := &launchFacts{python: o.Python}
 	if lp == nil {
-		return facts, nil
+		return facts
 	}
 	rv := &templates.Rendezvous{Addr: lp.MasterAddr, Ifnames: make([]string, len(c.Hosts))}
 	var missingPython, noIface []string
@@ -105,7 +128,69 @@ func probeForLaunch(ctx context.Context, o *RunOptions, c *planner.Cluster, p *p
 	default:
 		facts.warnings = append(facts.warnings, fmt.Sprintf("your python3 (%s) does not exist on %s: scripts run under the hosts' own python3 (give --python PATH to choose)", candidate, strings.Join(missingPython, ", ")))
 	}
-	return facts, nil
+	return facts
+}
+
+// launchProbeCache is where launch probes are kept: the user's cache
+// directory (XDG_CACHE_HOME, else ~/.cache) of the environment
+// pipette-launch runs in, as probe's measurements.
+func launchProbeCache(o *RunOptions) launcher.LaunchProbeCache {
+	get := envLookup(o.Env)
+	dir := get("XDG_CACHE_HOME")
+	if dir == "" || !filepath.IsAbs(dir) {
+		dir = filepath.Join(get("HOME"), ".cache")
+	}
+	return launcher.LaunchProbeCache{Dir: filepath.Join(dir, "pipette-launch")}
+}
+
+// withCachedProbe is --dry-run's and --output-dir's view of where the
+// ranks meet: for an SSH job (not a local one, not Slurm's), the launch probe a launch of these hosts
+// cached (younger than --probe-max-age), or one run now with --reprobe,
+// renders MASTER_ADDR and each host's interface as a launch would; a
+// missing one is said (o.probeNote).
+func withCachedProbe(ctx context.Context, o *RunOptions, c *planner.Cluster, p *planner.Plan, render func(*launchFacts) (*templates.Job, error), job *templates.Job) (*templates.Job, error) {
+	if onExample(o) || o.slurm != nil || o.local {
+		return job, nil
+	}
+	targets, hostIdx, rank0 := probeTargets(c, p)
+	candidate := pythonCandidate(o)
+	cache := launchProbeCache(o)
+	maxAge := cmp.Or(o.ProbeMaxAge, launcher.DefaultLaunchProbeMaxAge)
+	var lp *launcher.LaunchProbe
+	if o.Reprobe {
+		var pool *launcher.Pool
+		var err error
+		if lp, pool, err = probeLaunch(ctx, targets, rank0, candidate, o); err != nil {
+			return nil, fmt.Errorf("--reprobe: %w", err)
+		}
+		if pool != nil {
+			pool.Close()
+		}
+		if lp != nil {
+			if err := cache.Save(targets, rank0, candidate, lp); err != nil {
+				fmt.Fprintf(o.IO.ErrOut, "pipette-launch: warning: %v\n", err)
+			}
+		}
+	} else {
+		lp, _ = cache.Load(targets, rank0, candidate, maxAge, time.Now())
+	}
+	if lp == nil {
+		o.probeNote = fmt.Sprintf("where ranks meet: no launch probe of these hosts younger than %s is cached, so MASTER_ADDR is rank 0's host as listed and GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME are not set; a launch probes them (--reprobe probes now)", maxAge)
+		return job, nil
+	}
+	facts := launchFactsFrom(o, lp, targets, hostIdx, candidate, c)
+	j, err := render(facts)
+	if err != nil {
+		return nil, err
+	}
+	j.Warnings = append(j.Warnings, facts.warnings...)
+	var ifs []string
+	for i, hr := range lp.Hosts {
+		ifs = append(ifs, targets[i].Name+" "+cmp.Or(hr.Ifname, "?"))
+	}
+	o.probeNote = fmt.Sprintf("where ranks meet: from the launch probe of %s (%s old; a launch probes again, --reprobe now): MASTER_ADDR %s; interfaces %s",
+		lp.ProbedAt.Format(time.RFC3339), time.Since(lp.ProbedAt).Round(time.Second), lp.MasterAddr, strings.Join(ifs, ", "))
+	return j, nil
 }
 
 // lookPathIn is exec.LookPath over a given PATH value: the launching
