@@ -361,3 +361,40 @@ func TestAgentIsTheHostScript(t *testing.T) {
 		t.Errorf("the agent is not the host script plus control lines:\n%s", agent)
 	}
 }
+
+// TestAgentReportsExitWhileAChildHoldsTheOutput: a failing rank that leaves
+// a child holding its output open (a helper ignoring TERM) is reported at
+// once, not after the KILL that ends the child a grace period later: by
+// then the ranks that failed because of it have reported, and the job may
+// be torn down before its report arrives (the summary then blamed one of
+// those).
+func TestAgentReportsExitWhileAChildHoldsTheOutput(t *testing.T) {
+	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+		{Rank: 0, Argv: []string{"/bin/sh", "-c", "(trap '' TERM; exec sleep 60) & echo failing; printf 'last words'; exit 3"}},
+		{Rank: 1, Argv: []string{"sleep", "300"}},
+	}}
+	_, stdin, sc := startAgent(t, h, 20)
+	defer stdin.Close()
+	var failing time.Time
+	var lines []string
+	for sc.Scan() {
+		l := sc.Text()
+		lines = append(lines, l)
+		if l == "0 failing" {
+			failing = time.Now()
+		}
+		if strings.HasPrefix(l, "0 @@pipette-N0NCE exit 0 3 ") {
+			if failing.IsZero() {
+				t.Fatalf("exit line before the rank's output:\n%s", strings.Join(lines, "\n"))
+			}
+			if took := time.Since(failing); took > 10*time.Second {
+				t.Errorf("rank 0's exit came %s after it failed: held back by its child (grace 20s)", took)
+			}
+			if lines[len(lines)-2] != "0 last words" {
+				t.Errorf("the rank's last line (no newline) must come just before its exit:\n%s", strings.Join(lines, "\n"))
+			}
+			return
+		}
+	}
+	t.Fatalf("no exit line for rank 0:\n%s", strings.Join(lines, "\n"))
+}

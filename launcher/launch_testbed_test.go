@@ -185,12 +185,12 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 // after it.
 func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 	tb := newBed(t, 4)
-	// Known gap (issue 9 note): with --linger (a child of rank 5 holding its
-	// output open until our KILL, so its report comes last) the report could
-	// miss the collection window in CI and the root cause was misnamed; the
-	// cascade itself (others dying in a real gloo barrier) stays.
+	// --linger: a child of rank 5 that ignores TERM holds its output open
+	// until the KILL after the grace. Its exit report used to wait for
+	// that, behind the cascading ranks' reports; when the stop then tore
+	// the agent down first, the summary blamed a cascading rank.
 	job := allreduceJob(t, tb, "cascade", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3",
-		"--hang-in-barrier", "--timeout", "100")
+		"--hang-in-barrier", "--linger", "120", "--timeout", "100")
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -142,6 +142,14 @@ func checkEnvJob(t *testing.T, tb *testbed.Testbed, dir string) {
 		t.Errorf("pipette-launch printed the secret:\n%s", errOut.String())
 	}
 	tb.AssertNothingLeft(t)
+	// The same job's dry run masks the secret the ranks just saw.
+	var dry, dryErr syncbuf.Buffer
+	if code := runApp(append([]string{args[0], args[1], "--dry-run"}, args[2:]...), &IOStreams{In: strings.NewReader(""), Out: &dry, ErrOut: &dryErr}); code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", code, dryErr.String())
+	}
+	if !strings.Contains(dry.String(), "WANDB_API_KEY=****") || strings.Contains(dry.String()+dryErr.String(), "wandb-s3cret") {
+		t.Errorf("the dry run does not mask WANDB_API_KEY:\n%s%s", dry.String(), dryErr.String())
+	}
 }
 
 // TestRunCLIHostNamesDoNotResolve: on hosts where no host name resolves,
