@@ -85,34 +85,59 @@ if [ -n "$T" ]; then
 	say wd "$WDP"
 fi
 
-# Runs one rank: $0 is this script's pid, $1 its status file, the rest the
-# env assignments and argv. It leads the rank's session; its group lands in
-# $1.pg before the rank starts, and a stop that came first is seen (each
-# side writes before it reads the other's file). It outlives a TERM (a
-# trap, which exec resets for the rank) to record the status. Its own
+# Runs one rank: $0 is this script's pid, $1 its status file, $2 1 when the
+# rank's output goes to the reader (tagged), else 0, the rest the argv. It
+# leads the rank's session; its group lands in $1.pg before the rank
+# starts, and a stop that came first is seen (each side writes before it
+# reads the other's file). The rank's environment comes from $1.env
+# (mode 0600 in the private status directory, removed once read), never
+# from a command line, which anyone on the host can read in ps: secrets
+# (tokens, keys, passwords) are among those variables. It outlives a TERM
+# (a trap, which exec resets for the rank) to record the status. Its own
 # stderr is /dev/null (the rank's is restored in its subshell): the shell's
-# "Terminated" is not the rank's output.
+# "Terminated" is not the rank's output. Once the status is written it
+# tells the reader through the output pipe (the ended marker): a child the
+# rank left holding the pipe open must not hold back the exit report until
+# it dies, behind the reports of the ranks that failed because of this one.
 rank_wrapper='trap : TERM INT HUP
 exec 3>&2 2>/dev/null
-f=$1; shift
+f=$1 mark=$2; shift 2
 echo $$ >"$f.pg"
-if [ -e "${f%/*}/stopping" ]; then rc=143; else (exec 2>&3 3>&-; exec env "$@"); rc=$?; fi
+if [ -e "${f%/*}/stopping" ]; then rc=143; else
+	(exec 2>&3 3>&-
+	__pl_f=$f.env __pl_env=$(command -v env) __pl_rm=$(command -v rm)
+	. "$__pl_f"; "$__pl_rm" -f "$__pl_f"; exec "$__pl_env" "$@"); rc=$?
+fi
 by=0; [ -e "${f%/*}/stopping" ] && by=1
 echo "$rc $(date +%s%N) $by" >"$f"
+[ "$mark" = 1 ] && printf "pipette-ended:%s\\n" "$f"
 [ "$rc" -eq 0 ] || [ "$by" -eq 1 ] || kill -USR1 "$0" 2>/dev/null
 exit "$rc"'
 
 # tagged prefixes each line with the rank, then reports the rank's exit from
-# its status file: only once its output has ended, so the exit line comes
-# after its last line even without a final newline.
+# its status file once the wrapper's ended marker comes (after the rank's
+# last line, even one without a final newline), or else at the end of its
+# output. A marker before the status file exists is output like any other.
 tagged() {
+	mk="pipette-ended:$2" sent=
 	while IFS= read -r l || [ -n "$l" ]; do
+		case "$l" in
+		*"$mk")
+			if [ -z "$sent" ] && [ -s "$2" ]; then
+				[ "$l" = "$mk" ] || printf '%s %s\n' "$1" "${l%"$mk"}"
+				printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2")"
+				sent=1
+				continue
+			fi
+			;;
+		esac
 		printf '%s %s\n' "$1" "$l"
 	done
-	printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2" 2>/dev/null || echo 255)"
+	[ -n "$sent" ] || printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2" 2>/dev/null || echo 255)"
 }
 
-# start_rank RANK PLACE STDOUT_LOG STDERR_LOG ENV... ARGV...
+# start_rank RANK PLACE STDOUT_LOG STDERR_LOG ARGV... (the environment is
+# in $S/PLACE.env)
 start_rank() {
 	r=$1 l=$2 o=$3 e=$4
 	shift 4
@@ -120,11 +145,11 @@ start_rank() {
 		# Only the rank takes SIGTERM: the reader ignores it, so on a
 		# graceful stop the rank's last lines still arrive (no EPIPE
 		# while it checkpoints).
-		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" "$@" </dev/null 2>&1 | { trap '' TERM; tagged "$r" "$S/$l"; } &
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 1 "$@" </dev/null 2>&1 | { trap '' TERM; tagged "$r" "$S/$l"; } &
 	elif [ -n "$o" ]; then
-		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" "$@" </dev/null >"$o" 2>"$e" &
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 0 "$@" </dev/null >"$o" 2>"$e" &
 	else
-		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" "$@" </dev/null &
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 0 "$@" </dev/null &
 	fi
 	P="$P $!"
 }
@@ -151,113 +176,125 @@ trap 'interrupted=143; stop_ranks' TERM
 trap 'interrupted=130; stop_ranks' INT
 trap 'interrupted=129; stop_ranks' HUP
 
-# rank 0, local rank 0
+# rank 0, local rank 0: its environment (printf is a
+# builtin: no command line shows it), then the rank
+(umask 077 && printf '%s\n' \
+	'export CUDA_DEVICE_MAX_CONNECTIONS=1' \
+	'export CUDA_DEVICE_ORDER=PCI_BUS_ID' \
+	'export CUDA_VISIBLE_DEVICES=0,1,2,3' \
+	'export GLOO_SOCKET_IFNAME=eno1' \
+	'export GROUP_RANK=0' \
+	'export GROUP_WORLD_SIZE=4' \
+	'export LOCAL_RANK=0' \
+	'export LOCAL_WORLD_SIZE=4' \
+	'export MASTER_ADDR=198.18.0.10' \
+	'export MASTER_PORT=29500' \
+	'export NCCL_IB_DISABLE=1' \
+	'export NCCL_NSOCKS_PERTHREAD=8' \
+	'export NCCL_SOCKET_IFNAME==eno1' \
+	'export NCCL_SOCKET_NTHREADS=4' \
+	'export OMP_NUM_THREADS=1' \
+	'export RANK=0' \
+	'export ROLE_NAME=default' \
+	'export ROLE_RANK=0' \
+	'export ROLE_WORLD_SIZE=16' \
+	'export TORCHELASTIC_MAX_RESTARTS=0' \
+	"export TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	'export TORCHELASTIC_RUN_ID=pipette' \
+	'export TORCH_NCCL_ASYNC_ERROR_HANDLING=1' \
+	'export WORLD_SIZE=16' \
+	>"$S/0.env") || exit 98
 start_rank 0 0 '' '' \
-	CUDA_DEVICE_MAX_CONNECTIONS=1 \
-	CUDA_DEVICE_ORDER=PCI_BUS_ID \
-	CUDA_VISIBLE_DEVICES=0,1,2,3 \
-	GLOO_SOCKET_IFNAME=eno1 \
-	GROUP_RANK=0 \
-	GROUP_WORLD_SIZE=4 \
-	LOCAL_RANK=0 \
-	LOCAL_WORLD_SIZE=4 \
-	MASTER_ADDR=198.18.0.10 \
-	MASTER_PORT=29500 \
-	NCCL_IB_DISABLE=1 \
-	NCCL_NSOCKS_PERTHREAD=8 \
-	NCCL_SOCKET_IFNAME==eno1 \
-	NCCL_SOCKET_NTHREADS=4 \
-	OMP_NUM_THREADS=1 \
-	RANK=0 \
-	ROLE_NAME=default \
-	ROLE_RANK=0 \
-	ROLE_WORLD_SIZE=16 \
-	TORCHELASTIC_MAX_RESTARTS=0 \
-	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
-	TORCHELASTIC_RUN_ID=pipette \
-	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
-	WORLD_SIZE=16 \
 	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
-# rank 1, local rank 1
+# rank 1, local rank 1: its environment (printf is a
+# builtin: no command line shows it), then the rank
+(umask 077 && printf '%s\n' \
+	'export CUDA_DEVICE_MAX_CONNECTIONS=1' \
+	'export CUDA_DEVICE_ORDER=PCI_BUS_ID' \
+	'export CUDA_VISIBLE_DEVICES=0,1,2,3' \
+	'export GLOO_SOCKET_IFNAME=eno1' \
+	'export GROUP_RANK=0' \
+	'export GROUP_WORLD_SIZE=4' \
+	'export LOCAL_RANK=1' \
+	'export LOCAL_WORLD_SIZE=4' \
+	'export MASTER_ADDR=198.18.0.10' \
+	'export MASTER_PORT=29500' \
+	'export NCCL_IB_DISABLE=1' \
+	'export NCCL_NSOCKS_PERTHREAD=8' \
+	'export NCCL_SOCKET_IFNAME==eno1' \
+	'export NCCL_SOCKET_NTHREADS=4' \
+	'export OMP_NUM_THREADS=1' \
+	'export RANK=1' \
+	'export ROLE_NAME=default' \
+	'export ROLE_RANK=1' \
+	'export ROLE_WORLD_SIZE=16' \
+	'export TORCHELASTIC_MAX_RESTARTS=0' \
+	"export TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	'export TORCHELASTIC_RUN_ID=pipette' \
+	'export TORCH_NCCL_ASYNC_ERROR_HANDLING=1' \
+	'export WORLD_SIZE=16' \
+	>"$S/1.env") || exit 98
 start_rank 1 1 '' '' \
-	CUDA_DEVICE_MAX_CONNECTIONS=1 \
-	CUDA_DEVICE_ORDER=PCI_BUS_ID \
-	CUDA_VISIBLE_DEVICES=0,1,2,3 \
-	GLOO_SOCKET_IFNAME=eno1 \
-	GROUP_RANK=0 \
-	GROUP_WORLD_SIZE=4 \
-	LOCAL_RANK=1 \
-	LOCAL_WORLD_SIZE=4 \
-	MASTER_ADDR=198.18.0.10 \
-	MASTER_PORT=29500 \
-	NCCL_IB_DISABLE=1 \
-	NCCL_NSOCKS_PERTHREAD=8 \
-	NCCL_SOCKET_IFNAME==eno1 \
-	NCCL_SOCKET_NTHREADS=4 \
-	OMP_NUM_THREADS=1 \
-	RANK=1 \
-	ROLE_NAME=default \
-	ROLE_RANK=1 \
-	ROLE_WORLD_SIZE=16 \
-	TORCHELASTIC_MAX_RESTARTS=0 \
-	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
-	TORCHELASTIC_RUN_ID=pipette \
-	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
-	WORLD_SIZE=16 \
 	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
-# rank 2, local rank 2
+# rank 2, local rank 2: its environment (printf is a
+# builtin: no command line shows it), then the rank
+(umask 077 && printf '%s\n' \
+	'export CUDA_DEVICE_MAX_CONNECTIONS=1' \
+	'export CUDA_DEVICE_ORDER=PCI_BUS_ID' \
+	'export CUDA_VISIBLE_DEVICES=0,1,2,3' \
+	'export GLOO_SOCKET_IFNAME=eno1' \
+	'export GROUP_RANK=0' \
+	'export GROUP_WORLD_SIZE=4' \
+	'export LOCAL_RANK=2' \
+	'export LOCAL_WORLD_SIZE=4' \
+	'export MASTER_ADDR=198.18.0.10' \
+	'export MASTER_PORT=29500' \
+	'export NCCL_IB_DISABLE=1' \
+	'export NCCL_NSOCKS_PERTHREAD=8' \
+	'export NCCL_SOCKET_IFNAME==eno1' \
+	'export NCCL_SOCKET_NTHREADS=4' \
+	'export OMP_NUM_THREADS=1' \
+	'export RANK=2' \
+	'export ROLE_NAME=default' \
+	'export ROLE_RANK=2' \
+	'export ROLE_WORLD_SIZE=16' \
+	'export TORCHELASTIC_MAX_RESTARTS=0' \
+	"export TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	'export TORCHELASTIC_RUN_ID=pipette' \
+	'export TORCH_NCCL_ASYNC_ERROR_HANDLING=1' \
+	'export WORLD_SIZE=16' \
+	>"$S/2.env") || exit 98
 start_rank 2 2 '' '' \
-	CUDA_DEVICE_MAX_CONNECTIONS=1 \
-	CUDA_DEVICE_ORDER=PCI_BUS_ID \
-	CUDA_VISIBLE_DEVICES=0,1,2,3 \
-	GLOO_SOCKET_IFNAME=eno1 \
-	GROUP_RANK=0 \
-	GROUP_WORLD_SIZE=4 \
-	LOCAL_RANK=2 \
-	LOCAL_WORLD_SIZE=4 \
-	MASTER_ADDR=198.18.0.10 \
-	MASTER_PORT=29500 \
-	NCCL_IB_DISABLE=1 \
-	NCCL_NSOCKS_PERTHREAD=8 \
-	NCCL_SOCKET_IFNAME==eno1 \
-	NCCL_SOCKET_NTHREADS=4 \
-	OMP_NUM_THREADS=1 \
-	RANK=2 \
-	ROLE_NAME=default \
-	ROLE_RANK=2 \
-	ROLE_WORLD_SIZE=16 \
-	TORCHELASTIC_MAX_RESTARTS=0 \
-	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
-	TORCHELASTIC_RUN_ID=pipette \
-	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
-	WORLD_SIZE=16 \
 	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
-# rank 3, local rank 3
+# rank 3, local rank 3: its environment (printf is a
+# builtin: no command line shows it), then the rank
+(umask 077 && printf '%s\n' \
+	'export CUDA_DEVICE_MAX_CONNECTIONS=1' \
+	'export CUDA_DEVICE_ORDER=PCI_BUS_ID' \
+	'export CUDA_VISIBLE_DEVICES=0,1,2,3' \
+	'export GLOO_SOCKET_IFNAME=eno1' \
+	'export GROUP_RANK=0' \
+	'export GROUP_WORLD_SIZE=4' \
+	'export LOCAL_RANK=3' \
+	'export LOCAL_WORLD_SIZE=4' \
+	'export MASTER_ADDR=198.18.0.10' \
+	'export MASTER_PORT=29500' \
+	'export NCCL_IB_DISABLE=1' \
+	'export NCCL_NSOCKS_PERTHREAD=8' \
+	'export NCCL_SOCKET_IFNAME==eno1' \
+	'export NCCL_SOCKET_NTHREADS=4' \
+	'export OMP_NUM_THREADS=1' \
+	'export RANK=3' \
+	'export ROLE_NAME=default' \
+	'export ROLE_RANK=3' \
+	'export ROLE_WORLD_SIZE=16' \
+	'export TORCHELASTIC_MAX_RESTARTS=0' \
+	"export TORCHELASTIC_RESTART_COUNT=$restart_count" \
+	'export TORCHELASTIC_RUN_ID=pipette' \
+	'export TORCH_NCCL_ASYNC_ERROR_HANDLING=1' \
+	'export WORLD_SIZE=16' \
+	>"$S/3.env") || exit 98
 start_rank 3 3 '' '' \
-	CUDA_DEVICE_MAX_CONNECTIONS=1 \
-	CUDA_DEVICE_ORDER=PCI_BUS_ID \
-	CUDA_VISIBLE_DEVICES=0,1,2,3 \
-	GLOO_SOCKET_IFNAME=eno1 \
-	GROUP_RANK=0 \
-	GROUP_WORLD_SIZE=4 \
-	LOCAL_RANK=3 \
-	LOCAL_WORLD_SIZE=4 \
-	MASTER_ADDR=198.18.0.10 \
-	MASTER_PORT=29500 \
-	NCCL_IB_DISABLE=1 \
-	NCCL_NSOCKS_PERTHREAD=8 \
-	NCCL_SOCKET_IFNAME==eno1 \
-	NCCL_SOCKET_NTHREADS=4 \
-	OMP_NUM_THREADS=1 \
-	RANK=3 \
-	ROLE_NAME=default \
-	ROLE_RANK=3 \
-	ROLE_WORLD_SIZE=16 \
-	TORCHELASTIC_MAX_RESTARTS=0 \
-	"TORCHELASTIC_RESTART_COUNT=$restart_count" \
-	TORCHELASTIC_RUN_ID=pipette \
-	TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
-	WORLD_SIZE=16 \
 	/usr/bin/python3 -u pretrain_gpt.py --num-layers 48 --hidden-size 6144 --num-attention-heads 48 --group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 --bf16 --swiglu --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --context-parallel-size 1 --sequence-parallel --decoder-first-pipeline-num-layers 26 --decoder-last-pipeline-num-layers 22 --micro-batch-size 1 --global-batch-size 128 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 if [ -n "$T" ]; then
 	# Each wrapper writes its group as it starts: report them all.
