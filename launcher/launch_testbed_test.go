@@ -213,10 +213,15 @@ func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 	if !strings.Contains(out.String(), "barrier failed") || !strings.Contains(out.String(), "Connection closed by peer") {
 		t.Errorf("no rank failed in the barrier after rank 5 (failed after: %v)\noutput:\n%s", jf.FailedAfter, out.String())
 	}
-	t.Logf("failed on their own after rank 5: %v", jf.FailedAfter)
+	t.Logf("failed on their own after rank 5: %v; stopped by us: %d", jf.FailedAfter, jf.StoppedAfter)
+	// Every other rank is accounted for after it: failed on its own, or
+	// ended by our stop (which of the two is the race above).
+	if n := len(jf.FailedAfter) + jf.StoppedAfter; n != 7 {
+		t.Errorf("%d ranks counted after rank 5 (own %v, stopped %d), want the other 7", n, jf.FailedAfter, jf.StoppedAfter)
+	}
 	msg := err.Error()
 	for _, want := range []string{"cascade FAILED: rank 5 (local_rank 1) on node3 failed: exit code 3", "after it  : ",
-		"failed on ", "rank 5: failing on purpose with exit code 3", "every rank on every host was stopped"} {
+		"rank 5: failing on purpose with exit code 3", "every rank on every host was stopped"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("summary lacks %q:\n%s", want, msg)
 		}
