@@ -3,6 +3,7 @@ package templates
 import (
 	_ "embed"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -47,7 +48,7 @@ import (
 // all_reduce): a sitecustomize shim (pipette_site/) gives it Socket.
 
 // CommConfigPath is the per-island communicator config a host's ranks
-// read, relative to the job's work directory.
+// read, relative to the job's files directory (Job.FilesDir).
 func CommConfigPath(island string) string {
 	return "nccl_comm_" + safeFileWord(island) + ".yaml"
 }
@@ -336,10 +337,10 @@ func commConfigFiles(c *planner.Cluster, cc *CommConfig) []File {
 	return append(out, File{Path: SiteDir + "/sitecustomize.py", Mode: 0o644, Content: siteCustomize})
 }
 
-func commConfigPaths(c *planner.Cluster, cc *CommConfig) []string {
+func commConfigPaths(c *planner.Cluster, cc *CommConfig, dir string) []string {
 	var out []string
 	for _, isl := range cc.Islands {
-		out = append(out, CommConfigPath(c.Islands[isl].Spec.Name))
+		out = append(out, path.Join(dir, CommConfigPath(c.Islands[isl].Spec.Name)))
 	}
 	return out
 }

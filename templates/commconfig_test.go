@@ -96,12 +96,12 @@ func TestCommConfigTwoIBIslands(t *testing.T) {
 		}
 		for _, r := range h.Ranks {
 			argv := strings.Join(r.Argv, " ")
-			if !strings.Contains(argv, " --nccl-communicator-config-path nccl_comm_"+island+".yaml") {
+			if !strings.Contains(argv, " --nccl-communicator-config-path "+job.FilesDir+"/nccl_comm_"+island+".yaml") {
 				t.Errorf("rank %d argv lacks its island's config: %s", r.Rank, argv)
 			}
 			env := envOf(r)
 			for name, v := range map[string]string{"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME": "=eno1",
-				"PIPETTE_NCCL_WORLD_NET": "Socket", "PYTHONPATH": "pipette_site", "NCCL_IB_DISABLE": "", "NCCL_NET": ""} {
+				"PIPETTE_NCCL_WORLD_NET": "Socket", "PYTHONPATH": job.FilesDir + "/pipette_site", "NCCL_IB_DISABLE": "", "NCCL_NET": ""} {
 				if env[name] != v {
 					t.Errorf("rank %d: %s=%q, want %q", r.Rank, name, env[name], v)
 				}

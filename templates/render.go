@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -127,7 +128,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	if fp.comm != nil {
 		job.Files = append(job.Files, commConfigFiles(c, fp.comm)...)
 		job.Warnings = append(job.Warnings, "the job spans islands without a shared RDMA fabric: each Megatron group type gets its own NCCL network ("+
-			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm), ", ")+"), and the world group uses sockets ("+SiteDir+"/sitecustomize.py)")
+			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm, job.FilesDir), ", ")+"), and the world group uses sockets ("+path.Join(job.FilesDir, SiteDir, "sitecustomize.py")+")")
 	}
 	if p.Framework == planner.FrameworkDeepSpeed {
 		if dsFile != nil {
@@ -399,7 +400,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 	}
 	hostArgs := args
 	if fp.comm != nil {
-		hostArgs = append(slices.Clone(args), "--nccl-communicator-config-path", CommConfigPath(c.Islands[h.Island].Spec.Name))
+		hostArgs = append(slices.Clone(args), "--nccl-communicator-config-path", path.Join(o.FilesDir, CommConfigPath(c.Islands[h.Island].Spec.Name)))
 		nccl = append(nccl, EnvVar{"PIPETTE_NCCL_WORLD_NET", NetSocket})
 		perHost["PIPETTE_NCCL_WORLD_NET"] = true
 	}
@@ -445,7 +446,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 		var uw []string
 		env, uw = user.apply(env, perHost)
 		if fp.comm != nil {
-			env = withSiteDir(env)
+			env = withSiteDir(env, path.Join(o.FilesDir, SiteDir))
 		}
 		for _, w := range uw {
 			if !slices.Contains(warnings, w) {
@@ -546,16 +547,17 @@ func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 	return &File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
 }
 
-// withSiteDir puts the world-group shim first on the rank's PYTHONPATH,
-// ahead of any PYTHONPATH the user forwards or sets with --env.
-func withSiteDir(env []EnvVar) []EnvVar {
+// withSiteDir puts the world-group shim's directory (in the job's files
+// directory) first on the rank's PYTHONPATH, ahead of any PYTHONPATH the
+// user forwards or sets with --env.
+func withSiteDir(env []EnvVar, dir string) []EnvVar {
 	for i, e := range env {
 		if e.Name == "PYTHONPATH" {
-			if e.Value != SiteDir && !strings.HasPrefix(e.Value, SiteDir+":") {
-				env[i].Value = SiteDir + ":" + e.Value
+			if e.Value != dir && !strings.HasPrefix(e.Value, dir+":") {
+				env[i].Value = dir + ":" + e.Value
 			}
 			return env
 		}
 	}
-	return append(env, EnvVar{"PYTHONPATH", SiteDir})
+	return append(env, EnvVar{"PYTHONPATH", dir})
 }

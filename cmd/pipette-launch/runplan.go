@@ -443,6 +443,9 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 	}
 	write := func(name string, data []byte, mode os.FileMode) error {
 		path := o.OutputDir + string(os.PathSeparator) + name
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil { // pipette_site/
+			return fmt.Errorf("--output-dir: %w", err)
+		}
 		if err := os.WriteFile(path, data, mode); err != nil {
 			return fmt.Errorf("--output-dir: %w", err)
 		}
