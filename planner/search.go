@@ -297,7 +297,10 @@ func expertChoices(m Model, cfg Config, fx Constraints) [][2]int {
 	var out [][2]int
 	for _, etp := range pick(fx.ETP, etps) {
 		for _, ep := range pick(fx.EP, divisors(m.NumExperts, m.NumExperts)) {
-			if stage%(ep*etp) == 0 {
+			// An EP group must be whole TP blocks or lie inside one (the
+			// placement prices the all-to-all per block).
+			g := ep * etp
+			if stage%g == 0 && (g%cfg.TP == 0 || cfg.TP%g == 0) {
 				out = append(out, [2]int{ep, etp})
 			}
 		}
