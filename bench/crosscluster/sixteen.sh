@@ -99,7 +99,7 @@ PY
 TB_HOST_SHAPE=$(cat "$WORK/host-shape")
 mapfile -t HOST_ORDER <"$WORK/hosts"
 declare -A HOST_ISLAND=()
-for h in "${HOST_ORDER[@]}"; do HOST_ISLAND[$h]=$([[ ${h#node} -le 8 ]] && echo A || echo B); done
+for h in "${HOST_ORDER[@]}"; do HOST_ISLAND[$h]=$([[ 10#${h#node} -le 8 ]] && echo A || echo B); done
 cc_say "hosts file (torchrun's order): ${HOST_ORDER[*]}"
 cc_say "host links: $TB_HOST_SHAPE; $INTER_RATE between islands"
 
