@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"time"
@@ -93,13 +94,14 @@ func Preflight(job *Job, c *planner.Cluster, p *planner.Plan, o Options, po Pref
 	if err != nil {
 		return nil, nil, err
 	}
-	pj := &Job{Name: job.Name, WorkDir: job.WorkDir, LogDir: job.LogDir,
+	// The job's own files directory: never over the user's files.
+	pj := &Job{Name: job.Name, WorkDir: job.WorkDir, FilesDir: job.FilesDir, LogDir: job.LogDir,
 		Files: []File{{Path: PreflightScriptFile, Mode: 0o644, Content: preflightScript}, {Path: PreflightSpecFile, Mode: 0o644, Content: data}}}
 	for _, h := range job.Hosts {
 		hj := h
 		hj.Ranks = nil
 		for _, r := range h.Ranks {
-			r.Argv = []string{po.Python, "-u", PreflightScriptFile, PreflightSpecFile}
+			r.Argv = []string{po.Python, "-u", path.Join(job.FilesDir, PreflightScriptFile), path.Join(job.FilesDir, PreflightSpecFile)}
 			hj.Ranks = append(hj.Ranks, r)
 		}
 		pj.Hosts = append(pj.Hosts, hj)

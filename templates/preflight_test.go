@@ -42,7 +42,7 @@ func TestPreflightJob(t *testing.T) {
 			t.Fatalf("host %s: %d ranks, the job has %d", h.Name, len(h.Ranks), len(job.Hosts[hi].Ranks))
 		}
 		for ri, r := range h.Ranks {
-			if !slices.Equal(r.Argv, []string{"/opt/py/bin/python", "-u", PreflightScriptFile, PreflightSpecFile}) {
+			if !slices.Equal(r.Argv, []string{"/opt/py/bin/python", "-u", job.FilesDir + "/" + PreflightScriptFile, job.FilesDir + "/" + PreflightSpecFile}) || job.FilesDir == "" || pj.FilesDir != job.FilesDir {
 				t.Errorf("rank %d argv %q", r.Rank, r.Argv)
 			}
 			if !slices.Equal(r.Env, job.Hosts[hi].Ranks[ri].Env) {
