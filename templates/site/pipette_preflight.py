@@ -242,6 +242,13 @@ def main():
         r.run_phase(phase)
     r.barrier("end")
     emit(event="done", rank=r.rank)
+    # Rank 0 serves the store: it leaves last, once every rank is past the
+    # end barrier, or the others' last store call meets a closed socket.
+    left = r.store.add("left", 1)
+    deadline = time.time() + spec["timeout_s"] + 30
+    while r.rank == 0 and left < r.world and time.time() < deadline:
+        time.sleep(0.1)
+        left = r.store.add("left", 0)
     # Threads left waiting on a peer that never came must not hold the exit.
     os._exit(0)
 
