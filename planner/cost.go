@@ -648,6 +648,9 @@ type planEval struct {
 	stageMoE []int
 	epBlocks int
 	epHosts  []int
+	// noRoundTrip leaves 1F1B's round trip (roundTripPeriod) out of the
+	// objective: the search's quick estimate, see quickEstimate.
+	noRoundTrip bool
 }
 
 type stageSum struct{ total, lastBwd float64 }
@@ -972,7 +975,7 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 			sumL += w.sendNext
 			linkMax = max(linkMax, max(w.sendNext, w.sendWr))
 		}
-		period = max(period, v*linkMax, roundTripPeriod(scratch.work[:e.p], e.v))
+		period = max(period, v*linkMax, e.roundTrip(scratch.work[:e.p]))
 		span := m*period + (sumT-period)/v + 2*sumL
 		drain := 0.0
 		for r := 0; r < e.p; r++ {
@@ -1010,6 +1013,13 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 // more micro-batches in flight per hop; for them only the link bound
 // stays (placed orders agree with the simulator within 3%,
 // TestObjectiveTracksSimulator).
+func (e *planEval) roundTrip(work []stageWork) float64 {
+	if e.noRoundTrip {
+		return 0
+	}
+	return roundTripPeriod(work, e.v)
+}
+
 func roundTripPeriod(work []stageWork, v int) float64 {
 	if v != 1 {
 		return 0

@@ -112,7 +112,7 @@ func (ie *incEval) pipeline(d int) {
 		sumL += w.sendNext
 		linkMax = max(linkMax, max(w.sendNext, w.sendWr))
 	}
-	period = max(period, v*linkMax, roundTripPeriod(ie.work[:e.p], e.v))
+	period = max(period, v*linkMax, e.roundTrip(ie.work[:e.p]))
 	span := m*period + (sumT-period)/v + 2*sumL
 	drain := 0.0
 	fin, lbw := ie.fin.leaf(d), ie.lbw.leaf(d)

@@ -415,6 +415,7 @@ func quickEstimate(e *planEval, sym []int, starts [][]int, o SearchOptions) floa
 		cfg := e.cfg
 		cfg.StageLayers = split
 		e2 := newPlanEval(e.c, e.m, cfg, e.f)
+		e2.noRoundTrip = e.noRoundTrip
 		best = math.Min(best, newPlacer(e2, sym, starts).cost(order))
 	}
 	return best
