@@ -91,7 +91,10 @@ func TestLaunchLocal(t *testing.T) {
 	})
 	t.Run("a restart after a failure", func(t *testing.T) {
 		dir := t.TempDir()
-		job := localJob(dir, `echo "attempt $TORCHELASTIC_RESTART_COUNT"`, `[ "$TORCHELASTIC_RESTART_COUNT" -ge 1 ] || exit 4; echo recovered`)
+		// Rank 1 fails only once rank 0 has said its line: else the stop
+		// may reach rank 0 before its echo (seen in CI at load 8).
+		job := localJob(dir, `echo "attempt $TORCHELASTIC_RESTART_COUNT"; : >said.$TORCHELASTIC_RESTART_COUNT`,
+			`while [ ! -e said.$TORCHELASTIC_RESTART_COUNT ]; do sleep 0.05; done; [ "$TORCHELASTIC_RESTART_COUNT" -ge 1 ] || exit 4; echo recovered`)
 		var out syncbuf.Buffer
 		if err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, MaxRestarts: 1, Grace: 2 * time.Second}); err != nil {
 			t.Fatalf("Launch: %v\n%s", err, out.String())
