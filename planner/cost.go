@@ -951,7 +951,6 @@ func (e *planEval) dpExposed(blockHost []int, r int, lastBwd float64, hosts []in
 // partial placement (unknown blocks optimistic) bounds every completion.
 func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 	scratch.ensure(e)
-	m := float64(e.cfg.NumMicroBatches)
 	v := float64(e.v)
 	for r := 0; r < e.p; r++ {
 		scratch.finish[r] = 0
@@ -963,20 +962,14 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		}
 	}
 	for d := 0; d < e.dp; d++ {
-		period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
 		for r := 0; r < e.p; r++ {
 			w := &scratch.work[r]
 			e.stageQuick(blockHost, r, d, scratch.hosts, w)
 			if pm := scratch.perMB[r]; pm > 0 {
 				w.total += max(0, pm-dpOverlapEfficiency*w.total)
 			}
-			period = max(period, w.total)
-			sumT += w.total
-			sumL += w.sendNext
-			linkMax = max(linkMax, max(w.sendNext, w.sendWr))
 		}
-		period = max(period, v*linkMax, e.roundTrip(scratch.work[:e.p]))
-		span := m*period + (sumT-period)/v + 2*sumL
+		span := e.pipelineSpan(scratch.work[:e.p])
 		drain := 0.0
 		for r := 0; r < e.p; r++ {
 			w := &scratch.work[r]
@@ -999,6 +992,25 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		iter = max(iter, scratch.finish[r]+x)
 	}
 	return iter + e.optSec + e.memoryPenalty(blockHost)
+}
+
+// pipelineSpan is one pipeline's time from its first forward to its first
+// stage's last backward: (m-1) periods of the slowest stage, link or 1F1B
+// round trip, plus the fill and drain through every stage and link. The
+// full objective (cost) and the incremental one (incEval.pipeline) share
+// it, so the two cannot drift apart.
+func (e *planEval) pipelineSpan(work []stageWork) float64 {
+	m, v := float64(e.cfg.NumMicroBatches), float64(e.v)
+	period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
+	for r := range work {
+		w := &work[r]
+		period = max(period, w.total)
+		sumT += w.total
+		sumL += w.sendNext
+		linkMax = max(linkMax, max(w.sendNext, w.sendWr))
+	}
+	period = max(period, v*linkMax, e.roundTrip(work))
+	return m*period + (sumT-period)/v + 2*sumL
 }
 
 // roundTripPeriod is the steady-state period that 1F1B's pipeline links

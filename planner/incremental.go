@@ -102,18 +102,11 @@ func fillBlocks(order, slots, out []int) {
 // pipeline recomputes pipeline d's leaves as planEval.cost does.
 func (ie *incEval) pipeline(d int) {
 	e := ie.e
-	m, v := float64(e.cfg.NumMicroBatches), float64(e.v)
-	period, sumT, sumL, linkMax := 0.0, 0.0, 0.0, 0.0
+	v := float64(e.v)
 	for r := 0; r < e.p; r++ {
-		w := &ie.work[r]
-		e.stageQuick(ie.bh, r, d, ie.hosts[:1], w)
-		period = max(period, w.total)
-		sumT += w.total
-		sumL += w.sendNext
-		linkMax = max(linkMax, max(w.sendNext, w.sendWr))
+		e.stageQuick(ie.bh, r, d, ie.hosts[:1], &ie.work[r])
 	}
-	period = max(period, v*linkMax, e.roundTrip(ie.work[:e.p]))
-	span := m*period + (sumT-period)/v + 2*sumL
+	span := e.pipelineSpan(ie.work[:e.p])
 	drain := 0.0
 	fin, lbw := ie.fin.leaf(d), ie.lbw.leaf(d)
 	for r := 0; r < e.p; r++ {
