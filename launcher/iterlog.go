@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
 	"strconv"
+
+	"github.com/pipette-launch/pipette-launch/internal/stats"
 )
 
 // Iteration-time lines a training job prints, as the frameworks write them:
@@ -93,6 +94,5 @@ func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error)
 // MedianSeconds is the median iteration time: robust to the odd slow
 // iteration (checkpointing, evaluation) that a mean would absorb.
 func (l IterationLog) MedianSeconds() float64 {
-	s := slices.Clone(l.Seconds)
-	return medianOf(s)
+	return stats.Median(l.Seconds)
 }

@@ -1,15 +1,13 @@
 package launcher
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/diskcache"
 	"github.com/pipette-launch/pipette-launch/planner"
 )
 
@@ -33,23 +31,20 @@ func DefaultMeasureCacheDir() (string, error) {
 	return filepath.Join(d, "pipette-launch"), nil
 }
 
-func (c MeasureCache) path(hosts []MeasureHost) string {
-	h := sha256.New()
+// key names hosts (names and addresses, in order) as the cache entry's key.
+func (c MeasureCache) key(hosts []MeasureHost) string {
+	var b strings.Builder
 	for _, m := range hosts {
-		fmt.Fprintf(h, "%s\x00%s\x00", m.Name, m.Addr)
+		fmt.Fprintf(&b, "%s\x00%s\x00", m.Name, m.Addr)
 	}
-	return filepath.Join(c.Dir, "measure-"+hex.EncodeToString(h.Sum(nil))[:16]+".json")
+	return b.String()
 }
 
 // Load returns the cached matrix for hosts when it is younger than maxAge
 // at time now. A missing, unreadable or stale entry is a miss, not an error.
 func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.Time) (*planner.MeasuredBandwidth, bool) {
-	b, err := os.ReadFile(c.path(hosts))
-	if err != nil {
-		return nil, false
-	}
 	var m planner.MeasuredBandwidth
-	if err := json.Unmarshal(b, &m); err != nil || len(m.Hosts) != len(hosts) || len(m.GbitPerS) != len(hosts) {
+	if !diskcache.Dir(c.Dir).Load("measure", c.key(hosts), &m) || len(m.Hosts) != len(hosts) || len(m.GbitPerS) != len(hosts) {
 		return nil, false
 	}
 	for i, h := range hosts {
@@ -63,31 +58,11 @@ func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.T
 	return &m, true
 }
 
-// Save stores m for hosts, replacing the file atomically.
+// Save stores m for hosts, replacing the entry atomically in the private
+// cache directory (internal/diskcache).
 func (c MeasureCache) Save(hosts []MeasureHost, m *planner.MeasuredBandwidth) error {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return fmt.Errorf("measure cache: %w", err)
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("measure cache: %w", err)
-	}
-	p := c.path(hosts)
-	tmp, err := os.CreateTemp(c.Dir, ".measure-*")
-	if err != nil {
-		return fmt.Errorf("measure cache: %w", err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("measure cache %s: %w", p, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("measure cache %s: %w", p, err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return fmt.Errorf("measure cache %s: %w", p, err)
+	if err := diskcache.Dir(c.Dir).Save("measure", c.key(hosts), m); err != nil {
+		return fmt.Errorf("measure %w", err)
 	}
 	return nil
 }

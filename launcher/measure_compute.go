@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/planner"
 )
 
@@ -168,22 +169,12 @@ func ParseComputeOutput(host, out string, workers int) (planner.HostCompute, str
 		}
 	}
 	for _, k := range order {
-		hc.GEMM = append(hc.GEMM, planner.GEMMSample{Precision: k.prec, M: k.m, N: k.n, K: k.k, TFLOPS: round4(medianOf(rates[k]))})
+		hc.GEMM = append(hc.GEMM, planner.GEMMSample{Precision: k.prec, M: k.m, N: k.n, K: k.k, TFLOPS: round4(stats.Median(rates[k]))})
 	}
 	if len(hc.GEMM) == 0 {
 		return hc, "", fmt.Errorf("compute sweep: no GEMM finished within the budget (raise --measure-compute-seconds)")
 	}
 	return hc, rs[0].Torch, nil
-}
-
-func medianOf(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
 }
 
 // round4 keeps 4 significant digits: measurement noise is far larger.
@@ -344,7 +335,7 @@ func ComputeTable(mc *planner.MeasuredCompute) string {
 		if h.AllReduceBusGBytePerS > 0 {
 			ar = fmt.Sprintf("%.3f", h.AllReduceBusGBytePerS)
 		}
-		fmt.Fprintf(&b, "%-10s %-28s %7d %8d %12.4f %12.4f %14s\n", h.Host, h.Device, h.Workers, len(h.GEMM), medianOf(r), best, ar)
+		fmt.Fprintf(&b, "%-10s %-28s %7d %8d %12.4f %12.4f %14s\n", h.Host, h.Device, h.Workers, len(h.GEMM), stats.Median(r), best, ar)
 	}
 	return b.String()
 }

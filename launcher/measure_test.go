@@ -111,6 +111,11 @@ func TestMeasureCache(t *testing.T) {
 	if len(ents) != 1 {
 		t.Errorf("cache dir holds %d files, want 1 (no temp files left)", len(ents))
 	}
+	// The matrix names a private cluster's hosts: the directory is the
+	// user's own, as the launch probe cache's is.
+	if st, err := os.Stat(c.Dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("cache dir mode %v, %v; want 0700", st.Mode().Perm(), err)
+	}
 }
 
 func TestSplitBySpeed(t *testing.T) {

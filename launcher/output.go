@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -67,7 +68,7 @@ func (o *output) openLogs() error {
 		return fmt.Errorf("--log-dir: %w", err)
 	}
 	for k := range o.local {
-		name := filepath.Join(o.opts.LogDir, safeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
+		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
 		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
 			return fmt.Errorf("--log-dir: %w", err)

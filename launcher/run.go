@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -97,17 +97,7 @@ func (o LaunchOptions) withDefaults() LaunchOptions {
 
 // DefaultWorkDir is where a job's files land when Job.WorkDir is empty.
 func DefaultWorkDir(jobName string) string {
-	return "/tmp/pipette-" + safeName(jobName)
-}
-
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-func safeName(s string) string {
-	s = unsafeChars.ReplaceAllString(s, "_")
-	if s == "" || s == "." || s == ".." {
-		return "job"
-	}
-	return s
+	return "/tmp/pipette-" + text.SafeName(jobName)
 }
 
 // Launch starts job on every host and supervises it until every rank has

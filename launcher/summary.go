@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/text"
 )
 
 // JobFailure is why a job stopped: the first failure observed. Its message
@@ -102,17 +104,10 @@ func (f *JobFailure) after() string {
 		if n > 8 {
 			list += ", ..."
 		}
-		parts = append(parts, fmt.Sprintf("%d more %s failed on %s own (%s %s)", n, plural(n, "rank", "ranks"), plural(n, "its", "their"), plural(n, "rank", "ranks"), list))
+		parts = append(parts, fmt.Sprintf("%d more %s failed on %s own (%s %s)", n, text.Plural(n, "rank", "ranks"), text.Plural(n, "its", "their"), text.Plural(n, "rank", "ranks"), list))
 	}
 	if n := f.StoppedAfter; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s when pipette-launch stopped the job", n, plural(n, "rank ended non-zero", "ranks ended non-zero")))
+		parts = append(parts, fmt.Sprintf("%d %s when pipette-launch stopped the job", n, text.Plural(n, "rank ended non-zero", "ranks ended non-zero")))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

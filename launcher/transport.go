@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -215,15 +216,8 @@ func writeFilesLocal(job templates.Job) error {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
-		tmp, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".pipette-tmp.*")
-		if err != nil {
-			return fmt.Errorf("write %s: %w", f.Path, err)
-		}
-		_, werr := tmp.Write(f.Content)
-		cerr := tmp.Close()
-		if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), fsMode(mode)), os.Rename(tmp.Name(), dst)); err != nil {
-			os.Remove(tmp.Name())
-			return fmt.Errorf("write %s: %w", f.Path, err)
+		if err := atomicfile.Write(dst, f.Content, fsMode(mode)); err != nil {
+			return fmt.Errorf("job file %s: %w", f.Path, err)
 		}
 	}
 	return nil

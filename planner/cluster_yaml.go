@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
 	"github.com/pipette-launch/pipette-launch/internal/hostname"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 )
 
 // ParseClusterFile parses and validates a cluster YAML document. Unknown
@@ -22,24 +22,16 @@ import (
 // field path and, where the file has it, its line and column, e.g.
 // `clusters[1].gpus_per_host (line 7, column 20): must be > 0`.
 func ParseClusterFile(data []byte) (*ClusterFile, error) {
-	chk, err := checkYAML(data, &ClusterFile{})
+	var f ClusterFile
+	pos, err := yamlcheck.Decode(data, &f, hostsCheck())
+	if errors.Is(err, yamlcheck.ErrEmpty) {
+		return nil, errors.New("cluster file: empty document; it needs a `clusters:` list")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster file: %w", err)
 	}
-	if len(chk.errs) > 0 {
-		return nil, chk.errs.err("cluster file")
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var f ClusterFile
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("cluster file: empty document; it needs a `clusters:` list")
-		}
-		return nil, fmt.Errorf("cluster file: %w", err)
-	}
 	errs := f.validate()
-	errs.locate(chk.pos)
+	errs.locate(pos)
 	if err := errs.err("cluster file"); err != nil {
 		return nil, err
 	}
@@ -137,19 +129,17 @@ func (h HostEntries) MarshalYAML() (any, error) {
 	return out, nil
 }
 
-// fieldErrors collects validation errors so a user sees all of them at once.
-type fieldErrors []fieldError
-
-// fieldError is one problem: the field's path, where it is in the file
-// ("line 3, column 5"; empty when unknown) and what is wrong.
-type fieldError struct{ path, at, msg string }
+// fieldErrors collects validation errors so a user sees all of them at
+// once; each names the field's path, where it is in the file ("line 3,
+// column 5"; empty when unknown) and what is wrong.
+type fieldErrors yamlcheck.Problems
 
 func (e *fieldErrors) add(path, format string, args ...any) {
-	*e = append(*e, fieldError{path: path, msg: fmt.Sprintf(format, args...)})
+	*e = append(*e, yamlcheck.Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (e *fieldErrors) addAt(path, at, format string, args ...any) {
-	*e = append(*e, fieldError{path: path, at: at, msg: fmt.Sprintf(format, args...)})
+	*e = append(*e, yamlcheck.Problem{Path: path, At: at, Msg: fmt.Sprintf(format, args...)})
 }
 
 // locate fills in positions from pos (path -> position), using the nearest
@@ -157,8 +147,8 @@ func (e *fieldErrors) addAt(path, at, format string, args ...any) {
 // .name of its own).
 func (e fieldErrors) locate(pos map[string]string) {
 	for i := range e {
-		for p := e[i].path; p != "" && e[i].at == ""; p = parentPath(p) {
-			e[i].at = pos[p]
+		for p := e[i].Path; p != "" && e[i].At == ""; p = parentPath(p) {
+			e[i].At = pos[p]
 		}
 	}
 }
@@ -174,15 +164,7 @@ func (e fieldErrors) err(what string) error {
 	if len(e) == 0 {
 		return nil
 	}
-	parts := make([]string, len(e))
-	for i, fe := range e {
-		if fe.at != "" {
-			parts[i] = fmt.Sprintf("%s (%s): %s", fe.path, fe.at, fe.msg)
-		} else {
-			parts[i] = fe.path + ": " + fe.msg
-		}
-	}
-	return fmt.Errorf("%s: %s", what, strings.Join(parts, "; "))
+	return fmt.Errorf("%s: %w", what, yamlcheck.Problems(e))
 }
 
 // Validate checks every field and returns all problems, each naming its path.

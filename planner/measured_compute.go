@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/pipette-launch/pipette-launch/internal/stats"
 )
 
 // MeasuredCompute is what `probe --measure` found each host's accelerators
@@ -115,20 +117,10 @@ func MeasuredScale(g GPUSpec, h HostCompute) (scale float64, samples int, ok boo
 			}
 		}
 		if len(r) > 0 {
-			return median(r), len(r), true
+			return stats.Median(r), len(r), true
 		}
 	}
 	return 0, 0, false
-}
-
-func median(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // applyMeasuredCompute sets each island's compute rate and intra-host bus
@@ -159,10 +151,10 @@ func (f *ClusterFile) applyMeasuredCompute(islands []Island, hosts []Host) {
 		}
 		for _, hi := range isl.Hosts {
 			if len(scales) > 0 {
-				scaleCompute(&hosts[hi].GPU, median(scales))
+				scaleCompute(&hosts[hi].GPU, stats.Median(scales))
 			}
 			if len(allReduce) > 0 {
-				hosts[hi].IntraBytesPerS = median(allReduce)
+				hosts[hi].IntraBytesPerS = stats.Median(allReduce)
 			}
 		}
 	}

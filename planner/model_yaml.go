@@ -1,14 +1,10 @@
 package planner
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 )
 
 // ParseModelFile parses and validates a model YAML document whose keys are
@@ -17,27 +13,16 @@ import (
 // Non-integers in integer fields and quoted booleans are errors; errors
 // name the field and its line and column.
 func ParseModelFile(data []byte) (Model, error) {
-	chk, err := checkYAML(data, &Model{})
-	if err != nil {
-		return Model{}, fmt.Errorf("model file: %w", err)
-	}
-	if len(chk.errs) > 0 {
-		return Model{}, chk.errs.err("model file")
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var m Model
-	if err := dec.Decode(&m); err != nil {
-		if errors.Is(err, io.EOF) {
-			return Model{}, errors.New("model file: empty document")
-		}
+	pos, err := yamlcheck.Decode(data, &m, nil)
+	if err != nil {
 		return Model{}, fmt.Errorf("model file: %w", err)
 	}
 	if m.MaxPositionEmbeddings == 0 {
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
 	errs := m.validate()
-	errs.locate(chk.pos)
+	errs.locate(pos)
 	if err := errs.err("model file"); err != nil {
 		return Model{}, err
 	}

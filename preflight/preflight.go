@@ -15,6 +15,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -171,7 +172,7 @@ func judge(spec *templates.PreflightSpec, g templates.PreflightGroup, evs, pairE
 			continue
 		}
 		if len(e.Seconds) > 0 {
-			slowest = max(slowest, median(e.Seconds))
+			slowest = max(slowest, stats.Median(e.Seconds))
 		}
 	}
 	for _, rank := range g.Ranks {
@@ -209,12 +210,6 @@ func judge(spec *templates.PreflightSpec, g templates.PreflightGroup, evs, pairE
 		}
 	}
 	return r
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func uniqueHosts(hosts []string) []string {

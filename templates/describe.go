@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/internal/text"
 )
 
 // Describe writes what --dry-run shows: for every host the variables all
@@ -19,7 +20,7 @@ func Describe(w io.Writer, job *Job) error {
 	for _, h := range job.Hosts {
 		ranks += len(h.Ranks)
 	}
-	ew.printf("# job %s: %d ranks on %d %s\n", job.Name, ranks, len(job.Hosts), plural(len(job.Hosts), "host", "hosts"))
+	ew.printf("# job %s: %d ranks on %d %s\n", job.Name, ranks, len(job.Hosts), text.Plural(len(job.Hosts), "host", "hosts"))
 	for _, warn := range job.Warnings {
 		ew.printf("# warning: %s\n", strings.ReplaceAll(warn, "\n", "\n#   "))
 	}
@@ -103,11 +104,4 @@ func (e *errWriter) printf(format string, a ...any) {
 	if e.err == nil {
 		_, e.err = fmt.Fprintf(e.w, format, a...)
 	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/planner"
 )
 
@@ -150,18 +151,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 // the work directory: its own per job name, never the work directory
 // itself.
 func DefaultFilesDir(name string) string {
-	return ".pipette-launch/jobs/" + SafeName(name)
-}
-
-var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// SafeName is name as one path component: other characters become "_".
-func SafeName(name string) string {
-	s := unsafeNameChars.ReplaceAllString(name, "_")
-	if s == "" || s == "." || s == ".." {
-		return "job"
-	}
-	return s
+	return ".pipette-launch/jobs/" + text.SafeName(name)
 }
 
 // megatronLayers reads --num-layers from Megatron arguments and refuses

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 )
 
 // stateFile is the record, inside an instance directory, of everything the
@@ -57,12 +59,8 @@ func (s *state) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir, stateFile+".new")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write state: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, stateFile)); err != nil {
-		return fmt.Errorf("write state: %w", err)
+	if err := atomicfile.Write(filepath.Join(s.dir, stateFile), b, 0o600); err != nil {
+		return fmt.Errorf("test-bed state: %w", err)
 	}
 	return nil
 }

@@ -12,10 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/testbed"
@@ -83,7 +83,7 @@ func run(nHosts, n int, command string) error {
 	fmt.Printf("%d hosts, %q, %d repetitions each (interleaved)\n", nHosts, command, n)
 	meds := make([]time.Duration, len(variants))
 	for i, v := range variants {
-		meds[i] = median(times[i])
+		meds[i] = stats.Median(times[i])
 		fmt.Printf("  %-52s median %7.1f ms  (min %.1f, max %.1f)\n", v.name, ms(meds[i]), ms(minD(times[i])), ms(maxD(times[i])))
 	}
 	pdsh := meds[len(meds)-1]
@@ -144,15 +144,6 @@ func pdshRun(ctx context.Context, tb *testbed.Testbed, command string) error {
 		}
 	}
 	return nil
-}
-
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func minD(d []time.Duration) time.Duration {

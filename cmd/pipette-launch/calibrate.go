@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
@@ -365,9 +366,5 @@ func writeCalibration(path string, data []byte, cal *planner.Calibration) error 
 	if _, err := planner.ParseClusterFile(buf.Bytes()); err != nil {
 		return fmt.Errorf("the calibrated file would not parse (not written): %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, buf.Bytes(), 0o644)
 }

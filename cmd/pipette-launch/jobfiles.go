@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/internal/text"
 )
 
 // newJobID names one launch: the job name, when it started and a random
@@ -17,7 +17,7 @@ var newJobID = realJobID
 func realJobID(name string) string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	return templates.SafeName(name) + "-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+	return text.SafeName(name) + "-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
 }
 
 // jobFilesDir is where the job's generated files (ds_config.json,

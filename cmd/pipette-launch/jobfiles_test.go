@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
 // Tests see one job id per name, so dry-run output (golden files) is
 // stable; TestJobIDsDiffer checks the real one.
 func init() {
-	newJobID = func(name string) string { return templates.SafeName(name) + "-ID" }
+	newJobID = func(name string) string { return text.SafeName(name) + "-ID" }
 }
 
 // autoDSConfig is a user's own ds_config.json that leaves the micro-batch

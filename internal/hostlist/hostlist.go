@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/text"
 )
 
 // Expand returns the hosts named by expr, in order. Commas at bracket depth
@@ -191,7 +192,7 @@ func parseRanges(body string) ([]numRange, int, int, error) {
 		}
 		a, errA := strconv.Atoi(lo)
 		b, errB := strconv.Atoi(hi)
-		if errA != nil || errB != nil || a < 0 || b < 0 || !digits(lo) || !digits(hi) {
+		if errA != nil || errB != nil || a < 0 || b < 0 || !text.Digits(lo) || !text.Digits(hi) {
 			return nil, 0, 0, fmt.Errorf("bad range %q (want N or N-M with digits)", p)
 		}
 		if b < a {
@@ -205,15 +206,6 @@ func parseRanges(body string) ([]numRange, int, int, error) {
 		out = append(out, numRange{lo: a, hi: b, width: len(lo)})
 	}
 	return out, n, width, nil
-}
-
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // expand appends the item's hosts to out, left group varying slowest.

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/text"
 )
 
 // Allowed says what Check accepts, for error messages.
@@ -132,19 +134,10 @@ func ParseTarget(s string) (Target, error) {
 	t.Host = host
 	if hasPort {
 		p, err := strconv.Atoi(port)
-		if err != nil || p < 1 || p > 65535 || !isDigits(port) {
+		if err != nil || p < 1 || p > 65535 || !text.Digits(port) {
 			return t, fmt.Errorf("host %q: port %q is not a number from 1 to 65535", orig, port)
 		}
 		t.Port = p
 	}
 	return t, nil
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
