@@ -4,12 +4,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // The agent is the host's launch script, the very one --output-dir writes
-// (templates.HostScript), with run's control lines in front
-// (templates.WithControl). It is uploaded to each host and started as
+// (job.HostScript), with run's control lines in front
+// (job.WithControl). It is uploaded to each host and started as
 //
 //	exec setsid -w /bin/sh AGENT
 //
@@ -38,23 +38,23 @@ import (
 // agentScript renders the agent for host i of job; heartbeat is the silence
 // on stdin, in seconds, after which the watchdog stops the ranks (0: only
 // EOF).
-func agentScript(job templates.Job, i int, nonce string, grace, heartbeat, restart int) (string, error) {
-	job.LogDir = "" // the launcher keeps the logs, here
-	script, err := templates.HostScript(&job, i)
+func agentScript(j job.Job, i int, nonce string, grace, heartbeat, restart int) (string, error) {
+	j.LogDir = "" // the launcher keeps the logs, here
+	script, err := job.HostScript(&j, i)
 	if err != nil {
 		return "", err
 	}
-	return templates.WithControl(script, templates.Control{Tag: "@@pipette-" + nonce, Grace: grace,
+	return job.WithControl(script, job.Control{Tag: "@@pipette-" + nonce, Grace: grace,
 		Heartbeat: heartbeat, Restart: restart}), nil
 }
 
 // withRestartEnv returns ranks' env with the torchrun restart variables set.
-func withRestartEnv(env []templates.EnvVar, restart, maxRestarts int) []templates.EnvVar {
+func withRestartEnv(env []job.EnvVar, restart, maxRestarts int) []job.EnvVar {
 	set := map[string]string{
 		"TORCHELASTIC_RESTART_COUNT": strconv.Itoa(restart),
 		"TORCHELASTIC_MAX_RESTARTS":  strconv.Itoa(maxRestarts),
 	}
-	out := make([]templates.EnvVar, 0, len(env)+len(set))
+	out := make([]job.EnvVar, 0, len(env)+len(set))
 	for _, e := range env {
 		if v, ok := set[e.Name]; ok {
 			e.Value = v
@@ -64,7 +64,7 @@ func withRestartEnv(env []templates.EnvVar, restart, maxRestarts int) []template
 	}
 	for _, n := range []string{"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"} {
 		if v, ok := set[n]; ok {
-			out = append(out, templates.EnvVar{Name: n, Value: v})
+			out = append(out, job.EnvVar{Name: n, Value: v})
 		}
 	}
 	return out

@@ -14,19 +14,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // runAgent runs a rendered agent under setsid, as Launch does over SSH,
 // and returns its stdout lines; stdin stays open until closeAfter.
-func startAgent(t *testing.T, h templates.HostJob, grace int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+func startAgent(t *testing.T, h job.HostJob, grace int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	return startAgentHB(t, h, grace, 0)
 }
 
-func startAgentHB(t *testing.T, h templates.HostJob, grace, heartbeat int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+func startAgentHB(t *testing.T, h job.HostJob, grace, heartbeat int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	wd := t.TempDir()
-	script, err := agentScript(templates.Job{Name: "test", WorkDir: wd, Hosts: []templates.HostJob{h}}, 0, "N0NCE", grace, heartbeat, 0)
+	script, err := agentScript(job.Job{Name: "test", WorkDir: wd, Hosts: []job.HostJob{h}}, 0, "N0NCE", grace, heartbeat, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func startAgentHB(t *testing.T, h templates.HostJob, grace, heartbeat int) (*exe
 
 func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 	weird := `it's "quoted" $HOME ; rm -rf / * \n`
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
-		{Rank: 4, LocalRank: 0, Env: []templates.EnvVar{{Name: "RANK", Value: "4"}, {Name: "ODD", Value: weird}},
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
+		{Rank: 4, LocalRank: 0, Env: []job.EnvVar{{Name: "RANK", Value: "4"}, {Name: "ODD", Value: weird}},
 			Argv: []string{"/bin/sh", "-c", `printf '%s|%s|%s\n' "$RANK" "$ODD" "$1"; pwd; printf 'no newline at end'`, "sh", weird}},
 		{Rank: 5, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "echo to-stderr >&2; exit 3"}},
 	}}
@@ -105,7 +105,7 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 
 func TestAgentWatchdogStopsGroupOnStdinEOF(t *testing.T) {
 	// A rank that ignores TERM: the watchdog must KILL it after the grace.
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
 		{Rank: 0, Argv: []string{"/bin/sh", "-c", "trap '' TERM; echo up; while :; do sleep 0.2; done"}},
 		{Rank: 1, Argv: []string{"sleep", "300"}},
 	}}
@@ -134,7 +134,7 @@ func TestAgentWatchdogStopsGroupOnStdinEOF(t *testing.T) {
 // silent that long though it never closes (a network cut): not while
 // heartbeats arrive, and within the timeout plus the grace once they stop.
 func TestAgentHeartbeatTimeoutStopsGroup(t *testing.T) {
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
 		{Rank: 0, Argv: []string{"/bin/sh", "-c", "trap '' TERM; echo up; while :; do sleep 0.2; done"}},
 		{Rank: 1, Argv: []string{"sleep", "300"}},
 	}}
@@ -195,7 +195,7 @@ func TestAgentRunsProgramWithEqualsInPath(t *testing.T) {
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\necho \"ran $A $*\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{{Rank: 0, Env: []templates.EnvVar{{Name: "A", Value: "1"}}, Argv: []string{prog, "x y"}}}}
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{{Rank: 0, Env: []job.EnvVar{{Name: "A", Value: "1"}}, Argv: []string{prog, "x y"}}}}
 	_, stdin, sc := startAgent(t, h, 1)
 	defer stdin.Close()
 	var out []string
@@ -208,9 +208,9 @@ func TestAgentRunsProgramWithEqualsInPath(t *testing.T) {
 }
 
 func TestWithRestartEnv(t *testing.T) {
-	env := []templates.EnvVar{{Name: "A", Value: "1"}, {Name: "TORCHELASTIC_RESTART_COUNT", Value: "0"}}
+	env := []job.EnvVar{{Name: "A", Value: "1"}, {Name: "TORCHELASTIC_RESTART_COUNT", Value: "0"}}
 	got := withRestartEnv(env, 2, 3)
-	want := []templates.EnvVar{{Name: "A", Value: "1"}, {Name: "TORCHELASTIC_RESTART_COUNT", Value: "2"}, {Name: "TORCHELASTIC_MAX_RESTARTS", Value: "3"}}
+	want := []job.EnvVar{{Name: "A", Value: "1"}, {Name: "TORCHELASTIC_RESTART_COUNT", Value: "2"}, {Name: "TORCHELASTIC_MAX_RESTARTS", Value: "3"}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v", got)
 	}
@@ -225,7 +225,7 @@ func TestWithRestartEnv(t *testing.T) {
 }
 
 func TestAgentLeavesNothingAfterDone(t *testing.T) {
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
 		{Rank: 0, Argv: []string{"true"}},
 		// A daemonised child left in the group must be stopped too,
 		{Rank: 1, Argv: []string{"/bin/sh", "-c", "sleep 300 >/dev/null 2>&1 & echo started"}},
@@ -297,7 +297,7 @@ func TestAgentStartCommand(t *testing.T) {
 // (a checkpoint message, say) still arrive, nothing gets EPIPE, and its exit
 // status is reported.
 func TestAgentGracefulStopKeepsRankOutput(t *testing.T) {
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
 		{Rank: 0, Argv: []string{"/bin/sh", "-c", `trap 'sleep 0.3; echo checkpoint saved; exit 0' TERM; echo up; while :; do sleep 0.1; done`}},
 	}}
 	cmd, _, sc := startAgent(t, h, 5)
@@ -341,16 +341,16 @@ func pgidWhenRank0Up(t *testing.T, sc *bufio.Scanner) int {
 // One script: what run starts on a host is the script --output-dir writes
 // for it, with only run's control lines added after the first line.
 func TestAgentIsTheHostScript(t *testing.T) {
-	job := templates.Job{Name: "j", WorkDir: "/w", LogDir: "logs", Hosts: []templates.HostJob{
-		{Name: "a", Ranks: []templates.RankJob{{Rank: 0, Argv: []string{"true"}}}},
-		{Name: "b", NodeRank: 1, Ranks: []templates.RankJob{{Rank: 1, Env: []templates.EnvVar{{Name: "X", Value: "it's"}}, Argv: []string{"true"}}}},
+	j := job.Job{Name: "j", WorkDir: "/w", LogDir: "logs", Hosts: []job.HostJob{
+		{Name: "a", Ranks: []job.RankJob{{Rank: 0, Argv: []string{"true"}}}},
+		{Name: "b", NodeRank: 1, Ranks: []job.RankJob{{Rank: 1, Env: []job.EnvVar{{Name: "X", Value: "it's"}}, Argv: []string{"true"}}}},
 	}}
-	agent, err := agentScript(job, 1, "N0NCE", 5, 30, 2)
+	agent, err := agentScript(j, 1, "N0NCE", 5, 30, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	job.LogDir = "" // run keeps the logs on the launching machine
-	want, err := templates.HostScript(&job, 1)
+	j.LogDir = "" // run keeps the logs on the launching machine
+	want, err := job.HostScript(&j, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestAgentIsTheHostScript(t *testing.T) {
 // be torn down before its report arrives (the summary then blamed one of
 // those).
 func TestAgentReportsExitWhileAChildHoldsTheOutput(t *testing.T) {
-	h := templates.HostJob{Name: "h", Ranks: []templates.RankJob{
+	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
 		{Rank: 0, Argv: []string{"/bin/sh", "-c", "(trap '' TERM; exec sleep 60) & echo failing; printf 'last words'; exit 3"}},
 		{Rank: 1, Argv: []string{"sleep", "300"}},
 	}}

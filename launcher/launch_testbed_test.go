@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
@@ -60,20 +60,20 @@ func allreduceScript(t *testing.T) []byte {
 
 // allreduceJob builds by hand what the render step would: hosts x perHost
 // ranks of examples/torch_allreduce.py with torchrun's environment.
-func allreduceJob(t *testing.T, tb *testbed.Testbed, name string, hosts []string, perHost int, args ...string) templates.Job {
+func allreduceJob(t *testing.T, tb *testbed.Testbed, name string, hosts []string, perHost int, args ...string) job.Job {
 	t.Helper()
 	world := len(hosts) * perHost
 	master, err := tb.Host(hosts[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := templates.Job{
+	j := job.Job{
 		Name:    name,
 		WorkDir: "/tmp/pipette-" + name,
-		Files:   []templates.File{{Path: "torch_allreduce.py", Mode: 0o644, Content: allreduceScript(t)}},
+		Files:   []job.File{{Path: "torch_allreduce.py", Mode: 0o644, Content: allreduceScript(t)}},
 	}
 	for n, h := range hosts {
-		hj := templates.HostJob{Name: h, NodeRank: n}
+		hj := job.HostJob{Name: h, NodeRank: n}
 		for l := 0; l < perHost; l++ {
 			rank := n*perHost + l
 			env := map[string]string{
@@ -82,16 +82,16 @@ func allreduceJob(t *testing.T, tb *testbed.Testbed, name string, hosts []string
 				"MASTER_ADDR": master.Addr, "MASTER_PORT": "29512", "GLOO_SOCKET_IFNAME": "eth0",
 				"OMP_NUM_THREADS": "1",
 			}
-			var ev []templates.EnvVar
+			var ev []job.EnvVar
 			for _, k := range sortedKeys(env) {
-				ev = append(ev, templates.EnvVar{Name: k, Value: env[k]})
+				ev = append(ev, job.EnvVar{Name: k, Value: env[k]})
 			}
 			argv := append([]string{python, "torch_allreduce.py", "--expect-world", strconv.Itoa(world)}, args...)
-			hj.Ranks = append(hj.Ranks, templates.RankJob{Rank: rank, LocalRank: l, Env: ev, Argv: argv})
+			hj.Ranks = append(hj.Ranks, job.RankJob{Rank: rank, LocalRank: l, Env: ev, Argv: argv})
 		}
-		job.Hosts = append(job.Hosts, hj)
+		j.Hosts = append(j.Hosts, hj)
 	}
-	return job
+	return j
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -305,16 +305,16 @@ func TestLaunchUnreachableAndBadHostKeys(t *testing.T) {
 	// An address in the test-bed subnet where no host answers.
 	ghostAddr := strings.Join(strings.Split(n3.Addr, ".")[:3], ".") + ".250"
 
-	job := allreduceJob(t, tb, "badhosts", tb.Names(), 1)
-	job.Hosts = append(job.Hosts, templates.HostJob{Name: "ghost", Address: ghostAddr, NodeRank: 4,
-		Ranks: []templates.RankJob{{Rank: 4, Argv: []string{"true"}}}})
+	j := allreduceJob(t, tb, "badhosts", tb.Names(), 1)
+	j.Hosts = append(j.Hosts, job.HostJob{Name: "ghost", Address: ghostAddr, NodeRank: 4,
+		Ranks: []job.RankJob{{Rank: 4, Argv: []string{"true"}}}})
 	opts := bedSSH(tb)
 	opts.KnownHostsFile = badKH
 	opts.ConnectTimeout = 3 * time.Second
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = Launch(ctx, job, LaunchOptions{SSH: opts, Out: &out})
+	err = Launch(ctx, j, LaunchOptions{SSH: opts, Out: &out})
 	var he *HostErrors
 	if !errors.As(err, &he) {
 		t.Fatalf("Launch = %v, want per-host errors", err)
@@ -543,13 +543,13 @@ func TestLaunchStartFailsHalfway(t *testing.T) {
 	if out, err := tb.ExecInHost(ctx, "node3", "touch", "/tmp/pipette-halfstart"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	job := templates.Job{Name: "halfstart"}
+	j := job.Job{Name: "halfstart"}
 	for i, h := range tb.Names() {
-		job.Hosts = append(job.Hosts, templates.HostJob{Name: h, NodeRank: i,
-			Ranks: []templates.RankJob{{Rank: i, Argv: []string{"sleep", "60"}}}})
+		j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i,
+			Ranks: []job.RankJob{{Rank: i, Argv: []string{"sleep", "60"}}}})
 	}
 	var out syncbuf.Buffer
-	err := Launch(ctx, job, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 2 * time.Second})
+	err := Launch(ctx, j, LaunchOptions{SSH: bedSSH(tb), Out: &out, Grace: 2 * time.Second})
 	var he *HostErrors
 	if !errors.As(err, &he) || strings.Join(he.Hosts(), ",") != "node3" {
 		t.Fatalf("Launch = %v, want a start error for node3 only\noutput:\n%s", err, out.String())

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Recorded on a test-bed host (198.18.0.12) asked for rank 0 at
@@ -123,8 +123,8 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 // (same name, other SSH ports) are two hosts of a job; the same host twice
 // is still an error.
 func TestHostsDifferingOnlyByPortAreTwoHosts(t *testing.T) {
-	rank := func(r int) []templates.RankJob { return []templates.RankJob{{Rank: r, Argv: []string{"true"}}} }
-	job := templates.Job{Name: "j", Hosts: []templates.HostJob{{Name: "box", Port: 2222, Ranks: rank(0)}, {Name: "box", Port: 2223, Ranks: rank(1)}}}
+	rank := func(r int) []job.RankJob { return []job.RankJob{{Rank: r, Argv: []string{"true"}}} }
+	job := job.Job{Name: "j", Hosts: []job.HostJob{{Name: "box", Port: 2222, Ranks: rank(0)}, {Name: "box", Port: 2223, Ranks: rank(1)}}}
 	if err := validateJob(job); err != nil {
 		t.Errorf("hosts differing by port: %v", err)
 	}

@@ -9,13 +9,13 @@ import (
 	"sync"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // output fans rank output out to the console (filtered), per-rank log
 // files and a tail kept for failure summaries.
 type output struct {
-	job  templates.Job
+	job  job.Job
 	opts LaunchOptions
 
 	mu    sync.Mutex
@@ -30,8 +30,8 @@ type rankKey struct {
 	rank int
 }
 
-func newOutput(job templates.Job, opts LaunchOptions) *output {
-	o := &output{job: job, opts: opts, local: map[rankKey]int{}, shown: map[rankKey]bool{},
+func newOutput(j job.Job, opts LaunchOptions) *output {
+	o := &output{job: j, opts: opts, local: map[rankKey]int{}, shown: map[rankKey]bool{},
 		logs: map[rankKey]*os.File{}, tails: map[rankKey]*lineRing{}}
 	quiet := map[int]bool{}
 	for _, r := range opts.QuietRanks {
@@ -46,8 +46,8 @@ func newOutput(job templates.Job, opts LaunchOptions) *output {
 	}
 	// Hosts are named by their labels: two hosts that differ only by port
 	// get their own log files and line prefixes.
-	labels := templates.HostLabels(job.Hosts)
-	for i, h := range job.Hosts {
+	labels := job.HostLabels(j.Hosts)
+	for i, h := range j.Hosts {
 		for _, r := range h.Ranks {
 			k := rankKey{labels[i], r.Rank}
 			o.local[k] = r.LocalRank

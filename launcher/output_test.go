@@ -6,15 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
-func twoHostJob() templates.Job {
-	j := templates.Job{Name: "j"}
+func twoHostJob() job.Job {
+	j := job.Job{Name: "j"}
 	for n, h := range []string{"a", "b"} {
-		hj := templates.HostJob{Name: h}
+		hj := job.HostJob{Name: h}
 		for l := 0; l < 2; l++ {
-			hj.Ranks = append(hj.Ranks, templates.RankJob{Rank: n*2 + l, LocalRank: l, Argv: []string{"x"}})
+			hj.Ranks = append(hj.Ranks, job.RankJob{Rank: n*2 + l, LocalRank: l, Argv: []string{"x"}})
 		}
 		j.Hosts = append(j.Hosts, hj)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/text"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // LaunchOptions control how a job is started and supervised.
@@ -107,7 +107,7 @@ func DefaultWorkDir(jobName string) string {
 // naming the first failure. Connection, upload and start problems are
 // reported per host (*HostErrors inside the returned error) and leave
 // nothing running.
-func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
+func Launch(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	opts = opts.withDefaults()
 	if err := validateJob(job); err != nil {
 		return err
@@ -146,7 +146,7 @@ func Launch(ctx context.Context, job templates.Job, opts LaunchOptions) error {
 
 // runAttempts opens the job's output (stream and --log-dir files) and runs
 // the job, and again after a rank failure up to MaxRestarts times.
-func runAttempts(ctx context.Context, job templates.Job, opts LaunchOptions, attempt func(out *output, n int) error) error {
+func runAttempts(ctx context.Context, job job.Job, opts LaunchOptions, attempt func(out *output, n int) error) error {
 	out := newOutput(job, opts)
 	defer out.close()
 	if err := out.openLogs(); err != nil {
@@ -167,7 +167,7 @@ func runAttempts(ctx context.Context, job templates.Job, opts LaunchOptions, att
 	}
 }
 
-func validateJob(job templates.Job) error {
+func validateJob(job job.Job) error {
 	if len(job.Hosts) == 0 {
 		return fmt.Errorf("job %s has no hosts", job.Name)
 	}
@@ -202,7 +202,7 @@ func validateJob(job templates.Job) error {
 	return nil
 }
 
-func jobTargets(job templates.Job) []HostTarget {
+func jobTargets(job job.Job) []HostTarget {
 	out := make([]HostTarget, len(job.Hosts))
 	for i, h := range job.Hosts {
 		out[i] = HostTarget{Name: h.Name, Addr: h.Address, User: h.User, Port: h.Port}
@@ -210,7 +210,7 @@ func jobTargets(job templates.Job) []HostTarget {
 	return out
 }
 
-func uploadFiles(ctx context.Context, pool *Pool, job templates.Job, targets []HostTarget) error {
+func uploadFiles(ctx context.Context, pool *Pool, job job.Job, targets []HostTarget) error {
 	return pool.Each(ctx, targets, func(ctx context.Context, t HostTarget) error {
 		c := pool.Conn(t)
 		for _, f := range job.Files {
@@ -228,7 +228,7 @@ func uploadFiles(ctx context.Context, pool *Pool, job templates.Job, targets []H
 
 // remoteFilePath is where f lands on a host: in the job's files directory,
 // under the work directory unless it is absolute.
-func remoteFilePath(job templates.Job, f templates.File) string {
+func remoteFilePath(job job.Job, f job.File) string {
 	p := job.FilePath(f)
 	if path.IsAbs(p) {
 		return p
@@ -238,7 +238,7 @@ func remoteFilePath(job templates.Job, f templates.File) string {
 
 // hostRun is one host's agent during one attempt.
 type hostRun struct {
-	job    templates.HostJob
+	job    job.HostJob
 	index  int // in the job's hosts
 	target HostTarget
 	via    transport // nil: not connected
@@ -258,7 +258,7 @@ type hostRun struct {
 	started chan struct{} // closed when the pgid line arrived
 
 	// name is how output, logs and the summary name the host: its label
-	// (templates.HostLabels), "" for target.Name.
+	// (job.HostLabels), "" for target.Name.
 	name string
 }
 
@@ -293,17 +293,17 @@ type event struct {
 // runAgents is one attempt of the job: each host's agent started through
 // its transport (vias[i] for targets[i]; each drives several hosts at
 // once), then supervised until the job ends or fails.
-func runAgents(ctx context.Context, job templates.Job, targets []HostTarget, vias []transport,
+func runAgents(ctx context.Context, j job.Job, targets []HostTarget, vias []transport,
 	each func(context.Context, []HostTarget, func(context.Context, HostTarget) error) error,
 	opts LaunchOptions, out *output, attempt int) error {
 	nonce := newNonce()
-	runs := make([]*hostRun, len(job.Hosts))
+	runs := make([]*hostRun, len(j.Hosts))
 	nRanks := 0
-	labels := templates.HostLabels(job.Hosts)
-	job.Hosts = slices.Clone(job.Hosts)
-	for i, h := range job.Hosts {
+	labels := job.HostLabels(j.Hosts)
+	j.Hosts = slices.Clone(j.Hosts)
+	for i, h := range j.Hosts {
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
-		job.Hosts[i] = h
+		j.Hosts[i] = h
 		nRanks += len(h.Ranks)
 		runs[i] = &hostRun{job: h, index: i, target: targets[i], name: labels[i], via: vias[i], started: make(chan struct{})}
 	}
@@ -324,7 +324,7 @@ func runAgents(ctx context.Context, job templates.Job, targets []HostTarget, via
 		if !r.via.heartbeats() {
 			hb = 0
 		}
-		script, err := agentScript(job, r.index, nonce, graceSec, hb, attempt)
+		script, err := agentScript(j, r.index, nonce, graceSec, hb, attempt)
 		if err != nil {
 			return err
 		}
@@ -332,10 +332,10 @@ func runAgents(ctx context.Context, job templates.Job, targets []HostTarget, via
 	})
 	if err != nil {
 		stopErr := stopAll(runs, opts, out)
-		return errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", job.Name, err), stopErr)
+		return errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", j.Name, err), stopErr)
 	}
 
-	sv := newSupervisor(job, runs, events, opts, out)
+	sv := newSupervisor(j, runs, events, opts, out)
 	first := sv.watch(ctx)
 	if first == nil {
 		return nil
@@ -347,19 +347,19 @@ func runAgents(ctx context.Context, job templates.Job, targets []HostTarget, via
 }
 
 // prepareRanks adds the restart counters and PYTHONUNBUFFERED.
-func prepareRanks(ranks []templates.RankJob, attempt int, opts LaunchOptions) []templates.RankJob {
-	out := make([]templates.RankJob, len(ranks))
+func prepareRanks(ranks []job.RankJob, attempt int, opts LaunchOptions) []job.RankJob {
+	out := make([]job.RankJob, len(ranks))
 	for i, r := range ranks {
 		r.Env = withRestartEnv(r.Env, attempt, opts.MaxRestarts)
 		if !opts.KeepPythonBuffering && !hasEnv(r.Env, "PYTHONUNBUFFERED") {
-			r.Env = append(r.Env, templates.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"})
+			r.Env = append(r.Env, job.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"})
 		}
 		out[i] = r
 	}
 	return out
 }
 
-func hasEnv(env []templates.EnvVar, name string) bool {
+func hasEnv(env []job.EnvVar, name string) bool {
 	for _, e := range env {
 		if e.Name == name {
 			return true

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Inside a Slurm allocation a job runs as ONE srun step with one task per
@@ -63,7 +63,7 @@ func slurmBundle(names, scripts []string) []byte {
 
 // SrunCommand is the srun command line a Slurm launch of job runs (for
 // --dry-run); TAG stands for the per-attempt control tag.
-func (s Slurm) SrunCommand(job templates.Job) string {
+func (s Slurm) SrunCommand(job job.Job) string {
 	return shellquote.Join(append([]string{s.srun()}, s.jobStepArgs(hostNames(job), "TAG")...))
 }
 
@@ -72,7 +72,7 @@ func (s Slurm) jobStepArgs(nodes []string, tag string) []string {
 	return append(s.stepArgs(nodes), "--input=all", "--unbuffered", "/bin/sh", "-c", slurmDispatcher, "pipette-dispatch", tag)
 }
 
-func hostNames(job templates.Job) []string {
+func hostNames(job job.Job) []string {
 	out := make([]string, len(job.Hosts))
 	for i, h := range job.Hosts {
 		out[i] = h.Name
@@ -82,7 +82,7 @@ func hostNames(job templates.Job) []string {
 
 // launchSlurm is Launch through srun: same agent, supervision, failure
 // summary and restarts as over SSH.
-func launchSlurm(ctx context.Context, job templates.Job, opts LaunchOptions) error {
+func launchSlurm(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	s := *opts.Slurm
 	if job.WorkDir == "" {
 		job.WorkDir = DefaultWorkDir(job.Name)
@@ -98,7 +98,7 @@ func launchSlurm(ctx context.Context, job templates.Job, opts LaunchOptions) err
 // uploadFilesSlurm writes the job's files on every node with one srun step
 // per file (the same bytes everywhere), each checked by size and renamed
 // into place.
-func uploadFilesSlurm(ctx context.Context, s Slurm, job templates.Job) error {
+func uploadFilesSlurm(ctx context.Context, s Slurm, job job.Job) error {
 	nodes := hostNames(job)
 	for _, f := range job.Files {
 		mode := f.Mode
@@ -133,7 +133,7 @@ type slurmStep struct {
 	stepID string
 }
 
-func runSlurmAttempt(ctx context.Context, s Slurm, job templates.Job, opts LaunchOptions, out *output, attempt int) error {
+func runSlurmAttempt(ctx context.Context, s Slurm, job job.Job, opts LaunchOptions, out *output, attempt int) error {
 	nonce := newNonce()
 	tag := "@@pipette-" + nonce + " "
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
@@ -209,7 +209,7 @@ func runSlurmAttempt(ctx context.Context, s Slurm, job templates.Job, opts Launc
 // its srun task (one task per node) to the rank's own values: DeepSpeed's
 // and Lightning's environment detection read SLURM_PROCID and friends in
 // preference to RANK, and would otherwise see the node's task number.
-func withSlurmTaskEnv(ranks []templates.RankJob, node int) []templates.RankJob {
+func withSlurmTaskEnv(ranks []job.RankJob, node int) []job.RankJob {
 	for i, r := range ranks {
 		get := func(name string) string {
 			for _, e := range r.Env {
@@ -228,7 +228,7 @@ func withSlurmTaskEnv(ranks []templates.RankJob, node int) []templates.RankJob {
 			"SLURM_NTASKS_PER_NODE": get("LOCAL_WORLD_SIZE"),
 			"SLURM_STEP_NUM_TASKS":  get("WORLD_SIZE"),
 		}
-		env := make([]templates.EnvVar, 0, len(r.Env)+len(set))
+		env := make([]job.EnvVar, 0, len(r.Env)+len(set))
 		for _, e := range r.Env {
 			if _, ours := set[e.Name]; !ours {
 				env = append(env, e)
@@ -236,7 +236,7 @@ func withSlurmTaskEnv(ranks []templates.RankJob, node int) []templates.RankJob {
 		}
 		for _, n := range []string{"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_NUM_TASKS"} {
 			if v := set[n]; v != "" {
-				env = append(env, templates.EnvVar{Name: n, Value: v})
+				env = append(env, job.EnvVar{Name: n, Value: v})
 			}
 		}
 		ranks[i].Env = env

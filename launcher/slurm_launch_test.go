@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
@@ -45,7 +45,7 @@ func slurmSteps(t *testing.T, s Slurm) string {
 
 // withSlurmEnvPrinted makes every rank print the Slurm task variables it
 // sees before it starts the all-reduce.
-func withSlurmEnvPrinted(job templates.Job) templates.Job {
+func withSlurmEnvPrinted(job job.Job) job.Job {
 	for h := range job.Hosts {
 		for r := range job.Hosts[h].Ranks {
 			rk := &job.Hosts[h].Ranks[r]

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // When one rank fails, the others usually fail right after it: blocked in a
@@ -22,7 +22,7 @@ import (
 
 // supervisor follows one attempt's events.
 type supervisor struct {
-	job    templates.Job
+	job    job.Job
 	runs   []*hostRun
 	events <-chan event
 	opts   LaunchOptions
@@ -50,7 +50,7 @@ type hostFail struct {
 	f    *JobFailure
 }
 
-func newSupervisor(job templates.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *supervisor {
+func newSupervisor(job job.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *supervisor {
 	return &supervisor{job: job, runs: runs, events: events, opts: opts, out: out,
 		exited: map[*hostRun]map[int]bool{}, ended: map[*hostRun]bool{}}
 }
@@ -58,7 +58,7 @@ func newSupervisor(job templates.Job, runs []*hostRun, events <-chan event, opts
 // supervise waits for the job to finish or fail; nil means every rank
 // exited 0. The failure returned is the first one observed (see rootCause
 // for the one to name).
-func supervise(ctx context.Context, job templates.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *JobFailure {
+func supervise(ctx context.Context, job job.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *JobFailure {
 	return newSupervisor(job, runs, events, opts, out).watch(ctx)
 }
 
@@ -231,7 +231,7 @@ func (s *supervisor) rankFailure(x rankExit) *JobFailure {
 
 // missingExit is the failure of a host whose agent finished without an
 // exit status for one of its ranks (say, a garbled control line).
-func missingExit(job templates.Job, ev event, exited map[int]bool) *JobFailure {
+func missingExit(job job.Job, ev event, exited map[int]bool) *JobFailure {
 	for _, r := range ev.host.job.Ranks {
 		if !exited[r.Rank] {
 			return &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.label(), Rank: r.Rank, LocalRank: r.LocalRank,
@@ -241,7 +241,7 @@ func missingExit(job templates.Job, ev event, exited map[int]bool) *JobFailure {
 	return nil
 }
 
-func hostFailure(job templates.Job, ev event) *JobFailure {
+func hostFailure(job job.Job, ev event) *JobFailure {
 	f := &JobFailure{Job: job.Name, Time: ev.at, Host: ev.host.label(), Rank: -1, LocalRank: -1, ExitCode: -1}
 	switch {
 	case errors.Is(ev.err, ErrConnLost):

@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // A host whose agent finished without every rank's exit status is a
 // failure naming the silent rank, never a success.
 func TestSuperviseNeedsEveryRanksExit(t *testing.T) {
-	job := templates.Job{Name: "j"}
+	j := job.Job{Name: "j"}
 	h := &hostRun{target: HostTarget{Name: "node1"}, done: true,
-		job: templates.HostJob{Name: "node1", Ranks: []templates.RankJob{{Rank: 0, LocalRank: 0}, {Rank: 1, LocalRank: 1}}}}
+		job: job.HostJob{Name: "node1", Ranks: []job.RankJob{{Rank: 0, LocalRank: 0}, {Rank: 1, LocalRank: 1}}}}
 	opts := LaunchOptions{}.withDefaults()
 	for _, tc := range []struct {
 		name     string
@@ -32,7 +32,7 @@ func TestSuperviseNeedsEveryRanksExit(t *testing.T) {
 				events <- event{kind: evRankExit, host: h, rank: r, code: 0, at: time.Now()}
 			}
 			events <- event{kind: evHostEnded, host: h, at: time.Now()}
-			f := supervise(context.Background(), job, []*hostRun{h}, events, opts, nil)
+			f := supervise(context.Background(), j, []*hostRun{h}, events, opts, nil)
 			if (f != nil) != tc.wantFail {
 				t.Fatalf("failure = %v, want failure %v", f, tc.wantFail)
 			}
@@ -47,13 +47,13 @@ func TestSuperviseNeedsEveryRanksExit(t *testing.T) {
 // corrected by its measured offset, whatever order the reports arrive in;
 // ranks that ended once we stopped the job are counted, never blamed.
 func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
-	job := templates.Job{Name: "j"}
+	j := job.Job{Name: "j"}
 	base := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 	mk := func(name string, offset time.Duration, ranks ...int) *hostRun {
-		h := &hostRun{target: HostTarget{Name: name}, job: templates.HostJob{Name: name},
+		h := &hostRun{target: HostTarget{Name: name}, job: job.HostJob{Name: name},
 			clock: clockOffset{Offset: offset, Known: true}}
 		for i, r := range ranks {
-			h.job.Ranks = append(h.job.Ranks, templates.RankJob{Rank: r, LocalRank: i})
+			h.job.Ranks = append(h.job.Ranks, job.RankJob{Rank: r, LocalRank: i})
 		}
 		return h
 	}
@@ -74,7 +74,7 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 	line(node2, 2, 1, 120*time.Millisecond)
 	line(node3, 5, 3, 0)
 	line(node2, 3, 0, 50*time.Millisecond) // a rank that had finished fine
-	sv := newSupervisor(job, []*hostRun{node1, node2, node3}, events, opts, nil)
+	sv := newSupervisor(j, []*hostRun{node1, node2, node3}, events, opts, nil)
 	first := sv.record(<-events)
 	if first == nil || first.Rank != 0 {
 		t.Fatalf("first observed = %+v, want rank 0's report", first)
@@ -101,7 +101,7 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 	// Without the clock correction (offsets unknown), rank 0's raw stamp
 	// is 5 s early and it would be blamed: the offset is what names rank 5.
 	node1.clock, node3.clock = clockOffset{}, clockOffset{}
-	sv = newSupervisor(job, []*hostRun{node1, node2, node3}, events, opts, nil)
+	sv = newSupervisor(j, []*hostRun{node1, node2, node3}, events, opts, nil)
 	line(node1, 0, 1, 150*time.Millisecond-5*time.Second)
 	line(node3, 5, 3, 2*time.Second)
 	first = sv.record(<-events)

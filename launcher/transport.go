@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // A transport reaches one host of a job to start its agent and to run the
@@ -188,7 +188,7 @@ func (s *localSession) Close() error {
 
 // launchLocal is Launch on this machine without SSH: the job's files are
 // written here, and the agent, the very one SSH starts, runs as our child.
-func launchLocal(ctx context.Context, job templates.Job, opts LaunchOptions) error {
+func launchLocal(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	if len(job.Hosts) != 1 {
 		return fmt.Errorf("job %s: a local launch runs one host (this machine), not %d", job.Name, len(job.Hosts))
 	}
@@ -206,7 +206,7 @@ func launchLocal(ctx context.Context, job templates.Job, opts LaunchOptions) err
 
 // writeFilesLocal writes the job's files into its work directory, each
 // complete or not at all (a temp file renamed into place), as Upload does.
-func writeFilesLocal(job templates.Job) error {
+func writeFilesLocal(job job.Job) error {
 	for _, f := range job.Files {
 		mode := f.Mode
 		if mode == 0 {

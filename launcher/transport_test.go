@@ -12,22 +12,22 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // localJob is a one-host job of sh ranks: rank r runs scripts[r] with its
 // pid written to dir/pid.R first (so a test can tell it is gone).
-func localJob(dir string, scripts ...string) templates.Job {
-	job := templates.Job{Name: "local", WorkDir: dir,
-		Files: []templates.File{{Path: "sub/data.txt", Content: []byte("from the job\n")}}}
-	h := templates.HostJob{Name: "localhost"}
+func localJob(dir string, scripts ...string) job.Job {
+	j := job.Job{Name: "local", WorkDir: dir,
+		Files: []job.File{{Path: "sub/data.txt", Content: []byte("from the job\n")}}}
+	h := job.HostJob{Name: "localhost"}
 	for r, s := range scripts {
-		h.Ranks = append(h.Ranks, templates.RankJob{Rank: r, LocalRank: r,
-			Env:  []templates.EnvVar{{Name: "RANK", Value: strconv.Itoa(r)}},
+		h.Ranks = append(h.Ranks, job.RankJob{Rank: r, LocalRank: r,
+			Env:  []job.EnvVar{{Name: "RANK", Value: strconv.Itoa(r)}},
 			Argv: []string{"/bin/sh", "-c", "echo $$ >pid.$RANK; " + s}})
 	}
-	job.Hosts = []templates.HostJob{h}
-	return job
+	j.Hosts = []job.HostJob{h}
+	return j
 }
 
 // assertGone fails when a rank whose pid file is in dir still runs.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // One network per communicator, with stock Megatron-Core.
@@ -329,12 +330,12 @@ func commConfigBlocker(o Options, userEnv map[string]string) string {
 var siteCustomize []byte
 
 // commConfigFiles are the per-island YAML files and the world-group shim.
-func commConfigFiles(c *planner.Cluster, cc *CommConfig) []File {
-	var out []File
+func commConfigFiles(c *planner.Cluster, cc *CommConfig) []job.File {
+	var out []job.File
 	for _, isl := range cc.Islands {
-		out = append(out, File{Path: CommConfigPath(c.Islands[isl].Spec.Name), Mode: 0o644, Content: cc.YAML(c, isl)})
+		out = append(out, job.File{Path: CommConfigPath(c.Islands[isl].Spec.Name), Mode: 0o644, Content: cc.YAML(c, isl)})
 	}
-	return append(out, File{Path: SiteDir + "/sitecustomize.py", Mode: 0o644, Content: siteCustomize})
+	return append(out, job.File{Path: SiteDir + "/sitecustomize.py", Mode: 0o644, Content: siteCustomize})
 }
 
 func commConfigPaths(c *planner.Cluster, cc *CommConfig, dir string) []string {

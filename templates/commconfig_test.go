@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // megatronKeys are the process-group keys parallel_state.py looks up
@@ -48,7 +49,7 @@ func crossPipelinePlan(c *planner.Cluster) *planner.Plan {
 
 func TestCommConfigTwoIBIslands(t *testing.T) {
 	c := twoIBIslands(recentStack)
-	job, err := Render(crossPipelinePlan(c), c, Options{Script: "pretrain_gpt.py", Args: gpt24Args})
+	j, err := Render(crossPipelinePlan(c), c, Options{Script: "pretrain_gpt.py", Args: gpt24Args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +58,12 @@ func TestCommConfigTwoIBIslands(t *testing.T) {
 		"pos_embd": "IB", "pp": "Socket", "embd": "Socket", "mp": "Socket", "tp_ep_pp": "Socket", "hcp": "Socket"}
 	for _, island := range []string{"ib-a", "ib-b"} {
 		path := "nccl_comm_" + island + ".yaml"
-		i := slices.IndexFunc(job.Files, func(f File) bool { return f.Path == path })
+		i := slices.IndexFunc(j.Files, func(f job.File) bool { return f.Path == path })
 		if i < 0 {
 			t.Fatalf("no %s among the job's files", path)
 		}
 		var cfg map[string]map[string]string
-		if err := yaml.Unmarshal(job.Files[i].Content, &cfg); err != nil {
+		if err := yaml.Unmarshal(j.Files[i].Content, &cfg); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		for key, v := range cfg {
@@ -86,30 +87,30 @@ func TestCommConfigTwoIBIslands(t *testing.T) {
 			}
 		}
 	}
-	if !slices.ContainsFunc(job.Files, func(f File) bool { return f.Path == "pipette_site/sitecustomize.py" }) {
+	if !slices.ContainsFunc(j.Files, func(f job.File) bool { return f.Path == "pipette_site/sitecustomize.py" }) {
 		t.Error("no world-group shim among the job's files")
 	}
-	for _, h := range job.Hosts {
+	for _, h := range j.Hosts {
 		island := "ib-a"
 		if strings.HasPrefix(h.Name, "b") {
 			island = "ib-b"
 		}
 		for _, r := range h.Ranks {
 			argv := strings.Join(r.Argv, " ")
-			if !strings.Contains(argv, " --nccl-communicator-config-path "+job.FilesDir+"/nccl_comm_"+island+".yaml") {
+			if !strings.Contains(argv, " --nccl-communicator-config-path "+j.FilesDir+"/nccl_comm_"+island+".yaml") {
 				t.Errorf("rank %d argv lacks its island's config: %s", r.Rank, argv)
 			}
 			env := envOf(r)
 			for name, v := range map[string]string{"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME": "=eno1",
-				"PIPETTE_NCCL_WORLD_NET": "Socket", "PYTHONPATH": job.FilesDir + "/pipette_site", "NCCL_IB_DISABLE": "", "NCCL_NET": ""} {
+				"PIPETTE_NCCL_WORLD_NET": "Socket", "PYTHONPATH": j.FilesDir + "/pipette_site", "NCCL_IB_DISABLE": "", "NCCL_NET": ""} {
 				if env[name] != v {
 					t.Errorf("rank %d: %s=%q, want %q", r.Rank, name, env[name], v)
 				}
 			}
 		}
 	}
-	if !slices.ContainsFunc(job.Warnings, func(w string) bool { return strings.Contains(w, "ib-a: tp IB, cp IB, dp IB, pp Socket") }) {
-		t.Errorf("warnings do not say the transport per group type: %q", job.Warnings)
+	if !slices.ContainsFunc(j.Warnings, func(w string) bool { return strings.Contains(w, "ib-a: tp IB, cp IB, dp IB, pp Socket") }) {
+		t.Errorf("warnings do not say the transport per group type: %q", j.Warnings)
 	}
 }
 
@@ -146,19 +147,19 @@ func TestCommConfigFallsBack(t *testing.T) {
 			o := tc.opts
 			o.Script = "pretrain_gpt.py"
 			o.Args = append(slices.Clone(gpt24Args), o.Args...)
-			job, err := Render(tc.p, tc.c, o)
+			j, err := Render(tc.p, tc.c, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.ContainsFunc(job.Warnings, func(w string) bool {
+			if !slices.ContainsFunc(j.Warnings, func(w string) bool {
 				return strings.Contains(w, "every rank uses TCP sockets") && strings.Contains(w, tc.warning)
 			}) {
-				t.Errorf("no fallback warning with %q: %q", tc.warning, job.Warnings)
+				t.Errorf("no fallback warning with %q: %q", tc.warning, j.Warnings)
 			}
-			if slices.ContainsFunc(job.Files, func(f File) bool { return strings.HasPrefix(f.Path, "nccl_comm_") }) {
+			if slices.ContainsFunc(j.Files, func(f job.File) bool { return strings.HasPrefix(f.Path, "nccl_comm_") }) {
 				t.Error("a communicator config was written although the job falls back")
 			}
-			for _, h := range job.Hosts {
+			for _, h := range j.Hosts {
 				for _, r := range h.Ranks {
 					if env := envOf(r); env["NCCL_IB_DISABLE"] != "1" || env["PIPETTE_NCCL_WORLD_NET"] != "" {
 						t.Errorf("rank %d: NCCL_IB_DISABLE=%q PIPETTE_NCCL_WORLD_NET=%q, want sockets everywhere", r.Rank, env["NCCL_IB_DISABLE"], env["PIPETTE_NCCL_WORLD_NET"])

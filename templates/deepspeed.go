@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // DSConfig is the part of DeepSpeed's ds_config.json the planner decides.
@@ -221,10 +222,10 @@ func enabled(m map[string]any, key string) bool {
 // Hostfile renders DeepSpeed's hostfile: `host slots=N`, one line per host
 // in node-rank order; hosts that differ only by port are name:port (their
 // labels), two entries, not one name twice (which DeepSpeed rejects).
-func Hostfile(hosts []HostJob) []byte {
+func Hostfile(hosts []job.HostJob) []byte {
 	var b strings.Builder
 	b.WriteString("# DeepSpeed hostfile written by pipette-launch; line order is rank order\n")
-	for i, l := range HostLabels(hosts) {
+	for i, l := range job.HostLabels(hosts) {
 		b.WriteString(l + " slots=" + strconv.Itoa(len(hosts[i].Ranks)) + "\n")
 	}
 	return []byte(b.String())

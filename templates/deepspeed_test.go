@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 func TestDeepSpeedConfigsPassDeepSpeedChecks(t *testing.T) {
@@ -64,7 +65,7 @@ func TestCheckDSConfigRejectsBadConfigs(t *testing.T) {
 }
 
 func TestHostfileIsDeepSpeedFormatInNodeRankOrder(t *testing.T) {
-	got := string(Hostfile([]HostJob{{Name: "b2", Ranks: make([]RankJob, 8)}, {Name: "a1", Ranks: make([]RankJob, 3)}}))
+	got := string(Hostfile([]job.HostJob{{Name: "b2", Ranks: make([]job.RankJob, 8)}, {Name: "a1", Ranks: make([]job.RankJob, 3)}}))
 	want := "# DeepSpeed hostfile written by pipette-launch; line order is rank order\nb2 slots=8\na1 slots=3\n"
 	if got != want {
 		t.Errorf("hostfile = %q, want %q", got, want)
@@ -74,7 +75,7 @@ func TestHostfileIsDeepSpeedFormatInNodeRankOrder(t *testing.T) {
 // Two hosts that differ only by port are two entries (DeepSpeed rejects a
 // name listed twice), each as name:port.
 func TestHostfileHostsDifferingOnlyByPort(t *testing.T) {
-	got := string(Hostfile([]HostJob{{Name: "box", Port: 2222, Ranks: make([]RankJob, 2)}, {Name: "box", Port: 2223, Ranks: make([]RankJob, 1)}, {Name: "gpu1", Port: 22, Ranks: make([]RankJob, 4)}}))
+	got := string(Hostfile([]job.HostJob{{Name: "box", Port: 2222, Ranks: make([]job.RankJob, 2)}, {Name: "box", Port: 2223, Ranks: make([]job.RankJob, 1)}, {Name: "gpu1", Port: 22, Ranks: make([]job.RankJob, 4)}}))
 	want := "# DeepSpeed hostfile written by pipette-launch; line order is rank order\nbox:2222 slots=2\nbox:2223 slots=1\ngpu1 slots=4\n"
 	if got != want {
 		t.Errorf("hostfile = %q, want %q", got, want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/text"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Describe writes what --dry-run shows: for every host the variables all
@@ -14,21 +15,21 @@ import (
 // (shell-quoted, so it can be pasted), then every file of the job. Values
 // of variables named like secrets (TOKEN, KEY, SECRET, PASSWORD) are shown
 // as **** (the ranks get the real value).
-func Describe(w io.Writer, job *Job) error {
+func Describe(w io.Writer, j *job.Job) error {
 	ew := &errWriter{w: w}
 	ranks := 0
-	for _, h := range job.Hosts {
+	for _, h := range j.Hosts {
 		ranks += len(h.Ranks)
 	}
-	ew.printf("# job %s: %d ranks on %d %s\n", job.Name, ranks, len(job.Hosts), text.Plural(len(job.Hosts), "host", "hosts"))
-	for _, warn := range job.Warnings {
+	ew.printf("# job %s: %d ranks on %d %s\n", j.Name, ranks, len(j.Hosts), text.Plural(len(j.Hosts), "host", "hosts"))
+	for _, warn := range j.Warnings {
 		ew.printf("# warning: %s\n", strings.ReplaceAll(warn, "\n", "\n#   "))
 	}
-	if job.WorkDir != "" {
-		ew.printf("# work directory on every host: %s\n", shellquote.Quote(job.WorkDir))
+	if j.WorkDir != "" {
+		ew.printf("# work directory on every host: %s\n", shellquote.Quote(j.WorkDir))
 	}
-	labels := HostLabels(job.Hosts)
-	for i, h := range job.Hosts {
+	labels := job.HostLabels(j.Hosts)
+	for i, h := range j.Hosts {
 		ew.printf("\n== host %s (address %s, node rank %d, %d ranks) ==\n", labels[i], h.Address, h.NodeRank, len(h.Ranks))
 		shared := sharedEnv(h.Ranks)
 		ew.printf("env of every rank:\n")
@@ -54,8 +55,8 @@ func Describe(w io.Writer, job *Job) error {
 			}
 		}
 	}
-	for _, f := range job.Files {
-		ew.printf("\n== file %s (mode %04o) ==\n%s", job.FilePath(f), f.Mode, f.Content)
+	for _, f := range j.Files {
+		ew.printf("\n== file %s (mode %04o) ==\n%s", j.FilePath(f), f.Mode, f.Content)
 		if !strings.HasSuffix(string(f.Content), "\n") {
 			ew.printf("\n")
 		}
@@ -63,7 +64,7 @@ func Describe(w io.Writer, job *Job) error {
 	return ew.err
 }
 
-func sameArgv(ranks []RankJob) bool {
+func sameArgv(ranks []job.RankJob) bool {
 	for _, r := range ranks[1:] {
 		if shellquote.Join(r.Argv) != shellquote.Join(ranks[0].Argv) {
 			return false
@@ -73,7 +74,7 @@ func sameArgv(ranks []RankJob) bool {
 }
 
 // sharedEnv names the variables with one value on every rank of a host.
-func sharedEnv(ranks []RankJob) map[string]bool {
+func sharedEnv(ranks []job.RankJob) map[string]bool {
 	first := map[string]string{}
 	for _, e := range ranks[0].Env {
 		first[e.Name] = e.Value

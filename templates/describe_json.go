@@ -1,5 +1,9 @@
 package templates
 
+import (
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
 // JobView is what --dry-run --json prints of a job: Describe's content as
 // data, with secret-named variables masked the same way (ShownValue).
 type JobView struct {
@@ -42,7 +46,7 @@ type FileView struct {
 }
 
 // View is the job as --dry-run --json prints it.
-func View(job *Job) JobView {
+func View(job *job.Job) JobView {
 	v := JobView{Name: job.Name, WorkDir: job.WorkDir, Warnings: job.Warnings, Hosts: []HostView{}, Files: []FileView{}}
 	for _, h := range job.Hosts {
 		hv := HostView{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: h.NodeRank, Ranks: []RankView{}}

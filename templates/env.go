@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // forwardedPrefixes are the launching shell's variables every rank gets:
@@ -27,9 +29,9 @@ var launcherOwned = map[string]bool{
 // CheckExplicitEnv rejects --env/env-file variables that would change who a
 // rank is: those come from the launch's own flags (--master-addr,
 // --nproc-per-node, ...).
-func CheckExplicitEnv(vars []EnvVar) error {
+func CheckExplicitEnv(vars []job.EnvVar) error {
 	for _, v := range vars {
-		if !envNameRE.MatchString(v.Name) {
+		if !job.ValidEnvName(v.Name) {
 			return fmt.Errorf("%q is not a variable name (want letters, digits and _, not starting with a digit)", v.Name)
 		}
 		// The GPU list is the user's to give where the hosts' GPUs are
@@ -81,7 +83,7 @@ type userEnv struct {
 	skipped []string
 }
 
-func newUserEnv(shell map[string]string, explicit []EnvVar) userEnv {
+func newUserEnv(shell map[string]string, explicit []job.EnvVar) userEnv {
 	u := userEnv{forwarded: map[string]string{}, explicit: map[string]string{}}
 	for k, v := range shell {
 		if !forwardedName(k) {
@@ -106,7 +108,7 @@ func newUserEnv(shell map[string]string, explicit []EnvVar) userEnv {
 // naming the variable. Other computed values yield to the user's (torchrun
 // lets the parent decide OMP_NUM_THREADS and the like); rank identity
 // never does.
-func (u userEnv) apply(env []EnvVar, perHost map[string]bool) ([]EnvVar, []string) {
+func (u userEnv) apply(env []job.EnvVar, perHost map[string]bool) ([]job.EnvVar, []string) {
 	var warnings []string
 	set := map[string]string{}
 	for k, v := range u.forwarded {
@@ -137,9 +139,9 @@ func (u userEnv) apply(env []EnvVar, perHost map[string]bool) ([]EnvVar, []strin
 			out = append(out, e)
 		case perHost[e.Name]:
 			warnings = append(warnings, fmt.Sprintf("%s=%s (--env or env file) replaces pipette-launch's per-host value on every rank", e.Name, ShownValue(e.Name, v)))
-			out = append(out, EnvVar{e.Name, v})
+			out = append(out, job.EnvVar{Name: e.Name, Value: v})
 		default:
-			out = append(out, EnvVar{e.Name, v})
+			out = append(out, job.EnvVar{Name: e.Name, Value: v})
 		}
 	}
 	names := make([]string, 0, len(set))
@@ -150,7 +152,7 @@ func (u userEnv) apply(env []EnvVar, perHost map[string]bool) ([]EnvVar, []strin
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		out = append(out, EnvVar{k, set[k]})
+		out = append(out, job.EnvVar{Name: k, Value: set[k]})
 	}
 	return out, warnings
 }

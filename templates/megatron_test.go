@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // TestEveryRenderedMegatronCombinationPassesItsChecks renders a grid of
@@ -114,7 +115,7 @@ func gridConfig(tp, pp, cp, vpp int, split string, rec planner.Recompute, opt st
 
 // checkRankForMegatron checks a rendered rank the way Megatron would at
 // start: its arguments (after `python -u script`) and the environment.
-func checkRankForMegatron(r RankJob) error {
+func checkRankForMegatron(r job.RankJob) error {
 	env := map[string]string{}
 	for _, e := range r.Env {
 		env[e.Name] = e.Value

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // NCCLMode is how the NCCL transport is chosen for a job.
@@ -206,7 +207,7 @@ func checkGroupsInsideIslands(c *planner.Cluster, p *planner.Plan) error {
 }
 
 // hostNCCLEnv returns the NCCL and gloo settings for one host.
-func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, []string, error) {
+func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]job.EnvVar, []string, error) {
 	h := c.Hosts[hostIdx]
 	spec := c.Islands[h.Island].Spec
 	if len(spec.NICs) == 0 {
@@ -214,18 +215,18 @@ func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, []st
 	}
 	multiIsland := len(fp.islands) > 1
 	sock, sockRate := socketNetdevs(spec.NICs, multiIsland)
-	var env []EnvVar
+	var env []job.EnvVar
 	var warnings []string
 	if len(sock) > 0 {
-		env = append(env, EnvVar{"NCCL_SOCKET_IFNAME", "=" + strings.Join(sock, ",")},
-			EnvVar{"GLOO_SOCKET_IFNAME", sock[0]})
+		env = append(env, job.EnvVar{Name: "NCCL_SOCKET_IFNAME", Value: "=" + strings.Join(sock, ",")},
+			job.EnvVar{Name: "GLOO_SOCKET_IFNAME", Value: sock[0]})
 	}
 	rdma := rdmaNIC(spec.NICs)
 	if fp.comm != nil && rdma != nil && len(sock) > 0 {
 		// The Socket communicators' threads, sized to the Ethernet link.
 		threads, socks := socketThreads(sockRate)
-		env = append(env, EnvVar{"NCCL_SOCKET_NTHREADS", strconv.Itoa(threads)},
-			EnvVar{"NCCL_NSOCKS_PERTHREAD", strconv.Itoa(socks)})
+		env = append(env, job.EnvVar{Name: "NCCL_SOCKET_NTHREADS", Value: strconv.Itoa(threads)},
+			job.EnvVar{Name: "NCCL_NSOCKS_PERTHREAD", Value: strconv.Itoa(socks)})
 	}
 	if fp.sockets || rdma == nil {
 		rate := sockRate
@@ -237,18 +238,18 @@ func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]EnvVar, []st
 			warnings = append(warnings, fmt.Sprintf("island %s: Ethernet interface names unknown, NCCL_SOCKET_IFNAME is left to NCCL (it may pick a wrong interface); `pipette-launch probe` records them", spec.Name))
 		}
 		threads, socks := socketThreads(rate)
-		return append(env, EnvVar{"NCCL_IB_DISABLE", "1"},
-			EnvVar{"NCCL_SOCKET_NTHREADS", strconv.Itoa(threads)},
-			EnvVar{"NCCL_NSOCKS_PERTHREAD", strconv.Itoa(socks)}), warnings, nil
+		return append(env, job.EnvVar{Name: "NCCL_IB_DISABLE", Value: "1"},
+			job.EnvVar{Name: "NCCL_SOCKET_NTHREADS", Value: strconv.Itoa(threads)},
+			job.EnvVar{Name: "NCCL_NSOCKS_PERTHREAD", Value: strconv.Itoa(socks)}), warnings, nil
 	}
 	if len(rdma.Devices) == 0 {
 		// NCCL then uses every RDMA device it finds, which works but may
 		// pick a port on the wrong fabric: say so rather than guess names.
 		return env, []string{fmt.Sprintf("island %s: %s NICs without device names, NCCL_IB_HCA is left to NCCL's detection; `pipette-launch probe` records them", spec.Name, rdma.Type)}, nil
 	}
-	env = append(env, EnvVar{"NCCL_IB_HCA", "=" + strings.Join(rdma.Devices, ",")})
+	env = append(env, job.EnvVar{Name: "NCCL_IB_HCA", Value: "=" + strings.Join(rdma.Devices, ",")})
 	if rdma.Type == planner.NICRoCE && rdma.GIDIndex != nil {
-		env = append(env, EnvVar{"NCCL_IB_GID_INDEX", strconv.Itoa(*rdma.GIDIndex)})
+		env = append(env, job.EnvVar{Name: "NCCL_IB_GID_INDEX", Value: strconv.Itoa(*rdma.GIDIndex)})
 	}
 	return env, nil, nil
 }
@@ -381,6 +382,6 @@ func deviceType(is planner.Island) string {
 	return "ethernet"
 }
 
-func sortEnv(env []EnvVar) {
+func sortEnv(env []job.EnvVar) {
 	sort.SliceStable(env, func(i, j int) bool { return env[i].Name < env[j].Name })
 }

@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
-func envOf(r RankJob) map[string]string {
+func envOf(r job.RankJob) map[string]string {
 	m := map[string]string{}
 	for _, e := range r.Env {
 		m[e.Name] = e.Value
@@ -132,11 +133,11 @@ func TestUserEnvironmentRules(t *testing.T) {
 	p := dpPlan(c, planner.FrameworkTorch, []int{0}, 2)
 	shell := []string{"OMP_NUM_THREADS=4", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", "NCCL_SOCKET_IFNAME==bond0", "SECRET_TOKEN=x",
 		"PYTHONPATH=/opt/lib", "HF_HOME=/data/hf", "WANDB_API_KEY=k1", "MV2_X=1", "UCX_TLS=rc", "MLFLOW_TRACKING_URI=http://m", "RANK=7", "CUDA_VISIBLE_DEVICES=3"}
-	job, err := Render(p, c, Options{Script: "t.py", Env: shell})
+	j, err := Render(p, c, Options{Script: "t.py", Env: shell})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := envOf(job.Hosts[0].Ranks[0])
+	env := envOf(j.Hosts[0].Ranks[0])
 	for k, want := range map[string]string{"OMP_NUM_THREADS": "4", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "NCCL_SOCKET_IFNAME": "=eth0",
 		"PYTHONPATH": "/opt/lib", "HF_HOME": "/data/hf", "WANDB_API_KEY": "k1", "MV2_X": "1", "UCX_TLS": "rc", "MLFLOW_TRACKING_URI": "http://m", "RANK": "0"} {
 		if env[k] != want {
@@ -148,33 +149,33 @@ func TestUserEnvironmentRules(t *testing.T) {
 			t.Errorf("%s was forwarded", k)
 		}
 	}
-	warnings := strings.Join(job.Warnings, "\n")
+	warnings := strings.Join(j.Warnings, "\n")
 	for _, w := range []string{"NCCL_SOCKET_IFNAME==bond0 from your environment is not used", "CUDA_VISIBLE_DEVICES from your environment is not forwarded"} {
 		if !strings.Contains(warnings, w) {
-			t.Errorf("warnings lack %q: %v", w, job.Warnings)
+			t.Errorf("warnings lack %q: %v", w, j.Warnings)
 		}
 	}
 	// Explicit (--env, env files) beats forwarded and pipette-launch's own.
-	job, err = Render(p, c, Options{Script: "t.py", Env: shell, ExplicitEnv: []EnvVar{{"NCCL_SOCKET_IFNAME", "=bond1"}, {"HF_HOME", "/x"}, {"NEW", "1"}}})
+	j, err = Render(p, c, Options{Script: "t.py", Env: shell, ExplicitEnv: []job.EnvVar{{Name: "NCCL_SOCKET_IFNAME", Value: "=bond1"}, {Name: "HF_HOME", Value: "/x"}, {Name: "NEW", Value: "1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env = envOf(job.Hosts[0].Ranks[0])
+	env = envOf(j.Hosts[0].Ranks[0])
 	if env["NCCL_SOCKET_IFNAME"] != "=bond1" || env["HF_HOME"] != "/x" || env["NEW"] != "1" {
 		t.Errorf("explicit values not applied: %v", env)
 	}
-	if !strings.Contains(strings.Join(job.Warnings, "\n"), "NCCL_SOCKET_IFNAME==bond1 (--env or env file) replaces pipette-launch's per-host value") {
-		t.Errorf("no warning about the replaced NCCL setting: %v", job.Warnings)
+	if !strings.Contains(strings.Join(j.Warnings, "\n"), "NCCL_SOCKET_IFNAME==bond1 (--env or env file) replaces pipette-launch's per-host value") {
+		t.Errorf("no warning about the replaced NCCL setting: %v", j.Warnings)
 	}
-	if err := CheckExplicitEnv([]EnvVar{{"WORLD_SIZE", "3"}}); err == nil || !strings.Contains(err.Error(), "WORLD_SIZE is set per rank") {
+	if err := CheckExplicitEnv([]job.EnvVar{{Name: "WORLD_SIZE", Value: "3"}}); err == nil || !strings.Contains(err.Error(), "WORLD_SIZE is set per rank") {
 		t.Errorf("--env WORLD_SIZE: %v", err)
 	}
-	if err := CheckExplicitEnv([]EnvVar{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"A_B", "x"}}); err != nil {
+	if err := CheckExplicitEnv([]job.EnvVar{{Name: "CUDA_VISIBLE_DEVICES", Value: "0,1"}, {Name: "A_B", Value: "x"}}); err != nil {
 		t.Errorf("--env CUDA_VISIBLE_DEVICES (for hosts whose GPUs are unknown): %v", err)
 	}
 	one := dpPlan(c, planner.FrameworkTorch, []int{0}, 1)
-	job, _ = Render(one, c, Options{Script: "t.py"})
-	if _, ok := envOf(job.Hosts[0].Ranks[0])["OMP_NUM_THREADS"]; ok {
+	j, _ = Render(one, c, Options{Script: "t.py"})
+	if _, ok := envOf(j.Hosts[0].Ranks[0])["OMP_NUM_THREADS"]; ok {
 		t.Errorf("OMP_NUM_THREADS set with one process per node")
 	}
 }

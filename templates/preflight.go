@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 //go:embed site/pipette_preflight.py
@@ -70,7 +71,7 @@ type PreflightOptions struct {
 // Preflight turns a rendered job into its preflight: the same hosts,
 // ranks and per-rank environment, each rank running the collective test
 // instead of the training script.
-func Preflight(job *Job, c *planner.Cluster, p *planner.Plan, o Options, po PreflightOptions) (*Job, *PreflightSpec, error) {
+func Preflight(j *job.Job, c *planner.Cluster, p *planner.Plan, o Options, po PreflightOptions) (*job.Job, *PreflightSpec, error) {
 	o = withDefaults(o)
 	if po.Timeout <= 0 {
 		po.Timeout = 30 * time.Second
@@ -95,19 +96,19 @@ func Preflight(job *Job, c *planner.Cluster, p *planner.Plan, o Options, po Pref
 		return nil, nil, err
 	}
 	// The job's own files directory: never over the user's files.
-	pj := &Job{Name: job.Name, WorkDir: job.WorkDir, FilesDir: job.FilesDir, LogDir: job.LogDir,
-		Files: []File{{Path: PreflightScriptFile, Mode: 0o644, Content: preflightScript}, {Path: PreflightSpecFile, Mode: 0o644, Content: data}}}
-	for _, h := range job.Hosts {
+	pj := &job.Job{Name: j.Name, WorkDir: j.WorkDir, FilesDir: j.FilesDir, LogDir: j.LogDir,
+		Files: []job.File{{Path: PreflightScriptFile, Mode: 0o644, Content: preflightScript}, {Path: PreflightSpecFile, Mode: 0o644, Content: data}}}
+	for _, h := range j.Hosts {
 		hj := h
 		hj.Ranks = nil
 		for _, r := range h.Ranks {
-			r.Argv = []string{po.Python, "-u", path.Join(job.FilesDir, PreflightScriptFile), path.Join(job.FilesDir, PreflightSpecFile)}
+			r.Argv = []string{po.Python, "-u", path.Join(j.FilesDir, PreflightScriptFile), path.Join(j.FilesDir, PreflightSpecFile)}
 			hj.Ranks = append(hj.Ranks, r)
 		}
 		pj.Hosts = append(pj.Hosts, hj)
 	}
 	for i := range pj.Hosts {
-		if pj.Hosts[i].Script, err = HostScript(pj, i); err != nil {
+		if pj.Hosts[i].Script, err = job.HostScript(pj, i); err != nil {
 			return nil, nil, err
 		}
 	}

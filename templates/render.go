@@ -1,3 +1,8 @@
+// Package templates renders a plan into what runs: per-rank argv and
+// environment (torchrun-compatible), Megatron-LM and DeepSpeed arguments,
+// ds_config.json, DeepSpeed hostfiles, per-host NCCL settings and per-host
+// launch scripts (the launch contract and its host script are templates/job).
+// Nothing here connects to hosts.
 package templates
 
 import (
@@ -6,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Options are the user's side of a job: what to run and how.
@@ -73,12 +78,12 @@ type Options struct {
 	// files) beats them. Neither replaces a rank's identity; pipette-launch's
 	// per-host fabric settings yield only to ExplicitEnv, with a warning.
 	Env         []string
-	ExplicitEnv []EnvVar
+	ExplicitEnv []job.EnvVar
 }
 
 // Render turns a placed plan into a Job: per-rank environment and argv,
 // per-host launch scripts, and the files the framework needs.
-func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
+func Render(p *planner.Plan, c *planner.Cluster, o Options) (*job.Job, error) {
 	if err := checkPlacement(p, c); err != nil {
 		return nil, err
 	}
@@ -93,14 +98,14 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 		return nil, err
 	}
 	o.MasterAddr = master
-	job := &Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
+	j := &job.Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
 	megatronArgs := p.Framework == planner.FrameworkMegatron ||
 		(p.Framework == planner.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
 	numLayers, err := megatronLayers(o, megatronArgs)
 	if err != nil {
 		return nil, err
 	}
-	dsFile, err := deepSpeedConfigFile(job, p, &o)
+	dsFile, err := deepSpeedConfigFile(j, p, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +117,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 	base := baseEnv(c, p, o, userEnv, len(byHost), megatronArgs)
 	user := newUserEnv(userEnv, o.ExplicitEnv)
 	if len(user.skipped) > 0 {
-		job.Warnings = append(job.Warnings, strings.Join(user.skipped, ", ")+" from your environment is not forwarded: it describes this machine (pipette-launch sets it per rank where the hosts' GPUs are known; --env sets it)")
+		j.Warnings = append(j.Warnings, strings.Join(user.skipped, ", ")+" from your environment is not forwarded: it describes this machine (pipette-launch sets it per rank where the hosts' GPUs are known; --env sets it)")
 	}
 	for nodeRank, hb := range byHost {
 		hj, warnings, err := renderHost(c, p, o, fp, hb, nodeRank, len(byHost), base, args, user, numLayers)
@@ -120,31 +125,31 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*Job, error) {
 			return nil, err
 		}
 		for _, w := range warnings {
-			if !slices.Contains(job.Warnings, w) {
-				job.Warnings = append(job.Warnings, w)
+			if !slices.Contains(j.Warnings, w) {
+				j.Warnings = append(j.Warnings, w)
 			}
 		}
-		job.Hosts = append(job.Hosts, hj)
+		j.Hosts = append(j.Hosts, hj)
 	}
 	if fp.comm != nil {
-		job.Files = append(job.Files, commConfigFiles(c, fp.comm)...)
-		job.Warnings = append(job.Warnings, "the job spans islands without a shared RDMA fabric: each Megatron group type gets its own NCCL network ("+
-			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm, job.FilesDir), ", ")+"), and the world group uses sockets ("+path.Join(job.FilesDir, SiteDir, "sitecustomize.py")+")")
+		j.Files = append(j.Files, commConfigFiles(c, fp.comm)...)
+		j.Warnings = append(j.Warnings, "the job spans islands without a shared RDMA fabric: each Megatron group type gets its own NCCL network ("+
+			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm, j.FilesDir), ", ")+"), and the world group uses sockets ("+path.Join(j.FilesDir, SiteDir, "sitecustomize.py")+")")
 	}
 	if p.Framework == planner.FrameworkDeepSpeed {
 		if dsFile != nil {
-			job.Files = append(job.Files, *dsFile)
+			j.Files = append(j.Files, *dsFile)
 		}
-		job.Files = append(job.Files, File{Path: HostfileName, Mode: 0o644, Content: Hostfile(job.Hosts)})
+		j.Files = append(j.Files, job.File{Path: HostfileName, Mode: 0o644, Content: Hostfile(j.Hosts)})
 	}
-	for i := range job.Hosts {
-		s, err := HostScript(job, i)
+	for i := range j.Hosts {
+		s, err := job.HostScript(j, i)
 		if err != nil {
 			return nil, err
 		}
-		job.Hosts[i].Script = s
+		j.Hosts[i].Script = s
 	}
-	return job, nil
+	return j, nil
 }
 
 // DefaultFilesDir is a job's directory for the files it generates, under
@@ -173,27 +178,27 @@ func megatronLayers(o Options, megatronArgs bool) (int, error) {
 }
 
 // baseEnv is the environment every rank of the job shares.
-func baseEnv(c *planner.Cluster, p *planner.Plan, o Options, userEnv map[string]string, nodes int, megatronArgs bool) []EnvVar {
+func baseEnv(c *planner.Cluster, p *planner.Plan, o Options, userEnv map[string]string, nodes int, megatronArgs bool) []job.EnvVar {
 	masterAddr := o.MasterAddr
 	if masterAddr == "" {
 		h := c.Hosts[p.Placement[rank0(p)].HostIndex]
 		masterAddr = cmp.Or(h.Address, h.Name)
 	}
 	world := strconv.Itoa(len(p.Placement))
-	base := []EnvVar{
-		{"MASTER_ADDR", masterAddr},
-		{"MASTER_PORT", strconv.Itoa(o.MasterPort)},
-		{"WORLD_SIZE", world},
-		{"ROLE_NAME", o.Role},
-		{"ROLE_WORLD_SIZE", world},
-		{"GROUP_WORLD_SIZE", strconv.Itoa(nodes)},
-		{"TORCHELASTIC_RUN_ID", o.Name},
-		{"TORCHELASTIC_RESTART_COUNT", "0"},
-		{"TORCHELASTIC_MAX_RESTARTS", strconv.Itoa(o.MaxRestarts)},
-		{"TORCH_NCCL_ASYNC_ERROR_HANDLING", cmp.Or(userEnv["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")},
+	base := []job.EnvVar{
+		{Name: "MASTER_ADDR", Value: masterAddr},
+		{Name: "MASTER_PORT", Value: strconv.Itoa(o.MasterPort)},
+		{Name: "WORLD_SIZE", Value: world},
+		{Name: "ROLE_NAME", Value: o.Role},
+		{Name: "ROLE_WORLD_SIZE", Value: world},
+		{Name: "GROUP_WORLD_SIZE", Value: strconv.Itoa(nodes)},
+		{Name: "TORCHELASTIC_RUN_ID", Value: o.Name},
+		{Name: "TORCHELASTIC_RESTART_COUNT", Value: "0"},
+		{Name: "TORCHELASTIC_MAX_RESTARTS", Value: strconv.Itoa(o.MaxRestarts)},
+		{Name: "TORCH_NCCL_ASYNC_ERROR_HANDLING", Value: cmp.Or(userEnv["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")},
 	}
 	if megatronArgs && (p.TP > 1 || p.CP > 1) {
-		base = append(base, EnvVar{"CUDA_DEVICE_MAX_CONNECTIONS", "1"})
+		base = append(base, job.EnvVar{Name: "CUDA_DEVICE_MAX_CONNECTIONS", Value: "1"})
 	}
 	return base
 }
@@ -373,9 +378,9 @@ func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, err
 
 // renderHost builds one host's ranks.
 func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, hb hostRanks,
-	nodeRank, nodes int, base []EnvVar, args []string, user userEnv, numLayers int) (HostJob, []string, error) {
+	nodeRank, nodes int, base []job.EnvVar, args []string, user userEnv, numLayers int) (job.HostJob, []string, error) {
 	h := c.Hosts[hb.host]
-	hj := HostJob{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: nodeRank}
+	hj := job.HostJob{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: nodeRank}
 	if hj.Address == "" {
 		hj.Address = h.Name
 	}
@@ -391,7 +396,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 	hostArgs := args
 	if fp.comm != nil {
 		hostArgs = append(slices.Clone(args), "--nccl-communicator-config-path", path.Join(o.FilesDir, CommConfigPath(c.Islands[h.Island].Spec.Name)))
-		nccl = append(nccl, EnvVar{"PIPETTE_NCCL_WORLD_NET", NetSocket})
+		nccl = append(nccl, job.EnvVar{Name: "PIPETTE_NCCL_WORLD_NET", Value: NetSocket})
 		perHost["PIPETTE_NCCL_WORLD_NET"] = true
 	}
 	if fp.perGroup {
@@ -407,31 +412,31 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 	}
 	local := len(hb.ranks)
 	for _, r := range hb.ranks {
-		env := append([]EnvVar(nil), base...)
+		env := append([]job.EnvVar(nil), base...)
 		env = append(env, nccl...)
 		env = append(env,
-			EnvVar{"RANK", strconv.Itoa(r.Rank)},
-			EnvVar{"LOCAL_RANK", strconv.Itoa(r.LocalRank)},
-			EnvVar{"LOCAL_WORLD_SIZE", strconv.Itoa(local)},
-			EnvVar{"GROUP_RANK", strconv.Itoa(nodeRank)},
-			EnvVar{"ROLE_RANK", strconv.Itoa(r.Rank)},
+			job.EnvVar{Name: "RANK", Value: strconv.Itoa(r.Rank)},
+			job.EnvVar{Name: "LOCAL_RANK", Value: strconv.Itoa(r.LocalRank)},
+			job.EnvVar{Name: "LOCAL_WORLD_SIZE", Value: strconv.Itoa(local)},
+			job.EnvVar{Name: "GROUP_RANK", Value: strconv.Itoa(nodeRank)},
+			job.EnvVar{Name: "ROLE_RANK", Value: strconv.Itoa(r.Rank)},
 		)
 		if gpusKnown(h) {
 			// Every rank sees its host's GPUs in local-rank order, so device
 			// LOCAL_RANK (Megatron's set_device) is the GPU the plan chose,
 			// while peers stay visible for CUDA IPC. nvidia-smi's indices
 			// follow PCI bus order; CUDA's default (fastest first) can differ.
-			env = append(env, EnvVar{"CUDA_VISIBLE_DEVICES", strings.Join(visible, ",")},
-				EnvVar{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"})
+			env = append(env, job.EnvVar{Name: "CUDA_VISIBLE_DEVICES", Value: strings.Join(visible, ",")},
+				job.EnvVar{Name: "CUDA_DEVICE_ORDER", Value: "PCI_BUS_ID"})
 		} else if hb.host < len(o.HostDevices) && o.HostDevices[hb.host] != "" {
-			env = append(env, EnvVar{"CUDA_VISIBLE_DEVICES", o.HostDevices[hb.host]})
+			env = append(env, job.EnvVar{Name: "CUDA_VISIBLE_DEVICES", Value: o.HostDevices[hb.host]})
 		}
 		if p.Framework == planner.FrameworkDeepSpeed {
-			env = append(env, EnvVar{"LOCAL_SIZE", strconv.Itoa(local)},
-				EnvVar{"CROSS_RANK", strconv.Itoa(nodeRank)}, EnvVar{"CROSS_SIZE", strconv.Itoa(nodes)})
+			env = append(env, job.EnvVar{Name: "LOCAL_SIZE", Value: strconv.Itoa(local)},
+				job.EnvVar{Name: "CROSS_RANK", Value: strconv.Itoa(nodeRank)}, job.EnvVar{Name: "CROSS_SIZE", Value: strconv.Itoa(nodes)})
 		}
 		if local > 1 {
-			env = append(env, EnvVar{"OMP_NUM_THREADS", "1"})
+			env = append(env, job.EnvVar{Name: "OMP_NUM_THREADS", Value: "1"})
 		}
 		var uw []string
 		env, uw = user.apply(env, perHost)
@@ -444,7 +449,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 			}
 		}
 		sortEnv(env)
-		hj.Ranks = append(hj.Ranks, RankJob{Rank: r.Rank, LocalRank: r.LocalRank, Env: env, Argv: rankArgv(o, p.Framework, r.LocalRank, hostArgs)})
+		hj.Ranks = append(hj.Ranks, job.RankJob{Rank: r.Rank, LocalRank: r.LocalRank, Env: env, Argv: rankArgv(o, p.Framework, r.LocalRank, hostArgs)})
 	}
 	return hj, warnings, nil
 }
@@ -472,12 +477,10 @@ func rankArgv(o Options, f planner.Framework, localRank int, args []string) []st
 	return append(argv, args...)
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 func envMap(env []string) map[string]string {
 	m := map[string]string{}
 	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && envNameRE.MatchString(k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && job.ValidEnvName(k) {
 			m[k] = v
 		}
 	}
@@ -488,11 +491,11 @@ func envMap(env []string) map[string]string {
 // file when its bytes stand (nil File), else ds_config.json (the plan's,
 // or the user's with the plan's needs added). It sets o.dsConfigPath and
 // adds what changed to the job's warnings.
-func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
+func deepSpeedConfigFile(j *job.Job, p *planner.Plan, o *Options) (*job.File, error) {
 	if p.Framework != planner.FrameworkDeepSpeed {
 		return nil, nil
 	}
-	o.dsConfigPath = job.FilePath(File{Path: DSConfigFile})
+	o.dsConfigPath = j.FilePath(job.File{Path: DSConfigFile})
 	u := o.DSUser
 	if u == nil {
 		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, parseFlags(o.Args).has("--fp16")))
@@ -502,7 +505,7 @@ func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 		if err := CheckDSConfig(data, p.DP, p.PP); err != nil {
 			return nil, fmt.Errorf("rendered %w", err)
 		}
-		return &File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
+		return &job.File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
 	}
 	var data []byte
 	if o.DSPassThrough {
@@ -515,17 +518,17 @@ func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 			for _, c := range added {
 				kv = append(kv, c.Key+"="+jsonText(c.Plan))
 			}
-			job.Warnings = append(job.Warnings, fmt.Sprintf("%s %s leaves unset what the plan needs; ds_config.json adds %s", u.Flag, u.Path, strings.Join(kv, ", ")))
+			j.Warnings = append(j.Warnings, fmt.Sprintf("%s %s leaves unset what the plan needs; ds_config.json adds %s", u.Flag, u.Path, strings.Join(kv, ", ")))
 		}
 		if len(changed) > 0 {
-			job.Warnings = append(job.Warnings, "the plan overrides your DeepSpeed config:\n"+strings.TrimSuffix(DSConfigDiff(u.Path, changed), "\n"))
+			j.Warnings = append(j.Warnings, "the plan overrides your DeepSpeed config:\n"+strings.TrimSuffix(DSConfigDiff(u.Path, changed), "\n"))
 		}
 	}
 	if !enabled(u.raw, "bf16") && !enabled(u.raw, "fp16") && !enabled(u.raw, "bfloat16") {
-		job.Warnings = append(job.Warnings, fmt.Sprintf("%s %s enables neither bf16 nor fp16, so DeepSpeed trains in fp32; the plan's memory and time assume 16-bit mixed precision", u.Flag, u.Path))
+		j.Warnings = append(j.Warnings, fmt.Sprintf("%s %s enables neither bf16 nor fp16, so DeepSpeed trains in fp32; the plan's memory and time assume 16-bit mixed precision", u.Flag, u.Path))
 	}
 	if left := u.LeftAuto(); len(left) > 0 {
-		job.Warnings = append(job.Warnings, fmt.Sprintf("%s %s keeps \"auto\" in %s: HuggingFace's Trainer fills them, plain DeepSpeed rejects them", u.Flag, u.Path, strings.Join(left, ", ")))
+		j.Warnings = append(j.Warnings, fmt.Sprintf("%s %s keeps \"auto\" in %s: HuggingFace's Trainer fills them, plain DeepSpeed rejects them", u.Flag, u.Path, strings.Join(left, ", ")))
 	}
 	if err := checkDSSettings(data, p.PP); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", u.Flag, u.Path, err)
@@ -534,13 +537,13 @@ func deepSpeedConfigFile(job *Job, p *planner.Plan, o *Options) (*File, error) {
 		o.dsConfigPath = u.Path
 		return nil, nil
 	}
-	return &File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
+	return &job.File{Path: DSConfigFile, Mode: 0o644, Content: data}, nil
 }
 
 // withSiteDir puts the world-group shim's directory (in the job's files
 // directory) first on the rank's PYTHONPATH, ahead of any PYTHONPATH the
 // user forwards or sets with --env.
-func withSiteDir(env []EnvVar, dir string) []EnvVar {
+func withSiteDir(env []job.EnvVar, dir string) []job.EnvVar {
 	for i, e := range env {
 		if e.Name == "PYTHONPATH" {
 			if e.Value != dir && !strings.HasPrefix(e.Value, dir+":") {
@@ -549,5 +552,5 @@ func withSiteDir(env []EnvVar, dir string) []EnvVar {
 			return env
 		}
 	}
-	return append(env, EnvVar{"PYTHONPATH", dir})
+	return append(env, job.EnvVar{Name: "PYTHONPATH", Value: dir})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Rendezvous is what the launch probe found about where the ranks meet.
@@ -80,7 +81,7 @@ func namesHost(addr string, h planner.Host, rv *Rendezvous) bool {
 // withRendezvousIfname sets the host's gloo and NCCL socket interface to
 // the one that routes to rank 0: gloo binds there (not wherever the host's
 // own name resolves), and NCCL's bootstrap and sockets use that exact name.
-func withRendezvousIfname(env []EnvVar, rv *Rendezvous, hostIdx int) []EnvVar {
+func withRendezvousIfname(env []job.EnvVar, rv *Rendezvous, hostIdx int) []job.EnvVar {
 	if rv == nil || hostIdx >= len(rv.Ifnames) || rv.Ifnames[hostIdx] == "" {
 		return env
 	}
@@ -91,5 +92,5 @@ func withRendezvousIfname(env []EnvVar, rv *Rendezvous, hostIdx int) []EnvVar {
 			out = append(out, e)
 		}
 	}
-	return append(out, EnvVar{"GLOO_SOCKET_IFNAME", name}, EnvVar{"NCCL_SOCKET_IFNAME", "=" + name})
+	return append(out, job.EnvVar{Name: "GLOO_SOCKET_IFNAME", Value: name}, job.EnvVar{Name: "NCCL_SOCKET_IFNAME", Value: "=" + name})
 }

@@ -5,10 +5,11 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // rankEnv is one rank's environment as a map.
-func rankEnv(job *Job, rank int) map[string]string {
+func rankEnv(job *job.Job, rank int) map[string]string {
 	for _, h := range job.Hosts {
 		for _, r := range h.Ranks {
 			if r.Rank == rank {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // helperOutEnv makes the test binary act as the training program: it writes
@@ -88,7 +89,7 @@ var nastyWords = []string{
 }
 
 // renderLocal renders a one-host torch job whose program is this test binary.
-func renderLocal(t *testing.T, args []string, env []string) *Job {
+func renderLocal(t *testing.T, args []string, env []string) *job.Job {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -341,10 +342,10 @@ func TestLaunchScriptStatusIsEarliestOwnFailure(t *testing.T) {
 func TestLaunchScriptSweepsLeftoversAndReportsTheSignal(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "daemon.pid")
-	job := &Job{Name: "sweep", Hosts: []HostJob{{Name: "h", Ranks: []RankJob{
+	j := &job.Job{Name: "sweep", Hosts: []job.HostJob{{Name: "h", Ranks: []job.RankJob{
 		{Rank: 0, LocalRank: 0, Argv: []string{"/bin/sh", "-c", `(trap '' TERM; exec sleep 300) >/dev/null 2>&1 & echo $! >"$0"; trap 'echo bye; exit 0' TERM; while :; do sleep 0.1; done`, pidFile}},
 	}}}}
-	script, err := HostScript(job, 0)
+	script, err := job.HostScript(j, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // TestSearchedPlansRenderAndPassChecks renders every plan the planner
@@ -45,7 +46,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				p := res.Plans[i]
 				p.Framework = fw
 				label := fmt.Sprintf("%s %s plan %d (TP%d PP%d DP%d CP%d VPP%d stages %v ZeRO%d offload %+v)", name, fw, i+1, p.TP, p.PP, p.DP, p.CP, p.VPP, p.StageLayers, p.ZeroStage, p.Offload)
-				job, err := Render(&p, c, Options{Script: "pretrain_gpt.py", Args: args[name]})
+				j, err := Render(&p, c, Options{Script: "pretrain_gpt.py", Args: args[name]})
 				if err != nil {
 					if fw == planner.FrameworkDeepSpeed && (p.VPP > 1 || !allEqual(p.StageLayers)) {
 						continue // Megatron-DeepSpeed cannot express it; Render says so
@@ -57,13 +58,13 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				if p.UsesOffload() {
 					offloaded++
 				}
-				for _, h := range job.Hosts {
+				for _, h := range j.Hosts {
 					for _, r := range h.Ranks {
 						argv := r.Argv
 						if fw == planner.FrameworkDeepSpeed {
 							argv = append(argv[:3:3], argv[4:]...) // drop --local_rank=N
 						}
-						if err := checkRankForMegatron(RankJob{Env: r.Env, Argv: argv}); err != nil {
+						if err := checkRankForMegatron(job.RankJob{Env: r.Env, Argv: argv}); err != nil {
 							t.Errorf("%s rank %d: %v", label, r.Rank, err)
 						}
 						if err := checkOffloadFlags(&p, argv); err != nil {
@@ -71,7 +72,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 						}
 					}
 				}
-				for _, f := range job.Files {
+				for _, f := range j.Files {
 					if f.Path == DSConfigFile {
 						if err := CheckDSConfig(f.Content, p.DP, p.PP); err != nil {
 							t.Errorf("%s: %v", label, err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
@@ -109,13 +109,13 @@ func poolRun(ctx context.Context, targets []launcher.HostTarget, opts launcher.S
 }
 
 func launchRun(ctx context.Context, tb *testbed.Testbed, opts launcher.SSHOptions, command string) error {
-	job := templates.Job{Name: "bench", WorkDir: "/tmp/pipette-bench"}
+	j := job.Job{Name: "bench", WorkDir: "/tmp/pipette-bench"}
 	for i, h := range tb.Names() {
-		job.Hosts = append(job.Hosts, templates.HostJob{Name: h, NodeRank: i,
-			Ranks: []templates.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", command}}}})
+		j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i,
+			Ranks: []job.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", command}}}})
 	}
 	var out strings.Builder
-	err := launcher.Launch(ctx, job, launcher.LaunchOptions{SSH: opts, Out: &out})
+	err := launcher.Launch(ctx, j, launcher.LaunchOptions{SSH: opts, Out: &out})
 	if err == nil && command == "hostname" {
 		for i, h := range tb.Names() {
 			if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: %s\n", h, i, h)) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Tests see one job id per name, so dry-run output (golden files) is
@@ -42,11 +42,11 @@ func TestGeneratedFilesGoToAPrivateDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var got *templates.Job
+	var got *job.Job
 	saved := launchJob
 	t.Cleanup(func() { launchJob = saved })
 	stubProbe(t)
-	launchJob = func(_ context.Context, job *templates.Job, _ *RunOptions) error { got = job; return nil }
+	launchJob = func(_ context.Context, job *job.Job, _ *RunOptions) error { got = job; return nil }
 	args := []string{"--hosts", "w1,w2", "--nproc-per-node", "8", "train.py", "--deepspeed", "--deepspeed_config", "ds_config.json"}
 	code, _, errOut := runCLIAt(t, dir, args...)
 	if code != 0 {

@@ -13,11 +13,12 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/preflight"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // launchPreflight starts the preflight job like launchJob, its output to
 // out; tests replace it.
-var launchPreflight = func(ctx context.Context, job *templates.Job, opts *RunOptions, out io.Writer) error {
+var launchPreflight = func(ctx context.Context, job *job.Job, opts *RunOptions, out io.Writer) error {
 	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
 		Slurm:            opts.slurm,
 		SSH:              opts.SSH,
@@ -35,7 +36,7 @@ var launchPreflight = func(ctx context.Context, job *templates.Job, opts *RunOpt
 // runPreflight runs the collective test of the rendered job and prints
 // the per-group table: to stdout for `pipette-launch preflight`, to
 // stderr before a job (whose stdout is the ranks').
-func runPreflight(ctx context.Context, job *templates.Job, c *planner.Cluster, p *planner.Plan, o templates.Options, opts *RunOptions) error {
+func runPreflight(ctx context.Context, job *job.Job, c *planner.Cluster, p *planner.Plan, o templates.Options, opts *RunOptions) error {
 	pj, spec, err := templates.Preflight(job, c, p, o, templates.PreflightOptions{Timeout: opts.PreflightTimeout})
 	if err != nil {
 		return &inputError{"preflight: " + err.Error()}

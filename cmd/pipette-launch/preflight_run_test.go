@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // TestRunPreflightGatesTheJob: run --preflight starts the preflight first,
@@ -25,13 +25,13 @@ func TestRunPreflightGatesTheJob(t *testing.T) {
 	stubProbe(t)
 	for _, fail := range []bool{false, true} {
 		var order []string
-		var jobEnv, pfEnv []templates.EnvVar
-		launchJob = func(_ context.Context, job *templates.Job, _ *RunOptions) error {
+		var jobEnv, pfEnv []job.EnvVar
+		launchJob = func(_ context.Context, job *job.Job, _ *RunOptions) error {
 			order = append(order, "job")
 			jobEnv = job.Hosts[1].Ranks[0].Env
 			return nil
 		}
-		launchPreflight = func(_ context.Context, job *templates.Job, _ *RunOptions, out io.Writer) error {
+		launchPreflight = func(_ context.Context, job *job.Job, _ *RunOptions, out io.Writer) error {
 			order = append(order, "preflight")
 			pfEnv = job.Hosts[1].Ranks[0].Env
 			// Two hosts, one rank each: a DP group of ranks 0 and 1.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // TestDryRunShowsTheCachedLaunchProbe: a launch caches its quick probe
@@ -43,7 +43,7 @@ func TestDryRunShowsTheCachedLaunchProbe(t *testing.T) {
 		}
 		return lp, nil, nil
 	}
-	launchJob = func(context.Context, *templates.Job, *RunOptions) error { return nil }
+	launchJob = func(context.Context, *job.Job, *RunOptions) error { return nil }
 	hosts := []string{"--hosts", "n1,n2", "--python", "/usr/bin/python3", "--nproc-per-node", "2"}
 
 	// Nothing cached yet: the dry run says so and sets no interface.

@@ -22,6 +22,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // RunOptions are the inputs of `pipette-launch run` (and of the bare
@@ -110,7 +111,7 @@ type RunOptions struct {
 
 // launchJob starts a rendered job on its hosts and supervises it. The
 // launcher package provides it; tests replace it.
-var launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
+var launchJob = func(ctx context.Context, job *job.Job, opts *RunOptions) error {
 	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
 		Slurm:            opts.slurm,
 		Local:            opts.local,
@@ -298,7 +299,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			DSOverride:     opts.PlanOverridesConfig,
 		}
 	}
-	render := func(facts *launchFacts) (*templates.Job, error) {
+	render := func(facts *launchFacts) (*job.Job, error) {
 		job, err := templates.Render(ch.plan, cluster, renderOptions(facts))
 		if err != nil {
 			return nil, &inputError{fmt.Sprintf("render %s launch: %v", fw, err)}
@@ -653,7 +654,7 @@ func hostsCluster(hosts []launcher.HostSpec) *planner.Cluster {
 // checkRankFilters rejects --local-ranks-filter and --quiet-ranks entries
 // that name no rank of the job: a filter that matches nothing would hide
 // all output without a word.
-func checkRankFilters(o *RunOptions, job *templates.Job) error {
+func checkRankFilters(o *RunOptions, job *job.Job) error {
 	perHost, world := 0, 0
 	for _, h := range job.Hosts {
 		perHost = max(perHost, len(h.Ranks))
@@ -675,7 +676,7 @@ func checkRankFilters(o *RunOptions, job *templates.Job) error {
 // printDryRunJSON is --dry-run --json: one JSON object with the summary,
 // the job (secrets masked as in the text form) and the chosen plan, as
 // `plan --json` prints one.
-func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *templates.Job) error {
+func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *job.Job) error {
 	out := struct {
 		Summary        string `json:"summary"`
 		ExampleCluster bool   `json:"example_cluster,omitempty"`

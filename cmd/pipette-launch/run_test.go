@@ -18,6 +18,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // testdataDir is absolute so tests can change into it more than once.
@@ -186,11 +187,11 @@ func stubProbe(t *testing.T) {
 }
 
 func TestLaunchGetsTheRenderedJob(t *testing.T) {
-	var got *templates.Job
+	var got *job.Job
 	saved := launchJob
 	t.Cleanup(func() { launchJob = saved })
 	stubProbe(t)
-	launchJob = func(ctx context.Context, job *templates.Job, opts *RunOptions) error {
+	launchJob = func(ctx context.Context, job *job.Job, opts *RunOptions) error {
 		got = job
 		return nil
 	}
@@ -213,7 +214,7 @@ func TestLaunchGetsTheRenderedJob(t *testing.T) {
 	if env["RANK"] != "3" || env["WORLD_SIZE"] != "4" || env["MASTER_ADDR"] != "n1" || env["TORCHELASTIC_MAX_RESTARTS"] != "3" {
 		t.Errorf("rank 3 env: %v", env)
 	}
-	launchJob = func(context.Context, *templates.Job, *RunOptions) error { return os.ErrDeadlineExceeded }
+	launchJob = func(context.Context, *job.Job, *RunOptions) error { return os.ErrDeadlineExceeded }
 	if code, _, _ := runCLI(t, "--hosts", "n1", "train.py"); code != 1 {
 		t.Errorf("a failed launch exits %d, want 1", code)
 	}
@@ -370,17 +371,17 @@ func TestOffloadLaunches13B(t *testing.T) {
 		{"deepspeed", []string{"--deepspeed", "--deepspeed_config", "--cpu-optimizer"}},
 	} {
 		t.Run(tc.framework, func(t *testing.T) {
-			var job *templates.Job
-			launchJob = func(_ context.Context, j *templates.Job, _ *RunOptions) error { job = j; return nil }
+			var jb *job.Job
+			launchJob = func(_ context.Context, j *job.Job, _ *RunOptions) error { jb = j; return nil }
 			code, _, errOut := runCLI(t, cat([]string{"--framework", tc.framework, "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)...)
-			if code != 0 || job == nil {
-				t.Fatalf("exit %d, job %v: %s", code, job != nil, errOut)
+			if code != 0 || jb == nil {
+				t.Fatalf("exit %d, job %v: %s", code, jb != nil, errOut)
 			}
 			if !strings.Contains(errOut, "optimizer offload") {
 				t.Errorf("the chosen plan does not offload: %s", errOut)
 			}
 			var tp, pp int
-			for _, h := range job.Hosts {
+			for _, h := range jb.Hosts {
 				for _, r := range h.Ranks {
 					argv := slices.Clone(r.Argv[3:]) // after python3 -u script
 					if tc.framework == "deepspeed" {
@@ -403,7 +404,7 @@ func TestOffloadLaunches13B(t *testing.T) {
 				}
 			}
 			var ds []byte
-			for _, f := range job.Files {
+			for _, f := range jb.Files {
 				if f.Path == templates.DSConfigFile {
 					ds = f.Content
 				}
@@ -558,27 +559,27 @@ func TestInterpreterFromLaunchingPath(t *testing.T) {
 				}
 				return lp, nil, nil
 			}
-			var job *templates.Job
-			launchJob = func(_ context.Context, j *templates.Job, _ *RunOptions) error { job = j; return nil }
+			var jb *job.Job
+			launchJob = func(_ context.Context, j *job.Job, _ *RunOptions) error { jb = j; return nil }
 			var errOut bytes.Buffer
 			t.Chdir(testdataDir)
 			cleanEnv(t)
 			t.Setenv("PATH", venv+string(os.PathListSeparator)+os.Getenv("PATH"))
 			args := append(append([]string{"pipette-launch", "--hosts", "n[1-2]"}, tc.flags...), "train.py")
-			if code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}); code != 0 || job == nil {
+			if code := runApp(args, &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &errOut}); code != 0 || jb == nil {
 				t.Fatalf("exit %d: %s", code, errOut.String())
 			}
 			if checked != tc.wantChecked {
 				t.Errorf("probe checked %q, want %q", checked, tc.wantChecked)
 			}
-			if argv0 := job.Hosts[1].Ranks[0].Argv[0]; argv0 != tc.wantArgv0 {
+			if argv0 := jb.Hosts[1].Ranks[0].Argv[0]; argv0 != tc.wantArgv0 {
 				t.Errorf("ranks run %q, want %q", argv0, tc.wantArgv0)
 			}
 			if tc.wantWarning != "" && !strings.Contains(errOut.String(), tc.wantWarning) {
 				t.Errorf("stderr lacks %q: %s", tc.wantWarning, errOut.String())
 			}
-			if env := job.Hosts[1].Ranks[0].Env; !slices.Contains(env, templates.EnvVar{Name: "GLOO_SOCKET_IFNAME", Value: "eth0"}) ||
-				!slices.Contains(env, templates.EnvVar{Name: "MASTER_ADDR", Value: "10.0.0.1"}) {
+			if env := jb.Hosts[1].Ranks[0].Env; !slices.Contains(env, job.EnvVar{Name: "GLOO_SOCKET_IFNAME", Value: "eth0"}) ||
+				!slices.Contains(env, job.EnvVar{Name: "MASTER_ADDR", Value: "10.0.0.1"}) {
 				t.Errorf("the probe's findings are not in the rank's env: %v", env)
 			}
 		})

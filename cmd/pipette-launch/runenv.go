@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // envList collects repeated --env KEY=VALUE flags as given: unlike a
@@ -33,14 +34,14 @@ func (e *envList) String() string {
 // envSource is a set of explicit variables and where they came from.
 type envSource struct {
 	name string
-	vars []templates.EnvVar
+	vars []job.EnvVar
 }
 
 // explicitEnv gathers the variables the user set for the ranks, lowest
 // precedence first: DeepSpeed's .deepspeed_env (the launch directory's,
 // else the home directory's; DS_ENV_FILE renames it, as DeepSpeed does),
 // --env-file, then --env. Later sources win.
-func explicitEnv(o *RunOptions) ([]templates.EnvVar, []envSource, error) {
+func explicitEnv(o *RunOptions) ([]job.EnvVar, []envSource, error) {
 	var sources []envSource
 	if path := deepspeedEnvFile(o); path != "" {
 		vars, err := readEnvFile(path)
@@ -56,15 +57,15 @@ func explicitEnv(o *RunOptions) ([]templates.EnvVar, []envSource, error) {
 		}
 		sources = append(sources, envSource{"--env-file " + o.EnvFile, vars})
 	}
-	var flags []templates.EnvVar
+	var flags []job.EnvVar
 	for _, kv := range o.EnvFlags {
 		k, v, _ := strings.Cut(kv, "=")
-		flags = append(flags, templates.EnvVar{Name: k, Value: v})
+		flags = append(flags, job.EnvVar{Name: k, Value: v})
 	}
 	if len(flags) > 0 {
 		sources = append(sources, envSource{"--env", flags})
 	}
-	var all []templates.EnvVar
+	var all []job.EnvVar
 	for _, s := range sources {
 		if err := templates.CheckExplicitEnv(s.vars); err != nil {
 			return nil, nil, inputErrorf("%s: %v", s.name, err)
@@ -98,12 +99,12 @@ func deepspeedEnvFile(o *RunOptions) string {
 // readEnvFile reads KEY=VALUE lines, DeepSpeed's .deepspeed_env format:
 // split at the first '=', both sides trimmed, the value taken literally
 // (no quotes or expansion). Blank lines and # comments are skipped.
-func readEnvFile(path string) ([]templates.EnvVar, error) {
+func readEnvFile(path string) ([]job.EnvVar, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, inputErrorf("env file: %v", err)
 	}
-	var vars []templates.EnvVar
+	var vars []job.EnvVar
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for ln := 1; sc.Scan(); ln++ {
@@ -115,7 +116,7 @@ func readEnvFile(path string) ([]templates.EnvVar, error) {
 		if !ok {
 			return nil, inputErrorf("env file %s:%d: %q is not KEY=VALUE", path, ln, line)
 		}
-		vars = append(vars, templates.EnvVar{Name: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+		vars = append(vars, job.EnvVar{Name: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, inputErrorf("env file %s: %v", path, err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // A job whose only host is this machine runs here without SSH, as torchrun
@@ -34,7 +34,7 @@ func runsHere(o *RunOptions, hosts []launcher.HostTarget) bool {
 }
 
 // jobTargets are the rendered job's hosts as the launcher reaches them.
-func jobTargets(job *templates.Job) []launcher.HostTarget {
+func jobTargets(job *job.Job) []launcher.HostTarget {
 	out := make([]launcher.HostTarget, len(job.Hosts))
 	for i, h := range job.Hosts {
 		out[i] = launcher.HostTarget{Name: h.Name, Addr: cmp.Or(h.Address, h.Name), User: h.User, Port: h.Port}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/tokenizer"
 )
 
@@ -437,7 +438,7 @@ func planSummary(p *planner.Plan, idx, n int) string {
 // secrets included. The files go into the directory itself, which the
 // scripts name by its absolute path; it never takes the place of the
 // user's own DeepSpeed config.
-func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
+func writeOutputDir(o *RunOptions, j *job.Job, summary string) error {
 	if err := os.MkdirAll(o.OutputDir, 0o700); err != nil {
 		return fmt.Errorf("--output-dir: %w", err)
 	}
@@ -458,14 +459,14 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 	}
 	if flag, path, file := userDSConfigFlag(o); path != "" {
 		mine, _ := os.Stat(file)
-		for _, f := range job.Files {
+		for _, f := range j.Files {
 			if st, err := os.Stat(filepath.Join(o.OutputDir, f.Path)); err == nil && mine != nil && os.SameFile(st, mine) {
 				return inputErrorf("--output-dir %s: writing %s there would overwrite your %s %s: choose another directory", o.OutputDir, f.Path, flag, path)
 			}
 		}
 	}
-	labels := templates.HostLabels(job.Hosts)
-	for i, h := range job.Hosts {
+	labels := job.HostLabels(j.Hosts)
+	for i, h := range j.Hosts {
 		if strings.ContainsAny(h.Name, "/\x00") || h.Name == "." || h.Name == ".." {
 			return fmt.Errorf("--output-dir: host name %q cannot be a file name", h.Name)
 		}
@@ -474,7 +475,7 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 			return err
 		}
 	}
-	for _, f := range job.Files {
+	for _, f := range j.Files {
 		if err := write(f.Path, f.Content, os.FileMode(f.Mode)); err != nil {
 			return err
 		}
@@ -484,8 +485,8 @@ func writeOutputDir(o *RunOptions, job *templates.Job, summary string) error {
 		fmt.Fprintf(o.IO.Out, "# %s\n", o.probeNote)
 	}
 	fmt.Fprintf(o.IO.Out, "# run each host's script on its host, in the work directory")
-	if len(job.Files) > 0 {
-		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that path on every host (a shared filesystem) or copy it there", job.FilesDir)
+	if len(j.Files) > 0 {
+		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that path on every host (a shared filesystem) or copy it there", j.FilesDir)
 	}
 	fmt.Fprintf(o.IO.Out, "\n")
 	return nil

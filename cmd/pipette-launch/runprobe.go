@@ -12,6 +12,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // probeLaunch runs the quick pre-launch probe over a new pool, which the
@@ -148,7 +149,7 @@ func launchProbeCache(o *RunOptions) launcher.LaunchProbeCache {
 // cached (younger than --probe-max-age), or one run now with --reprobe,
 // renders MASTER_ADDR and each host's interface as a launch would; a
 // missing one is said (o.probeNote).
-func withCachedProbe(ctx context.Context, o *RunOptions, c *planner.Cluster, p *planner.Plan, render func(*launchFacts) (*templates.Job, error), job *templates.Job) (*templates.Job, error) {
+func withCachedProbe(ctx context.Context, o *RunOptions, c *planner.Cluster, p *planner.Plan, render func(*launchFacts) (*job.Job, error), job *job.Job) (*job.Job, error) {
 	if onExample(o) || o.slurm != nil || o.local {
 		return job, nil
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // --launcher values: how pipette-launch reaches and starts processes on the
@@ -124,7 +124,7 @@ func (r *hostReach) close() {
 
 // slurmFor returns the allocation a run starts in when --launcher picks
 // Slurm (nil for SSH). Every host of the job must be one of its nodes.
-func slurmFor(o *RunOptions, job *templates.Job) (*launcher.Slurm, error) {
+func slurmFor(o *RunOptions, job *job.Job) (*launcher.Slurm, error) {
 	getenv := envLookup(o.Env)
 	which, err := chooseLauncher(o.Launcher, getenv)
 	if err != nil || which != launcherSlurm {

@@ -1,9 +1,10 @@
-// Package templates renders a plan into what runs: per-rank argv and
-// environment (torchrun-compatible), Megatron-LM and DeepSpeed arguments,
-// ds_config.json, DeepSpeed hostfiles, per-host NCCL settings and per-host
-// launch scripts. Templates are embedded text/templates with a shell-quoting
-// function; nothing here connects to hosts.
-package templates
+// Package job is the launch contract: a Job (its hosts, ranks, files and
+// work directory) as rendering produces it and the launcher executes it,
+// and the per-host POSIX sh launch script (tmpl/host.sh.tmpl) that starts a
+// host's ranks, the same script --output-dir writes and `run` starts as its
+// agent. It imports nothing of the project but shell quoting, so the
+// launcher can run a job without knowing how it was planned or rendered.
+package job
 
 import (
 	"fmt"

@@ -1,9 +1,10 @@
-package templates
+package job
 
 import (
 	"bytes"
 	"embed"
 	"fmt"
+	"regexp"
 	"strings"
 	"text/template"
 
@@ -20,7 +21,7 @@ var scriptTmpl = template.Must(template.New("host.sh.tmpl").Funcs(template.FuncM
 	"joinq":   shellquote.Join,
 	"envArgv": EnvSafeArgv,
 	// Names a shell cannot export stay env(1) assignments in argv.
-	"validEnvName": envNameRE.MatchString,
+	"validEnvName": ValidEnvName,
 }).ParseFS(tmplFS, "tmpl/host.sh.tmpl"))
 
 // HostScript renders the standalone POSIX sh launch script of host i.
@@ -64,3 +65,8 @@ func EnvSafeArgv(argv []string) []string {
 	}
 	return append([]string{"/bin/sh", "-c", `exec "$0" "$@"`}, argv...)
 }
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validEnvName reports whether name can be exported by a POSIX shell.
+func ValidEnvName(name string) bool { return envNameRE.MatchString(name) }
