@@ -46,11 +46,12 @@ func BenchmarkPlan1024GPUsHeterogeneous(b *testing.B) {
 		{hosts: 32, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 800},
 		{hosts: 32, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 1600},
 	}, 100)
-	for a := range c.bw {
-		for k := a + 1; k < len(c.bw); k++ {
+	bw, _ := c.Matrices()
+	for a := range bw {
+		for k := a + 1; k < len(bw); k++ {
 			f := 0.7 + 0.3*float64((a*31+k*17)%97)/97
-			c.bw[a][k] *= f
-			c.bw[k][a] = c.bw[a][k]
+			bw[a][k] *= f
+			bw[k][a] = bw[a][k]
 		}
 	}
 	o := SearchOptions{Framework: FrameworkMegatron, GlobalBatch: 1536, TopK: 10, Seed: 1}

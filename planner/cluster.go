@@ -359,6 +359,15 @@ func (c *Cluster) LinkBetween(a, b int) Link {
 	return link
 }
 
+// SeparatePipelineLinks reports whether pipeline send/recv runs on other
+// links than TP and DP (TransportIslands across islands).
+func (c *Cluster) SeparatePipelineLinks() bool { return c.pipe != nil }
+
+// Matrices returns the full host-to-host bandwidth (bytes/s) and latency (s)
+// matrices of a cluster built by NewCluster (nil for one resolved from a
+// file, which stores links compactly). Tests perturb links through them.
+func (c *Cluster) Matrices() (bw, lat [][]float64) { return c.bw, c.lat }
+
 // PipelineLinkBetween is the link pipeline send/recv and the embedding
 // group use between hosts a and b: LinkBetween, except under
 // TransportIslands, where those groups run over TCP sockets.

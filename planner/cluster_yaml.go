@@ -382,8 +382,9 @@ const (
 	defaultHostMemBytesPerS = 100e9
 	// defaultCPUCoresPerGPU is assumed when cpu_cores is missing.
 	defaultCPUCoresPerGPU = 8
-	gib                   = 1 << 30
 )
+
+const gib = 1 << 30
 
 // pcieEffectiveBytesPerS is the attained host<->GPU copy rate of an x16 link
 // (about 80% of the raw 16/32/64/128 GB/s of gen 3/4/5/6).

@@ -20,8 +20,10 @@ import (
 // A100 and H100): whole steps lose more to kernel gaps and launch overheads.
 // Small hidden sizes and micro-batches fall lower because r() and the
 // memory-bound element-wise work dominate.
+// bytesPerElem: bf16 activations, weights and gradients on the wire.
+const bytesPerElem = 2.0
+
 const (
-	bytesPerElem = 2.0 // bf16 activations, weights and gradients on the wire
 	// Element-wise traffic per layer forward, in elements of s*b*h (norms,
 	// dropouts, residual adds, bias) and of s*b*ffn (activation function).
 	elemwiseHiddenElems = 10.0
@@ -39,12 +41,13 @@ const (
 	// Adam reads and writes fp32 params, grads, two moments and the bf16
 	// copy: ~ 36 bytes of HBM traffic per parameter per step.
 	adamBytesPerParam = 36.0
-	// gemmLaunchS is what every GEMM kernel costs beyond its roofline time:
-	// launch and the last partial wave of thread blocks (a few microseconds
-	// on A100/H100; not fitted, it only matters for tiny GEMMs, which the
-	// published tables do not contain).
-	gemmLaunchS = 4e-6
 )
+
+// gemmLaunchS is what every GEMM kernel costs beyond its roofline time:
+// launch and the last partial wave of thread blocks (a few microseconds
+// on A100/H100; not fitted, it only matters for tiny GEMMs, which the
+// published tables do not contain).
+const gemmLaunchS = 4e-6
 
 // computeCurve is one GPU generation's fitted compute efficiency.
 type computeCurve struct {
@@ -812,7 +815,7 @@ func (e *planEval) lastRank() int {
 // pipeLink is link for pipeline send/recv and the embedding group, which
 // may run on another transport than TP and DP (Cluster.PipelineLinkBetween).
 func (e *planEval) pipeLink(a, b int) Link {
-	if a < 0 || b < 0 || e.c.pipe == nil {
+	if a < 0 || b < 0 || !e.c.SeparatePipelineLinks() {
 		return e.link(a, b)
 	}
 	l := e.c.PipelineLinkBetween(a, b)

@@ -144,9 +144,10 @@ func TestFasterLinksNeverSlower(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		c := randomCluster(4, 8, seed)
 		fast := randomCluster(4, 8, seed)
-		for a := range fast.bw {
-			for b := range fast.bw[a] {
-				fast.bw[a][b] *= 1 + float64((a+b)%3)
+		fastBW, _ := fast.Matrices()
+		for a := range fastBW {
+			for b := range fastBW[a] {
+				fastBW[a][b] *= 1 + float64((a+b)%3)
 			}
 		}
 		for _, cfg := range []Config{
@@ -216,10 +217,11 @@ func TestP2PUsesStageLink(t *testing.T) {
 // steps instead of 14, and is picked when latency dominates.
 func TestHierarchicalDPAllReduce(t *testing.T) {
 	c := dgxA100(2)
-	for a := range c.lat {
-		for b := range c.lat[a] {
+	_, lat := c.Matrices()
+	for a := range lat {
+		for b := range lat[a] {
 			if a != b {
-				c.lat[a][b] = 1e-3 // a slow, high-latency path
+				lat[a][b] = 1e-3 // a slow, high-latency path
 			}
 		}
 	}

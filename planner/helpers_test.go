@@ -59,10 +59,11 @@ func testCluster(defs []islandDef, interGbit float64) *Cluster {
 func randomCluster(n, gpus int, seed uint64) *Cluster {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	c := testCluster([]islandDef{{hosts: n, gpus: gpus, gpu: gpuA100, intraGBs: 300, nicGbit: 200}}, 0)
+	bw, _ := c.Matrices()
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
 			g := 1 + rng.Float64()*199
-			c.bw[a][b], c.bw[b][a] = g/8*1e9, g/8*1e9
+			bw[a][b], bw[b][a] = g/8*1e9, g/8*1e9
 		}
 		if rng.IntN(3) == 0 { // a slower GPU now and then
 			c.Hosts[a].GPU = gpuA10

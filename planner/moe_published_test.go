@@ -35,7 +35,7 @@ func loadMoEPublished(t *testing.T, path string) []moePublishedRow {
 		if len(fs) != 16 {
 			t.Fatalf("%s: %q: %d fields, want 16", path, text, len(fs))
 		}
-		gpu, dispatcher := fs[2], fs[15]
+		gpuName, dispatcher := fs[2], fs[15]
 		fs = append(fs[:2], fs[3:15]...)
 		n := func(i int) int {
 			v, err := strconv.Atoi(fs[i])
@@ -50,7 +50,7 @@ func loadMoEPublished(t *testing.T, path string) []moePublishedRow {
 		}
 		m.SeqLength = n(7)
 		m.MaxPositionEmbeddings = max(m.MaxPositionEmbeddings, m.SeqLength)
-		r := moePublishedRow{release: fs[0], line: fs[1], gpu: gpu, dispatcher: dispatcher, m: m, gpus: n(3)}
+		r := moePublishedRow{release: fs[0], line: fs[1], gpu: gpuName, dispatcher: dispatcher, m: m, gpus: n(3)}
 		r.cfg = Config{TP: n(8), PP: n(9), CP: n(10), VPP: n(11), EP: n(12), ETP: 1, MicroBatch: n(6), GlobalBatch: n(5),
 			Recompute: RecomputeNone, Precision: Precision(fs[4]), DistributedOptimizer: true}
 		r.cfg.SequenceParallel = r.cfg.TP > 1

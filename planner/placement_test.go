@@ -95,6 +95,7 @@ func TestPlacementKeepsDPInsideIslands(t *testing.T) {
 
 func permuteHosts(c *Cluster, perm []int) *Cluster {
 	n := len(perm)
+	cbw, clat := c.Matrices()
 	hosts := make([]Host, n)
 	bw := make([][]float64, n)
 	lat := make([][]float64, n)
@@ -103,7 +104,7 @@ func permuteHosts(c *Cluster, perm []int) *Cluster {
 		bw[i] = make([]float64, n)
 		lat[i] = make([]float64, n)
 		for j := range perm {
-			bw[i][j], lat[i][j] = c.bw[perm[i]][perm[j]], c.lat[perm[i]][perm[j]]
+			bw[i][j], lat[i][j] = cbw[perm[i]][perm[j]], clat[perm[i]][perm[j]]
 		}
 	}
 	return NewCluster(c.Islands, hosts, bw, lat)

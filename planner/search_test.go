@@ -280,9 +280,10 @@ func TestSearchFasterLinksNeverSlower(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		slow := randomCluster(6, 8, seed)
 		fast := randomCluster(6, 8, seed)
-		for a := range fast.bw {
-			for b := range fast.bw[a] {
-				fast.bw[a][b] *= 2
+		fastBW, _ := fast.Matrices()
+		for a := range fastBW {
+			for b := range fastBW[a] {
+				fastBW[a][b] *= 2
 			}
 		}
 		o := SearchOptions{GlobalBatch: 96, Seed: 1, TopK: 1, Fixed: Constraints{ZeroStage: -1}}

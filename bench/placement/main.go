@@ -23,7 +23,7 @@ func main() {
 }
 
 // Benchmark configuration: GPT-3 175B, TP8 PP8 DP(hosts/8), 1F1B.
-var model = planner.Model{Name: "gpt3-175b", NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200}
+var gpt3 = planner.Model{Name: "gpt3-175b", NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200}
 
 func benchConfig(hosts int) planner.Config {
 	dp := hosts / 8
@@ -33,7 +33,7 @@ func benchConfig(hosts int) planner.Config {
 
 func run(w *os.File, hosts int, seed uint64, saBudget time.Duration) error {
 	c := randomCluster(hosts, seed)
-	p, err := planner.NewPlacementProblem(c, model, benchConfig(hosts), planner.FrameworkMegatron)
+	p, err := planner.NewPlacementProblem(c, gpt3, benchConfig(hosts), planner.FrameworkMegatron)
 	if err != nil {
 		return err
 	}

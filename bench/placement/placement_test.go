@@ -11,7 +11,7 @@ import (
 // permutation whose cost is what it reports and never worse than its start.
 func TestAnnealReportsItsOrder(t *testing.T) {
 	c := randomCluster(16, 1)
-	p, err := planner.NewPlacementProblem(c, model, benchConfig(16), planner.FrameworkMegatron)
+	p, err := planner.NewPlacementProblem(c, gpt3, benchConfig(16), planner.FrameworkMegatron)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestAnnealReportsItsOrder(t *testing.T) {
 // matrix and reports its cost next to a 2 s simulated annealing run.
 func BenchmarkPlacement64Hosts(b *testing.B) {
 	c := randomCluster(64, 42)
-	p, err := planner.NewPlacementProblem(c, model, benchConfig(64), planner.FrameworkMegatron)
+	p, err := planner.NewPlacementProblem(c, gpt3, benchConfig(64), planner.FrameworkMegatron)
 	if err != nil {
 		b.Fatal(err)
 	}
