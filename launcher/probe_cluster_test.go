@@ -46,15 +46,15 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 	if len(f.Clusters) != 2 {
 		t.Fatalf("%d clusters, want 2 (GPU hosts, CPU host)", len(f.Clusters))
 	}
-	gpu, cpu := f.Clusters[0], f.Clusters[1]
+	gpuIsland, cpu := f.Clusters[0], f.Clusters[1]
 	wantHosts := planner.HostEntries{{Name: "gpu1", Address: "198.18.0.11"}, {Name: "gpu2", Address: "198.18.0.13", User: "ops", Port: 2222}}
-	if !reflect.DeepEqual(gpu.Hosts, wantHosts) {
-		t.Errorf("GPU island hosts %+v, want %+v", gpu.Hosts, wantHosts)
+	if !reflect.DeepEqual(gpuIsland.Hosts, wantHosts) {
+		t.Errorf("GPU island hosts %+v, want %+v", gpuIsland.Hosts, wantHosts)
 	}
 	// From the catalog by nvidia-smi's name, with nvidia-smi's memory.
 	wantGPU := planner.GPUSpec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35, PeakFP8TFLOPS: 1979}
-	if gpu.GPUsPerHost != 1 || gpu.GPU != wantGPU || gpu.PCIeGen != 5 {
-		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpu.GPUsPerHost, gpu.GPU, gpu.PCIeGen, wantGPU)
+	if gpuIsland.GPUsPerHost != 1 || gpuIsland.GPU != wantGPU || gpuIsland.PCIeGen != 5 {
+		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpuIsland.GPUsPerHost, gpuIsland.GPU, gpuIsland.PCIeGen, wantGPU)
 	}
 	if cpu.GPUsPerHost != 2 || cpu.GPU.Model != CPUModel || cpu.GPU.PeakTFLOPS != DefaultCPUSlotTFLOPS ||
 		cpu.GPU.MemoryGiB <= 0 || cpu.GPU.MemoryGiB > cpu.HostMemoryGiB/2 || len(cpu.Hosts) != 1 {
@@ -68,11 +68,11 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		{Type: planner.NICInfiniBand, Count: 2, RateGbitPerS: 40, Devices: []string{"mlx4_0:1", "mlx4_0:2"}},
 		{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 25, Devices: []string{"mlx5_0:1"}},
 	}
-	if !reflect.DeepEqual(gpu.NICs, wantNICs) {
-		t.Errorf("NICs\n%+v\nwant\n%+v", gpu.NICs, wantNICs)
+	if !reflect.DeepEqual(gpuIsland.NICs, wantNICs) {
+		t.Errorf("NICs\n%+v\nwant\n%+v", gpuIsland.NICs, wantNICs)
 	}
-	if gpu.HostMemoryGiB <= 0 || gpu.CPUCores <= 0 || gpu.IntraHost.Type != "pcie" {
-		t.Errorf("host-level fields: mem %v cores %d bus %q", gpu.HostMemoryGiB, gpu.CPUCores, gpu.IntraHost.Type)
+	if gpuIsland.HostMemoryGiB <= 0 || gpuIsland.CPUCores <= 0 || gpuIsland.IntraHost.Type != "pcie" {
+		t.Errorf("host-level fields: mem %v cores %d bus %q", gpuIsland.HostMemoryGiB, gpuIsland.CPUCores, gpuIsland.IntraHost.Type)
 	}
 
 	// The planner reads the file back and resolves it (catalog, links).

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 )
 
 // Calibration is a per-cluster correction fitted from the iteration times
@@ -107,13 +109,13 @@ func (c *Calibration) factor(key string) float64 {
 	return 1
 }
 
-func validateCalibration(errs *fieldErrors, c *Calibration, islands map[string]int) {
+func validateCalibration(errs *yamlcheck.Problems, c *Calibration, islands map[string]int) {
 	positive := func(p string, f CalibrationFactor) {
 		if !(f.Factor > 0) || math.IsInf(f.Factor, 0) {
-			errs.add(p+".factor", "must be > 0, got %g", f.Factor)
+			errs.Add(p+".factor", "must be > 0, got %g", f.Factor)
 		}
 		if f.Observations < 0 {
-			errs.add(p+".observations", "must be >= 0, got %d", f.Observations)
+			errs.Add(p+".observations", "must be >= 0, got %d", f.Observations)
 		}
 	}
 	positive("calibration.compute", c.Compute)
@@ -121,22 +123,22 @@ func validateCalibration(errs *fieldErrors, c *Calibration, islands map[string]i
 		p := fmt.Sprintf("calibration.links[%d]", i)
 		positive(p, l.CalibrationFactor)
 		if err := checkLinkKey(l.Link, islands); err != nil {
-			errs.add(p+".link", "%v", err)
+			errs.Add(p+".link", "%v", err)
 		}
 	}
 	for i, r := range c.Runs {
 		p := fmt.Sprintf("calibration.runs[%d]", i)
 		if !(r.ObservedS > 0) {
-			errs.add(p+".observed_iteration_s", "must be > 0, got %g", r.ObservedS)
+			errs.Add(p+".observed_iteration_s", "must be > 0, got %g", r.ObservedS)
 		}
 		for k, v := range r.PartsS {
 			if v < 0 || math.IsNaN(v) {
-				errs.add(p+".parts_s."+k, "must be >= 0, got %g", v)
+				errs.Add(p+".parts_s."+k, "must be >= 0, got %g", v)
 			}
 		}
 		for k, v := range r.Factors {
 			if !(v > 0) {
-				errs.add(p+".factors."+k, "must be > 0, got %g", v)
+				errs.Add(p+".factors."+k, "must be > 0, got %g", v)
 			}
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -31,8 +30,8 @@ func ParseClusterFile(data []byte) (*ClusterFile, error) {
 		return nil, fmt.Errorf("cluster file: %w", err)
 	}
 	errs := f.validate()
-	errs.locate(pos)
-	if err := errs.err("cluster file"); err != nil {
+	errs.Locate(pos)
+	if err := errs.Err("cluster file"); err != nil {
 		return nil, err
 	}
 	return &f, nil
@@ -129,58 +128,20 @@ func (h HostEntries) MarshalYAML() (any, error) {
 	return out, nil
 }
 
-// fieldErrors collects validation errors so a user sees all of them at
-// once; each names the field's path, where it is in the file ("line 3,
-// column 5"; empty when unknown) and what is wrong.
-type fieldErrors yamlcheck.Problems
-
-func (e *fieldErrors) add(path, format string, args ...any) {
-	*e = append(*e, yamlcheck.Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (e *fieldErrors) addAt(path, at, format string, args ...any) {
-	*e = append(*e, yamlcheck.Problem{Path: path, At: at, Msg: fmt.Sprintf(format, args...)})
-}
-
-// locate fills in positions from pos (path -> position), using the nearest
-// enclosing field the file has (a host written as a plain name has no
-// .name of its own).
-func (e fieldErrors) locate(pos map[string]string) {
-	for i := range e {
-		for p := e[i].Path; p != "" && e[i].At == ""; p = parentPath(p) {
-			e[i].At = pos[p]
-		}
-	}
-}
-
-func parentPath(p string) string {
-	if i := strings.LastIndexAny(p, ".["); i > 0 {
-		return p[:i]
-	}
-	return ""
-}
-
-func (e fieldErrors) err(what string) error {
-	if len(e) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", what, yamlcheck.Problems(e))
-}
-
 // Validate checks every field and returns all problems, each naming its path.
-func (f *ClusterFile) Validate() error { return f.validate().err("cluster file") }
+func (f *ClusterFile) Validate() error { return f.validate().Err("cluster file") }
 
-func (f *ClusterFile) validate() fieldErrors {
-	var errs fieldErrors
+func (f *ClusterFile) validate() yamlcheck.Problems {
+	var errs yamlcheck.Problems
 	if len(f.Clusters) == 0 {
-		errs.add("clusters", "at least one cluster is required")
+		errs.Add("clusters", "at least one cluster is required")
 	}
 	totalHosts := 0
 	for _, c := range f.Clusters {
 		totalHosts += len(c.Hosts)
 	}
 	if totalHosts > limits.MaxHosts {
-		errs.add("clusters", "%d hosts in all; at most %d (the limit of one job)", totalHosts, limits.MaxHosts)
+		errs.Add("clusters", "%d hosts in all; at most %d (the limit of one job)", totalHosts, limits.MaxHosts)
 		return errs
 	}
 	names := map[string]int{}
@@ -188,9 +149,9 @@ func (f *ClusterFile) validate() fieldErrors {
 	for i, c := range f.Clusters {
 		p := fmt.Sprintf("clusters[%d]", i)
 		if c.Name == "" {
-			errs.add(p+".name", "required (links refer to clusters by name)")
+			errs.Add(p+".name", "required (links refer to clusters by name)")
 		} else if j, dup := names[c.Name]; dup {
-			errs.add(p+".name", "duplicate name %q (also clusters[%d])", c.Name, j)
+			errs.Add(p+".name", "duplicate name %q (also clusters[%d])", c.Name, j)
 		} else {
 			names[c.Name] = i
 		}
@@ -213,91 +174,91 @@ func (f *ClusterFile) validate() fieldErrors {
 	return errs
 }
 
-func validateHosts(errs *fieldErrors, p string, hs HostEntries, seen map[string]string) {
+func validateHosts(errs *yamlcheck.Problems, p string, hs HostEntries, seen map[string]string) {
 	if len(hs) == 0 {
-		errs.add(p+".hosts", "at least one host is required")
+		errs.Add(p+".hosts", "at least one host is required")
 	}
 	for j, h := range hs {
 		hp := fmt.Sprintf("%s.hosts[%d]", p, j)
 		if h.Name == "" {
-			errs.add(hp+".name", "required")
+			errs.Add(hp+".name", "required")
 			continue
 		}
 		if err := hostname.Check(h.Name); err != nil {
-			errs.add(hp+".name", "%q: %v", h.Name, err)
+			errs.Add(hp+".name", "%q: %v", h.Name, err)
 			continue
 		}
 		if h.Address != "" {
 			if err := hostname.Check(h.Address); err != nil {
-				errs.add(hp+".address", "%q: %v", h.Address, err)
+				errs.Add(hp+".address", "%q: %v", h.Address, err)
 			}
 		}
 		if h.User != "" {
 			if err := hostname.CheckUser(h.User); err != nil {
-				errs.add(hp+".user", "%v", err)
+				errs.Add(hp+".user", "%v", err)
 			}
 		}
 		if where, dup := seen[h.Name]; dup {
-			errs.add(hp, "duplicate host %q (also %s)", h.Name, where)
+			errs.Add(hp, "duplicate host %q (also %s)", h.Name, where)
 		}
 		seen[h.Name] = hp
 		if h.Port < 0 || h.Port > 65535 {
-			errs.add(hp+".port", "must be 1..65535 (0 or unset: ssh's default), got %d", h.Port)
+			errs.Add(hp+".port", "must be 1..65535 (0 or unset: ssh's default), got %d", h.Port)
 		}
 	}
 }
 
-func validateIsland(errs *fieldErrors, p string, c IslandSpec, totalHosts int) {
+func validateIsland(errs *yamlcheck.Problems, p string, c IslandSpec, totalHosts int) {
 	if c.GPUsPerHost <= 0 || c.GPUsPerHost > limits.MaxGPUsPerHost {
-		errs.add(p+".gpus_per_host", "must be 1..%d, got %d", limits.MaxGPUsPerHost, c.GPUsPerHost)
+		errs.Add(p+".gpus_per_host", "must be 1..%d, got %d", limits.MaxGPUsPerHost, c.GPUsPerHost)
 	}
 	validateGPU(errs, p+".gpu", c.GPU)
 	switch c.IntraHost.Type {
 	case "", "nvlink", "nvswitch", "pcie":
 	default:
-		errs.add(p+".intra_host.type", "must be nvlink, nvswitch or pcie, got %q", c.IntraHost.Type)
+		errs.Add(p+".intra_host.type", "must be nvlink, nvswitch or pcie, got %q", c.IntraHost.Type)
 	}
 	nonNegative(errs, p+".intra_host.bandwidth_gbyte_per_s", c.IntraHost.BandwidthGBytesPerS)
 	if len(c.NICs) == 0 && totalHosts > 1 {
-		errs.add(p+".nics", "at least one NIC is required when the cluster has more than one host")
+		errs.Add(p+".nics", "at least one NIC is required when the cluster has more than one host")
 	}
 	for k, n := range c.NICs {
 		validateNIC(errs, fmt.Sprintf("%s.nics[%d]", p, k), n)
 	}
 	nonNegative(errs, p+".host_memory_gib", c.HostMemoryGiB)
 	if c.CPUCores < 0 {
-		errs.add(p+".cpu_cores", "must be >= 0, got %d", c.CPUCores)
+		errs.Add(p+".cpu_cores", "must be >= 0, got %d", c.CPUCores)
 	}
 	switch c.PCIeGen {
 	case 0, 3, 4, 5, 6:
 	default:
-		errs.add(p+".pcie_gen", "must be 3, 4, 5 or 6 (0 = unknown), got %d", c.PCIeGen)
+		errs.Add(p+".pcie_gen", "must be 3, 4, 5 or 6 (0 = unknown), got %d", c.PCIeGen)
 	}
 	nonNegative(errs, p+".host_memory_bandwidth_gbyte_per_s", c.HostMemoryBandwidthGBytesPerS)
 }
 
-func validateGPU(errs *fieldErrors, p string, g GPUSpec) {
+func validateGPU(errs *yamlcheck.Problems, p string, g GPUSpec) {
 	if g.Model == "" {
-		errs.add(p+".model", "required (e.g. H100-SXM, A100-80GB-SXM, L40S)")
+		errs.Add(p+".model", "required (e.g. H100-SXM, A100-80GB-SXM, L40S)")
 		return
 	}
 	nonNegative(errs, p+".memory_gib", g.MemoryGiB)
 	nonNegative(errs, p+".peak_bf16_tflops", g.PeakTFLOPS)
 	nonNegative(errs, p+".memory_bandwidth_tbyte_per_s", g.MemoryBandwidthTBPerS)
 	if _, _, complete := resolveGPU(g); !complete {
-		errs.add(p+".model", "unknown GPU %q: give memory_gib and peak_bf16_tflops", g.Model)
+		errs.Add(p+".model", "unknown GPU %q: give memory_gib and peak_bf16_tflops", g.Model)
 	}
 }
 
-func validateNIC(errs *fieldErrors, p string, n NICSpec) {
+func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	if !validNICType(n.Type) {
-		errs.add(p+".type", "must be infiniband, roce or ethernet, got %q", n.Type)
+		errs.Add(p+".type", "must be infiniband, roce or ethernet, got %q", n.Type)
 	}
 	if n.Count <= 0 || n.Count > limits.MaxGPUsPerHost {
-		errs.add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
+		errs.Add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
 	}
 	if n.RateGbitPerS <= 0 {
-		errs.add(p+".rate_gbit_per_s", "must be > 0, got %g", n.RateGbitPerS)
+		errs.Add(p+".rate_gbit_per_s", "must be > 0, got %g", n.RateGbitPerS)
 	}
 }
 
@@ -305,36 +266,36 @@ func validNICType(t NICType) bool {
 	return t == NICInfiniBand || t == NICRoCE || t == NICEthernet
 }
 
-func nonNegative(errs *fieldErrors, p string, v float64) {
+func nonNegative(errs *yamlcheck.Problems, p string, v float64) {
 	if v < 0 || math.IsNaN(v) {
-		errs.add(p, "must be >= 0, got %g", v)
+		errs.Add(p, "must be >= 0, got %g", v)
 	}
 }
 
-func validateLink(errs *fieldErrors, p string, l LinkSpec, names map[string]int) {
+func validateLink(errs *yamlcheck.Problems, p string, l LinkSpec, names map[string]int) {
 	for k, n := range l.Between {
 		if _, ok := names[n]; !ok {
-			errs.add(fmt.Sprintf("%s.between[%d]", p, k), "unknown cluster %q", n)
+			errs.Add(fmt.Sprintf("%s.between[%d]", p, k), "unknown cluster %q", n)
 		}
 	}
 	if l.Between[0] == l.Between[1] && l.Between[0] != "" {
-		errs.add(p+".between", "a link joins two different clusters, got %q twice", l.Between[0])
+		errs.Add(p+".between", "a link joins two different clusters, got %q twice", l.Between[0])
 	}
 	if !validNICType(l.Type) {
-		errs.add(p+".type", "must be infiniband, roce or ethernet, got %q", l.Type)
+		errs.Add(p+".type", "must be infiniband, roce or ethernet, got %q", l.Type)
 	}
 	if l.BandwidthGbitPerS <= 0 {
-		errs.add(p+".bandwidth_gbit_per_s", "must be > 0, got %g", l.BandwidthGbitPerS)
+		errs.Add(p+".bandwidth_gbit_per_s", "must be > 0, got %g", l.BandwidthGbitPerS)
 	}
 	nonNegative(errs, p+".latency_us", l.LatencyMicroseconds)
 }
 
-func validateDuplicateLinks(errs *fieldErrors, links []LinkSpec) {
+func validateDuplicateLinks(errs *yamlcheck.Problems, links []LinkSpec) {
 	seen := map[[2]string]int{}
 	for i, l := range links {
 		k := linkKey(l.Between[0], l.Between[1])
 		if j, dup := seen[k]; dup {
-			errs.add(fmt.Sprintf("links[%d]", i), "duplicate link between %q and %q (also links[%d])", k[0], k[1], j)
+			errs.Add(fmt.Sprintf("links[%d]", i), "duplicate link between %q and %q (also links[%d])", k[0], k[1], j)
 		}
 		seen[k] = i
 	}
@@ -347,18 +308,18 @@ func linkKey(a, b string) [2]string {
 	return [2]string{a, b}
 }
 
-func validateMeasured(errs *fieldErrors, m *MeasuredBandwidth, hosts map[string]string) {
+func validateMeasured(errs *yamlcheck.Problems, m *MeasuredBandwidth, hosts map[string]string) {
 	for i, h := range m.Hosts {
 		if _, ok := hosts[h]; !ok {
-			errs.add(fmt.Sprintf("measured.hosts[%d]", i), "unknown host %q", h)
+			errs.Add(fmt.Sprintf("measured.hosts[%d]", i), "unknown host %q", h)
 		}
 	}
 	if len(m.GbitPerS) != len(m.Hosts) {
-		errs.add("measured.gbit_per_s", "needs %d rows (one per measured host), got %d", len(m.Hosts), len(m.GbitPerS))
+		errs.Add("measured.gbit_per_s", "needs %d rows (one per measured host), got %d", len(m.Hosts), len(m.GbitPerS))
 	}
 	for i, row := range m.GbitPerS {
 		if len(row) != len(m.Hosts) {
-			errs.add(fmt.Sprintf("measured.gbit_per_s[%d]", i), "needs %d columns, got %d", len(m.Hosts), len(row))
+			errs.Add(fmt.Sprintf("measured.gbit_per_s[%d]", i), "needs %d columns, got %d", len(m.Hosts), len(row))
 		}
 		for j, v := range row {
 			nonNegative(errs, fmt.Sprintf("measured.gbit_per_s[%d][%d]", i, j), v)

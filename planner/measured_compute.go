@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/pipette-launch/pipette-launch/internal/stats"
@@ -66,31 +68,31 @@ func (s GEMMSample) MarshalYAML() (any, error) {
 // runs fp32, which is then the rate its jobs see.
 var measuredPrecisions = []string{"bf16", "fp16", "fp32"}
 
-func validateMeasuredCompute(errs *fieldErrors, m *MeasuredCompute, hosts map[string]string) {
+func validateMeasuredCompute(errs *yamlcheck.Problems, m *MeasuredCompute, hosts map[string]string) {
 	seen := map[string]bool{}
 	for i, h := range m.Hosts {
 		p := fmt.Sprintf("measured_compute.hosts[%d]", i)
 		if _, ok := hosts[h.Host]; !ok {
-			errs.add(p+".host", "unknown host %q", h.Host)
+			errs.Add(p+".host", "unknown host %q", h.Host)
 		}
 		if seen[h.Host] {
-			errs.add(p+".host", "duplicate host %q", h.Host)
+			errs.Add(p+".host", "duplicate host %q", h.Host)
 		}
 		seen[h.Host] = true
 		if h.Workers < 0 {
-			errs.add(p+".workers", "must be >= 0, got %d", h.Workers)
+			errs.Add(p+".workers", "must be >= 0, got %d", h.Workers)
 		}
 		nonNegative(errs, p+".allreduce_bus_gbyte_per_s", h.AllReduceBusGBytePerS)
 		for j, s := range h.GEMM {
 			q := fmt.Sprintf("%s.gemm[%d]", p, j)
 			if !slices.Contains(measuredPrecisions, s.Precision) && s.Precision != "fp8" {
-				errs.add(q+".precision", "must be bf16, fp16, fp8 or fp32, got %q", s.Precision)
+				errs.Add(q+".precision", "must be bf16, fp16, fp8 or fp32, got %q", s.Precision)
 			}
 			if s.M <= 0 || s.N <= 0 || s.K <= 0 {
-				errs.add(q, "m, n and k must be > 0, got %d x %d x %d", s.M, s.N, s.K)
+				errs.Add(q, "m, n and k must be > 0, got %d x %d x %d", s.M, s.N, s.K)
 			}
 			if !(s.TFLOPS > 0) || math.IsInf(s.TFLOPS, 0) {
-				errs.add(q+".tflops", "must be > 0, got %g", s.TFLOPS)
+				errs.Add(q+".tflops", "must be > 0, got %g", s.TFLOPS)
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 )
 
 // megatronArgs is a parsed Megatron-LM argument list: flag -> value ("" for
@@ -47,14 +49,14 @@ func parseMegatronArgs(args []string) megatronArgs {
 func (a megatronArgs) has(flag string) bool { _, ok := a[flag]; return ok }
 
 // int reads a positive integer flag; 0 when absent.
-func (a megatronArgs) int(flag string, errs *fieldErrors) int {
+func (a megatronArgs) int(flag string, errs *yamlcheck.Problems) int {
 	v, ok := a[flag]
 	if !ok {
 		return 0
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n <= 0 {
-		errs.add(flag, "want a positive integer, got %q", v)
+		errs.Add(flag, "want a positive integer, got %q", v)
 		return 0
 	}
 	return n
@@ -122,10 +124,10 @@ func ModelFromMegatronArgsVocab(args []string, vocab VocabFunc) (m Model, fixed 
 	if !found {
 		return Model{}, Constraints{}, false, nil
 	}
-	var errs fieldErrors
+	var errs yamlcheck.Problems
 	m = modelFromArgs(a, &errs, vocabReader(args, vocab))
 	fixed = constraintsFromArgs(a, m.NumLayers, &errs)
-	if err := errs.err("megatron arguments"); err != nil {
+	if err := errs.Err("megatron arguments"); err != nil {
 		return Model{}, Constraints{}, true, err
 	}
 	if err := m.Validate(); err != nil {
@@ -134,7 +136,7 @@ func ModelFromMegatronArgsVocab(args []string, vocab VocabFunc) (m Model, fixed 
 	return m, fixed, true, nil
 }
 
-func modelFromArgs(a megatronArgs, errs *fieldErrors, vocab func(megatronArgs, *fieldErrors) int) Model {
+func modelFromArgs(a megatronArgs, errs *yamlcheck.Problems, vocab func(megatronArgs, *yamlcheck.Problems) int) Model {
 	var missing []string
 	for _, f := range megatronShapeFlags {
 		if !a.has(f) {
@@ -172,7 +174,7 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors, vocab func(megatronArgs, *
 		missing = append(missing, "--vocab-size (the tokenizer's files are not readable here; or pass --model)")
 	}
 	if len(missing) > 0 {
-		errs.add("missing", "%s (needed to size the model)", strings.Join(missing, ", "))
+		errs.Add("missing", "%s (needed to size the model)", strings.Join(missing, ", "))
 	}
 	return m
 }
@@ -182,7 +184,7 @@ func modelFromArgs(a megatronArgs, errs *fieldErrors, vocab func(megatronArgs, *
 // --moe-shared-expert-intermediate-size, --moe-layer-freq (an integer or
 // a Python list expression such as "([0]*1+[1]*26)") and
 // --moe-expert-capacity-factor.
-func moeFromArgs(a megatronArgs, layers int, errs *fieldErrors) MoE {
+func moeFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) MoE {
 	e := MoE{
 		NumExperts: a.int("--num-experts", errs),
 		TopK:       a.int("--moe-router-topk", errs),
@@ -192,21 +194,21 @@ func moeFromArgs(a megatronArgs, layers int, errs *fieldErrors) MoE {
 	if v, ok := a["--moe-expert-capacity-factor"]; ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 {
-			errs.add("--moe-expert-capacity-factor", "want a non-negative number, got %q", v)
+			errs.Add("--moe-expert-capacity-factor", "want a non-negative number, got %q", v)
 		}
 		e.CapacityFactor = f
 	}
 	if v, ok := a["--moe-layer-freq"]; ok {
 		freq, dense, err := ParseMoELayerFreq(v, layers)
 		if err != nil {
-			errs.add("--moe-layer-freq", "%v", err)
+			errs.Add("--moe-layer-freq", "%v", err)
 		}
 		e.LayerFreq, e.DenseFirst = freq, dense
 	}
 	if e.NumExperts == 0 {
 		for _, f := range []string{"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size", "--moe-layer-freq"} {
 			if a.has(f) {
-				errs.add(f, "given without --num-experts (the model would be dense); add --num-experts")
+				errs.Add(f, "given without --num-experts (the model would be dense); add --num-experts")
 			}
 		}
 		return MoE{}
@@ -296,8 +298,8 @@ func evalLayerList(s string) ([]int, error) {
 }
 
 // vocabReader returns how modelFromArgs reads the vocabulary.
-func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *fieldErrors) int {
-	return func(a megatronArgs, errs *fieldErrors) int {
+func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *yamlcheck.Problems) int {
+	return func(a megatronArgs, errs *yamlcheck.Problems) int {
 		t := MegatronTokenizer(args)
 		switch t.Type {
 		case "NullTokenizer":
@@ -315,7 +317,7 @@ func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *fieldErrors
 		if vocab != nil && t.Type != "" {
 			n, _, err := vocab(t)
 			if err != nil {
-				errs.add("--tokenizer-type "+t.Type, "%v", err)
+				errs.Add("--tokenizer-type "+t.Type, "%v", err)
 				return 0
 			}
 			if n > 0 {
@@ -345,7 +347,7 @@ func positionEmbedding(a megatronArgs) string {
 	return ""
 }
 
-func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constraints {
+func constraintsFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) Constraints {
 	c := Constraints{
 		TP:           a.int("--tensor-model-parallel-size", errs),
 		PP:           a.int("--pipeline-model-parallel-size", errs),
@@ -369,20 +371,20 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constrai
 		case RecomputeFull, RecomputeSelective:
 			c.Recompute = Recompute(g)
 		default:
-			errs.add("--recompute-granularity", "want full or selective, got %q", g)
+			errs.Add("--recompute-granularity", "want full or selective, got %q", g)
 		}
 	}
 	// Megatron turns --recompute-activations into selective recompute.
 	if a.has("--recompute-activations") {
 		if c.Recompute == RecomputeFull {
-			errs.add("--recompute-activations", "means selective recompute, but --recompute-granularity full was given; drop one")
+			errs.Add("--recompute-activations", "means selective recompute, but --recompute-granularity full was given; drop one")
 		}
 		c.Recompute = RecomputeSelective
 	}
 	if v, ok := a["--zero-stage"]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 3 {
-			errs.add("--zero-stage", "want 0..3, got %q", v)
+			errs.Add("--zero-stage", "want 0..3, got %q", v)
 		} else {
 			c.ZeroStage = n
 		}
@@ -391,10 +393,10 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *fieldErrors) Constrai
 }
 
 // vppFromArgs converts either virtual-pipeline flag into stages per rank.
-func vppFromArgs(a megatronArgs, layers, pp int, errs *fieldErrors) int {
+func vppFromArgs(a megatronArgs, layers, pp int, errs *yamlcheck.Problems) int {
 	const perStage, perRank = "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"
 	if a.has(perStage) && a.has(perRank) {
-		errs.add(perStage, "give at most one of %s and %s", perStage, perRank)
+		errs.Add(perStage, "give at most one of %s and %s", perStage, perRank)
 		return 0
 	}
 	if a.has(perRank) {
@@ -405,11 +407,11 @@ func vppFromArgs(a megatronArgs, layers, pp int, errs *fieldErrors) int {
 		return 0
 	}
 	if pp < 2 {
-		errs.add(perStage, "needs --pipeline-model-parallel-size > 1")
+		errs.Add(perStage, "needs --pipeline-model-parallel-size > 1")
 		return 0
 	}
 	if layers == 0 || layers%(pp*n) != 0 {
-		errs.add(perStage, "%d layers do not split into %d stages of %d layers", layers, pp, n)
+		errs.Add(perStage, "%d layers do not split into %d stages of %d layers", layers, pp, n)
 		return 0
 	}
 	return layers / (pp * n)
@@ -422,10 +424,10 @@ func boolPtr(b bool) *bool { return &b }
 // a positive integer is an error naming the flag.
 func MegatronBatchArgs(args []string) (micro, global int, err error) {
 	a := parseMegatronArgs(args)
-	var errs fieldErrors
+	var errs yamlcheck.Problems
 	micro = a.int("--micro-batch-size", &errs)
 	global = a.int("--global-batch-size", &errs)
-	if err := errs.err("megatron arguments"); err != nil {
+	if err := errs.Err("megatron arguments"); err != nil {
 		return 0, 0, err
 	}
 	return micro, global, nil

@@ -66,9 +66,9 @@ func loadMoEPublished(t *testing.T, path string) []moePublishedRow {
 
 // moeCluster is the row's DGX: H100 as publishedCluster, or DGX B200
 // (catalog B200, NVLink 900 GB/s, 8x400 Gbit/s).
-func moeCluster(gpu string, gpus int) *Cluster {
-	if gpu != "b200" {
-		return publishedCluster(gpu, gpus)
+func moeCluster(gpuName string, gpus int) *Cluster {
+	if gpuName != "b200" {
+		return publishedCluster(gpuName, gpus)
 	}
 	g, _ := LookupGPU("B200")
 	return testCluster([]islandDef{{hosts: (gpus + 7) / 8, gpus: 8, gpu: g, intraGBs: 900, nicGbit: 3200}}, 0)

@@ -35,6 +35,43 @@ type Problem struct{ Path, At, Msg string }
 // Problems is every problem found, so that a user sees all at once.
 type Problems []Problem
 
+// Add records a problem at path (its position filled in later by Locate).
+func (p *Problems) Add(path, format string, args ...any) {
+	*p = append(*p, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// AddAt records a problem at path whose position is already known.
+func (p *Problems) AddAt(path, at, format string, args ...any) {
+	*p = append(*p, Problem{Path: path, At: at, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Locate fills in positions from pos (path -> position, as Decode returns
+// it), using the nearest enclosing field the file has (a host written as a
+// plain name has no .name of its own).
+func (p Problems) Locate(pos map[string]string) {
+	for i := range p {
+		for q := p[i].Path; q != "" && p[i].At == ""; q = parentPath(q) {
+			p[i].At = pos[q]
+		}
+	}
+}
+
+func parentPath(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i > 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// Err is nil without problems, else all of them under what ("cluster
+// file: clusters[0].hosts: ...").
+func (p Problems) Err(what string) error {
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, p)
+}
+
 func (p Problems) Error() string {
 	parts := make([]string, len(p))
 	for i, e := range p {

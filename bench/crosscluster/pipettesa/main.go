@@ -181,7 +181,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("pipettesa", flag.ContinueOnError)
-	cluster := fs.String("cluster", "", "cluster YAML (its measured matrix is the bandwidth data)")
+	clusterPath := fs.String("cluster", "", "cluster YAML (its measured matrix is the bandwidth data)")
 	pp := fs.Int("pp", 0, "pipeline stages")
 	dp := fs.Int("dp", 0, "data-parallel size")
 	tp := fs.Int("tp", 1, "tensor-parallel size")
@@ -197,10 +197,10 @@ func run(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cluster == "" || *pp < 1 || *dp < 1 || *hidden < 1 || *seq < 1 || *layers < 1 {
+	if *clusterPath == "" || *pp < 1 || *dp < 1 || *hidden < 1 || *seq < 1 || *layers < 1 {
 		return fmt.Errorf("need -cluster, -pp, -dp, -hidden, -seq and -layers")
 	}
-	data, err := os.ReadFile(*cluster)
+	data, err := os.ReadFile(*clusterPath)
 	if err != nil {
 		return err
 	}
