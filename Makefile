@@ -28,4 +28,4 @@ fuzz:
 	done
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./planner/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./planner/...

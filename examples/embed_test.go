@@ -3,11 +3,11 @@ package examples
 import (
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 func TestDefaultClusterResolves(t *testing.T) {
-	f, err := planner.ParseClusterFile(DefaultCluster)
+	f, err := cluster.Parse(DefaultCluster)
 	if err != nil {
 		t.Fatalf("embedded cluster.yaml: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // RoundRobinRounds schedules every unordered pair of n hosts into rounds of
@@ -103,7 +103,7 @@ const MeasureTool = "iperf3"
 // is measured in both directions, one after the other (forward, then -R),
 // because links can be asymmetric (shaped on one side, or a congested
 // uplink). The diagonal stays 0.
-func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*planner.MeasuredBandwidth, error) {
+func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*cluster.MeasuredBandwidth, error) {
 	if o.Seconds <= 0 {
 		o.Seconds = 2
 	}
@@ -111,7 +111,7 @@ func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*plann
 		o.Port = 5201
 	}
 	n := len(hosts)
-	m := &planner.MeasuredBandwidth{MeasuredAt: time.Now().UTC(), Tool: MeasureTool, GbitPerS: make([][]float64, n)}
+	m := &cluster.MeasuredBandwidth{MeasuredAt: time.Now().UTC(), Tool: MeasureTool, GbitPerS: make([][]float64, n)}
 	for i, h := range hosts {
 		m.Hosts = append(m.Hosts, h.Name)
 		m.GbitPerS[i] = make([]float64, n)

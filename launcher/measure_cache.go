@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/diskcache"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // DefaultMeasureMaxAge is how long a cached measurement is reused.
@@ -42,8 +42,8 @@ func (c MeasureCache) key(hosts []MeasureHost) string {
 
 // Load returns the cached matrix for hosts when it is younger than maxAge
 // at time now. A missing, unreadable or stale entry is a miss, not an error.
-func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.Time) (*planner.MeasuredBandwidth, bool) {
-	var m planner.MeasuredBandwidth
+func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.Time) (*cluster.MeasuredBandwidth, bool) {
+	var m cluster.MeasuredBandwidth
 	if !diskcache.Dir(c.Dir).Load("measure", c.key(hosts), &m) || len(m.Hosts) != len(hosts) || len(m.GbitPerS) != len(hosts) {
 		return nil, false
 	}
@@ -60,7 +60,7 @@ func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.T
 
 // Save stores m for hosts, replacing the entry atomically in the private
 // cache directory (internal/diskcache).
-func (c MeasureCache) Save(hosts []MeasureHost, m *planner.MeasuredBandwidth) error {
+func (c MeasureCache) Save(hosts []MeasureHost, m *cluster.MeasuredBandwidth) error {
 	if err := diskcache.Dir(c.Dir).Save("measure", c.key(hosts), m); err != nil {
 		return fmt.Errorf("measure %w", err)
 	}
@@ -77,7 +77,7 @@ const SlowLinkFactor = 4
 // splitBySpeed splits a group of identical hosts into islands connected by
 // fast measured links. Hosts missing from the matrix stay with the first
 // island.
-func splitBySpeed(group []*HostProbe, m *planner.MeasuredBandwidth, nameOf func(*HostProbe) string) [][]*HostProbe {
+func splitBySpeed(group []*HostProbe, m *cluster.MeasuredBandwidth, nameOf func(*HostProbe) string) [][]*HostProbe {
 	idx := map[string]int{}
 	for i, h := range m.Hosts {
 		idx[h] = i
@@ -124,7 +124,7 @@ func splitBySpeed(group []*HostProbe, m *planner.MeasuredBandwidth, nameOf func(
 }
 
 // MatrixTable renders a measured matrix as an aligned text table (Gbit/s).
-func MatrixTable(m *planner.MeasuredBandwidth) string {
+func MatrixTable(m *cluster.MeasuredBandwidth) string {
 	var b strings.Builder
 	w := 8
 	for _, h := range m.Hosts {

@@ -13,7 +13,8 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
 )
 
 //go:embed measure_compute.py
@@ -119,7 +120,7 @@ type computeWorkerResult struct {
 	Device                string               `json:"device"`
 	Torch                 string               `json:"torch"`
 	Threads               int                  `json:"threads"`
-	GEMM                  []planner.GEMMSample `json:"gemm"`
+	GEMM                  []cluster.GEMMSample `json:"gemm"`
 	AllReduceBusGBytePerS float64              `json:"allreduce_bus_gbyte_per_s"`
 	AllReduceBytes        int64                `json:"allreduce_bytes"`
 }
@@ -127,7 +128,7 @@ type computeWorkerResult struct {
 // ParseComputeOutput combines the workers' lines into the host's figures:
 // per shape and precision the median over the workers that measured it,
 // the all-reduce as rank 0 timed it. It also returns the torch version.
-func ParseComputeOutput(host, out string, workers int) (planner.HostCompute, string, error) {
+func ParseComputeOutput(host, out string, workers int) (cluster.HostCompute, string, error) {
 	var rs []computeWorkerResult
 	for _, line := range strings.Split(out, "\n") {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), computeMarker+" ")
@@ -136,17 +137,17 @@ func ParseComputeOutput(host, out string, workers int) (planner.HostCompute, str
 		}
 		var r computeWorkerResult
 		if err := json.Unmarshal([]byte(rest), &r); err != nil {
-			return planner.HostCompute{}, "", fmt.Errorf("compute sweep output: %w", err)
+			return cluster.HostCompute{}, "", fmt.Errorf("compute sweep output: %w", err)
 		}
 		rs = append(rs, r)
 	}
 	if len(rs) == 0 {
-		return planner.HostCompute{}, "", fmt.Errorf("compute sweep printed no result")
+		return cluster.HostCompute{}, "", fmt.Errorf("compute sweep printed no result")
 	}
 	if len(rs) < workers {
-		return planner.HostCompute{}, "", fmt.Errorf("compute sweep: %d of %d workers reported", len(rs), workers)
+		return cluster.HostCompute{}, "", fmt.Errorf("compute sweep: %d of %d workers reported", len(rs), workers)
 	}
-	hc := planner.HostCompute{Host: host, Device: rs[0].Device, Workers: len(rs), ThreadsPerWorker: rs[0].Threads}
+	hc := cluster.HostCompute{Host: host, Device: rs[0].Device, Workers: len(rs), ThreadsPerWorker: rs[0].Threads}
 	if !strings.HasPrefix(hc.Device, "cpu") {
 		hc.ThreadsPerWorker = 0
 	}
@@ -169,7 +170,7 @@ func ParseComputeOutput(host, out string, workers int) (planner.HostCompute, str
 		}
 	}
 	for _, k := range order {
-		hc.GEMM = append(hc.GEMM, planner.GEMMSample{Precision: k.prec, M: k.m, N: k.n, K: k.k, TFLOPS: round4(stats.Median(rates[k]))})
+		hc.GEMM = append(hc.GEMM, cluster.GEMMSample{Precision: k.prec, M: k.m, N: k.n, K: k.k, TFLOPS: round4(stats.Median(rates[k]))})
 	}
 	if len(hc.GEMM) == 0 {
 		return hc, "", fmt.Errorf("compute sweep: no GEMM finished within the budget (raise --measure-compute-seconds)")
@@ -201,9 +202,9 @@ type ComputeHost struct {
 // machines; on a shared test-bed machine this is also how a job's ranks
 // share its CPUs) and collects the results; a failed host is named in the
 // error and left out.
-func MeasureCompute(ctx context.Context, hosts []ComputeHost, progress *Progress) (*planner.MeasuredCompute, error) {
-	mc := &planner.MeasuredCompute{MeasuredAt: time.Now().UTC().Truncate(time.Second)}
-	results := make([]*planner.HostCompute, len(hosts))
+func MeasureCompute(ctx context.Context, hosts []ComputeHost, progress *Progress) (*cluster.MeasuredCompute, error) {
+	mc := &cluster.MeasuredCompute{MeasuredAt: time.Now().UTC().Truncate(time.Second)}
+	results := make([]*cluster.HostCompute, len(hosts))
 	tools := make([]string, len(hosts))
 	errs := &HostErrors{}
 	var mu sync.Mutex
@@ -242,11 +243,11 @@ func MeasureCompute(ctx context.Context, hosts []ComputeHost, progress *Progress
 	return mc, nil
 }
 
-func measureComputeHost(ctx context.Context, h ComputeHost) (planner.HostCompute, string, error) {
+func measureComputeHost(ctx context.Context, h ComputeHost) (cluster.HostCompute, string, error) {
 	o := h.Options.withDefaults()
 	cmd, err := ComputeCommand(o)
 	if err != nil {
-		return planner.HostCompute{}, "", err
+		return cluster.HostCompute{}, "", err
 	}
 	stdout, stderr, runErr := h.Runner.Run(ctx, cmd)
 	hc, tool, err := ParseComputeOutput(h.Name, string(stdout), o.Workers)
@@ -276,7 +277,7 @@ func DefaultComputeShapes(cuda bool) []ComputeShape {
 // ModelComputeShapes are the decoder-layer GEMMs of m at micro-batch 1 and
 // 2 (tokens = seq_length x micro-batch), with no tensor parallelism and
 // with TP over every worker of a host.
-func ModelComputeShapes(m planner.Model, workers int) []ComputeShape {
+func ModelComputeShapes(m model.Model, workers int) []ComputeShape {
 	var out []ComputeShape
 	seen := map[ComputeShape]bool{}
 	tps := []int{1}
@@ -296,7 +297,7 @@ func ModelComputeShapes(m planner.Model, workers int) []ComputeShape {
 	return out
 }
 
-func modelLayerShapes(m planner.Model, tokens, tp int) []ComputeShape {
+func modelLayerShapes(m model.Model, tokens, tp int) []ComputeShape {
 	h, ffn := m.Hidden, m.FFN()
 	kv := h / m.Heads * m.Groups()
 	up := ffn
@@ -314,14 +315,14 @@ func modelLayerShapes(m planner.Model, tokens, tp int) []ComputeShape {
 func layerShapes(hiddens []int, tokens, tp int) []ComputeShape {
 	var out []ComputeShape
 	for _, h := range hiddens {
-		out = append(out, modelLayerShapes(planner.Model{Hidden: h, Heads: max(h/128, 1)}, tokens, tp)...)
+		out = append(out, modelLayerShapes(model.Model{Hidden: h, Heads: max(h/128, 1)}, tokens, tp)...)
 	}
 	return out
 }
 
 // ComputeTable renders the measurement: per host the device, workers, the
 // best and median GEMM rate and the all-reduce bus bandwidth.
-func ComputeTable(mc *planner.MeasuredCompute) string {
+func ComputeTable(mc *cluster.MeasuredCompute) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-10s %-28s %7s %8s %12s %12s %14s\n", "host", "device", "workers", "shapes", "median TF/s", "best TF/s", "allreduce GB/s")
 	for _, h := range mc.Hosts {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 func TestRoundRobinRounds(t *testing.T) {
@@ -80,7 +80,7 @@ func TestMeasureCache(t *testing.T) {
 	c := MeasureCache{Dir: filepath.Join(t.TempDir(), "cache")}
 	hosts := []MeasureHost{{Name: "a", Addr: "198.18.0.11"}, {Name: "b", Addr: "198.18.0.12"}}
 	at := time.Date(2026, 11, 21, 5, 0, 0, 0, time.UTC)
-	m := &planner.MeasuredBandwidth{MeasuredAt: at, Tool: MeasureTool, Hosts: []string{"a", "b"},
+	m := &cluster.MeasuredBandwidth{MeasuredAt: at, Tool: MeasureTool, Hosts: []string{"a", "b"},
 		GbitPerS: [][]float64{{0, 9.5}, {0.1, 0}}}
 	if _, ok := c.Load(hosts, time.Hour, at); ok {
 		t.Fatal("hit before anything was saved")
@@ -121,7 +121,7 @@ func TestMeasureCache(t *testing.T) {
 func TestSplitBySpeed(t *testing.T) {
 	probes := []*HostProbe{{Target: "a1"}, {Target: "a2"}, {Target: "b1"}, {Target: "b2"}, {Target: "c"}}
 	// a1,a2 and b1,b2 fast inside (~10 Gbit/s), 0.1 between; c not measured.
-	m := &planner.MeasuredBandwidth{Hosts: []string{"a1", "a2", "b1", "b2"}, GbitPerS: [][]float64{
+	m := &cluster.MeasuredBandwidth{Hosts: []string{"a1", "a2", "b1", "b2"}, GbitPerS: [][]float64{
 		{0, 9, 0.1, 0.1},
 		{11, 0, 0.1, 0.1},
 		{0.1, 0.1, 0, 7},
@@ -143,7 +143,7 @@ func TestSplitBySpeed(t *testing.T) {
 }
 
 func TestMatrixTable(t *testing.T) {
-	m := &planner.MeasuredBandwidth{Hosts: []string{"a", "b"}, GbitPerS: [][]float64{{0, 9.5}, {0.096, 0}}}
+	m := &cluster.MeasuredBandwidth{Hosts: []string{"a", "b"}, GbitPerS: [][]float64{{0, 9.5}, {0.096, 0}}}
 	got := MatrixTable(m)
 	for _, want := range []string{"9.500", "0.096", "-"} {
 		if !strings.Contains(got, want) {

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 const sysfsFixture = "testdata/sysfs/procfs-fixtures"
@@ -121,13 +121,13 @@ func TestPickRoCEGID(t *testing.T) {
 
 // wantFixtureRDMA is what the real procfs sysfs capture holds.
 var wantFixtureRDMA = []NIC{
-	{Type: planner.NICInfiniBand, Name: "hfi1_0:1", RateGbitPerS: 100, State: "ACTIVE", PhysState: "LinkUp", Active: true},
-	{Type: planner.NICInfiniBand, Name: "mlx4_0:1", RateGbitPerS: 40, State: "ACTIVE", PhysState: "LinkUp", Active: true},
-	{Type: planner.NICInfiniBand, Name: "mlx4_0:2", RateGbitPerS: 40, State: "ACTIVE", PhysState: "LinkUp", Active: true},
-	{Type: planner.NICInfiniBand, Name: "mlx5_0:1", RateGbitPerS: 25, State: "ACTIVE", PhysState: "ACTIVE", Active: true},
+	{Type: cluster.NICInfiniBand, Name: "hfi1_0:1", RateGbitPerS: 100, State: "ACTIVE", PhysState: "LinkUp", Active: true},
+	{Type: cluster.NICInfiniBand, Name: "mlx4_0:1", RateGbitPerS: 40, State: "ACTIVE", PhysState: "LinkUp", Active: true},
+	{Type: cluster.NICInfiniBand, Name: "mlx4_0:2", RateGbitPerS: 40, State: "ACTIVE", PhysState: "LinkUp", Active: true},
+	{Type: cluster.NICInfiniBand, Name: "mlx5_0:1", RateGbitPerS: 25, State: "ACTIVE", PhysState: "ACTIVE", Active: true},
 }
 
-var wantFixtureEth = NIC{Type: planner.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 1, State: "up", Active: true, MTU: 1500}
+var wantFixtureEth = NIC{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 1, State: "up", Active: true, MTU: 1500}
 
 func TestRDMAPortsFixture(t *testing.T) {
 	got := RDMAPorts(dirView{Root: sysfsFixture})
@@ -148,7 +148,7 @@ func TestEthernetNICsFixture(t *testing.T) {
 		t.Errorf("got %+v, want %+v", got, wantFixtureEth)
 	}
 	// eth0 as a RoCE port's netdev belongs to that NIC, not to Ethernet.
-	if got := EthernetNICs(v, []NIC{{Type: planner.NICRoCE, Netdev: "eth0"}}, "eth0"); len(got) != 0 {
+	if got := EthernetNICs(v, []NIC{{Type: cluster.NICRoCE, Netdev: "eth0"}}, "eth0"); len(got) != 0 {
 		t.Errorf("RoCE netdev listed as Ethernet too: %+v", got)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // HostProbe is what one host reported.
@@ -23,7 +23,7 @@ type HostProbe struct {
 	MemoryBytes int64  `json:"memory_bytes"`
 	CPUCores    int    `json:"cpu_cores"`
 	// Software is what the probe read from the host's Python packages.
-	Software planner.SoftwareVersions `json:"software"`
+	Software cluster.SoftwareVersions `json:"software"`
 	Topology *Topology                `json:"-"`
 	// Warnings are things that did not stop the probe (nvidia-smi failing).
 	Warnings []string `json:"warnings,omitempty"`
@@ -110,10 +110,10 @@ func ProbeHosts(ctx context.Context, pool *Pool, targets []HostTarget, progress 
 
 // HostEntries returns the cluster-file entry (name, user, port) of each
 // target, keyed by Name, for ClusterOptions.Entries.
-func HostEntries(targets []HostTarget) map[string]planner.HostEntry {
-	m := map[string]planner.HostEntry{}
+func HostEntries(targets []HostTarget) map[string]cluster.HostEntry {
+	m := map[string]cluster.HostEntry{}
 	for _, t := range targets {
-		m[t.Name] = planner.HostEntry{Name: t.Name, User: t.User, Port: t.Port}
+		m[t.Name] = cluster.HostEntry{Name: t.Name, User: t.User, Port: t.Port}
 	}
 	return m
 }

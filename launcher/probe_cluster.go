@@ -6,7 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
 
 // Grouping modes for BuildClusterFile.
@@ -26,12 +27,12 @@ type ClusterOptions struct {
 	Group string
 	// Entries gives the host entry (user, port) for a target; missing
 	// targets become {Name: target}.
-	Entries map[string]planner.HostEntry
+	Entries map[string]cluster.HostEntry
 	// Measured, when set, is stored in the file and splits a hardware group
 	// whose hosts are joined by links much slower than the group's best.
-	Measured *planner.MeasuredBandwidth
+	Measured *cluster.MeasuredBandwidth
 	// MeasuredCompute, when set, is stored in the file as it is.
-	MeasuredCompute *planner.MeasuredCompute
+	MeasuredCompute *cluster.MeasuredCompute
 	// CPUSlotTFLOPS is the compute figure written for one process slot of
 	// a GPU-less host (default DefaultCPUSlotTFLOPS).
 	CPUSlotTFLOPS float64
@@ -44,11 +45,11 @@ type ClusterOptions struct {
 // the file (or pass --cpu-tflops) for real CPU training estimates.
 const DefaultCPUSlotTFLOPS = 1.0
 
-func (o ClusterOptions) entry(hp *HostProbe) planner.HostEntry {
+func (o ClusterOptions) entry(hp *HostProbe) cluster.HostEntry {
 	if e, ok := o.Entries[hp.Target]; ok {
 		return e
 	}
-	return planner.HostEntry{Name: hp.Target}
+	return cluster.HostEntry{Name: hp.Target}
 }
 
 // entryName is the host's name in the cluster file (and in the measured
@@ -70,7 +71,7 @@ type hostHardware struct {
 	nics        string // canonical list of active NICs
 	memGiB      int
 	cpuCores    int
-	nicSpecs    []planner.NICSpec
+	nicSpecs    []cluster.NICSpec
 	memGiBExact float64
 }
 
@@ -115,12 +116,12 @@ func hardwareOf(hp *HostProbe) hostHardware {
 // nicSpecs summarises a host's active NICs: one spec per type and rate, in
 // the order InfiniBand, RoCE, Ethernet. Inactive ports are left out: a
 // down port carries nothing.
-func nicSpecs(nics []NIC) []planner.NICSpec {
+func nicSpecs(nics []NIC) []cluster.NICSpec {
 	type k struct {
-		t    planner.NICType
+		t    cluster.NICType
 		rate float64
 	}
-	byKey := map[k]*planner.NICSpec{}
+	byKey := map[k]*cluster.NICSpec{}
 	var keys []k
 	for _, n := range nics {
 		if !n.Active {
@@ -129,7 +130,7 @@ func nicSpecs(nics []NIC) []planner.NICSpec {
 		key := k{n.Type, n.RateGbitPerS}
 		s := byKey[key]
 		if s == nil {
-			s = &planner.NICSpec{Type: n.Type, RateGbitPerS: n.RateGbitPerS}
+			s = &cluster.NICSpec{Type: n.Type, RateGbitPerS: n.RateGbitPerS}
 			byKey[key] = s
 			keys = append(keys, key)
 		}
@@ -145,14 +146,14 @@ func nicSpecs(nics []NIC) []planner.NICSpec {
 			s.GIDIndex = &g
 		}
 	}
-	order := map[planner.NICType]int{planner.NICInfiniBand: 0, planner.NICRoCE: 1, planner.NICEthernet: 2}
+	order := map[cluster.NICType]int{cluster.NICInfiniBand: 0, cluster.NICRoCE: 1, cluster.NICEthernet: 2}
 	sort.SliceStable(keys, func(a, b int) bool {
 		if order[keys[a].t] != order[keys[b].t] {
 			return order[keys[a].t] < order[keys[b].t]
 		}
 		return keys[a].rate > keys[b].rate
 	})
-	out := make([]planner.NICSpec, 0, len(keys))
+	out := make([]cluster.NICSpec, 0, len(keys))
 	for _, key := range keys {
 		out = append(out, *byKey[key])
 	}
@@ -162,7 +163,7 @@ func nicSpecs(nics []NIC) []planner.NICSpec {
 // BuildClusterFile groups probed hosts into islands and writes every
 // host-level value into the island's fields. Warnings name what the file
 // still needs by hand (a GPU the catalog lacks).
-func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFile, []string, error) {
+func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*cluster.File, []string, error) {
 	if len(probes) == 0 {
 		return nil, nil, fmt.Errorf("no hosts probed")
 	}
@@ -172,7 +173,7 @@ func BuildClusterFile(probes []*HostProbe, o ClusterOptions) (*planner.ClusterFi
 		}
 	}
 	groups := groupHosts(probes, o)
-	f := &planner.ClusterFile{Measured: o.Measured, MeasuredCompute: o.MeasuredCompute}
+	f := &cluster.File{Measured: o.Measured, MeasuredCompute: o.MeasuredCompute}
 	var warnings []string
 	for i, g := range groups {
 		is, w := islandSpec(fmt.Sprintf("cluster%d", i+1), g, o)
@@ -216,15 +217,15 @@ func groupInOrder[K comparable](hosts []*HostProbe, key func(int, *HostProbe) K)
 	return groups
 }
 
-func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (planner.IslandSpec, []string) {
+func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (cluster.IslandSpec, []string) {
 	h := hardwareOf(hosts[0])
-	is := planner.IslandSpec{
+	is := cluster.IslandSpec{
 		Name:          name,
 		GPUsPerHost:   h.gpuCount,
 		NICs:          h.nicSpecs,
 		HostMemoryGiB: math.Round(h.memGiBExact*10) / 10,
 		CPUCores:      h.cpuCores,
-		IntraHost:     planner.IntraHostBus{Type: h.intraType},
+		IntraHost:     cluster.IntraHostBus{Type: h.intraType},
 	}
 	var warnings []string
 	if h.gpuCount == 0 {
@@ -240,11 +241,11 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (planner.Isla
 	}
 	sw := hosts[0].Software
 	for _, hp := range hosts[1:] {
-		sw.NCCL = planner.OldestVersion(sw.NCCL, hp.Software.NCCL)
-		sw.Torch = planner.OldestVersion(sw.Torch, hp.Software.Torch)
-		sw.MegatronCore = planner.OldestVersion(sw.MegatronCore, hp.Software.MegatronCore)
+		sw.NCCL = cluster.OldestVersion(sw.NCCL, hp.Software.NCCL)
+		sw.Torch = cluster.OldestVersion(sw.Torch, hp.Software.Torch)
+		sw.MegatronCore = cluster.OldestVersion(sw.MegatronCore, hp.Software.MegatronCore)
 	}
-	if sw != (planner.SoftwareVersions{}) {
+	if sw != (cluster.SoftwareVersions{}) {
 		is.Software = &sw
 	}
 	for _, hp := range hosts {
@@ -259,23 +260,23 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (planner.Isla
 
 // cpuSlotSpec describes one process slot of a GPU-less host: its share of
 // host memory and a nominal compute rate.
-func cpuSlotSpec(hostMemGiB float64, o ClusterOptions) planner.GPUSpec {
+func cpuSlotSpec(hostMemGiB float64, o ClusterOptions) gpu.Spec {
 	tflops := o.CPUSlotTFLOPS
 	if tflops <= 0 {
 		tflops = DefaultCPUSlotTFLOPS
 	}
 	perSlot := math.Floor(hostMemGiB/float64(o.NProcPerNode)*10) / 10
-	return planner.GPUSpec{Model: CPUModel, MemoryGiB: perSlot, PeakTFLOPS: tflops}
+	return gpu.Spec{Model: CPUModel, MemoryGiB: perSlot, PeakTFLOPS: tflops}
 }
 
 // gpuSpec is the catalog entry for the GPU (TFLOP/s, memory bandwidth) with
 // the memory nvidia-smi reports. An unknown model keeps nvidia-smi's name
 // and memory; ok is false and the file needs peak_bf16_tflops by hand.
-func gpuSpec(g GPU) (spec planner.GPUSpec, ok bool) {
+func gpuSpec(g GPU) (spec gpu.Spec, ok bool) {
 	mem := math.Round(float64(g.MemoryMiB)/1024*10) / 10
-	spec, ok = planner.LookupGPU(g.Name)
+	spec, ok = gpu.Lookup(g.Name)
 	if !ok {
-		return planner.GPUSpec{Model: g.Name, MemoryGiB: mem}, false
+		return gpu.Spec{Model: g.Name, MemoryGiB: mem}, false
 	}
 	if g.MemoryMiB > 0 {
 		spec.MemoryGiB = mem

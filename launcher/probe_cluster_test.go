@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
 
 // probeOfCaptures runs the probe script over the captured sysfs tree with
@@ -36,7 +37,7 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		t.Fatalf("GPU-less host without --nproc-per-node: err = %v", err)
 	}
 	f, warnings, err := BuildClusterFile(probes, ClusterOptions{NProcPerNode: 2,
-		Entries: map[string]planner.HostEntry{"gpu2": {Name: "gpu2", User: "ops", Port: 2222}}})
+		Entries: map[string]cluster.HostEntry{"gpu2": {Name: "gpu2", User: "ops", Port: 2222}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +48,12 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		t.Fatalf("%d clusters, want 2 (GPU hosts, CPU host)", len(f.Clusters))
 	}
 	gpuIsland, cpu := f.Clusters[0], f.Clusters[1]
-	wantHosts := planner.HostEntries{{Name: "gpu1", Address: "198.18.0.11"}, {Name: "gpu2", Address: "198.18.0.13", User: "ops", Port: 2222}}
+	wantHosts := cluster.HostEntries{{Name: "gpu1", Address: "198.18.0.11"}, {Name: "gpu2", Address: "198.18.0.13", User: "ops", Port: 2222}}
 	if !reflect.DeepEqual(gpuIsland.Hosts, wantHosts) {
 		t.Errorf("GPU island hosts %+v, want %+v", gpuIsland.Hosts, wantHosts)
 	}
 	// From the catalog by nvidia-smi's name, with nvidia-smi's memory.
-	wantGPU := planner.GPUSpec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35, PeakFP8TFLOPS: 1979}
+	wantGPU := gpu.Spec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35, PeakFP8TFLOPS: 1979}
 	if gpuIsland.GPUsPerHost != 1 || gpuIsland.GPU != wantGPU || gpuIsland.PCIeGen != 5 {
 		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpuIsland.GPUsPerHost, gpuIsland.GPU, gpuIsland.PCIeGen, wantGPU)
 	}
@@ -63,10 +64,10 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 	// The captured tree: hfi1_0:1 100G, mlx4_0:1+2 40G, mlx5_0:1 25G IB;
 	// eth0 1G holds the host's address only when it is the SSH address,
 	// which it is not here (no ip addr in the capture): no Ethernet NIC.
-	wantNICs := []planner.NICSpec{
-		{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 100, Devices: []string{"hfi1_0:1"}},
-		{Type: planner.NICInfiniBand, Count: 2, RateGbitPerS: 40, Devices: []string{"mlx4_0:1", "mlx4_0:2"}},
-		{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 25, Devices: []string{"mlx5_0:1"}},
+	wantNICs := []cluster.NICSpec{
+		{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 100, Devices: []string{"hfi1_0:1"}},
+		{Type: cluster.NICInfiniBand, Count: 2, RateGbitPerS: 40, Devices: []string{"mlx4_0:1", "mlx4_0:2"}},
+		{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 25, Devices: []string{"mlx5_0:1"}},
 	}
 	if !reflect.DeepEqual(gpuIsland.NICs, wantNICs) {
 		t.Errorf("NICs\n%+v\nwant\n%+v", gpuIsland.NICs, wantNICs)
@@ -80,7 +81,7 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := planner.ParseClusterFile(data)
+	back, err := cluster.Parse(data)
 	if err != nil {
 		t.Fatalf("probed file does not parse: %v\n%s", err, data)
 	}

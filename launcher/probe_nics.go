@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // NIC is one network port as the probe found it. RDMA ports are named
 // dev:port (mlx5_0:1); Ethernet NICs by their interface name.
 type NIC struct {
-	Type planner.NICType `json:"type"`
+	Type cluster.NICType `json:"type"`
 	Name string          `json:"name"`
 	// Netdev is the interface carrying the port's IP traffic (IPoIB for IB,
 	// the Ethernet interface for RoCE); empty when sysfs names none.
@@ -141,9 +141,9 @@ func RDMAPorts(v sysView) []NIC {
 
 func rdmaPort(v sysView, dev, port string, netdevs []string) NIC {
 	p := sysIB + "/" + dev + "/ports/" + port
-	n := NIC{Type: planner.NICInfiniBand, Name: dev + ":" + port}
+	n := NIC{Type: cluster.NICInfiniBand, Name: dev + ":" + port}
 	if ll, _ := v.ReadFile(p + "/link_layer"); strings.EqualFold(ll, "Ethernet") {
-		n.Type = planner.NICRoCE
+		n.Type = cluster.NICRoCE
 	}
 	if r, ok := v.ReadFile(p + "/rate"); ok {
 		n.RateGbitPerS, _ = ParseIBRate(r)
@@ -161,7 +161,7 @@ func rdmaPort(v sysView, dev, port string, netdevs []string) NIC {
 		}
 	}
 	n.Netdev = portNetdev(v, port, netdevs)
-	if n.Type == planner.NICRoCE {
+	if n.Type == cluster.NICRoCE {
 		if idx, ok := PickRoCEGID(roceGIDs(v, p)); ok {
 			n.GIDIndex = &idx
 		}
@@ -218,7 +218,7 @@ func EthernetNICs(v sysView, rdma []NIC, addrNetdev string) []NIC {
 	// 32, which is skipped anyway.)
 	owned := map[string]bool{}
 	for _, r := range rdma {
-		if r.Type == planner.NICRoCE && r.Netdev != "" {
+		if r.Type == cluster.NICRoCE && r.Netdev != "" {
 			owned[r.Netdev] = true
 		}
 	}
@@ -254,7 +254,7 @@ func EthernetNICs(v sysView, rdma []NIC, addrNetdev string) []NIC {
 
 func ethernetNIC(v sysView, ifc string) NIC {
 	p := sysNet + "/" + ifc
-	n := NIC{Type: planner.NICEthernet, Name: ifc, Netdev: ifc}
+	n := NIC{Type: cluster.NICEthernet, Name: ifc, Netdev: ifc}
 	if s, ok := v.ReadFile(p + "/speed"); ok {
 		n.RateGbitPerS, _ = ParseNetSpeed(s)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // probeMarker starts every section line of the probe script's output.
@@ -272,8 +272,8 @@ func firstLine(s string) string {
 }
 
 // parseSoftware reads softwareSnippet's "name version" lines.
-func parseSoftware(text string) planner.SoftwareVersions {
-	var sw planner.SoftwareVersions
+func parseSoftware(text string) cluster.SoftwareVersions {
+	var sw cluster.SoftwareVersions
 	for _, l := range strings.Split(text, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(l), " ")
 		v = strings.TrimSpace(v)

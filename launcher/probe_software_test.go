@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // TestProbeReadsSoftware runs the real probe command here with Debian's
@@ -36,7 +36,7 @@ func TestProbeReadsSoftware(t *testing.T) {
 
 func TestParseSoftware(t *testing.T) {
 	got := parseSoftware("torch 2.4.0+cu121\nnccl 2.20.5\nmegatron_core \n")
-	if got != (planner.SoftwareVersions{Torch: "2.4.0+cu121", NCCL: "2.20.5"}) {
+	if got != (cluster.SoftwareVersions{Torch: "2.4.0+cu121", NCCL: "2.20.5"}) {
 		t.Errorf("%+v", got)
 	}
 }

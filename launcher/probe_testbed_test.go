@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
@@ -61,7 +61,7 @@ func TestProbeTestbedNICTypes(t *testing.T) {
 		}
 	}
 	type nicWant struct {
-		typ    planner.NICType
+		typ    cluster.NICType
 		name   string
 		rate   float64 // 0: any positive rate
 		gid    int     // -1: none
@@ -70,10 +70,10 @@ func TestProbeTestbedNICTypes(t *testing.T) {
 	for host, want := range map[string][]nicWant{
 		// The IB host's address sits on its Ethernet (veth) eth0, which the
 		// fake HCA also names as its netdev: both are listed.
-		"ib1": {{planner.NICInfiniBand, "mlx5_0:1", 100, -1, "eth0"}, {planner.NICEthernet, "eth0", 0, -1, "eth0"}},
+		"ib1": {{cluster.NICInfiniBand, "mlx5_0:1", 100, -1, "eth0"}, {cluster.NICEthernet, "eth0", 0, -1, "eth0"}},
 		// RoCE runs over eth0 itself: one NIC, not two.
-		"roce1": {{planner.NICRoCE, "mlx5_0:1", 25, 3, "eth0"}},
-		"eth1":  {{planner.NICEthernet, "eth0", 0, -1, "eth0"}},
+		"roce1": {{cluster.NICRoCE, "mlx5_0:1", 25, 3, "eth0"}},
+		"eth1":  {{cluster.NICEthernet, "eth0", 0, -1, "eth0"}},
 	} {
 		got := probes[host].NICs
 		if len(got) != len(want) {
@@ -109,7 +109,7 @@ func TestProbeTestbedNICTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := planner.ParseClusterFile(data); err != nil {
+	if _, err := cluster.Parse(data); err != nil {
 		t.Errorf("probed cluster file does not parse: %v\n%s", err, data)
 	}
 }
@@ -177,7 +177,7 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := planner.ParseClusterFile(data)
+	back, err := cluster.Parse(data)
 	if err != nil || back.Measured == nil || len(back.Measured.GbitPerS) != 4 {
 		t.Fatalf("cluster file with the matrix does not round-trip: %v\n%s", err, data)
 	}

@@ -1,8 +1,14 @@
 // Package planner turns a cluster description and a model shape into ranked
-// training plans: it estimates per-GPU and per-host memory, predicts the
-// iteration time of 1F1B and interleaved pipeline schedules over the real
-// (heterogeneous) links, searches TP/PP/DP/CP, micro-batch, virtual stages,
-// recompute, ZeRO stage and CPU offload, and places ranks on hosts and GPUs.
+// training plans. It is the planning API (request in, ranked plans out); the
+// stages live in its sub-packages, each pure Go with no I/O (callers pass
+// bytes and get values), importing only packages below it:
 //
-// The package is pure Go and does no I/O: callers pass bytes and get values.
+//	gpu, fabric                 GPU catalog and efficiency curves; NCCL transport
+//	model, parallel             model shape; the search-space point (Config, Constraints)
+//	cluster                     cluster file, resolution into links, calibration
+//	megatron, deepspeed         framework arguments read into a model and constraints; validation
+//	memory, schedule            per-GPU/host memory estimate; pipeline schedule simulator
+//	search                      cost evaluator, search over TP/PP/DP/CP/..., placement
+//
+// Nothing under planner/ imports templates/, launcher/ or cmd/.
 package planner

@@ -5,7 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // The bandwidth heat-map draws a row and column per host up to
@@ -26,7 +27,7 @@ func viridisAt(f float64) string {
 }
 
 // placementOrder lists host indices by their lowest rank, idle hosts last.
-func placementOrder(c *planner.Cluster, p *planner.Plan) []int {
+func placementOrder(c *cluster.Cluster, p *search.Plan) []int {
 	first := make([]int, len(c.Hosts))
 	for i := range first {
 		first[i] = math.MaxInt
@@ -46,7 +47,7 @@ func placementOrder(c *planner.Cluster, p *planner.Plan) []int {
 
 // bandwidthSVG is the host-to-host bandwidth matrix in placement order,
 // with the host pairs that carry pipeline traffic outlined.
-func bandwidthSVG(id string, c *planner.Cluster, p *planner.Plan, measured bool) string {
+func bandwidthSVG(id string, c *cluster.Cluster, p *search.Plan, measured bool) string {
 	order := placementOrder(c, p)
 	n := len(order)
 	group := 1

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -42,7 +45,7 @@ links:
     type: infiniband
     bandwidth_gbit_per_s: 400
 `, hostsPerIsland, hostsPerIsland)
-	f, err := planner.ParseClusterFile([]byte(yaml))
+	f, err := cluster.Parse([]byte(yaml))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,14 +54,14 @@ links:
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := planner.Preset("gpt3-175b")
+	m, err := model.Preset("gpt3-175b")
 	if err != nil {
 		b.Fatal(err)
 	}
 	gpus := 16 * hostsPerIsland
-	so := planner.SearchOptions{Framework: planner.FrameworkMegatron, GlobalBatch: gpus / 8 * 12, TopK: 3, Seed: 1,
-		PlacementBudget: 500 * time.Millisecond, Fixed: planner.Constraints{TP: 8, PP: 8, ZeroStage: -1}}
-	res, err := planner.Search(c, m, so)
+	so := search.Options{Framework: parallel.FrameworkMegatron, GlobalBatch: gpus / 8 * 12, TopK: 3, Seed: 1,
+		PlacementBudget: 500 * time.Millisecond, Fixed: parallel.Constraints{TP: 8, PP: 8, ZeroStage: -1}}
+	res, err := search.Search(c, m, so)
 	if err != nil {
 		b.Fatal(err)
 	}

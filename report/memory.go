@@ -5,25 +5,29 @@ import (
 	"math"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/memory"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // memPart is one kind of per-GPU memory in the stacked bars.
 type memPart struct {
 	name, color string
-	bytes       func(planner.MemoryBreakdown) float64
+	bytes       func(memory.Breakdown) float64
 }
 
 var memParts = []memPart{
-	{"weights", palette[0], func(b planner.MemoryBreakdown) float64 { return b.Weights }},
-	{"gradients", palette[1], func(b planner.MemoryBreakdown) float64 { return b.Gradients }},
-	{"optimizer", palette[2], func(b planner.MemoryBreakdown) float64 { return b.Optimizer }},
-	{"activations", palette[3], func(b planner.MemoryBreakdown) float64 { return b.Activations }},
-	{"other", palette[4], func(b planner.MemoryBreakdown) float64 { return b.Other }},
+	{"weights", palette[0], func(b memory.Breakdown) float64 { return b.Weights }},
+	{"gradients", palette[1], func(b memory.Breakdown) float64 { return b.Gradients }},
+	{"optimizer", palette[2], func(b memory.Breakdown) float64 { return b.Optimizer }},
+	{"activations", palette[3], func(b memory.Breakdown) float64 { return b.Activations }},
+	{"other", palette[4], func(b memory.Breakdown) float64 { return b.Other }},
 }
 
 // stageCapacity is the smallest GPU memory among the hosts a stage uses.
-func stageCapacity(c *planner.Cluster, p *planner.Plan) []float64 {
+func stageCapacity(c *cluster.Cluster, p *search.Plan) []float64 {
 	capOf := make([]float64, p.PP)
 	for i := range capOf {
 		capOf[i] = math.Inf(1)
@@ -45,7 +49,7 @@ func stageCapacity(c *planner.Cluster, p *planner.Plan) []float64 {
 // memorySVG draws each pipeline stage's per-GPU memory as a stacked bar
 // against the smallest GPU the stage runs on, then each kind of host's
 // memory need (offloaded states hatched) against its DRAM.
-func memorySVG(id string, c *planner.Cluster, m planner.Model, p *planner.Plan) string {
+func memorySVG(id string, c *cluster.Cluster, m model.Model, p *search.Plan) string {
 	const (
 		plotH  = 240.0
 		axisW  = 70.0
@@ -60,11 +64,11 @@ func memorySVG(id string, c *planner.Cluster, m planner.Model, p *planner.Plan) 
 	}
 	items = append(items, legendItem{fill: "#FFFFFF", stroke: "#000", label: "dashed line: GPU capacity"})
 	y0 := s.legend(margin, 32, figWidth-margin, items) + 6
-	stages := make([]planner.MemoryBreakdown, p.PP)
+	stages := make([]memory.Breakdown, p.PP)
 	capOf := stageCapacity(c, p)
 	top := 0.0
 	for r := range stages {
-		stages[r] = planner.EstimateStageMemory(m, p.Config, p.Framework, r)
+		stages[r] = memory.EstimateStage(m, p.Config, p.Framework, r)
 		top = math.Max(top, math.Max(stages[r].Total(), capOf[r]))
 	}
 	top *= 1.08
@@ -121,7 +125,7 @@ type hostKind struct {
 	hosts         []string
 }
 
-func hostKinds(c *planner.Cluster, p *planner.Plan) []hostKind {
+func hostKinds(c *cluster.Cluster, p *search.Plan) []hostKind {
 	count := map[int]int{}
 	for _, rp := range p.Placement {
 		count[rp.HostIndex]++
@@ -152,19 +156,19 @@ func hostList(h []string) string {
 }
 
 // hostMemory draws one horizontal bar per kind of host.
-func hostMemory(s *svg, c *planner.Cluster, m planner.Model, p *planner.Plan, y float64, hatch string) float64 {
+func hostMemory(s *svg, c *cluster.Cluster, m model.Model, p *search.Plan, y float64, hatch string) float64 {
 	const labelW, barH = 330.0, 22.0
 	s.text(margin, y, titleFont, "start", "Host memory per node (planner's bound: its worst rank times the ranks on the node)", "font-weight", "bold")
 	y += 14
 	kinds := hostKinds(c, p)
 	noOff := p.Config
-	noOff.Offload = planner.Offload{}
+	noOff.Offload = parallel.Offload{}
 	top := 0.0
 	needs := make([]float64, len(kinds))
 	offs := make([]float64, len(kinds))
 	for i, k := range kinds {
-		needs[i] = planner.HostBytesPerNode(m, p.Config, p.Framework, k.ranks)
-		offs[i] = math.Max(0, needs[i]-planner.HostBytesPerNode(m, noOff, p.Framework, k.ranks))
+		needs[i] = memory.HostBytesPerNode(m, p.Config, p.Framework, k.ranks)
+		offs[i] = math.Max(0, needs[i]-memory.HostBytesPerNode(m, noOff, p.Framework, k.ranks))
 		top = math.Max(top, math.Max(needs[i], k.dram))
 	}
 	if top <= 0 {

@@ -7,7 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // detailedRanks is the largest job whose placement map labels every GPU;
@@ -18,7 +19,7 @@ const detailedRanks = 256
 // then CP, DP, PP).
 type rankCoord struct{ stage, dp, cp, tp int }
 
-func coordOf(p *planner.Plan, rank int) rankCoord {
+func coordOf(p *search.Plan, rank int) rankCoord {
 	tp, cp, dp := max(p.TP, 1), max(p.CP, 1), max(p.DP, 1)
 	u := rank / tp
 	return rankCoord{stage: u / (cp * dp), dp: (u / cp) % dp, cp: u % cp, tp: rank % tp}
@@ -26,11 +27,11 @@ func coordOf(p *planner.Plan, rank int) rankCoord {
 
 // hostRanks is what the placement puts on one host.
 type hostRanks struct {
-	byGPU map[int]planner.RankPlacement
+	byGPU map[int]search.RankPlacement
 	ranks []int
 }
 
-func ranksByHost(c *planner.Cluster, p *planner.Plan) []hostRanks {
+func ranksByHost(c *cluster.Cluster, p *search.Plan) []hostRanks {
 	out := make([]hostRanks, len(c.Hosts))
 	for _, rp := range p.Placement {
 		if rp.HostIndex < 0 || rp.HostIndex >= len(out) {
@@ -38,7 +39,7 @@ func ranksByHost(c *planner.Cluster, p *planner.Plan) []hostRanks {
 		}
 		h := &out[rp.HostIndex]
 		if h.byGPU == nil {
-			h.byGPU = map[int]planner.RankPlacement{}
+			h.byGPU = map[int]search.RankPlacement{}
 		}
 		h.byGPU[rp.GPU] = rp
 		h.ranks = append(h.ranks, rp.Rank)
@@ -72,7 +73,7 @@ type ppEdge struct{ from, to, stage int }
 
 // ppEdges lists host pairs that carry pipeline traffic (stage r to r+1 of
 // the same DP and CP position, and the wrap-around of interleaving).
-func ppEdges(c *planner.Cluster, p *planner.Plan) []ppEdge {
+func ppEdges(c *cluster.Cluster, p *search.Plan) []ppEdge {
 	tp, cp, dp := max(p.TP, 1), max(p.CP, 1), max(p.DP, 1)
 	hostOf := make(map[int]int, len(p.Placement))
 	for _, rp := range p.Placement {
@@ -108,7 +109,7 @@ func ppEdges(c *planner.Cluster, p *planner.Plan) []ppEdge {
 // placementSVG draws islands, their hosts and each GPU's rank: detailed
 // (a labelled cell per GPU, TP groups outlined) up to detailedRanks ranks,
 // else a tile per host striped by the stages it holds.
-func placementSVG(id string, c *planner.Cluster, p *planner.Plan) string {
+func placementSVG(id string, c *cluster.Cluster, p *search.Plan) string {
 	s := newSVG(id, figWidth, 0)
 	world := p.WorldSize()
 	s.text(margin, 20, titleFont, "start", fmt.Sprintf("Placement: %d ranks on %d hosts in %d island(s); color = pipeline stage", world, usedHosts(p), len(c.Islands)), "font-weight", "bold")
@@ -133,7 +134,7 @@ func placementSVG(id string, c *planner.Cluster, p *planner.Plan) string {
 	return s.String()
 }
 
-func usedHosts(p *planner.Plan) int {
+func usedHosts(p *search.Plan) int {
 	seen := map[int]bool{}
 	for _, rp := range p.Placement {
 		seen[rp.HostIndex] = true
@@ -144,7 +145,7 @@ func usedHosts(p *planner.Plan) int {
 // stageColor cycles the palette without black (text is drawn on it).
 func stageColor(r int) string { return palette[r%7] }
 
-func islandHeading(c *planner.Cluster, i int) string {
+func islandHeading(c *cluster.Cluster, i int) string {
 	isl := c.Islands[i]
 	sp := isl.Spec
 	var nics []string
@@ -162,7 +163,7 @@ func islandHeading(c *planner.Cluster, i int) string {
 	return h
 }
 
-func placementDetailed(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRanks, edges []ppEdge, y float64) float64 {
+func placementDetailed(s *svg, c *cluster.Cluster, p *search.Plan, hr []hostRanks, edges []ppEdge, y float64) float64 {
 	const (
 		labelW = 200.0
 		noteW  = 250.0
@@ -210,7 +211,7 @@ func placementDetailed(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRan
 
 // gpuCell is one GPU: its global rank, and stage, DP replica (and CP
 // rank) below.
-func gpuCell(s *svg, p *planner.Plan, host string, rp planner.RankPlacement, x, y, w, h float64) {
+func gpuCell(s *svg, p *search.Plan, host string, rp search.RankPlacement, x, y, w, h float64) {
 	rc := coordOf(p, rp.Rank)
 	fill := stageColor(rc.stage)
 	sub := fmt.Sprintf("s%d d%d", rc.stage, rc.dp)
@@ -228,7 +229,7 @@ func gpuCell(s *svg, p *planner.Plan, host string, rp planner.RankPlacement, x, 
 }
 
 // tpGroups outlines each run of GPUs that forms one tensor-parallel group.
-func tpGroups(s *svg, p *planner.Plan, hr hostRanks, x0, y, cellW, cellH, gap float64) {
+func tpGroups(s *svg, p *search.Plan, hr hostRanks, x0, y, cellW, cellH, gap float64) {
 	tp := max(p.TP, 1)
 	if tp == 1 {
 		return
@@ -249,7 +250,7 @@ func tpGroups(s *svg, p *planner.Plan, hr hostRanks, x0, y, cellW, cellH, gap fl
 }
 
 // ppNote lists where a host sends pipeline traffic, with the link rate.
-func ppNote(s *svg, c *planner.Cluster, stages int, out []ppEdge, x, y, w float64) {
+func ppNote(s *svg, c *cluster.Cluster, stages int, out []ppEdge, x, y, w float64) {
 	for i, e := range out {
 		if i == 2 && len(out) > 3 {
 			s.text(x, y+13+float64(i)*14, smallFont, "start", fmt.Sprintf("+%d more pipeline links", len(out)-2), "class", "pp-note")
@@ -264,7 +265,7 @@ func ppNote(s *svg, c *planner.Cluster, stages int, out []ppEdge, x, y, w float6
 // placementTiles draws one square per host, striped by the stages of its
 // ranks, in a grid per island; each tile's tooltip names the host and its
 // rank ranges.
-func placementTiles(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRanks, edges []ppEdge, y float64) float64 {
+func placementTiles(s *svg, c *cluster.Cluster, p *search.Plan, hr []hostRanks, edges []ppEdge, y float64) float64 {
 	tile := 20.0
 	if len(c.Hosts) > 512 {
 		tile = 14
@@ -291,7 +292,7 @@ func placementTiles(s *svg, c *planner.Cluster, p *planner.Plan, hr []hostRanks,
 // islandGap is the space below island i's box; when another island
 // follows, the link between the two is drawn across it (thick black when
 // it carries pipeline traffic).
-func islandGap(s *svg, c *planner.Cluster, edges []ppEdge, i int, y float64) float64 {
+func islandGap(s *svg, c *cluster.Cluster, edges []ppEdge, i int, y float64) float64 {
 	if i+1 >= len(c.Islands) {
 		return y + 12
 	}
@@ -312,10 +313,10 @@ func islandGap(s *svg, c *planner.Cluster, edges []ppEdge, i int, y float64) flo
 
 // islandLink is the link between islands a and b (between their first
 // hosts) and the sending stages of the pipeline traffic that crosses it.
-func islandLink(c *planner.Cluster, edges []ppEdge, a, b int) (planner.Link, []int, bool) {
+func islandLink(c *cluster.Cluster, edges []ppEdge, a, b int) (cluster.Link, []int, bool) {
 	ha, hb := c.Islands[a].Hosts, c.Islands[b].Hosts
 	if len(ha) == 0 || len(hb) == 0 {
-		return planner.Link{}, nil, false
+		return cluster.Link{}, nil, false
 	}
 	var stages []int
 	for _, e := range edges {
@@ -328,7 +329,7 @@ func islandLink(c *planner.Cluster, edges []ppEdge, a, b int) (planner.Link, []i
 	return c.LinkBetween(ha[0], hb[0]), stages, true
 }
 
-func linkLabel(c *planner.Cluster, a, b int, l planner.Link, stages []int) string {
+func linkLabel(c *cluster.Cluster, a, b int, l cluster.Link, stages []int) string {
 	note := "no pipeline traffic"
 	if len(stages) > 0 {
 		var ss []string
@@ -340,7 +341,7 @@ func linkLabel(c *planner.Cluster, a, b int, l planner.Link, stages []int) strin
 	return fmt.Sprintf("%s ↔ %s: %s, %s latency; %s", c.Islands[a].Spec.Name, c.Islands[b].Spec.Name, gbit(l.BytesPerS), seconds(l.LatencyS), note)
 }
 
-func hostTile(s *svg, c *planner.Cluster, p *planner.Plan, h int, hr hostRanks, x, y, size float64) {
+func hostTile(s *svg, c *cluster.Cluster, p *search.Plan, h int, hr hostRanks, x, y, size float64) {
 	host := c.Hosts[h]
 	stages := map[int]int{}
 	for _, r := range hr.ranks {
@@ -375,7 +376,7 @@ func hostTile(s *svg, c *planner.Cluster, p *planner.Plan, h int, hr hostRanks, 
 
 // islandLinks lists the links between every pair of islands and marks
 // those that carry pipeline traffic.
-func islandLinks(s *svg, c *planner.Cluster, edges []ppEdge, y float64) float64 {
+func islandLinks(s *svg, c *cluster.Cluster, edges []ppEdge, y float64) float64 {
 	if len(c.Islands) < 2 {
 		return y
 	}

@@ -16,17 +16,19 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // Input is what the report is drawn from.
 type Input struct {
-	Cluster *planner.Cluster
-	Model   planner.Model
-	Result  *planner.Result
+	Cluster *cluster.Cluster
+	Model   model.Model
+	Result  *search.Result
 	// Naive is the best plan ignoring islands and AsIs the user's own
 	// layout; either may be nil.
-	Naive, AsIs *planner.Plan
+	Naive, AsIs *search.Plan
 	// ClusterName names the cluster file; Measured says its bandwidths
 	// come from probe --measure.
 	ClusterName string
@@ -70,7 +72,7 @@ type Report struct {
 // row is a plan with its label in the table and the figures.
 type row struct {
 	label, id string
-	plan      *planner.Plan
+	plan      *search.Plan
 }
 
 // Build computes every figure: a section for plan 1, for the next
@@ -134,7 +136,7 @@ func tableRows(in Input) (rows, extra []row) {
 	for i := range res.Plans {
 		rows = append(rows, row{label: fmt.Sprintf("plan %d", i+1), id: fmt.Sprintf("plan%d", i+1), plan: &res.Plans[i]})
 	}
-	ranked := func(p *planner.Plan) bool {
+	ranked := func(p *search.Plan) bool {
 		for i := range res.Plans {
 			if reflect.DeepEqual(res.Plans[i].Config, p.Config) {
 				return true
@@ -142,7 +144,7 @@ func tableRows(in Input) (rows, extra []row) {
 		}
 		return false
 	}
-	add := func(label, id string, p *planner.Plan) {
+	add := func(label, id string, p *search.Plan) {
 		if p != nil && !ranked(p) {
 			x := row{label: label, id: id, plan: p}
 			rows, extra = append(rows, x), append(extra, x)
@@ -166,7 +168,7 @@ func tableRow(x row, chosen bool) TableRow {
 	p := x.plan
 	return TableRow{
 		Label: x.label, Shape: shape(p), MB: fmt.Sprint(p.MicroBatch), Recompute: string(p.Recompute),
-		Optimizer: p.OptimizerLabel(), Offload: p.OffloadLabel(), Layers: planner.CompactLayers(p.StageLayers),
+		Optimizer: p.OptimizerLabel(), Offload: p.OffloadLabel(), Layers: search.CompactLayers(p.StageLayers),
 		Iter: fmt.Sprintf("%.3f", p.Predicted.IterationSeconds), Tokens: fmt.Sprintf("%.0f", p.Predicted.TokensPerSecond),
 		TFLOPS: fmt.Sprintf("%.1f", p.Predicted.TFLOPSPerGPU), Bubble: fmt.Sprintf("%.1f%%", 100*p.Predicted.BubbleFraction),
 		Memory: fmt.Sprintf("%.1f / %.1f", p.Memory.PeakBytesPerGPU/gib, p.Memory.GPUCapacityBytes/gib),
@@ -200,7 +202,7 @@ func comparisonNotes(in Input, rows []row) []string {
 				where = "of host memory per node"
 			}
 			notes = append(notes, fmt.Sprintf("Best plan %s offload: none fits; the closest (%s) needs %.1f GiB %s, has %.1f GiB.",
-				kind, shape(&planner.Plan{Config: a.Miss.Config}), a.Miss.NeedBytes/gib, where, a.Miss.CapacityBytes/gib))
+				kind, shape(&search.Plan{Config: a.Miss.Config}), a.Miss.NeedBytes/gib, where, a.Miss.CapacityBytes/gib))
 		}
 	}
 	return notes
@@ -208,7 +210,7 @@ func comparisonNotes(in Input, rows []row) []string {
 
 func buildSection(in Input, x row, chosen bool) (Section, error) {
 	p := x.plan
-	tl, err := planner.PlanTimeline(in.Cluster, in.Model, p)
+	tl, err := search.PlanTimeline(in.Cluster, in.Model, p)
 	if err != nil {
 		return Section{}, fmt.Errorf("report: %s: %w", x.label, err)
 	}
@@ -219,7 +221,7 @@ func buildSection(in Input, x row, chosen bool) (Section, error) {
 	sec := Section{
 		ID: x.id, Heading: head + ": " + shape(p),
 		Summary: fmt.Sprintf("micro-batch %d x %d, recompute %s, %s optimizer, offload %s; layers per stage %s; %.3f s per iteration, %.0f tokens/s, %.1f TFLOP/s per GPU (model FLOPs), bubble %.1f%%, peak %.1f of %.1f GiB per GPU on stage %d.",
-			p.MicroBatch, p.NumMicroBatches, p.Recompute, p.OptimizerLabel(), p.OffloadLabel(), planner.CompactLayers(p.StageLayers),
+			p.MicroBatch, p.NumMicroBatches, p.Recompute, p.OptimizerLabel(), p.OffloadLabel(), search.CompactLayers(p.StageLayers),
 			p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU, 100*p.Predicted.BubbleFraction,
 			p.Memory.PeakBytesPerGPU/gib, p.Memory.GPUCapacityBytes/gib, p.Memory.PeakStage),
 	}

@@ -12,7 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -81,13 +84,13 @@ func floatAttr(t *testing.T, n *node, name string) float64 {
 }
 
 // loadCluster resolves an example cluster file as `plan` does (auto mode).
-func loadCluster(t testing.TB, path string) *planner.Cluster {
+func loadCluster(t testing.TB, path string) *cluster.Cluster {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,19 +117,19 @@ func twoClusterInput(t testing.TB) Input {
 	t.Helper()
 	exampleOnce.Do(func() {
 		c := loadCluster(t, "../examples/two-clusters.yaml")
-		m, err := planner.Preset("gpt3-6.7b")
+		m, err := model.Preset("gpt3-6.7b")
 		if err != nil {
 			exampleErr = err
 			return
 		}
-		so := planner.SearchOptions{Framework: planner.FrameworkMegatron, GlobalBatch: 128, TopK: 5, Seed: 1, Fixed: planner.Constraints{ZeroStage: -1}}
-		res, err := planner.Search(c, m, so)
+		so := search.Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 128, TopK: 5, Seed: 1, Fixed: parallel.Constraints{ZeroStage: -1}}
+		res, err := search.Search(c, m, so)
 		if err != nil {
 			exampleErr = err
 			return
 		}
 		so.IgnoreIslands, so.TopK = true, 1
-		naive, err := planner.Search(c, m, so)
+		naive, err := search.Search(c, m, so)
 		if err != nil {
 			exampleErr = err
 			return
@@ -156,7 +159,7 @@ var (
 )
 
 // planOf finds the plan a section draws.
-func planOf(in Input, id string) *planner.Plan {
+func planOf(in Input, id string) *search.Plan {
 	if id == "naive" {
 		return in.Naive
 	}
@@ -333,7 +336,7 @@ func TestWhyBreakdownSumsToIteration(t *testing.T) {
 		for _, part := range bar.all("part") {
 			sum += floatAttr(t, part, "data-seconds")
 		}
-		var p *planner.Plan
+		var p *search.Plan
 		if i < len(in.Result.Plans) {
 			p = &in.Result.Plans[i]
 		} else if bar.attr("data-label") == "ignoring islands" {
@@ -398,16 +401,16 @@ func TestWriteSVGs(t *testing.T) {
 func TestHostileAndLongHostNames(t *testing.T) {
 	in := twoClusterInput(t)
 	cl := *in.Cluster
-	cl.Hosts = append([]planner.Host(nil), in.Cluster.Hosts...)
+	cl.Hosts = append([]cluster.Host(nil), in.Cluster.Hosts...)
 	cl.Hosts[0].Name = `<script>alert("x")</script>&amp;`
 	cl.Hosts[1].Name = strings.Repeat("very-long-host-name-", 8) + "01"
 	p := in.Result.Plans[0]
-	p.Placement = append([]planner.RankPlacement(nil), p.Placement...)
+	p.Placement = append([]search.RankPlacement(nil), p.Placement...)
 	for i := range p.Placement {
 		p.Placement[i].Host = cl.Hosts[p.Placement[i].HostIndex].Name
 	}
 	res := *in.Result
-	res.Plans = []planner.Plan{p}
+	res.Plans = []search.Plan{p}
 	r, err := Build(Input{Cluster: &cl, Model: in.Model, Result: &res})
 	if err != nil {
 		t.Fatal(err)
@@ -485,7 +488,7 @@ measured:
 		}
 		b.WriteString("    - [" + strings.Join(row, ", ") + "]\n")
 	}
-	f, err := planner.ParseClusterFile([]byte(b.String()))
+	f, err := cluster.Parse([]byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,9 +497,9 @@ measured:
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := planner.Preset("gpt3-6.7b")
-	res, err := planner.Search(c, m, planner.SearchOptions{Framework: planner.FrameworkMegatron, GlobalBatch: 160, TopK: 1, Seed: 1,
-		Fixed: planner.Constraints{TP: 8, PP: 4, VPP: 1, ZeroStage: -1}})
+	m, _ := model.Preset("gpt3-6.7b")
+	res, err := search.Search(c, m, search.Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 160, TopK: 1, Seed: 1,
+		Fixed: parallel.Constraints{TP: 8, PP: 4, VPP: 1, ZeroStage: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package report
 import (
 	"fmt"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // Figure geometry shared by the figures: a fixed width that fits a laptop
@@ -36,7 +36,7 @@ func chunkColor(c int) string { return palette[c%6] }
 // op as a block (forward tinted, backward solid, recomputation hatched),
 // transfers as lines between lanes, then the DP reduction per stage and
 // the optimizer step and offload across all lanes.
-func timelineSVG(id string, p *planner.Plan, tl *planner.Timeline) string {
+func timelineSVG(id string, p *search.Plan, tl *search.Timeline) string {
 	const (
 		labelW = 190.0
 		laneH  = 32.0
@@ -78,7 +78,7 @@ func timelineSVG(id string, p *planner.Plan, tl *planner.Timeline) string {
 	for v := 0.0; v <= T*1.0000001; v += step {
 		s.line(xOf(v), y0-4, xOf(v), lanesEnd+4, colGrid, 1)
 	}
-	byStage := make([][]planner.TimelineOp, tl.Stages)
+	byStage := make([][]search.TimelineOp, tl.Stages)
 	for _, op := range tl.Ops {
 		byStage[op.Rank] = append(byStage[op.Rank], op)
 	}
@@ -123,7 +123,7 @@ func timelineSVG(id string, p *planner.Plan, tl *planner.Timeline) string {
 	if omitted > 0 {
 		s.text(figWidth-margin, 38, smallFont, "end", fmt.Sprintf("%d pipeline transfers shorter than %g px not drawn", omitted, minTransferPx), "class", "omitted")
 	}
-	band := func(sp planner.Span, fill, pattern, class, what string) {
+	band := func(sp search.Span, fill, pattern, class, what string) {
 		if sp.End <= sp.Start {
 			return
 		}
@@ -156,7 +156,7 @@ func joinLabel(a, b string) string {
 
 // drawOp draws one forward or backward block; the micro-batch number is
 // written inside when it fits.
-func drawOp(s *svg, op planner.TimelineOp, xOf func(float64) float64, y, h float64, recompute string) {
+func drawOp(s *svg, op search.TimelineOp, xOf func(float64) float64, y, h float64, recompute string) {
 	x0, x1 := xOf(op.Start), xOf(op.End)
 	kind, fill := "fwd", tint(chunkColor(op.Chunk), 0.55)
 	title := fmt.Sprintf("stage %d, chunk %d, micro-batch %d: forward %s (%d layers)", op.Rank, op.Chunk, op.Micro, seconds(op.End-op.Start), op.Layers)

@@ -4,20 +4,20 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // timeParts are the predicted time breakdown's parts, in the order the
 // bars stack them; they sum to the iteration time.
 var timeParts = []struct {
 	name, color string
-	secs        func(planner.TimeBreakdown) float64
+	secs        func(search.TimeBreakdown) float64
 }{
-	{"compute (incl. optimizer step)", palette[0], func(b planner.TimeBreakdown) float64 { return b.Compute }},
-	{"tensor/context-parallel comm.", palette[1], func(b planner.TimeBreakdown) float64 { return b.TP }},
-	{"pipeline bubble and transfers", palette[2], func(b planner.TimeBreakdown) float64 { return b.PP }},
-	{"data-parallel reduction (exposed)", palette[3], func(b planner.TimeBreakdown) float64 { return b.DP }},
-	{"CPU offload (exposed)", palette[5], func(b planner.TimeBreakdown) float64 { return b.Offload }},
+	{"compute (incl. optimizer step)", palette[0], func(b search.TimeBreakdown) float64 { return b.Compute }},
+	{"tensor/context-parallel comm.", palette[1], func(b search.TimeBreakdown) float64 { return b.TP }},
+	{"pipeline bubble and transfers", palette[2], func(b search.TimeBreakdown) float64 { return b.PP }},
+	{"data-parallel reduction (exposed)", palette[3], func(b search.TimeBreakdown) float64 { return b.DP }},
+	{"CPU offload (exposed)", palette[5], func(b search.TimeBreakdown) float64 { return b.Offload }},
 }
 
 // breakdownSVG draws each row's predicted iteration as a stacked bar.
@@ -67,7 +67,7 @@ func breakdownSVG(id string, rows []row) string {
 }
 
 // shape is a plan's parallel layout in a few characters.
-func shape(p *planner.Plan) string {
+func shape(p *search.Plan) string {
 	s := fmt.Sprintf("TP%d PP%d DP%d", p.TP, p.PP, p.DP)
 	if p.CP > 1 {
 		s += fmt.Sprintf(" CP%d", p.CP)

@@ -1,13 +1,15 @@
 package templates
 
 import (
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+
 	_ "embed"
 	"fmt"
 	"path"
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -82,7 +84,7 @@ var heavyKeys = map[string]bool{"tp": true, "cp": true, "dp": true, "dp_cp": tru
 
 // pipelineKeys run on sockets whenever the job spans RDMA fabrics: the
 // planner prices pipeline send/recv and the embedding all-reduce that way
-// (planner.TransportIslands).
+// (fabric.TransportIslands).
 var pipelineKeys = map[string]bool{"pp": true, "embd": true}
 
 // Minimum versions for one network per communicator.
@@ -103,7 +105,7 @@ type CommConfig struct {
 // groupsOf returns the rank groups of a Megatron group type for the plan
 // (order tp-cp-ep-dp-pp, EP 1: rank = tp + TP*(cp + CP*(dp + DP*pp))),
 // or nil when the type's groups depend on settings we do not model.
-func groupsOf(key string, p *planner.Plan) [][]int {
+func groupsOf(key string, p *search.Plan) [][]int {
 	tp, cp, dp, pp := p.TP, max(p.CP, 1), p.DP, p.PP
 	dims := []int{tp, cp, dp, pp}
 	vary := map[string][]bool{
@@ -164,7 +166,7 @@ func orthogonalGroups(dims []int, mask []bool) [][]int {
 
 // rdmaDomain names the RDMA fabric an island's hosts reach; "" for an
 // island without RDMA NICs.
-func rdmaDomain(c *planner.Cluster, island int) string {
+func rdmaDomain(c *cluster.Cluster, island int) string {
 	is := c.Islands[island]
 	if !is.RDMA {
 		return ""
@@ -179,7 +181,7 @@ func rdmaDomain(c *planner.Cluster, island int) string {
 // returns the reason to fall back to sockets everywhere when the plan's
 // groups cannot be given one network per type and island without taking
 // RDMA from a group the planner priced on it.
-func megatronCommConfig(c *planner.Cluster, p *planner.Plan, islands []int) (*CommConfig, string) {
+func megatronCommConfig(c *cluster.Cluster, p *search.Plan, islands []int) (*CommConfig, string) {
 	hostOf := make([]int, p.WorldSize())
 	for _, r := range p.Placement {
 		hostOf[r.Rank] = r.HostIndex
@@ -228,7 +230,7 @@ func megatronCommConfig(c *planner.Cluster, p *planner.Plan, islands []int) (*Co
 }
 
 // YAML is island isl's communicator config file.
-func (cc *CommConfig) YAML(c *planner.Cluster, isl int) []byte {
+func (cc *CommConfig) YAML(c *cluster.Cluster, isl int) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Megatron-Core --nccl-communicator-config-path for the ranks on island %s, written by\n", c.Islands[isl].Spec.Name)
 	b.WriteString("# pipette-launch --nccl-mode auto: each process-group type gets one NCCL network (net_name,\n")
@@ -241,7 +243,7 @@ func (cc *CommConfig) YAML(c *planner.Cluster, isl int) []byte {
 }
 
 // Summary is "tp IB, dp IB, pp Socket" per island for the plan's main types.
-func (cc *CommConfig) Summary(c *planner.Cluster) string {
+func (cc *CommConfig) Summary(c *cluster.Cluster) string {
 	var parts []string
 	for _, isl := range cc.Islands {
 		var kv []string
@@ -257,11 +259,11 @@ func (cc *CommConfig) Summary(c *planner.Cluster) string {
 // a component older than needed, or a version nobody recorded. Unknown
 // counts as too old: the fallback (sockets) is slower but always runs,
 // while a per-communicator config on a stack that ignores it hangs.
-func softwareGate(c *planner.Cluster, islands []int) string {
+func softwareGate(c *cluster.Cluster, islands []int) string {
 	var unknown, old []string
 	for _, isl := range islands {
 		spec := c.Islands[isl].Spec
-		sw := planner.SoftwareVersions{}
+		sw := cluster.SoftwareVersions{}
 		if spec.Software != nil {
 			sw = *spec.Software
 		}
@@ -269,11 +271,11 @@ func softwareGate(c *planner.Cluster, islands []int) string {
 			name, v string
 			min     []int
 		}{{"NCCL", sw.NCCL, minNCCL}, {"torch", sw.Torch, minTorch}, {"Megatron-Core", sw.MegatronCore, minMegatronCore}} {
-			nums, ok := planner.ParseVersion(comp.v)
+			nums, ok := cluster.ParseVersion(comp.v)
 			switch {
 			case !ok:
 				unknown = append(unknown, fmt.Sprintf("%s on %s", comp.name, spec.Name))
-			case planner.VersionLess(nums, comp.min):
+			case cluster.VersionLess(nums, comp.min):
 				old = append(old, fmt.Sprintf("%s %s on %s (needs %s)", comp.name, comp.v, spec.Name, joinVersion(comp.min)))
 			}
 		}
@@ -330,7 +332,7 @@ func commConfigBlocker(o Options, userEnv map[string]string) string {
 var siteCustomize []byte
 
 // commConfigFiles are the per-island YAML files and the world-group shim.
-func commConfigFiles(c *planner.Cluster, cc *CommConfig) []job.File {
+func commConfigFiles(c *cluster.Cluster, cc *CommConfig) []job.File {
 	var out []job.File
 	for _, isl := range cc.Islands {
 		out = append(out, job.File{Path: CommConfigPath(c.Islands[isl].Spec.Name), Mode: 0o644, Content: cc.YAML(c, isl)})
@@ -338,7 +340,7 @@ func commConfigFiles(c *planner.Cluster, cc *CommConfig) []job.File {
 	return append(out, job.File{Path: SiteDir + "/sitecustomize.py", Mode: 0o644, Content: siteCustomize})
 }
 
-func commConfigPaths(c *planner.Cluster, cc *CommConfig, dir string) []string {
+func commConfigPaths(c *cluster.Cluster, cc *CommConfig, dir string) []string {
 	var out []string
 	for _, isl := range cc.Islands {
 		out = append(out, path.Join(dir, CommConfigPath(c.Islands[isl].Spec.Name)))

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
+	"gopkg.in/yaml.v3"
 )
 
 // megatronKeys are the process-group keys parallel_state.py looks up
@@ -23,11 +24,11 @@ func megatronKeys(t *testing.T) []string {
 	return keys
 }
 
-var recentStack = &planner.SoftwareVersions{NCCL: "2.21.5", Torch: "2.4.0+cu121", MegatronCore: "0.12.0"}
+var recentStack = &cluster.SoftwareVersions{NCCL: "2.21.5", Torch: "2.4.0+cu121", MegatronCore: "0.12.0"}
 
 // twoIBIslands: two InfiniBand islands on different fabrics, joined by
 // Ethernet only, with the versions that allow one network per communicator.
-func twoIBIslands(sw *planner.SoftwareVersions) *planner.Cluster {
+func twoIBIslands(sw *cluster.SoftwareVersions) *cluster.Cluster {
 	c := newTestCluster(
 		islandDef{name: "ib-a", fabric: "fab-a", hosts: []string{"a01", "a02"}, gpus: 4, gpu: "H100-SXM-80GB", nics: ibNICs()},
 		islandDef{name: "ib-b", fabric: "fab-b", hosts: []string{"b01", "b02"}, gpus: 4, gpu: "H100-SXM-80GB", nics: ibNICs()},
@@ -40,8 +41,8 @@ func twoIBIslands(sw *planner.SoftwareVersions) *planner.Cluster {
 
 // crossPipelinePlan: TP 4 inside hosts, DP 2 across the hosts of one
 // island, PP 2 across the islands (stage 0 on ib-a, stage 1 on ib-b).
-func crossPipelinePlan(c *planner.Cluster) *planner.Plan {
-	p := &planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+func crossPipelinePlan(c *cluster.Cluster) *search.Plan {
+	p := &search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 		TP: 4, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, StageLayers: []int{12, 12}}}
 	p.Placement = placeInOrder(c, []int{0, 1, 2, 3}, 4, identity)
 	return p
@@ -123,16 +124,16 @@ func TestCommConfigFallsBack(t *testing.T) {
 		mixed.Islands[i].Spec.Software = recentStack
 	}
 	// DP group {0,1} stays on ib-a's fabric, DP group {2,3} crosses to ib-b.
-	mixedPlan := &planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+	mixedPlan := &search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 		TP: 1, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, StageLayers: []int{12, 12}}}
 	mixedPlan.Placement = placeInOrder(mixed, []int{0, 1, 2, 3}, 1, identity)
-	old := twoIBIslands(&planner.SoftwareVersions{NCCL: "2.18.3", Torch: "2.0.1", MegatronCore: "0.12.0"})
+	old := twoIBIslands(&cluster.SoftwareVersions{NCCL: "2.18.3", Torch: "2.0.1", MegatronCore: "0.12.0"})
 	unknown := twoIBIslands(nil)
 	ok := twoIBIslands(recentStack)
 	cases := []struct {
 		name    string
-		c       *planner.Cluster
-		p       *planner.Plan
+		c       *cluster.Cluster
+		p       *search.Plan
 		opts    Options
 		warning string
 	}{
@@ -175,7 +176,7 @@ func TestCommConfigFallsBack(t *testing.T) {
 
 func TestOrthogonalGroupsMatchMegatron(t *testing.T) {
 	// parallel_state.py's docstring example: TP 2, PP 4, 16 GPUs (DP 2).
-	p := &planner.Plan{Config: planner.Config{TP: 2, PP: 4, DP: 2, CP: 1}}
+	p := &search.Plan{Config: parallel.Config{TP: 2, PP: 4, DP: 2, CP: 1}}
 	got := map[string][][]int{"dp": groupsOf("dp", p), "tp": groupsOf("tp", p), "pp": groupsOf("pp", p)}
 	want := map[string][][]int{
 		"dp": {{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}},
@@ -203,9 +204,9 @@ func TestParseVersion(t *testing.T) {
 		{"1.13.0a0", minTorch, true, true}, {"0.11.0rc0", minMegatronCore, false, true}, {"0.10.0", minMegatronCore, true, true},
 		{"", minTorch, false, false}, {"unknown", minTorch, false, false},
 	} {
-		n, ok := planner.ParseVersion(tc.v)
-		if ok != tc.ok || ok && planner.VersionLess(n, tc.min) != tc.less {
-			t.Errorf("%q: %v %v less=%v", tc.v, n, ok, planner.VersionLess(n, tc.min))
+		n, ok := cluster.ParseVersion(tc.v)
+		if ok != tc.ok || ok && cluster.VersionLess(n, tc.min) != tc.less {
+			t.Errorf("%q: %v %v less=%v", tc.v, n, ok, cluster.VersionLess(n, tc.min))
 		}
 	}
 }

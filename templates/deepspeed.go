@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/memory"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -62,7 +63,7 @@ type DSActivationCkp struct {
 
 // DeepSpeedConfig builds ds_config.json for cfg; fp16 selects fp16 with
 // dynamic loss scaling, otherwise bf16.
-func DeepSpeedConfig(cfg planner.Config, fp16 bool) DSConfig {
+func DeepSpeedConfig(cfg parallel.Config, fp16 bool) DSConfig {
 	c := DSConfig{
 		TrainBatchSize:            cfg.GlobalBatch,
 		TrainMicroBatchSizePerGPU: cfg.MicroBatch,
@@ -72,8 +73,8 @@ func DeepSpeedConfig(cfg planner.Config, fp16 bool) DSConfig {
 			OverlapComm:         true,
 			ContiguousGradients: true,
 			ReduceScatter:       true,
-			ReduceBucketSize:    planner.DeepSpeedBucketElements,
-			AllgatherBucketSize: planner.DeepSpeedBucketElements,
+			ReduceBucketSize:    memory.DeepSpeedBucketElements,
+			AllgatherBucketSize: memory.DeepSpeedBucketElements,
 		},
 		GradientClipping: 1.0,
 	}
@@ -234,7 +235,7 @@ func Hostfile(hosts []job.HostJob) []byte {
 // deepspeedArgs are the script flags for DeepSpeed: the config file for any
 // DeepSpeed script, plus Megatron-DeepSpeed's own flags when the script is
 // Megatron-DeepSpeed.
-func deepspeedArgs(cfg planner.Config, megatron bool, configPath string) []string {
+func deepspeedArgs(cfg parallel.Config, megatron bool, configPath string) []string {
 	a := []string{"--deepspeed", "--deepspeed_config", configPath}
 	if !megatron {
 		return a

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // Any user ds_config either is refused with an error or, laid under a
@@ -22,7 +22,7 @@ func FuzzPlannedDSConfig(f *testing.F) {
 	f.Add(`{"bf16": {"enabled": "auto"}, "zero_optimization": null, "gradient_clipping": 1.0, "train_micro_batch_size_per_gpu": "auto"}`)
 	f.Add(`[]`)
 	f.Add(`null`)
-	cfg := planner.Config{TP: 1, PP: 1, DP: 4, CP: 1, MicroBatch: 2, GlobalBatch: 64, NumMicroBatches: 8, ZeroStage: 2}
+	cfg := parallel.Config{TP: 1, PP: 1, DP: 4, CP: 1, MicroBatch: 2, GlobalBatch: 64, NumMicroBatches: 8, ZeroStage: 2}
 	f.Fuzz(func(t *testing.T, base string) {
 		u, err := ParseDSUserConfig("--deepspeed_config", "fuzz.json", []byte(base))
 		if err != nil {

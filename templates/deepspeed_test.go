@@ -4,7 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/memory"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -16,8 +17,8 @@ func TestDeepSpeedConfigsPassDeepSpeedChecks(t *testing.T) {
 					if (frac > 0 && stage == 0) || (frac > 0 && frac < 1 && stage != 3) || (params && stage != 3) {
 						continue // the planner does not produce these
 					}
-					cfg := planner.Config{TP: 1, PP: 1, DP: 6, CP: 1, MicroBatch: 2, GlobalBatch: 48, ZeroStage: stage,
-						Offload: planner.Offload{OptimizerFraction: frac, Params: params}}
+					cfg := parallel.Config{TP: 1, PP: 1, DP: 6, CP: 1, MicroBatch: 2, GlobalBatch: 48, ZeroStage: stage,
+						Offload: parallel.Offload{OptimizerFraction: frac, Params: params}}
 					data, err := MarshalDSConfig(DeepSpeedConfig(cfg, fp16))
 					if err != nil {
 						t.Fatal(err)
@@ -85,9 +86,9 @@ func TestHostfileHostsDifferingOnlyByPort(t *testing.T) {
 // The ds_config carries the bucket sizes the memory estimator counted;
 // DeepSpeed's own default (5e8 elements each) would use 2.5x the memory.
 func TestDeepSpeedConfigBucketsMatchEstimator(t *testing.T) {
-	c := DeepSpeedConfig(planner.Config{TP: 1, PP: 1, DP: 8, CP: 1, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 2}, false)
+	c := DeepSpeedConfig(parallel.Config{TP: 1, PP: 1, DP: 8, CP: 1, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 2}, false)
 	z := c.ZeroOptimization
-	if z.ReduceBucketSize != planner.DeepSpeedBucketElements || z.AllgatherBucketSize != planner.DeepSpeedBucketElements {
-		t.Errorf("buckets reduce=%d allgather=%d, want %g each", z.ReduceBucketSize, z.AllgatherBucketSize, float64(planner.DeepSpeedBucketElements))
+	if z.ReduceBucketSize != memory.DeepSpeedBucketElements || z.AllgatherBucketSize != memory.DeepSpeedBucketElements {
+		t.Errorf("buckets reduce=%d allgather=%d, want %g each", z.ReduceBucketSize, z.AllgatherBucketSize, float64(memory.DeepSpeedBucketElements))
 	}
 }

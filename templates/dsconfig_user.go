@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // DSUserConfig is the user's own DeepSpeed config (--deepspeed_config) and
@@ -150,7 +150,7 @@ type DSChange struct {
 
 // PlanChanges lists the keys the user set that cfg would change: batch
 // sizes, ZeRO stage and offload. An empty list means the plan keeps them.
-func (u *DSUserConfig) PlanChanges(cfg planner.Config) []DSChange {
+func (u *DSUserConfig) PlanChanges(cfg parallel.Config) []DSChange {
 	var out []DSChange
 	accum := cfg.GlobalBatch / max(cfg.MicroBatch*cfg.DP, 1)
 	for _, c := range []struct {
@@ -188,7 +188,7 @@ var autoBatchKeys = []string{"train_batch_size", "train_micro_batch_size_per_gpu
 
 // FillAuto replaces the "auto" batch values with cfg's, leaving every other
 // byte of the file as the user wrote it.
-func (u *DSUserConfig) FillAuto(cfg planner.Config) []byte {
+func (u *DSUserConfig) FillAuto(cfg parallel.Config) []byte {
 	vals := map[string]int{"train_batch_size": cfg.GlobalBatch, "train_micro_batch_size_per_gpu": cfg.MicroBatch,
 		"gradient_accumulation_steps": cfg.GlobalBatch / max(cfg.MicroBatch*cfg.DP, 1)}
 	out := u.Data
@@ -229,7 +229,7 @@ func contains(xs []string, x string) bool {
 // plus the keys the plan needs (added), and with override the plan's
 // values for keys the user set (changed). Precision, clipping, bucket
 // sizes and everything else stay the user's.
-func (u *DSUserConfig) Planned(cfg planner.Config, override bool) (data []byte, added, changed []DSChange) {
+func (u *DSUserConfig) Planned(cfg parallel.Config, override bool) (data []byte, added, changed []DSChange) {
 	user := deepCopy(u.raw)
 	note := func(m map[string]any, k, name string, v any) {
 		old, set := m[k]

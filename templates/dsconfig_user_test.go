@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 func mustDS(t *testing.T, data string) *DSUserConfig {
@@ -62,12 +62,12 @@ const zero2 = `{
 
 func TestDSUserConfigPlanChangesNameTheKeys(t *testing.T) {
 	u := mustDS(t, zero2)
-	keep := planner.Config{TP: 1, PP: 1, CP: 1, DP: 16, MicroBatch: 1, GlobalBatch: 64, ZeroStage: 2, Offload: planner.Offload{OptimizerFraction: 1}}
+	keep := parallel.Config{TP: 1, PP: 1, CP: 1, DP: 16, MicroBatch: 1, GlobalBatch: 64, ZeroStage: 2, Offload: parallel.Offload{OptimizerFraction: 1}}
 	if c := u.PlanChanges(keep); len(c) != 0 {
 		t.Errorf("a plan that keeps the config: changes %+v", c)
 	}
 	other := keep
-	other.DP, other.MicroBatch, other.ZeroStage, other.Offload = 32, 2, 3, planner.Offload{}
+	other.DP, other.MicroBatch, other.ZeroStage, other.Offload = 32, 2, 3, parallel.Offload{}
 	var keys []string
 	for _, c := range u.PlanChanges(other) {
 		keys = append(keys, c.Key)
@@ -82,13 +82,13 @@ func TestDSUserConfigPlanChangesNameTheKeys(t *testing.T) {
 // bucket size always stay.
 func TestDSUserConfigPlannedKeepsTheUsersSettings(t *testing.T) {
 	u := mustDS(t, zero2)
-	keep := planner.Config{TP: 1, PP: 1, CP: 1, DP: 16, MicroBatch: 1, GlobalBatch: 64, ZeroStage: 2, Offload: planner.Offload{OptimizerFraction: 1}}
+	keep := parallel.Config{TP: 1, PP: 1, CP: 1, DP: 16, MicroBatch: 1, GlobalBatch: 64, ZeroStage: 2, Offload: parallel.Offload{OptimizerFraction: 1}}
 	data, added, changed := u.Planned(keep, false)
 	if string(data) != zero2 || len(added)+len(changed) != 0 {
 		t.Errorf("kept: got %s (added %v changed %v), want the user's bytes", data, added, changed)
 	}
 	// DP 8 with micro 2: DeepSpeed would derive micro 2 too; no change.
-	if data, _, _ := u.Planned(planner.Config{DP: 8, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 2, Offload: planner.Offload{OptimizerFraction: 1}}, false); string(data) != zero2 {
+	if data, _, _ := u.Planned(parallel.Config{DP: 8, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 2, Offload: parallel.Offload{OptimizerFraction: 1}}, false); string(data) != zero2 {
 		t.Errorf("derivable batch: %s", data)
 	}
 	u = mustDS(t, `{"train_batch_size": 64, "gradient_clipping": 0.5, "fp16": {"enabled": true}, "zero_optimization": {"reduce_bucket_size": 5e8}}`)
@@ -117,7 +117,7 @@ func TestDSUserConfigPlannedKeepsTheUsersSettings(t *testing.T) {
 func TestDSUserConfigFillAutoKeepsEveryOtherByte(t *testing.T) {
 	user := "{\n  // not JSON, but kept\n  \"train_micro_batch_size_per_gpu\" :\"auto\",\n  \"train_batch_size\": 32,\"lr\": \"auto\"}"
 	u := &DSUserConfig{Data: []byte(user), raw: map[string]any{"train_micro_batch_size_per_gpu": "auto", "train_batch_size": 32.0, "lr": "auto"}, Auto: []string{"lr", "train_micro_batch_size_per_gpu"}}
-	got := string(u.FillAuto(planner.Config{DP: 4, MicroBatch: 2, GlobalBatch: 32}))
+	got := string(u.FillAuto(parallel.Config{DP: 4, MicroBatch: 2, GlobalBatch: 32}))
 	if want := strings.Replace(user, `:"auto",`, `:2,`, 1); got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}

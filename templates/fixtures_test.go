@@ -4,29 +4,31 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
-// Test clusters are built by hand with planner.NewCluster so these tests do
+// Test clusters are built by hand with cluster.NewCluster so these tests do
 // not depend on the cluster-file parser or the search.
 
 func gid(i int) *int { return &i }
 
-func ibNICs() []planner.NICSpec {
-	return []planner.NICSpec{
-		{Type: planner.NICInfiniBand, Count: 2, RateGbitPerS: 200, Devices: []string{"mlx5_0:1", "mlx5_1:1"}, Netdevs: []string{"ib0", "ib1"}},
-		{Type: planner.NICEthernet, Count: 1, RateGbitPerS: 25, Netdevs: []string{"eno1"}},
+func ibNICs() []cluster.NICSpec {
+	return []cluster.NICSpec{
+		{Type: cluster.NICInfiniBand, Count: 2, RateGbitPerS: 200, Devices: []string{"mlx5_0:1", "mlx5_1:1"}, Netdevs: []string{"ib0", "ib1"}},
+		{Type: cluster.NICEthernet, Count: 1, RateGbitPerS: 25, Netdevs: []string{"eno1"}},
 	}
 }
 
-func rocenNICs() []planner.NICSpec {
-	return []planner.NICSpec{
-		{Type: planner.NICRoCE, Count: 1, RateGbitPerS: 100, Devices: []string{"mlx5_2:1"}, Netdevs: []string{"ens1f0"}, GIDIndex: gid(3)},
+func rocenNICs() []cluster.NICSpec {
+	return []cluster.NICSpec{
+		{Type: cluster.NICRoCE, Count: 1, RateGbitPerS: 100, Devices: []string{"mlx5_2:1"}, Netdevs: []string{"ens1f0"}, GIDIndex: gid(3)},
 	}
 }
 
-func ethNICs(rate float64) []planner.NICSpec {
-	return []planner.NICSpec{{Type: planner.NICEthernet, Count: 1, RateGbitPerS: rate, Netdevs: []string{"eth0"}}}
+func ethNICs(rate float64) []cluster.NICSpec {
+	return []cluster.NICSpec{{Type: cluster.NICEthernet, Count: 1, RateGbitPerS: rate, Netdevs: []string{"eth0"}}}
 }
 
 // islandDef describes one island for newTestCluster.
@@ -35,14 +37,14 @@ type islandDef struct {
 	hosts        []string
 	gpus         int
 	gpu          string
-	nics         []planner.NICSpec
+	nics         []cluster.NICSpec
 }
 
-func newTestCluster(defs ...islandDef) *planner.Cluster {
-	var islands []planner.Island
-	var hosts []planner.Host
+func newTestCluster(defs ...islandDef) *cluster.Cluster {
+	var islands []cluster.Island
+	var hosts []cluster.Host
 	for i, d := range defs {
-		is := planner.Island{Spec: planner.IslandSpec{Name: d.name, GPUsPerHost: d.gpus, GPU: planner.GPUSpec{Model: d.gpu}, NICs: d.nics, Fabric: d.fabric}}
+		is := cluster.Island{Spec: cluster.IslandSpec{Name: d.name, GPUsPerHost: d.gpus, GPU: gpu.Spec{Model: d.gpu}, NICs: d.nics, Fabric: d.fabric}}
 		for _, n := range d.nics {
 			if n.Type.RDMA() {
 				is.RDMA = true
@@ -50,9 +52,9 @@ func newTestCluster(defs ...islandDef) *planner.Cluster {
 		}
 		for j, h := range d.hosts {
 			is.Hosts = append(is.Hosts, len(hosts))
-			hosts = append(hosts, planner.Host{
-				HostEntry: planner.HostEntry{Name: h, Address: "198.18." + itoa(i) + "." + itoa(10+j)},
-				Island:    i, GPUs: d.gpus, GPU: planner.GPUSpec{Model: d.gpu, MemoryGiB: 80},
+			hosts = append(hosts, cluster.Host{
+				HostEntry: cluster.HostEntry{Name: h, Address: "198.18." + itoa(i) + "." + itoa(10+j)},
+				Island:    i, GPUs: d.gpus, GPU: gpu.Spec{Model: d.gpu, MemoryGiB: 80},
 			})
 		}
 		islands = append(islands, is)
@@ -65,7 +67,7 @@ func newTestCluster(defs ...islandDef) *planner.Cluster {
 			bw[i][j], lat[i][j] = 1e9, 1e-5
 		}
 	}
-	return planner.NewCluster(islands, hosts, bw, lat)
+	return cluster.NewCluster(islands, hosts, bw, lat)
 }
 
 func itoa(i int) string {
@@ -77,11 +79,11 @@ func itoa(i int) string {
 
 // placeInOrder puts ranks on hosts in order, gpusPerHost[i] ranks on the
 // i-th listed host; gpuOf maps a local rank to the physical GPU.
-func placeInOrder(c *planner.Cluster, hostIdx []int, perHost int, gpuOf func(local int) int) []planner.RankPlacement {
-	var pl []planner.RankPlacement
+func placeInOrder(c *cluster.Cluster, hostIdx []int, perHost int, gpuOf func(local int) int) []search.RankPlacement {
+	var pl []search.RankPlacement
 	for k, h := range hostIdx {
 		for l := range perHost {
-			pl = append(pl, planner.RankPlacement{Rank: k*perHost + l, Host: c.Hosts[h].Name, HostIndex: h, LocalRank: l, GPU: gpuOf(l)})
+			pl = append(pl, search.RankPlacement{Rank: k*perHost + l, Host: c.Hosts[h].Name, HostIndex: h, LocalRank: l, GPU: gpuOf(l)})
 		}
 	}
 	return pl

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
@@ -36,12 +38,12 @@ func checkGolden(t *testing.T, name string, got []byte) {
 
 type renderCase struct {
 	name    string
-	cluster *planner.Cluster
-	plan    planner.Plan
+	cluster *cluster.Cluster
+	plan    search.Plan
 	opts    Options
 }
 
-func twoIslandCluster(second islandDef) *planner.Cluster {
+func twoIslandCluster(second islandDef) *cluster.Cluster {
 	return newTestCluster(
 		islandDef{name: "ib-h100", fabric: "ib-a", hosts: []string{"a01", "a02"}, gpus: 4, gpu: "H100-SXM-80GB", nics: ibNICs()},
 		second,
@@ -60,44 +62,44 @@ func renderCases() []renderCase {
 		"--seq-length", "2048", "--max-position-embeddings", "2048", "--bf16"}
 
 	return []renderCase{
-		{name: "megatron_ib_tp2_pp2", cluster: ib, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+		{name: "megatron_ib_tp2_pp2", cluster: ib, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 2, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 2, GlobalBatch: 64, SequenceParallel: true,
-			Recompute: planner.RecomputeSelective, DistributedOptimizer: true}},
+			Recompute: parallel.RecomputeSelective, DistributedOptimizer: true}},
 			opts: Options{Script: "pretrain_gpt.py", Args: append([]string{"--tensor-model-parallel-size", "2"}, gpt24Args...)}},
-		{name: "megatron_two_cluster_uneven", cluster: ibRoce, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+		{name: "megatron_two_cluster_uneven", cluster: ibRoce, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 4, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 128, SequenceParallel: true,
-			Recompute: planner.RecomputeFull, DistributedOptimizer: true, StageLayers: []int{26, 22}}},
+			Recompute: parallel.RecomputeFull, DistributedOptimizer: true, StageLayers: []int{26, 22}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt48Args, Python: "/usr/bin/python3"}},
-		{name: "megatron_two_cluster_per_group", cluster: ibRoce, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+		{name: "megatron_two_cluster_per_group", cluster: ibRoce, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 4, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 128, SequenceParallel: true,
-			Recompute: planner.RecomputeFull, DistributedOptimizer: true, StageLayers: []int{26, 22}}},
+			Recompute: parallel.RecomputeFull, DistributedOptimizer: true, StageLayers: []int{26, 22}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt48Args, NCCLMode: NCCLPerGroup}},
-		{name: "megatron_mixed_ib_ethernet", cluster: ibEth, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+		{name: "megatron_mixed_ib_ethernet", cluster: ibEth, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 4, PP: 4, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32,
-			Recompute: planner.RecomputeNone, StageLayers: []int{14, 14, 10, 10}}},
+			Recompute: parallel.RecomputeNone, StageLayers: []int{14, 14, 10, 10}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt48Args}},
 		{name: "megatron_two_ib_islands_comm_config", cluster: twoIBIslands(recentStack), plan: *crossPipelinePlan(twoIBIslands(recentStack)),
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt24Args}},
-		{name: "megatron_vpp_layout_cp", cluster: ib, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+		{name: "megatron_vpp_layout_cp", cluster: ib, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 1, PP: 2, DP: 2, CP: 2, VPP: 2, MicroBatch: 1, GlobalBatch: 16,
-			Recompute: planner.RecomputeNone, StageLayers: []int{7, 6, 6, 5}}},
+			Recompute: parallel.RecomputeNone, StageLayers: []int{7, 6, 6, 5}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt24Args, MasterPort: 29600, Name: "vpp-run"}},
-		{name: "megatron_offload_13b", cluster: single, plan: planner.Plan{Framework: planner.FrameworkMegatron, Config: planner.Config{
+		{name: "megatron_offload_13b", cluster: single, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 4, PP: 1, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, SequenceParallel: true,
-			Recompute: planner.RecomputeFull, DistributedOptimizer: true, Offload: planner.Offload{OptimizerFraction: 0.75}}},
+			Recompute: parallel.RecomputeFull, DistributedOptimizer: true, Offload: parallel.Offload{OptimizerFraction: 0.75}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: gpt13b}},
-		{name: "deepspeed_megatron_zero2_offload_13b", cluster: single, plan: planner.Plan{Framework: planner.FrameworkDeepSpeed, Config: planner.Config{
-			TP: 1, PP: 1, DP: 4, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, Recompute: planner.RecomputeFull,
-			ZeroStage: 2, Offload: planner.Offload{OptimizerFraction: 1}}},
+		{name: "deepspeed_megatron_zero2_offload_13b", cluster: single, plan: search.Plan{Framework: parallel.FrameworkDeepSpeed, Config: parallel.Config{
+			TP: 1, PP: 1, DP: 4, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, Recompute: parallel.RecomputeFull,
+			ZeroStage: 2, Offload: parallel.Offload{OptimizerFraction: 1}}},
 			opts: Options{Script: "pretrain_gpt.py", Args: append(append([]string{}, gpt13b...), "--deepspeed", "--zero-stage", "2")}},
-		{name: "deepspeed_zero3_offload_params", cluster: roce, plan: planner.Plan{Framework: planner.FrameworkDeepSpeed, Config: planner.Config{
+		{name: "deepspeed_zero3_offload_params", cluster: roce, plan: search.Plan{Framework: parallel.FrameworkDeepSpeed, Config: parallel.Config{
 			TP: 1, PP: 1, DP: 8, CP: 1, VPP: 1, MicroBatch: 2, GlobalBatch: 64, ZeroStage: 3,
-			Offload: planner.Offload{OptimizerFraction: 0.5, Params: true}}},
+			Offload: parallel.Offload{OptimizerFraction: 0.5, Params: true}}},
 			opts: Options{Script: "train.py", Args: []string{"--epochs", "3", "--fp16"}, Env: []string{"NCCL_DEBUG=INFO", "HOME=/root", "OMP_NUM_THREADS=8"}}},
-		{name: "torch_ethernet", cluster: eth, plan: planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{
+		{name: "torch_ethernet", cluster: eth, plan: search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{
 			TP: 1, PP: 1, DP: 8, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8}},
 			opts: Options{Script: "train.py", Args: []string{"--epochs", "3"}, LogDir: "logs", WorkDir: "/srv/job dir"}},
-		{name: "torch_module_gpu_order", cluster: ib, plan: planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{
+		{name: "torch_module_gpu_order", cluster: ib, plan: search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{
 			TP: 1, PP: 1, DP: 8, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8}},
 			opts: Options{Script: "mypkg.train", Module: true, Args: []string{"--config", "a b.yaml"}, MasterAddr: "10.1.2.3"}},
 	}
@@ -106,7 +108,7 @@ func renderCases() []renderCase {
 // placed fills a case's placement: host-major in the cluster's host order,
 // with the second host's GPUs reversed so CUDA_VISIBLE_DEVICES shows the
 // local-rank order.
-func placed(rc renderCase) *planner.Plan {
+func placed(rc renderCase) *search.Plan {
 	p := rc.plan
 	per := rc.cluster.Hosts[0].GPUs
 	var hosts []int

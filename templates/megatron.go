@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // Megatron-LM flags pipette-launch manages. The planner decides them, so
@@ -165,7 +166,7 @@ func (fl flagList) without(drop map[string]bool) []string {
 
 // MegatronPlanArgs are the Megatron-LM flags that realise cfg, in a fixed
 // order.
-func MegatronPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
+func MegatronPlanArgs(cfg parallel.Config, numLayers int) ([]string, error) {
 	a := []string{
 		"--tensor-model-parallel-size", strconv.Itoa(cfg.TP),
 		"--pipeline-model-parallel-size", strconv.Itoa(cfg.PP),
@@ -182,9 +183,9 @@ func MegatronPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
 	a = append(a, "--micro-batch-size", strconv.Itoa(cfg.MicroBatch),
 		"--global-batch-size", strconv.Itoa(cfg.GlobalBatch))
 	switch cfg.Recompute {
-	case planner.RecomputeSelective:
+	case parallel.RecomputeSelective:
 		a = append(a, "--recompute-granularity", "selective")
-	case planner.RecomputeFull:
+	case parallel.RecomputeFull:
 		// Uniform over chunks of one layer recomputes every layer from its
 		// input: the memory the estimator assumes for full recompute.
 		a = append(a, "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1")
@@ -215,7 +216,7 @@ func MegatronPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
 // model prices (the alltoall dispatcher, one grouped GEMM for the local
 // experts). A user's own --moe-token-dispatcher-type or --moe-grouped-gemm
 // is kept (MergeMegatronArgs drops the planned one).
-func moeArgs(cfg planner.Config) []string {
+func moeArgs(cfg parallel.Config) []string {
 	if cfg.EP < 1 {
 		return nil
 	}
@@ -229,7 +230,7 @@ func formatFraction(f float64) string { return strconv.FormatFloat(f, 'f', -1, 6
 // stageFlags renders the split of decoder layers over pipeline stages:
 // nothing when even, virtual stages when even with VPP > 1, first/last
 // flags when only the outer stages differ, else a full layout string.
-func stageFlags(cfg planner.Config, numLayers int) ([]string, error) {
+func stageFlags(cfg parallel.Config, numLayers int) ([]string, error) {
 	vpp := max(cfg.VPP, 1)
 	stages := cfg.StageLayers
 	if len(stages) == 0 {
@@ -355,7 +356,7 @@ func userSays(uf flagList, o flagOcc) bool {
 		return true
 	case o.name == "--num-virtual-stages-per-pipeline-rank":
 		return uf.has("--num-layers-per-virtual-pipeline-stage")
-	case o.name == "--recompute-granularity" && o.value == string(planner.RecomputeSelective):
+	case o.name == "--recompute-granularity" && o.value == string(parallel.RecomputeSelective):
 		return uf.has("--recompute-activations")
 	}
 	return false
@@ -437,7 +438,7 @@ func userFlagAgrees(o flagOcc, uf, pf flagList) error {
 	case o.name == "--recompute-activations":
 		// Megatron's alias for selective recompute: the plan says it as
 		// --recompute-granularity selective.
-		if g, _ := pf.last("--recompute-granularity"); g != string(planner.RecomputeSelective) {
+		if g, _ := pf.last("--recompute-granularity"); g != string(parallel.RecomputeSelective) {
 			return fmt.Errorf("you passed --recompute-activations (selective recompute) but the plan recomputes %q; drop it or plan again with it fixed", cmp.Or(g, "nothing"))
 		}
 		return nil
@@ -510,7 +511,7 @@ func sameValue(a, b string) bool {
 // whose own arguments do not give the shape: layers, hidden, FFN, heads,
 // query groups, SwiGLU, position embedding, untied output, vocabulary.
 // Flags the user's args already give are left out.
-func ModelShapeArgs(m planner.Model, megatronDeepSpeed bool, user []string) []string {
+func ModelShapeArgs(m model.Model, megatronDeepSpeed bool, user []string) []string {
 	var a []string
 	add := func(flag string, value ...string) {
 		for _, u := range user {

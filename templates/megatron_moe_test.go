@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // An MoE plan renders its expert parallelism, and the result passes the
 // checker; a dense plan renders none.
 func TestMegatronPlanArgsRenderExpertParallelism(t *testing.T) {
-	cfg := planner.Config{TP: 2, PP: 2, DP: 16, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 256, NumMicroBatches: 16,
-		SequenceParallel: true, EP: 8, ETP: 1, Recompute: planner.RecomputeNone}
+	cfg := parallel.Config{TP: 2, PP: 2, DP: 16, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 256, NumMicroBatches: 16,
+		SequenceParallel: true, EP: 8, ETP: 1, Recompute: parallel.RecomputeNone}
 	a, err := MegatronPlanArgs(cfg, 32)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -23,13 +24,13 @@ func TestEveryRenderedMegatronCombinationPassesItsChecks(t *testing.T) {
 			for _, cp := range []int{1, 2} {
 				for _, vpp := range []int{1, 2} {
 					for _, split := range []string{"even", "firstlast", "layout"} {
-						for _, rec := range []planner.Recompute{planner.RecomputeNone, planner.RecomputeSelective, planner.RecomputeFull} {
+						for _, rec := range []parallel.Recompute{parallel.RecomputeNone, parallel.RecomputeSelective, parallel.RecomputeFull} {
 							for _, opt := range []string{"plain", "distopt", "offload"} {
 								cfg, ok := gridConfig(tp, pp, cp, vpp, split, rec, opt, 32, 32)
 								if !ok {
 									continue
 								}
-								p := &planner.Plan{Framework: planner.FrameworkMegatron, Config: cfg}
+								p := &search.Plan{Framework: parallel.FrameworkMegatron, Config: cfg}
 								per := 8
 								nh := (cfg.WorldSize() + per - 1) / per
 								p.Placement = placeInOrder(c, []int{0, 1, 2, 3}[:nh], per, identity)
@@ -62,14 +63,14 @@ func TestEveryRenderedMegatronCombinationPassesItsChecks(t *testing.T) {
 
 // gridConfig builds one grid point for 32 GPUs, false when it is not a
 // config the planner could produce.
-func gridConfig(tp, pp, cp, vpp int, split string, rec planner.Recompute, opt string, layers, gpus int) (planner.Config, bool) {
+func gridConfig(tp, pp, cp, vpp int, split string, rec parallel.Recompute, opt string, layers, gpus int) (parallel.Config, bool) {
 	if tp*pp*cp > gpus || (vpp > 1 && pp == 1) || (split != "even" && pp == 1) {
-		return planner.Config{}, false
+		return parallel.Config{}, false
 	}
 	dp := gpus / (tp * pp * cp)
 	stages := pp * vpp
 	if layers%stages != 0 {
-		return planner.Config{}, false
+		return parallel.Config{}, false
 	}
 	sl := make([]int, stages)
 	for i := range sl {
@@ -78,7 +79,7 @@ func gridConfig(tp, pp, cp, vpp int, split string, rec planner.Recompute, opt st
 	switch split {
 	case "firstlast":
 		if vpp > 1 || pp < 2 {
-			return planner.Config{}, false
+			return parallel.Config{}, false
 		}
 		sl[0]--
 		sl[stages-1]--
@@ -88,7 +89,7 @@ func gridConfig(tp, pp, cp, vpp int, split string, rec planner.Recompute, opt st
 			sl = make([]int, stages)
 			mid := (layers - 2*(layers/stages-1)) / (stages - 2)
 			if (layers-2*(layers/stages-1))%(stages-2) != 0 {
-				return planner.Config{}, false
+				return parallel.Config{}, false
 			}
 			for i := range sl {
 				sl[i] = mid
@@ -101,7 +102,7 @@ func gridConfig(tp, pp, cp, vpp int, split string, rec planner.Recompute, opt st
 	}
 	mb := 1
 	gb := dp * mb * pp * 2
-	cfg := planner.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: vpp, MicroBatch: mb, GlobalBatch: gb,
+	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: vpp, MicroBatch: mb, GlobalBatch: gb,
 		NumMicroBatches: gb / (mb * dp), SequenceParallel: tp > 1, Recompute: rec, StageLayers: sl}
 	switch opt {
 	case "distopt":
@@ -235,7 +236,7 @@ func TestStageFlagsChoosesTheSimplestForm(t *testing.T) {
 		for _, n := range tc.stages {
 			total += n
 		}
-		got, err := stageFlags(planner.Config{PP: tc.pp, VPP: tc.vpp, StageLayers: tc.stages}, total)
+		got, err := stageFlags(parallel.Config{PP: tc.pp, VPP: tc.vpp, StageLayers: tc.stages}, total)
 		if err != nil {
 			t.Errorf("%v: %v", tc.stages, err)
 			continue
@@ -308,7 +309,7 @@ func TestUserStageLayersRoundTrips(t *testing.T) {
 			continue
 		}
 		// Rendering the split again must give flags the checker accepts.
-		flags, err := stageFlags(planner.Config{PP: 4, VPP: vpp, StageLayers: got}, 24)
+		flags, err := stageFlags(parallel.Config{PP: 4, VPP: vpp, StageLayers: got}, 24)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -38,30 +41,30 @@ func ParseNCCLMode(s string) (NCCLMode, error) {
 
 // Transport is the planner's view of the mode, so plans are priced on the
 // links the rendered NCCL settings will use.
-func (m NCCLMode) Transport() planner.Transport {
+func (m NCCLMode) Transport() fabric.Transport {
 	switch m {
 	case NCCLSockets:
-		return planner.TransportSockets
+		return fabric.TransportSockets
 	case NCCLPerGroup:
-		return planner.TransportPerGroup
+		return fabric.TransportPerGroup
 	}
-	return planner.TransportAuto
+	return fabric.TransportAuto
 }
 
 // TransportFor is the pricing of a job of framework f under the mode:
 // auto prices Megatron jobs with one network per communicator type
-// (planner.TransportIslands), which Render keeps unless IslandsFallback
+// (fabric.TransportIslands), which Render keeps unless IslandsFallback
 // says otherwise; other frameworks run sockets across islands.
-func (m NCCLMode) TransportFor(f planner.Framework) planner.Transport {
-	if (m == NCCLAuto || m == "") && (f == planner.FrameworkMegatron || f == "") {
-		return planner.TransportIslands
+func (m NCCLMode) TransportFor(f parallel.Framework) fabric.Transport {
+	if (m == NCCLAuto || m == "") && (f == parallel.FrameworkMegatron || f == "") {
+		return fabric.TransportIslands
 	}
 	return m.Transport()
 }
 
 // GroupTransports says which network each main group type gets under
 // --nccl-mode auto: "" when the job stays on one fabric.
-func GroupTransports(c *planner.Cluster, p *planner.Plan, o Options) string {
+func GroupTransports(c *cluster.Cluster, p *search.Plan, o Options) string {
 	fp, err := decideFabric(c, p, NCCLAuto, o, envMap(o.Env))
 	switch {
 	case err != nil:
@@ -92,7 +95,7 @@ type fabricPlan struct {
 }
 
 // decideFabric applies the mode to the islands the placement uses.
-func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode, o Options, userEnv map[string]string) (fabricPlan, error) {
+func decideFabric(c *cluster.Cluster, p *search.Plan, mode NCCLMode, o Options, userEnv map[string]string) (fabricPlan, error) {
 	fp := fabricPlan{}
 	seen := map[int]bool{}
 	for _, r := range p.Placement {
@@ -125,7 +128,7 @@ func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode, o Options,
 	case NCCLSockets:
 		fp.sockets = true
 	case NCCLPerGroup:
-		if p.Framework != planner.FrameworkMegatron {
+		if p.Framework != parallel.FrameworkMegatron {
 			return fp, fmt.Errorf("--nccl-mode per-group needs Holmes' Megatron fork (--framework megatron), not %s; use --nccl-mode sockets", p.Framework)
 		}
 		if len(fp.islands) > 1 && !shared {
@@ -152,8 +155,8 @@ func decideFabric(c *planner.Cluster, p *planner.Plan, mode NCCLMode, o Options,
 // IslandsFallback is why a plan spanning RDMA islands runs on sockets
 // everywhere under --nccl-mode auto; "" when each group type gets its own
 // network. The planner prices a job both ways: callers plan with
-// planner.TransportIslands and plan again on sockets when this is not "".
-func IslandsFallback(c *planner.Cluster, p *planner.Plan, o Options) string {
+// fabric.TransportIslands and plan again on sockets when this is not "".
+func IslandsFallback(c *cluster.Cluster, p *search.Plan, o Options) string {
 	fp, err := decideFabric(c, p, NCCLAuto, o, envMap(o.Env))
 	if err != nil {
 		return err.Error()
@@ -163,8 +166,8 @@ func IslandsFallback(c *planner.Cluster, p *planner.Plan, o Options) string {
 
 // islandsCommConfig is the per-communicator config for a Megatron job
 // across islands, or nil and why it cannot be used.
-func islandsCommConfig(c *planner.Cluster, p *planner.Plan, islands []int, o Options, userEnv map[string]string) (*CommConfig, string) {
-	if p.Framework != planner.FrameworkMegatron {
+func islandsCommConfig(c *cluster.Cluster, p *search.Plan, islands []int, o Options, userEnv map[string]string) (*CommConfig, string) {
+	if p.Framework != parallel.FrameworkMegatron {
 		return nil, fmt.Sprintf("pipette-launch renders one network per communicator for Megatron-LM only (%s scripts can create their groups with examples/pipette_nccl_groups.py)", p.Framework)
 	}
 	if why := commConfigBlocker(o, userEnv); why != "" {
@@ -176,7 +179,7 @@ func islandsCommConfig(c *planner.Cluster, p *planner.Plan, islands []int, o Opt
 	return megatronCommConfig(c, p, islands)
 }
 
-func hasAnyNICInfo(c *planner.Cluster, islands []int) bool {
+func hasAnyNICInfo(c *cluster.Cluster, islands []int) bool {
 	for _, i := range islands {
 		if len(c.Islands[i].Spec.NICs) > 0 {
 			return true
@@ -188,7 +191,7 @@ func hasAnyNICInfo(c *planner.Cluster, islands []int) bool {
 // checkGroupsInsideIslands fails when a TP, CP or DP group of the plan spans
 // islands: with per-group transports only pipeline send/recv may cross, as
 // Holmes requires; any other group would need RDMA the hosts lack.
-func checkGroupsInsideIslands(c *planner.Cluster, p *planner.Plan) error {
+func checkGroupsInsideIslands(c *cluster.Cluster, p *search.Plan) error {
 	island := make(map[int]int, len(p.Placement))
 	for _, r := range p.Placement {
 		island[r.Rank] = c.Hosts[r.HostIndex].Island
@@ -207,7 +210,7 @@ func checkGroupsInsideIslands(c *planner.Cluster, p *planner.Plan) error {
 }
 
 // hostNCCLEnv returns the NCCL and gloo settings for one host.
-func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]job.EnvVar, []string, error) {
+func hostNCCLEnv(c *cluster.Cluster, hostIdx int, fp fabricPlan) ([]job.EnvVar, []string, error) {
 	h := c.Hosts[hostIdx]
 	spec := c.Islands[h.Island].Spec
 	if len(spec.NICs) == 0 {
@@ -248,7 +251,7 @@ func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]job.EnvVar, 
 		return env, []string{fmt.Sprintf("island %s: %s NICs without device names, NCCL_IB_HCA is left to NCCL's detection; `pipette-launch probe` records them", spec.Name, rdma.Type)}, nil
 	}
 	env = append(env, job.EnvVar{Name: "NCCL_IB_HCA", Value: "=" + strings.Join(rdma.Devices, ",")})
-	if rdma.Type == planner.NICRoCE && rdma.GIDIndex != nil {
+	if rdma.Type == cluster.NICRoCE && rdma.GIDIndex != nil {
 		env = append(env, job.EnvVar{Name: "NCCL_IB_GID_INDEX", Value: strconv.Itoa(*rdma.GIDIndex)})
 	}
 	return env, nil, nil
@@ -256,8 +259,8 @@ func hostNCCLEnv(c *planner.Cluster, hostIdx int, fp fabricPlan) ([]job.EnvVar, 
 
 // ethernetRate is the aggregate rate of the Ethernet-capable NICs (plain
 // Ethernet, else RoCE); false when the host has none.
-func ethernetRate(nics []planner.NICSpec) (float64, bool) {
-	for _, t := range []planner.NICType{planner.NICEthernet, planner.NICRoCE} {
+func ethernetRate(nics []cluster.NICSpec) (float64, bool) {
+	for _, t := range []cluster.NICType{cluster.NICEthernet, cluster.NICRoCE} {
 		rate, found := 0.0, false
 		for _, n := range nics {
 			if n.Type == t {
@@ -273,8 +276,8 @@ func ethernetRate(nics []planner.NICSpec) (float64, bool) {
 }
 
 // rdmaNIC returns the host's fastest RDMA NIC spec, nil when it has none.
-func rdmaNIC(nics []planner.NICSpec) *planner.NICSpec {
-	var best *planner.NICSpec
+func rdmaNIC(nics []cluster.NICSpec) *cluster.NICSpec {
+	var best *cluster.NICSpec
 	for i := range nics {
 		n := &nics[i]
 		if n.Type.RDMA() && (best == nil || n.RateGbitPerS*float64(max(n.Count, 1)) > best.RateGbitPerS*float64(max(best.Count, 1))) {
@@ -287,9 +290,9 @@ func rdmaNIC(nics []planner.NICSpec) *planner.NICSpec {
 // socketNetdevs picks the interfaces NCCL's sockets (and its bootstrap) use:
 // plain Ethernet first, then RoCE netdevs (Ethernet too), then IPoIB, which
 // only reaches the same IB fabric and so is not offered to multi-island jobs.
-func socketNetdevs(nics []planner.NICSpec, multiIsland bool) ([]string, float64) {
-	for _, t := range []planner.NICType{planner.NICEthernet, planner.NICRoCE, planner.NICInfiniBand} {
-		if t == planner.NICInfiniBand && multiIsland {
+func socketNetdevs(nics []cluster.NICSpec, multiIsland bool) ([]string, float64) {
+	for _, t := range []cluster.NICType{cluster.NICEthernet, cluster.NICRoCE, cluster.NICInfiniBand} {
+		if t == cluster.NICInfiniBand && multiIsland {
 			break
 		}
 		var devs []string
@@ -326,7 +329,7 @@ func socketThreads(rateGbit float64) (threads, socksPerThread int) {
 // holmesArgs renders Holmes' heterogeneous-network flags for a rank on a
 // host: device types in pipeline order, then per type the number of stages
 // and each stage's layers.
-func holmesArgs(c *planner.Cluster, p *planner.Plan, hostIdx int, numLayers int) ([]string, error) {
+func holmesArgs(c *cluster.Cluster, p *search.Plan, hostIdx int, numLayers int) ([]string, error) {
 	if max(p.VPP, 1) > 1 {
 		return nil, fmt.Errorf("--nccl-mode per-group (Holmes) does not support virtual pipeline stages; plan again with VPP 1 or use --nccl-mode sockets")
 	}
@@ -372,9 +375,9 @@ func holmesArgs(c *planner.Cluster, p *planner.Plan, hostIdx int, numLayers int)
 
 // deviceType names an island for Holmes by its fastest NIC (ib, roce,
 // ethernet), as in Holmes' own scripts.
-func deviceType(is planner.Island) string {
+func deviceType(is cluster.Island) string {
 	if n := rdmaNIC(is.Spec.NICs); n != nil {
-		if n.Type == planner.NICInfiniBand {
+		if n.Type == cluster.NICInfiniBand {
 			return "ib"
 		}
 		return "roce"

@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -16,8 +18,8 @@ func envOf(r job.RankJob) map[string]string {
 	return m
 }
 
-func dpPlan(c *planner.Cluster, f planner.Framework, hosts []int, per int) *planner.Plan {
-	p := &planner.Plan{Framework: f, Config: planner.Config{TP: 1, PP: 1, DP: len(hosts) * per, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: len(hosts) * per}}
+func dpPlan(c *cluster.Cluster, f parallel.Framework, hosts []int, per int) *search.Plan {
+	p := &search.Plan{Framework: f, Config: parallel.Config{TP: 1, PP: 1, DP: len(hosts) * per, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: len(hosts) * per}}
 	p.Placement = placeInOrder(c, hosts, per, identity)
 	return p
 }
@@ -25,7 +27,7 @@ func dpPlan(c *planner.Cluster, f planner.Framework, hosts []int, per int) *plan
 func TestNCCLSettingsPerFabric(t *testing.T) {
 	cases := []struct {
 		name    string
-		cluster *planner.Cluster
+		cluster *cluster.Cluster
 		mode    NCCLMode
 		want    map[string]map[string]string // host -> var -> value ("" = must be absent)
 		warning string
@@ -42,9 +44,9 @@ func TestNCCLSettingsPerFabric(t *testing.T) {
 			map[string]map[string]string{"a01": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eno1", "NCCL_IB_HCA": ""}, "e1": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "4"}}, "without a shared RDMA fabric"},
 		{"two ib islands on one fabric keep rdma", twoIslandCluster(islandDef{name: "ib2", fabric: "ib-a", hosts: []string{"c1"}, gpus: 4, nics: ibNICs()}), NCCLAuto,
 			map[string]map[string]string{"c1": {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_DISABLE": ""}}, ""},
-		{"ib without device names leaves the HCA to NCCL", newTestCluster(islandDef{name: "ib", hosts: []string{"a", "b"}, gpus: 2, nics: []planner.NICSpec{{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 200, Netdevs: []string{"ib0"}}}}), NCCLAuto,
+		{"ib without device names leaves the HCA to NCCL", newTestCluster(islandDef{name: "ib", hosts: []string{"a", "b"}, gpus: 2, nics: []cluster.NICSpec{{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 200, Netdevs: []string{"ib0"}}}}), NCCLAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_HCA": "", "NCCL_IB_DISABLE": "", "NCCL_SOCKET_IFNAME": "=ib0"}}, "NCCL_IB_HCA is left to NCCL's detection"},
-		{"ethernet names unknown", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: []planner.NICSpec{{Type: planner.NICEthernet, Count: 2, RateGbitPerS: 100}}}), NCCLAuto,
+		{"ethernet names unknown", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: []cluster.NICSpec{{Type: cluster.NICEthernet, Count: 2, RateGbitPerS: 100}}}), NCCLAuto,
 			map[string]map[string]string{"e1": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "", "NCCL_SOCKET_NTHREADS": "8", "NCCL_NSOCKS_PERTHREAD": "8"}}, "Ethernet interface names unknown"},
 		{"no nic info sets nothing", newTestCluster(islandDef{name: "x", hosts: []string{"a"}, gpus: 2}), NCCLAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_DISABLE": "", "NCCL_SOCKET_IFNAME": "", "NCCL_IB_HCA": ""}}, ""},
@@ -59,7 +61,7 @@ func TestNCCLSettingsPerFabric(t *testing.T) {
 			if tc.cluster.Hosts[len(hosts)-1].GPUs < per {
 				per = tc.cluster.Hosts[len(hosts)-1].GPUs
 			}
-			job, err := Render(dpPlan(tc.cluster, planner.FrameworkTorch, hosts, per), tc.cluster, Options{Script: "train.py", NCCLMode: tc.mode})
+			job, err := Render(dpPlan(tc.cluster, parallel.FrameworkTorch, hosts, per), tc.cluster, Options{Script: "train.py", NCCLMode: tc.mode})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,26 +94,26 @@ func TestNCCLSettingsPerFabric(t *testing.T) {
 }
 
 func TestNCCLErrors(t *testing.T) {
-	ipoibOnly := []planner.NICSpec{{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 200, Devices: []string{"mlx5_0:1"}, Netdevs: []string{"ib0"}}}
+	ipoibOnly := []cluster.NICSpec{{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 200, Devices: []string{"mlx5_0:1"}, Netdevs: []string{"ib0"}}}
 	ibEth := twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1", "e2"}, gpus: 4, nics: ethNICs(10)})
 	cases := []struct {
 		name    string
-		cluster *planner.Cluster
-		plan    *planner.Plan
+		cluster *cluster.Cluster
+		plan    *search.Plan
 		mode    NCCLMode
 		want    string
 	}{
 		{"ipoib only across islands", newTestCluster(
 			islandDef{name: "ib", fabric: "f1", hosts: []string{"a"}, gpus: 2, nics: ipoibOnly},
 			islandDef{name: "eth", hosts: []string{"b"}, gpus: 2, nics: ethNICs(10)}), nil, NCCLAuto, "has no Ethernet NIC"},
-		{"per-group with dp across islands", ibEth, dpPlan(ibEth, planner.FrameworkMegatron, []int{0, 1, 2, 3}, 4), NCCLPerGroup, "share no RDMA fabric"},
-		{"per-group for deepspeed", ibEth, dpPlan(ibEth, planner.FrameworkDeepSpeed, []int{0, 2}, 4), NCCLPerGroup, "needs Holmes' Megatron fork"},
+		{"per-group with dp across islands", ibEth, dpPlan(ibEth, parallel.FrameworkMegatron, []int{0, 1, 2, 3}, 4), NCCLPerGroup, "share no RDMA fabric"},
+		{"per-group for deepspeed", ibEth, dpPlan(ibEth, parallel.FrameworkDeepSpeed, []int{0, 2}, 4), NCCLPerGroup, "needs Holmes' Megatron fork"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.plan
 			if p == nil {
-				p = dpPlan(tc.cluster, planner.FrameworkTorch, []int{0, 1}, 2)
+				p = dpPlan(tc.cluster, parallel.FrameworkTorch, []int{0, 1}, 2)
 			}
 			args := gpt24Args
 			_, err := Render(p, tc.cluster, Options{Script: "pretrain_gpt.py", Args: args, NCCLMode: tc.mode})
@@ -130,7 +132,7 @@ func TestNCCLErrors(t *testing.T) {
 // identity is never replaced.
 func TestUserEnvironmentRules(t *testing.T) {
 	c := newTestCluster(islandDef{name: "e", hosts: []string{"a"}, gpus: 2, nics: ethNICs(10)})
-	p := dpPlan(c, planner.FrameworkTorch, []int{0}, 2)
+	p := dpPlan(c, parallel.FrameworkTorch, []int{0}, 2)
 	shell := []string{"OMP_NUM_THREADS=4", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3", "NCCL_SOCKET_IFNAME==bond0", "SECRET_TOKEN=x",
 		"PYTHONPATH=/opt/lib", "HF_HOME=/data/hf", "WANDB_API_KEY=k1", "MV2_X=1", "UCX_TLS=rc", "MLFLOW_TRACKING_URI=http://m", "RANK=7", "CUDA_VISIBLE_DEVICES=3"}
 	j, err := Render(p, c, Options{Script: "t.py", Env: shell})
@@ -173,7 +175,7 @@ func TestUserEnvironmentRules(t *testing.T) {
 	if err := CheckExplicitEnv([]job.EnvVar{{Name: "CUDA_VISIBLE_DEVICES", Value: "0,1"}, {Name: "A_B", Value: "x"}}); err != nil {
 		t.Errorf("--env CUDA_VISIBLE_DEVICES (for hosts whose GPUs are unknown): %v", err)
 	}
-	one := dpPlan(c, planner.FrameworkTorch, []int{0}, 1)
+	one := dpPlan(c, parallel.FrameworkTorch, []int{0}, 1)
 	j, _ = Render(one, c, Options{Script: "t.py"})
 	if _, ok := envOf(j.Hosts[0].Ranks[0])["OMP_NUM_THREADS"]; ok {
 		t.Errorf("OMP_NUM_THREADS set with one process per node")
@@ -182,9 +184,9 @@ func TestUserEnvironmentRules(t *testing.T) {
 
 func TestRankOrderAndPlacementEnv(t *testing.T) {
 	c := newTestCluster(islandDef{name: "e", hosts: []string{"a", "b"}, gpus: 4, gpu: "A100-SXM-80GB", nics: ethNICs(10)})
-	p := &planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 6, CP: 1, MicroBatch: 1, GlobalBatch: 6}}
+	p := &search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{TP: 1, PP: 1, DP: 6, CP: 1, MicroBatch: 1, GlobalBatch: 6}}
 	// Rank 0 on host b; host a holds ranks 3..5 on GPUs 3,1,2.
-	p.Placement = []planner.RankPlacement{
+	p.Placement = []search.RankPlacement{
 		{Rank: 0, HostIndex: 1, LocalRank: 0, GPU: 0}, {Rank: 1, HostIndex: 1, LocalRank: 1, GPU: 1}, {Rank: 2, HostIndex: 1, LocalRank: 2, GPU: 2},
 		{Rank: 3, HostIndex: 0, LocalRank: 0, GPU: 3}, {Rank: 5, HostIndex: 0, LocalRank: 2, GPU: 2}, {Rank: 4, HostIndex: 0, LocalRank: 1, GPU: 1},
 	}
@@ -212,7 +214,7 @@ func TestRankOrderAndPlacementEnv(t *testing.T) {
 		t.Errorf("CUDA_VISIBLE_DEVICES=%s set for a host whose GPUs are unknown", v)
 	}
 	bad := *p
-	bad.Placement = append([]planner.RankPlacement{}, p.Placement...)
+	bad.Placement = append([]search.RankPlacement{}, p.Placement...)
 	bad.Placement[5].GPU = 3
 	if _, err := Render(&bad, c, Options{Script: "t.py"}); err == nil || !strings.Contains(err.Error(), "holds two ranks") {
 		t.Errorf("two ranks on one GPU: %v", err)
@@ -221,7 +223,7 @@ func TestRankOrderAndPlacementEnv(t *testing.T) {
 
 func TestRenderRejectsOtherRankOrder(t *testing.T) {
 	c := newTestCluster(islandDef{name: "e", hosts: []string{"a"}, gpus: 2, nics: ethNICs(10)})
-	p := dpPlan(c, planner.FrameworkMegatron, []int{0}, 2)
+	p := dpPlan(c, parallel.FrameworkMegatron, []int{0}, 2)
 	_, err := Render(p, c, Options{Script: "pretrain_gpt.py", Args: append([]string{"--use-tp-pp-dp-mapping"}, gpt24Args...)})
 	if err == nil || !strings.Contains(err.Error(), "drop the flag") {
 		t.Errorf("Render = %v, want the rank-order flag rejected", err)

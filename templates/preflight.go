@@ -1,6 +1,9 @@
 package templates
 
 import (
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -10,7 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -71,7 +73,7 @@ type PreflightOptions struct {
 // Preflight turns a rendered job into its preflight: the same hosts,
 // ranks and per-rank environment, each rank running the collective test
 // instead of the training script.
-func Preflight(j *job.Job, c *planner.Cluster, p *planner.Plan, o Options, po PreflightOptions) (*job.Job, *PreflightSpec, error) {
+func Preflight(j *job.Job, c *cluster.Cluster, p *search.Plan, o Options, po PreflightOptions) (*job.Job, *PreflightSpec, error) {
 	o = withDefaults(o)
 	if po.Timeout <= 0 {
 		po.Timeout = 30 * time.Second
@@ -117,7 +119,7 @@ func Preflight(j *job.Job, c *planner.Cluster, p *planner.Plan, o Options, po Pr
 
 // preflightPhases: every TP, CP and DP group with more than one rank, then
 // every pipeline link, even stages then odd (a rank is in one link of each).
-func preflightPhases(c *planner.Cluster, p *planner.Plan, fp fabricPlan) []PreflightPhase {
+func preflightPhases(c *cluster.Cluster, p *search.Plan, fp fabricPlan) []PreflightPhase {
 	hostOf := make([]int, p.WorldSize())
 	for _, r := range p.Placement {
 		hostOf[r.Rank] = r.HostIndex
@@ -170,7 +172,7 @@ func preflightPhases(c *planner.Cluster, p *planner.Plan, fp fabricPlan) []Prefl
 // groupTransport is the network the rendered settings give a group
 // between its hosts, and the net_name of its communicator when the job
 // picks one per group type.
-func groupTransport(c *planner.Cluster, fp fabricPlan, key string, hosts []int) (string, string) {
+func groupTransport(c *cluster.Cluster, fp fabricPlan, key string, hosts []int) (string, string) {
 	distinct := map[int]bool{}
 	for _, h := range hosts {
 		distinct[h] = true
@@ -196,7 +198,7 @@ func groupTransport(c *planner.Cluster, fp fabricPlan, key string, hosts []int) 
 }
 
 // assumedBytesPerS is the plan's slowest hop of the group's ring.
-func assumedBytesPerS(c *planner.Cluster, hosts []int, pipeline bool) float64 {
+func assumedBytesPerS(c *cluster.Cluster, hosts []int, pipeline bool) float64 {
 	if len(hosts) == 1 || slices.Min(hosts) == slices.Max(hosts) {
 		return c.LinkBetween(hosts[0], hosts[0]).BytesPerS
 	}

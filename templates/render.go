@@ -16,7 +16,9 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -83,7 +85,7 @@ type Options struct {
 
 // Render turns a placed plan into a Job: per-rank environment and argv,
 // per-host launch scripts, and the files the framework needs.
-func Render(p *planner.Plan, c *planner.Cluster, o Options) (*job.Job, error) {
+func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 	if err := checkPlacement(p, c); err != nil {
 		return nil, err
 	}
@@ -99,8 +101,8 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*job.Job, error) {
 	}
 	o.MasterAddr = master
 	j := &job.Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
-	megatronArgs := p.Framework == planner.FrameworkMegatron ||
-		(p.Framework == planner.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
+	megatronArgs := p.Framework == parallel.FrameworkMegatron ||
+		(p.Framework == parallel.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
 	numLayers, err := megatronLayers(o, megatronArgs)
 	if err != nil {
 		return nil, err
@@ -136,7 +138,7 @@ func Render(p *planner.Plan, c *planner.Cluster, o Options) (*job.Job, error) {
 		j.Warnings = append(j.Warnings, "the job spans islands without a shared RDMA fabric: each Megatron group type gets its own NCCL network ("+
 			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm, j.FilesDir), ", ")+"), and the world group uses sockets ("+path.Join(j.FilesDir, SiteDir, "sitecustomize.py")+")")
 	}
-	if p.Framework == planner.FrameworkDeepSpeed {
+	if p.Framework == parallel.FrameworkDeepSpeed {
 		if dsFile != nil {
 			j.Files = append(j.Files, *dsFile)
 		}
@@ -178,7 +180,7 @@ func megatronLayers(o Options, megatronArgs bool) (int, error) {
 }
 
 // baseEnv is the environment every rank of the job shares.
-func baseEnv(c *planner.Cluster, p *planner.Plan, o Options, userEnv map[string]string, nodes int, megatronArgs bool) []job.EnvVar {
+func baseEnv(c *cluster.Cluster, p *search.Plan, o Options, userEnv map[string]string, nodes int, megatronArgs bool) []job.EnvVar {
 	masterAddr := o.MasterAddr
 	if masterAddr == "" {
 		h := c.Hosts[p.Placement[rank0(p)].HostIndex]
@@ -228,15 +230,15 @@ func withDefaults(o Options) Options {
 // hostRanks is one host's ranks in local-rank order.
 type hostRanks struct {
 	host  int
-	ranks []planner.RankPlacement
+	ranks []search.RankPlacement
 }
 
 // ranksByHost groups the placement by host; node ranks follow the lowest
 // global rank on each host so rank 0's host is node 0 (MASTER_ADDR).
-func ranksByHost(p *planner.Plan) []hostRanks {
+func ranksByHost(p *search.Plan) []hostRanks {
 	idx := map[int]int{}
 	var out []hostRanks
-	ordered := make([]planner.RankPlacement, len(p.Placement))
+	ordered := make([]search.RankPlacement, len(p.Placement))
 	for _, r := range p.Placement {
 		ordered[r.Rank] = r
 	}
@@ -260,7 +262,7 @@ func ranksByHost(p *planner.Plan) []hostRanks {
 	return out
 }
 
-func rank0(p *planner.Plan) int {
+func rank0(p *search.Plan) int {
 	for i, r := range p.Placement {
 		if r.Rank == 0 {
 			return i
@@ -271,7 +273,7 @@ func rank0(p *planner.Plan) int {
 
 // checkPlacement rejects placements the environment cannot express: every
 // rank exactly once, local ranks 0..n-1 per host, a GPU used once.
-func checkPlacement(p *planner.Plan, c *planner.Cluster) error {
+func checkPlacement(p *search.Plan, c *cluster.Cluster) error {
 	n := len(p.Placement)
 	if n == 0 {
 		return errors.New("plan has no placement")
@@ -315,9 +317,9 @@ func checkPlacement(p *planner.Plan, c *planner.Cluster) error {
 
 // frameworkArgs returns the script arguments every rank gets (before any
 // per-host additions).
-func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int) ([]string, error) {
+func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) ([]string, error) {
 	switch p.Framework {
-	case planner.FrameworkMegatron:
+	case parallel.FrameworkMegatron:
 		planned, err := MegatronPlanArgs(p.Config, numLayers)
 		if err != nil {
 			return nil, err
@@ -327,7 +329,7 @@ func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int)
 			return nil, err
 		}
 		return merged, CheckMegatronArgs(merged, len(p.Placement))
-	case planner.FrameworkDeepSpeed:
+	case parallel.FrameworkDeepSpeed:
 		user, err := withDeepSpeedArgs(o.Args, deepspeedArgs(p.Config, megatronArgs, o.dsConfigPath))
 		if err != nil {
 			return nil, err
@@ -347,7 +349,7 @@ func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int)
 			return nil, err
 		}
 		return merged, CheckMegatronArgs(merged, len(p.Placement))
-	case planner.FrameworkTorch, "":
+	case parallel.FrameworkTorch, "":
 		return o.Args, nil
 	}
 	return nil, fmt.Errorf("unknown framework %q", p.Framework)
@@ -356,7 +358,7 @@ func frameworkArgs(p *planner.Plan, o Options, megatronArgs bool, numLayers int)
 // megatronDeepSpeedPlanArgs are the Megatron flags Megatron-DeepSpeed
 // understands: it has no distributed optimizer, interleaving, layout or
 // Megatron CPU offload (ZeRO and ds_config.json take those roles).
-func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, error) {
+func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, error) {
 	if max(cfg.VPP, 1) > 1 {
 		return nil, errors.New("DeepSpeed has no interleaved pipeline schedule: the plan's virtual stages cannot be rendered")
 	}
@@ -367,7 +369,7 @@ func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, err
 		return nil, errors.New("context parallelism is not rendered for Megatron-DeepSpeed")
 	}
 	c := cfg
-	c.DistributedOptimizer, c.Offload, c.StageLayers = false, planner.Offload{}, nil
+	c.DistributedOptimizer, c.Offload, c.StageLayers = false, parallel.Offload{}, nil
 	a, err := MegatronPlanArgs(c, numLayers)
 	if err != nil {
 		return nil, err
@@ -377,7 +379,7 @@ func megatronDeepSpeedPlanArgs(cfg planner.Config, numLayers int) ([]string, err
 }
 
 // renderHost builds one host's ranks.
-func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, hb hostRanks,
+func renderHost(c *cluster.Cluster, p *search.Plan, o Options, fp fabricPlan, hb hostRanks,
 	nodeRank, nodes int, base []job.EnvVar, args []string, user userEnv, numLayers int) (job.HostJob, []string, error) {
 	h := c.Hosts[hb.host]
 	hj := job.HostJob{Name: h.Name, Address: h.Address, User: h.User, Port: h.Port, NodeRank: nodeRank}
@@ -431,7 +433,7 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 		} else if hb.host < len(o.HostDevices) && o.HostDevices[hb.host] != "" {
 			env = append(env, job.EnvVar{Name: "CUDA_VISIBLE_DEVICES", Value: o.HostDevices[hb.host]})
 		}
-		if p.Framework == planner.FrameworkDeepSpeed {
+		if p.Framework == parallel.FrameworkDeepSpeed {
 			env = append(env, job.EnvVar{Name: "LOCAL_SIZE", Value: strconv.Itoa(local)},
 				job.EnvVar{Name: "CROSS_RANK", Value: strconv.Itoa(nodeRank)}, job.EnvVar{Name: "CROSS_SIZE", Value: strconv.Itoa(nodes)})
 		}
@@ -457,11 +459,11 @@ func renderHost(c *planner.Cluster, p *planner.Plan, o Options, fp fabricPlan, h
 // gpusKnown reports whether the host's GPUs were described (probed or
 // written in a cluster file). Hosts given only by name (--hosts) keep
 // whatever CUDA_VISIBLE_DEVICES they have, as with torchrun.
-func gpusKnown(h planner.Host) bool { return h.GPU.Model != "" }
+func gpusKnown(h cluster.Host) bool { return h.GPU.Model != "" }
 
 // rankArgv is the program line of one rank, as torchrun (or DeepSpeed's
 // launch.py, which puts --local_rank right after the script) builds it.
-func rankArgv(o Options, f planner.Framework, localRank int, args []string) []string {
+func rankArgv(o Options, f parallel.Framework, localRank int, args []string) []string {
 	var argv []string
 	switch {
 	case o.NoPython:
@@ -471,7 +473,7 @@ func rankArgv(o Options, f planner.Framework, localRank int, args []string) []st
 	default:
 		argv = []string{o.Python, "-u", o.Script}
 	}
-	if f == planner.FrameworkDeepSpeed && !o.NoLocalRank {
+	if f == parallel.FrameworkDeepSpeed && !o.NoLocalRank {
 		argv = append(argv, "--local_rank="+strconv.Itoa(localRank))
 	}
 	return append(argv, args...)
@@ -491,8 +493,8 @@ func envMap(env []string) map[string]string {
 // file when its bytes stand (nil File), else ds_config.json (the plan's,
 // or the user's with the plan's needs added). It sets o.dsConfigPath and
 // adds what changed to the job's warnings.
-func deepSpeedConfigFile(j *job.Job, p *planner.Plan, o *Options) (*job.File, error) {
-	if p.Framework != planner.FrameworkDeepSpeed {
+func deepSpeedConfigFile(j *job.Job, p *search.Plan, o *Options) (*job.File, error) {
+	if p.Framework != parallel.FrameworkDeepSpeed {
 		return nil, nil
 	}
 	o.dsConfigPath = j.FilePath(job.File{Path: DSConfigFile})

@@ -6,7 +6,8 @@ import (
 	"net"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -25,7 +26,7 @@ type Rendezvous struct {
 // multi-host job is replaced with one warning, since ranks would wait for
 // a store nobody serves. With --node-rank pinned, a master that is another
 // host of the job contradicts the user's own order: an error.
-func masterAddress(c *planner.Cluster, p *planner.Plan, o Options) (string, []string, error) {
+func masterAddress(c *cluster.Cluster, p *search.Plan, o Options) (string, []string, error) {
 	hi := p.Placement[rank0(p)].HostIndex
 	h := c.Hosts[hi]
 	ours := cmp.Or(h.Address, h.Name)
@@ -71,7 +72,7 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func namesHost(addr string, h planner.Host, rv *Rendezvous) bool {
+func namesHost(addr string, h cluster.Host, rv *Rendezvous) bool {
 	if strings.EqualFold(addr, h.Name) || strings.EqualFold(addr, h.Address) {
 		return true
 	}

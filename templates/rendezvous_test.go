@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -31,17 +33,17 @@ func rankEnv(job *job.Job, rank int) map[string]string {
 func TestMasterAddrIsRankZerosHost(t *testing.T) {
 	c := newTestCluster(islandDef{name: "eth", hosts: []string{"n1", "n2", "n3"}, gpus: 2, gpu: "L4", nics: ethNICs(25)})
 	// Ranks on n2, then n3, then n1: rank 0 is on n2 (198.18.0.11).
-	plan := planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 6, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 6}}
+	plan := search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{TP: 1, PP: 1, DP: 6, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 6}}
 	plan.Placement = placeInOrder(c, []int{1, 2, 0}, 2, identity)
 	single := newTestCluster(islandDef{name: "box", hosts: []string{"box"}, gpus: 2, gpu: "L4", nics: ethNICs(25)})
-	singlePlan := planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 2}}
+	singlePlan := search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{TP: 1, PP: 1, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 2}}
 	singlePlan.Placement = placeInOrder(single, []int{0}, 2, identity)
 	rv := &Rendezvous{Addr: "10.9.0.2", Ifnames: []string{"ens1", "ens2", "ens3"}}
 
 	for _, tc := range []struct {
 		name        string
-		c           *planner.Cluster
-		plan        planner.Plan
+		c           *cluster.Cluster
+		plan        search.Plan
 		opts        Options
 		wantAddr    string
 		wantWarning string // "" means no warning about the master
@@ -105,13 +107,13 @@ func TestMasterAddrIsRankZerosHost(t *testing.T) {
 func TestRendezvousIfnamePerHost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		c    *planner.Cluster
+		c    *cluster.Cluster
 	}{
 		{"probed cluster", newTestCluster(islandDef{name: "eth", hosts: []string{"n1", "n2"}, gpus: 2, gpu: "L4", nics: ethNICs(25)})},
 		{"listed hosts, nothing probed", newTestCluster(islandDef{name: "hosts", hosts: []string{"n1", "n2"}, gpus: 2})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 4, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 4}}
+			plan := search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{TP: 1, PP: 1, DP: 4, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 4}}
 			plan.Placement = placeInOrder(tc.c, []int{0, 1}, 2, identity)
 			job, err := Render(&plan, tc.c, Options{Script: "train.py", Rendezvous: &Rendezvous{Addr: "10.0.0.1", Ifnames: []string{"ens5", "bond0"}}})
 			if err != nil {

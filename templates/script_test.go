@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -96,7 +98,7 @@ func renderLocal(t *testing.T, args []string, env []string) *job.Job {
 		t.Fatal(err)
 	}
 	c := newTestCluster(islandDef{name: "local", hosts: []string{"localhost"}, gpus: 2, gpu: "cpu", nics: ethNICs(10)})
-	p := &planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 2}}
+	p := &search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{TP: 1, PP: 1, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 2}}
 	p.Placement = placeInOrder(c, []int{0}, 2, identity)
 	job, err := Render(p, c, Options{Script: self, NoPython: true, Args: args, Env: env, Name: "quote test"})
 	if err != nil {
@@ -271,8 +273,8 @@ func TestLaunchScriptRunsARealGlooJob(t *testing.T) {
 	l.Close()
 	script, _ := filepath.Abs("testdata/gloo_allreduce.py")
 	out := t.TempDir()
-	c := newTestCluster(islandDef{name: "local", hosts: []string{"localhost"}, gpus: 3, gpu: "cpu", nics: []planner.NICSpec{{Type: planner.NICEthernet, Count: 1, RateGbitPerS: 10, Netdevs: []string{"lo"}}}})
-	p := &planner.Plan{Framework: planner.FrameworkTorch, Config: planner.Config{TP: 1, PP: 1, DP: 3, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 3}}
+	c := newTestCluster(islandDef{name: "local", hosts: []string{"localhost"}, gpus: 3, gpu: "cpu", nics: []cluster.NICSpec{{Type: cluster.NICEthernet, Count: 1, RateGbitPerS: 10, Netdevs: []string{"lo"}}}})
+	p := &search.Plan{Framework: parallel.FrameworkTorch, Config: parallel.Config{TP: 1, PP: 1, DP: 3, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 3}}
 	p.Placement = placeInOrder(c, []int{0}, 3, identity)
 	job, err := Render(p, c, Options{Script: script, Args: []string{out}, Python: python, MasterAddr: "127.0.0.1", MasterPort: port})
 	if err != nil {

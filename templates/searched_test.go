@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/examples"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -25,7 +28,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 	}
 	rendered, offloaded := 0, 0
 	for name, data := range clusters {
-		f, err := planner.ParseClusterFile(data)
+		f, err := cluster.Parse(data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,12 +36,12 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, fixed, _, err := planner.ModelFromMegatronArgs(args[name])
+		m, fixed, _, err := megatron.ModelFromArgs(args[name])
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, fw := range []planner.Framework{planner.FrameworkMegatron, planner.FrameworkDeepSpeed} {
-			res, err := planner.Search(c, m, planner.SearchOptions{Framework: fw, GlobalBatch: 64, Fixed: fixed, TopK: 10, Seed: 1})
+		for _, fw := range []parallel.Framework{parallel.FrameworkMegatron, parallel.FrameworkDeepSpeed} {
+			res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: 64, Fixed: fixed, TopK: 10, Seed: 1})
 			if err != nil {
 				t.Fatalf("%s %s: Search: %v", name, fw, err)
 			}
@@ -48,7 +51,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				label := fmt.Sprintf("%s %s plan %d (TP%d PP%d DP%d CP%d VPP%d stages %v ZeRO%d offload %+v)", name, fw, i+1, p.TP, p.PP, p.DP, p.CP, p.VPP, p.StageLayers, p.ZeroStage, p.Offload)
 				j, err := Render(&p, c, Options{Script: "pretrain_gpt.py", Args: args[name]})
 				if err != nil {
-					if fw == planner.FrameworkDeepSpeed && (p.VPP > 1 || !allEqual(p.StageLayers)) {
+					if fw == parallel.FrameworkDeepSpeed && (p.VPP > 1 || !allEqual(p.StageLayers)) {
 						continue // Megatron-DeepSpeed cannot express it; Render says so
 					}
 					t.Errorf("%s: Render: %v", label, err)
@@ -61,7 +64,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				for _, h := range j.Hosts {
 					for _, r := range h.Ranks {
 						argv := r.Argv
-						if fw == planner.FrameworkDeepSpeed {
+						if fw == parallel.FrameworkDeepSpeed {
 							argv = append(argv[:3:3], argv[4:]...) // drop --local_rank=N
 						}
 						if err := checkRankForMegatron(job.RankJob{Env: r.Env, Argv: argv}); err != nil {
@@ -94,10 +97,10 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 // checkOffloadFlags: a Megatron rank carries the optimizer-offload flags
 // with their companions exactly when the plan offloads; a DeepSpeed rank
 // asks Megatron-DeepSpeed for its CPU optimizer.
-func checkOffloadFlags(p *planner.Plan, argv []string) error {
+func checkOffloadFlags(p *search.Plan, argv []string) error {
 	want := p.Offload.OptimizerFraction > 0
 	flags := []string{"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--optimizer-offload-fraction", "--overlap-cpu-optimizer-d2h-h2d"}
-	if p.Framework == planner.FrameworkDeepSpeed {
+	if p.Framework == parallel.FrameworkDeepSpeed {
 		flags = []string{"--cpu-optimizer"}
 	}
 	for _, f := range flags {
@@ -113,7 +116,7 @@ func checkOffloadFlags(p *planner.Plan, argv []string) error {
 
 // checkDSOffload: ds_config.json has offload_optimizer (and offload_param)
 // on the CPU exactly when the plan offloads them.
-func checkDSOffload(p *planner.Plan, data []byte) error {
+func checkDSOffload(p *search.Plan, data []byte) error {
 	var cfg struct {
 		Zero struct {
 			Opt   *struct{ Device string } `json:"offload_optimizer"`

@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 )
 
 // GPT2DefaultVocab is the entry count of GPT-2's gpt2-vocab.json, used when
@@ -23,10 +23,10 @@ const GPT2DefaultVocab = 50257
 // launch directory or --workdir, where the ranks will start).
 type Reader struct{ Dir string }
 
-// Vocab implements planner.VocabFunc: the tokenizer's vocab_size as
+// Vocab implements megatron.VocabFunc: the tokenizer's vocab_size as
 // Megatron's build_tokenizer computes it, before padding. 0 with a nil
 // error means the files cannot tell (not readable here).
-func (r Reader) Vocab(t planner.TokenizerArgs) (int, string, error) {
+func (r Reader) Vocab(t megatron.TokenizerArgs) (int, string, error) {
 	switch t.Type {
 	case "GPT2BPETokenizer":
 		return r.gpt2(t.VocabFile)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 )
 
 // The expected sizes are what Megatron-LM's tokenizers report for these
@@ -15,19 +15,19 @@ func TestVocabAsMegatronReadsIt(t *testing.T) {
 	r := Reader{Dir: "testdata"}
 	cases := []struct {
 		name string
-		args planner.TokenizerArgs
+		args megatron.TokenizerArgs
 		want int
 	}{
-		{"GPT-2 vocab.json entries", planner.TokenizerArgs{Type: "GPT2BPETokenizer", VocabFile: "gpt2-vocab.json"}, 300},
-		{"GPT-2 vocab not readable here: the published 50257", planner.TokenizerArgs{Type: "GPT2BPETokenizer", VocabFile: "/nonexistent/gpt2-vocab.json"}, 50257},
-		{"GPTSentencePieceTokenizer: piece count", planner.TokenizerArgs{Type: "GPTSentencePieceTokenizer", Model: "sp-320.model"}, 320},
-		{"Llama2Tokenizer: piece count", planner.TokenizerArgs{Type: "Llama2Tokenizer", Model: "sp-pad.model"}, 300},
-		{"SentencePieceTokenizer adds specials and <PAD> (pad unset)", planner.TokenizerArgs{Type: "SentencePieceTokenizer", Model: "sp-320.model", ExtraIDs: 2}, 327},
-		{"SentencePieceTokenizer keeps the model's own pad piece", planner.TokenizerArgs{Type: "SentencePieceTokenizer", Model: "sp-pad.model", ExtraIDs: 2}, 306},
-		{"HuggingFace tokenizer.json: vocab plus new added tokens", planner.TokenizerArgs{Type: "HuggingFaceTokenizer", Model: "hf"}, 7},
-		{"HuggingFace model dir with only config.json", planner.TokenizerArgs{Type: "HuggingFaceTokenizer", Model: "hf-config"}, 32000},
-		{"HuggingFace hub name: cannot tell", planner.TokenizerArgs{Type: "HuggingFaceTokenizer", Model: "meta-llama/Llama-2-7b-hf"}, 0},
-		{"SentencePiece model only on the hosts: cannot tell", planner.TokenizerArgs{Type: "Llama2Tokenizer", Model: "/data/tokenizer.model"}, 0},
+		{"GPT-2 vocab.json entries", megatron.TokenizerArgs{Type: "GPT2BPETokenizer", VocabFile: "gpt2-vocab.json"}, 300},
+		{"GPT-2 vocab not readable here: the published 50257", megatron.TokenizerArgs{Type: "GPT2BPETokenizer", VocabFile: "/nonexistent/gpt2-vocab.json"}, 50257},
+		{"GPTSentencePieceTokenizer: piece count", megatron.TokenizerArgs{Type: "GPTSentencePieceTokenizer", Model: "sp-320.model"}, 320},
+		{"Llama2Tokenizer: piece count", megatron.TokenizerArgs{Type: "Llama2Tokenizer", Model: "sp-pad.model"}, 300},
+		{"SentencePieceTokenizer adds specials and <PAD> (pad unset)", megatron.TokenizerArgs{Type: "SentencePieceTokenizer", Model: "sp-320.model", ExtraIDs: 2}, 327},
+		{"SentencePieceTokenizer keeps the model's own pad piece", megatron.TokenizerArgs{Type: "SentencePieceTokenizer", Model: "sp-pad.model", ExtraIDs: 2}, 306},
+		{"HuggingFace tokenizer.json: vocab plus new added tokens", megatron.TokenizerArgs{Type: "HuggingFaceTokenizer", Model: "hf"}, 7},
+		{"HuggingFace model dir with only config.json", megatron.TokenizerArgs{Type: "HuggingFaceTokenizer", Model: "hf-config"}, 32000},
+		{"HuggingFace hub name: cannot tell", megatron.TokenizerArgs{Type: "HuggingFaceTokenizer", Model: "meta-llama/Llama-2-7b-hf"}, 0},
+		{"SentencePiece model only on the hosts: cannot tell", megatron.TokenizerArgs{Type: "Llama2Tokenizer", Model: "/data/tokenizer.model"}, 0},
 	}
 	for _, c := range cases {
 		n, src, err := r.Vocab(c.args)
@@ -47,11 +47,11 @@ func TestVocabBadFilesNameTheFlag(t *testing.T) {
 	}
 	r := Reader{Dir: dir}
 	for _, c := range []struct {
-		args planner.TokenizerArgs
+		args megatron.TokenizerArgs
 		want string
 	}{
-		{planner.TokenizerArgs{Type: "Llama2Tokenizer", Model: "bad.model"}, "--tokenizer-model bad.model: not a SentencePiece model"},
-		{planner.TokenizerArgs{Type: "GPT2BPETokenizer", VocabFile: "vocab.json"}, "--vocab-file vocab.json: not a GPT-2 vocab.json"},
+		{megatron.TokenizerArgs{Type: "Llama2Tokenizer", Model: "bad.model"}, "--tokenizer-model bad.model: not a SentencePiece model"},
+		{megatron.TokenizerArgs{Type: "GPT2BPETokenizer", VocabFile: "vocab.json"}, "--vocab-file vocab.json: not a GPT-2 vocab.json"},
 	} {
 		_, _, err := r.Vocab(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -76,12 +76,12 @@ func TestMegatronArgsDeriveAndPadTheVocab(t *testing.T) {
 		{base + "--tokenizer-type HuggingFaceTokenizer --tokenizer-model hf-config", 32000, 8, 32768},
 	}
 	for _, c := range cases {
-		m, _, _, err := planner.ModelFromMegatronArgsVocab(strings.Fields(c.args), r.Vocab)
+		m, _, _, err := megatron.ModelFromArgsVocab(strings.Fields(c.args), r.Vocab)
 		if err != nil || m.Vocab != c.vocab || m.PaddedVocab(c.tp) != c.padded {
 			t.Errorf("%s: vocab %d padded(tp %d) %d, err %v; want %d, %d", c.args, m.Vocab, c.tp, m.PaddedVocab(c.tp), err, c.vocab, c.padded)
 		}
 	}
-	_, _, _, err := planner.ModelFromMegatronArgsVocab(strings.Fields(base+"--tokenizer-type Llama2Tokenizer --tokenizer-model /data/tok.model"), r.Vocab)
+	_, _, _, err := megatron.ModelFromArgsVocab(strings.Fields(base+"--tokenizer-type Llama2Tokenizer --tokenizer-model /data/tok.model"), r.Vocab)
 	if err == nil || !strings.Contains(err.Error(), "--vocab-size") || !strings.Contains(err.Error(), "--model") {
 		t.Errorf("unreadable tokenizer without --vocab-size: %v, want an error asking for --vocab-size or --model", err)
 	}

@@ -8,7 +8,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 func main() {
@@ -23,17 +27,17 @@ func main() {
 }
 
 // Benchmark configuration: GPT-3 175B, TP8 PP8 DP(hosts/8), 1F1B.
-var gpt3 = planner.Model{Name: "gpt3-175b", NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200}
+var gpt3 = model.Model{Name: "gpt3-175b", NumLayers: 96, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 51200}
 
-func benchConfig(hosts int) planner.Config {
+func benchConfig(hosts int) parallel.Config {
 	dp := hosts / 8
-	return planner.Config{TP: 8, PP: 8, DP: dp, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64 * dp,
-		SequenceParallel: true, Recompute: planner.RecomputeFull, DistributedOptimizer: true}
+	return parallel.Config{TP: 8, PP: 8, DP: dp, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64 * dp,
+		SequenceParallel: true, Recompute: parallel.RecomputeFull, DistributedOptimizer: true}
 }
 
 func run(w *os.File, hosts int, seed uint64, saBudget time.Duration) error {
 	c := randomCluster(hosts, seed)
-	p, err := planner.NewPlacementProblem(c, gpt3, benchConfig(hosts), planner.FrameworkMegatron)
+	p, err := search.NewPlacementProblem(c, gpt3, benchConfig(hosts), parallel.FrameworkMegatron)
 	if err != nil {
 		return err
 	}
@@ -42,7 +46,7 @@ func run(w *os.File, hosts int, seed uint64, saBudget time.Duration) error {
 		file[i] = i
 	}
 	start := time.Now()
-	order, ours := p.Place(planner.PlaceOptions{Seed: int64(seed)})
+	order, ours := p.Place(search.PlaceOptions{Seed: int64(seed)})
 	oursTook := time.Since(start)
 	oursEvals := p.Evaluations()
 	if got := p.Cost(order); got != ours {
@@ -72,25 +76,25 @@ func run(w *os.File, hosts int, seed uint64, saBudget time.Duration) error {
 // randomCluster: four islands of hosts/4 (A100 or H100 per island), random
 // intra-island rates 100-400 Gbit/s with per-pair noise, inter-island rates
 // 1-25 Gbit/s, symmetric.
-func randomCluster(n int, seed uint64) *planner.Cluster {
+func randomCluster(n int, seed uint64) *cluster.Cluster {
 	rng := rand.New(rand.NewPCG(seed, 3))
-	gpus := []planner.GPUSpec{
+	gpus := []gpu.Spec{
 		{Model: "A100-SXM4-80GB", MemoryGiB: 80, PeakTFLOPS: 312, MemoryBandwidthTBPerS: 2.039},
 		{Model: "H100-SXM5-80GB", MemoryGiB: 80, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35},
 	}
 	const islands = 4
-	var isl []planner.Island
-	hosts := make([]planner.Host, n)
+	var isl []cluster.Island
+	hosts := make([]cluster.Host, n)
 	islandRate := make([]float64, islands)
 	for i := 0; i < islands; i++ {
-		isl = append(isl, planner.Island{Spec: planner.IslandSpec{Name: fmt.Sprintf("island%d", i), GPUsPerHost: 8, GPU: gpus[i%2]}, RDMA: true})
+		isl = append(isl, cluster.Island{Spec: cluster.IslandSpec{Name: fmt.Sprintf("island%d", i), GPUsPerHost: 8, GPU: gpus[i%2]}, RDMA: true})
 		islandRate[i] = 100 + 300*rng.Float64()
 	}
 	// Hosts are listed shuffled across islands, as a scheduler hands them out.
 	perm := rng.Perm(n)
 	for i := 0; i < n; i++ {
 		k := perm[i] % islands
-		hosts[i] = planner.Host{HostEntry: planner.HostEntry{Name: fmt.Sprintf("node%03d", i)}, Island: k, GPUs: 8, GPU: gpus[k%2],
+		hosts[i] = cluster.Host{HostEntry: cluster.HostEntry{Name: fmt.Sprintf("node%03d", i)}, Island: k, GPUs: 8, GPU: gpus[k%2],
 			IntraBytesPerS: 300e9, NICBytesPerS: islandRate[k] / 8 * 1e9, MemoryBytes: 1 << 40}
 		isl[k].Hosts = append(isl[k].Hosts, i)
 	}
@@ -112,5 +116,5 @@ func randomCluster(n int, seed uint64) *planner.Cluster {
 			lat[a][b], lat[b][a] = l, l
 		}
 	}
-	return planner.NewCluster(isl, hosts, bw, lat)
+	return cluster.NewCluster(isl, hosts, bw, lat)
 }

@@ -4,14 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // The baseline is a real optimiser of the same objective: it returns a
 // permutation whose cost is what it reports and never worse than its start.
 func TestAnnealReportsItsOrder(t *testing.T) {
 	c := randomCluster(16, 1)
-	p, err := planner.NewPlacementProblem(c, gpt3, benchConfig(16), planner.FrameworkMegatron)
+	p, err := search.NewPlacementProblem(c, gpt3, benchConfig(16), parallel.FrameworkMegatron)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +37,13 @@ func TestAnnealReportsItsOrder(t *testing.T) {
 // matrix and reports its cost next to a 2 s simulated annealing run.
 func BenchmarkPlacement64Hosts(b *testing.B) {
 	c := randomCluster(64, 42)
-	p, err := planner.NewPlacementProblem(c, gpt3, benchConfig(64), planner.FrameworkMegatron)
+	p, err := search.NewPlacementProblem(c, gpt3, benchConfig(64), parallel.FrameworkMegatron)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var ours float64
 	for i := 0; i < b.N; i++ {
-		_, ours = p.Place(planner.PlaceOptions{Seed: 42})
+		_, ours = p.Place(search.PlaceOptions{Seed: 42})
 	}
 	b.StopTimer()
 	file := make([]int, 64)

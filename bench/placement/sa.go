@@ -11,7 +11,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // annealResult is the baseline's best order, its cost and how many
@@ -27,7 +27,7 @@ type annealResult struct {
 // propose swaps of two hosts, accept worse orders with probability
 // exp(-delta/T), cool T geometrically from a start that accepts ~1/2 of
 // typical worsening moves, and stop at the time budget.
-func anneal(p *planner.PlacementProblem, start []int, budget time.Duration, seed uint64) annealResult {
+func anneal(p *search.PlacementProblem, start []int, budget time.Duration, seed uint64) annealResult {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	n := p.Hosts()
 	cur := append([]int(nil), start...)

@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
 
 // Kinds are the generated cluster shapes of the scale benchmark.
@@ -27,10 +28,10 @@ var Sizes = []struct {
 //
 // Measured rows of hosts that measure alike share one backing slice, so a
 // generated 8,192-host matrix costs megabytes, not half a gigabyte.
-func Generate(kind string, hosts int) (*planner.ClusterFile, error) {
+func Generate(kind string, hosts int) (*cluster.File, error) {
 	switch kind {
 	case "homogeneous":
-		return &planner.ClusterFile{Clusters: []planner.IslandSpec{h100Island(hosts)}}, nil
+		return &cluster.File{Clusters: []cluster.IslandSpec{h100Island(hosts)}}, nil
 	case "three-islands":
 		return threeIslands(hosts), nil
 	case "measured-matrix":
@@ -41,41 +42,41 @@ func Generate(kind string, hosts int) (*planner.ClusterFile, error) {
 	return nil, fmt.Errorf("cluster kind %q: want one of %v", kind, Kinds)
 }
 
-func names(prefix string, n int) planner.HostEntries {
-	out := make(planner.HostEntries, n)
+func names(prefix string, n int) cluster.HostEntries {
+	out := make(cluster.HostEntries, n)
 	for i := range out {
-		out[i] = planner.HostEntry{Name: fmt.Sprintf("%s-%05d", prefix, i)}
+		out[i] = cluster.HostEntry{Name: fmt.Sprintf("%s-%05d", prefix, i)}
 	}
 	return out
 }
 
-func h100Island(n int) planner.IslandSpec {
-	return planner.IslandSpec{Name: "h100", Hosts: names("h100", n), GPUsPerHost: 8,
-		GPU: planner.GPUSpec{Model: "H100-SXM"}, IntraHost: planner.IntraHostBus{Type: "nvswitch"},
-		NICs: []planner.NICSpec{
-			{Type: planner.NICInfiniBand, Count: 8, RateGbitPerS: 400},
-			{Type: planner.NICEthernet, Count: 2, RateGbitPerS: 100},
+func h100Island(n int) cluster.IslandSpec {
+	return cluster.IslandSpec{Name: "h100", Hosts: names("h100", n), GPUsPerHost: 8,
+		GPU: gpu.Spec{Model: "H100-SXM"}, IntraHost: cluster.IntraHostBus{Type: "nvswitch"},
+		NICs: []cluster.NICSpec{
+			{Type: cluster.NICInfiniBand, Count: 8, RateGbitPerS: 400},
+			{Type: cluster.NICEthernet, Count: 2, RateGbitPerS: 100},
 		},
 		HostMemoryGiB: 2048, CPUCores: 112, PCIeGen: 5}
 }
 
-func threeIslands(hosts int) *planner.ClusterFile {
+func threeIslands(hosts int) *cluster.File {
 	q := hosts / 4
 	h := h100Island(hosts - 2*q)
-	a := planner.IslandSpec{Name: "a100", Hosts: names("a100", q), GPUsPerHost: 8,
-		GPU: planner.GPUSpec{Model: "A100-80GB-SXM"}, IntraHost: planner.IntraHostBus{Type: "nvswitch"},
-		NICs:          []planner.NICSpec{{Type: planner.NICRoCE, Count: 4, RateGbitPerS: 200}},
+	a := cluster.IslandSpec{Name: "a100", Hosts: names("a100", q), GPUsPerHost: 8,
+		GPU: gpu.Spec{Model: "A100-80GB-SXM"}, IntraHost: cluster.IntraHostBus{Type: "nvswitch"},
+		NICs:          []cluster.NICSpec{{Type: cluster.NICRoCE, Count: 4, RateGbitPerS: 200}},
 		HostMemoryGiB: 1024, CPUCores: 128, PCIeGen: 4}
-	l := planner.IslandSpec{Name: "l40s", Hosts: names("l40s", q), GPUsPerHost: 8,
-		GPU: planner.GPUSpec{Model: "L40S"}, IntraHost: planner.IntraHostBus{Type: "pcie"},
-		NICs:          []planner.NICSpec{{Type: planner.NICEthernet, Count: 2, RateGbitPerS: 100}},
+	l := cluster.IslandSpec{Name: "l40s", Hosts: names("l40s", q), GPUsPerHost: 8,
+		GPU: gpu.Spec{Model: "L40S"}, IntraHost: cluster.IntraHostBus{Type: "pcie"},
+		NICs:          []cluster.NICSpec{{Type: cluster.NICEthernet, Count: 2, RateGbitPerS: 100}},
 		HostMemoryGiB: 768, CPUCores: 64, PCIeGen: 4}
-	return &planner.ClusterFile{
-		Clusters: []planner.IslandSpec{h, a, l},
-		Links: []planner.LinkSpec{
-			{Between: [2]string{"h100", "a100"}, Type: planner.NICEthernet, BandwidthGbitPerS: 100},
-			{Between: [2]string{"h100", "l40s"}, Type: planner.NICEthernet, BandwidthGbitPerS: 50},
-			{Between: [2]string{"a100", "l40s"}, Type: planner.NICEthernet, BandwidthGbitPerS: 50},
+	return &cluster.File{
+		Clusters: []cluster.IslandSpec{h, a, l},
+		Links: []cluster.LinkSpec{
+			{Between: [2]string{"h100", "a100"}, Type: cluster.NICEthernet, BandwidthGbitPerS: 100},
+			{Between: [2]string{"h100", "l40s"}, Type: cluster.NICEthernet, BandwidthGbitPerS: 50},
+			{Between: [2]string{"a100", "l40s"}, Type: cluster.NICEthernet, BandwidthGbitPerS: 50},
 		},
 	}
 }
@@ -87,7 +88,7 @@ var ethGbit = map[string]float64{"h100": 200, "a100": 800, "l40s": 200}
 
 const rackHosts = 32
 
-func measured(f *planner.ClusterFile) *planner.MeasuredBandwidth {
+func measured(f *cluster.File) *cluster.MeasuredBandwidth {
 	type host struct {
 		name, island string
 		rack         int
@@ -119,7 +120,7 @@ func measured(f *planner.ClusterFile) *planner.MeasuredBandwidth {
 		}
 		return g
 	}
-	m := &planner.MeasuredBandwidth{Tool: "generated", Hosts: make([]string, len(hs)), GbitPerS: make([][]float64, len(hs))}
+	m := &cluster.MeasuredBandwidth{Tool: "generated", Hosts: make([]string, len(hs)), GbitPerS: make([][]float64, len(hs))}
 	rows := map[string][]float64{}
 	for i, a := range hs {
 		m.Hosts[i] = a.name

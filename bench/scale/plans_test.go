@@ -3,7 +3,9 @@ package main
 import (
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // The scalable search finds plans as fast as the planner before it.
@@ -21,7 +23,7 @@ import (
 // longer a comparison with the old planner (whose code is gone). Each
 // search here has no time budget, so it is deterministic.
 func TestPlansAsGoodAsBefore(t *testing.T) {
-	m, err := planner.Preset("llama2-70b")
+	m, err := model.Preset("llama2-70b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func TestPlansAsGoodAsBefore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := planner.Search(c, m, planner.SearchOptions{Framework: planner.FrameworkMegatron, GlobalBatch: 2048, TopK: 1, Seed: 1})
+		res, err := search.Search(c, m, search.Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 2048, TopK: 1, Seed: 1})
 		if err != nil {
 			t.Fatalf("%s %d: %v", tc.kind, tc.hosts, err)
 		}

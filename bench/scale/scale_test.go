@@ -3,7 +3,9 @@ package main
 import (
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // BenchmarkPlanScale is `plan --model llama2-70b --top 1
@@ -13,7 +15,7 @@ import (
 // 8,192 x 8,192 host pairs. Run one size with, for example,
 // -bench 'PlanScale/three-islands/16k'.
 func BenchmarkPlanScale(b *testing.B) {
-	m, err := planner.Preset("llama2-70b")
+	m, err := model.Preset("llama2-70b")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +33,7 @@ func BenchmarkPlanScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					res, err := planner.Search(c, m, planner.SearchOptions{Framework: planner.FrameworkMegatron, GlobalBatch: 2048, TopK: 1, Seed: 1})
+					res, err := search.Search(c, m, search.Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 2048, TopK: 1, Seed: 1})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -12,13 +12,15 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
-
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
 )
 
 // CalibrateOptions are the inputs of `pipette-launch calibrate`.
@@ -36,7 +38,7 @@ type CalibrateOptions struct {
 	GlobalBatch int
 	SeqLength   int
 	Framework   string
-	Fixed       planner.Constraints
+	Fixed       parallel.Constraints
 	NCCLMode    string
 	Skip        int
 	DryRun      bool
@@ -89,8 +91,8 @@ calibrate --cluster FILE --log-dir DIR needs nothing else), or --model and
 				PlanFile: c.String("plan"), PlanIndex: c.Int("plan-index"), Model: c.String("model"),
 				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"), Framework: c.String("framework"),
 				NCCLMode: c.String("nccl-mode"), Skip: c.Int("skip"), DryRun: c.Bool("dry-run"),
-				Fixed: planner.Constraints{TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
-					MicroBatch: c.Int("micro-batch-size"), Recompute: planner.Recompute(c.String("recompute")), ZeroStage: c.Int("zero-stage")},
+				Fixed: parallel.Constraints{TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
+					MicroBatch: c.Int("micro-batch-size"), Recompute: parallel.Recompute(c.String("recompute")), ZeroStage: c.Int("zero-stage")},
 			}
 			return runCalibrate(opts)
 		},
@@ -99,8 +101,8 @@ calibrate --cluster FILE --log-dir DIR needs nothing else), or --model and
 
 // calibrateTarget is what ran: the model and search options that pin it.
 type calibrateTarget struct {
-	model planner.Model
-	so    planner.SearchOptions
+	model model.Model
+	so    search.Options
 	label string
 }
 
@@ -117,7 +119,7 @@ func runCalibrate(opts *CalibrateOptions) error {
 	if err != nil {
 		return usageError("calibrate: --cluster: %v", err)
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		return usageError("calibrate: cluster %s: %v", opts.ClusterFile, err)
 	}
@@ -129,24 +131,24 @@ func runCalibrate(opts *CalibrateOptions) error {
 	if err != nil {
 		return usageError("calibrate: %v", err)
 	}
-	predict := func(c *planner.Cluster) (float64, error) {
-		res, err := planner.Search(c, target.model, target.so)
+	predict := func(c *cluster.Cluster) (float64, error) {
+		res, err := search.Search(c, target.model, target.so)
 		if err != nil {
 			return 0, err
 		}
 		return res.Plans[0].Predicted.IterationSeconds, nil
 	}
-	run, err := planner.Linearize(f, mode.Transport(), predict)
+	run, err := cluster.Linearize(f, mode.Transport(), predict)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("calibrate: price %s on %s: %v", target.label, opts.ClusterFile, err), 1)
 	}
 	run.Source, run.At, run.Plan = strings.Join(sources, ","), now().UTC().Truncate(time.Second), target.label
 	run.Iterations, run.ObservedS = n, obs
-	var runs []planner.CalibrationRun
+	var runs []cluster.CalibrationRun
 	if f.Calibration != nil {
 		runs = append(runs, f.Calibration.Runs...)
 	}
-	cal := planner.FitCalibration(append(runs, run), run.At)
+	cal := cluster.FitCalibration(append(runs, run), run.At)
 	g := *f
 	g.Calibration = cal
 	c, err := g.ResolveFor(mode.Transport())
@@ -172,9 +174,9 @@ func runCalibrate(opts *CalibrateOptions) error {
 // planJSON is the part of `plan --json` calibrate reads.
 type planJSON struct {
 	Model struct {
-		Shape planner.Model `json:"shape"`
+		Shape model.Model `json:"shape"`
 	} `json:"model"`
-	Plans []planner.Plan `json:"plans"`
+	Plans []search.Plan `json:"plans"`
 }
 
 func calibrateTargetFrom(opts *CalibrateOptions) (calibrateTarget, error) {
@@ -227,17 +229,17 @@ func targetFromPlanFile(path string, index int) (calibrateTarget, error) {
 	}
 	p := pj.Plans[index]
 	sp, dist := p.SequenceParallel, p.DistributedOptimizer
-	fx := planner.Constraints{TP: p.TP, PP: p.PP, DP: p.DP, CP: max(p.CP, 1), VPP: max(p.VPP, 1), MicroBatch: p.MicroBatch,
+	fx := parallel.Constraints{TP: p.TP, PP: p.PP, DP: p.DP, CP: max(p.CP, 1), VPP: max(p.VPP, 1), MicroBatch: p.MicroBatch,
 		Recompute: p.Recompute, ZeroStage: p.ZeroStage, SequenceParallel: &sp, DistributedOptimizer: &dist}
-	if p.Offload == (planner.Offload{}) {
+	if p.Offload == (parallel.Offload{}) {
 		fx.NoOffload = true
 	} else {
 		fx.ForceOffload = true
 	}
-	if p.Framework != planner.FrameworkDeepSpeed {
+	if p.Framework != parallel.FrameworkDeepSpeed {
 		fx.ZeroStage = -1
 	}
-	so := planner.SearchOptions{Framework: p.Framework, GlobalBatch: p.GlobalBatch, Fixed: fx, TopK: 1, Seed: 1}
+	so := search.Options{Framework: p.Framework, GlobalBatch: p.GlobalBatch, Fixed: fx, TopK: 1, Seed: 1}
 	label := fmt.Sprintf("%s %s TP%d PP%d DP%d CP%d VPP%d mb%d gbs%d recompute=%s", p.Framework, pj.Model.Shape.Name,
 		p.TP, p.PP, p.DP, max(p.CP, 1), max(p.VPP, 1), p.MicroBatch, p.GlobalBatch, p.Recompute)
 	return calibrateTarget{model: pj.Model.Shape, so: so, label: label}, nil
@@ -248,11 +250,11 @@ func targetFromPlanFile(path string, index int) (calibrateTarget, error) {
 const RunPlanFile = "pipette-plan.json"
 
 // writeRunPlan saves a planned run's plan in its --log-dir.
-func writeRunPlan(opts *RunOptions, plan *planner.Plan) error {
+func writeRunPlan(opts *RunOptions, plan *search.Plan) error {
 	if opts.LogDir == "" || opts.searched == nil {
 		return nil
 	}
-	res := planner.Result{Model: opts.searched.result.Model, Plans: []planner.Plan{*plan}}
+	res := search.Result{Model: opts.searched.result.Model, Plans: []search.Plan{*plan}}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
@@ -310,7 +312,7 @@ func observedIteration(opts *CalibrateOptions, globalBatch int) (median float64,
 	return launcher.IterationLog{Seconds: all}.MedianSeconds(), sources, len(all), nil
 }
 
-func printCalibration(w io.Writer, label string, run planner.CalibrationRun, after float64, cal *planner.Calibration) {
+func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, after float64, cal *cluster.Calibration) {
 	pct := func(pred float64) float64 { return 100 * (pred - run.ObservedS) / run.ObservedS }
 	fmt.Fprintf(w, "run: %s\n", label)
 	fmt.Fprintf(w, "observed: %.4f s per iteration (median of %d iterations from %s)\n", run.ObservedS, run.Iterations, run.Source)
@@ -324,7 +326,7 @@ func printCalibration(w io.Writer, label string, run planner.CalibrationRun, aft
 		}
 		return "-"
 	}
-	fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", planner.ComputeFactorKey, cal.Compute.Factor, cal.Compute.Observations, share(planner.ComputeFactorKey))
+	fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", cluster.ComputeFactorKey, cal.Compute.Factor, cal.Compute.Observations, share(cluster.ComputeFactorKey))
 	for _, l := range cal.Links {
 		fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", l.Link, l.Factor, l.Observations, share(l.Link))
 	}
@@ -334,7 +336,7 @@ func printCalibration(w io.Writer, label string, run planner.CalibrationRun, aft
 // writeCalibration replaces (or adds) the calibration key of the file's
 // YAML document, keeping everything else, comments included, and writes
 // it atomically.
-func writeCalibration(path string, data []byte, cal *planner.Calibration) error {
+func writeCalibration(path string, data []byte, cal *cluster.Calibration) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return fmt.Errorf("%s: not a YAML mapping", path)
@@ -363,7 +365,7 @@ func writeCalibration(path string, data []byte, cal *planner.Calibration) error 
 	if err := enc.Close(); err != nil {
 		return err
 	}
-	if _, err := planner.ParseClusterFile(buf.Bytes()); err != nil {
+	if _, err := cluster.Parse(buf.Bytes()); err != nil {
 		return fmt.Errorf("the calibrated file would not parse (not written): %w", err)
 	}
 	return atomicfile.Write(path, buf.Bytes(), 0o644)

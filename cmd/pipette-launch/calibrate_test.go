@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/urfave/cli/v2"
-
-	"github.com/pipette-launch/pipette-launch/planner"
 )
 
 const calibrateCluster = `# a hand-written cluster: this comment must survive calibrate
@@ -46,7 +47,7 @@ func TestCalibrateFromPlanAndMegatronLog(t *testing.T) {
 		}
 	}
 	planFlags := PlanOptions{ClusterFile: cluster, Model: model, GlobalBatch: 8, Top: 1, Seed: 1,
-		Fixed: planner.Constraints{TP: 2, PP: 2, VPP: 1, ZeroStage: -1}, NCCLMode: "auto"}
+		Fixed: parallel.Constraints{TP: 2, PP: 2, VPP: 1, ZeroStage: -1}, NCCLMode: "auto"}
 	var planOut bytes.Buffer
 	po := planFlags
 	po.IO, po.JSON = &IOStreams{Out: &planOut, ErrOut: &planOut}, true
@@ -111,11 +112,11 @@ func TestCalibrateFromPlanAndMegatronLog(t *testing.T) {
 
 func predictTarget(t *testing.T, cluster string, target calibrateTarget) float64 {
 	t.Helper()
-	c, err := loadCluster(cluster, planner.TransportAuto)
+	c, err := loadCluster(cluster, fabric.TransportAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := planner.Search(c, target.model, target.so)
+	res, err := search.Search(c, target.model, target.so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestCalibrateBadInputExit2(t *testing.T) {
 		{"no cluster", CalibrateOptions{ClusterFile: filepath.Join(dir, "nope.yaml")}, "--cluster"},
 		{"nothing says what ran", CalibrateOptions{ClusterFile: cluster, Logs: []string{empty}}, "say what ran"},
 		{"no iteration lines", CalibrateOptions{ClusterFile: cluster, Logs: []string{empty}, Model: "gpt3-125m", GlobalBatch: 8,
-			Fixed: planner.Constraints{TP: 1, PP: 1, ZeroStage: -1}}, "no iteration times"},
+			Fixed: parallel.Constraints{TP: 1, PP: 1, ZeroStage: -1}}, "no iteration times"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

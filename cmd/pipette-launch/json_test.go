@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // megatronLine is a Megatron-LM pretrain_gpt.py line (tiny shape) for
@@ -266,10 +266,10 @@ func TestProbeJSON(t *testing.T) {
 	probes := []*launcher.HostProbe{
 		{Target: "gpu1", Hostname: "gpu1", Addr: "198.18.0.11", MemoryBytes: 512 << 30, CPUCores: 64,
 			GPUs: []launcher.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, BusID: "00000000:18:00.0"}},
-			NICs: []launcher.NIC{{Type: planner.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
+			NICs: []launcher.NIC{{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
 		{Target: "gpu2", Hostname: "gpu2", Addr: "198.18.0.12", MemoryBytes: 512 << 30, CPUCores: 64,
 			GPUs: []launcher.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, BusID: "00000000:18:00.0"}},
-			NICs: []launcher.NIC{{Type: planner.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
+			NICs: []launcher.NIC{{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
 	}
 	f, _, err := launcher.BuildClusterFile(probes, launcher.ClusterOptions{})
 	if err != nil {
@@ -304,7 +304,7 @@ func TestProbeJSON(t *testing.T) {
 			if len(got.Hosts) != 2 || got.Hosts[1].Addr != "198.18.0.12" || len(got.Hosts[0].GPUs) != 1 {
 				t.Fatalf("hosts %+v", got.Hosts)
 			}
-			cf, err := planner.ParseClusterFile([]byte(got.ClusterFile))
+			cf, err := cluster.Parse([]byte(got.ClusterFile))
 			if err != nil {
 				t.Fatalf("cluster_file does not parse: %v\n%s", err, got.ClusterFile)
 			}

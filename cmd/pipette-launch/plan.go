@@ -14,7 +14,13 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/examples"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/memory"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/report"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/urfave/cli/v2"
@@ -37,7 +43,7 @@ type PlanOptions struct {
 	// NCCLMode prices links as `run --nccl-mode` will render them.
 	NCCLMode        string
 	PlacementBudget time.Duration
-	Fixed           planner.Constraints
+	Fixed           parallel.Constraints
 	Report          ReportOptions
 	// Schedules re-prices plan 1 under each named pipeline schedule (a
 	// what-if table; the wave is shown, never chosen or rendered).
@@ -56,7 +62,7 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 		Usage: "rank parallel configurations and rank placements for a model on a cluster",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "cluster", Usage: "cluster YAML `FILE` (default: the embedded example cluster)"},
-			&cli.StringFlag{Name: "model", Usage: "model preset `NAME` (" + strings.Join(planner.PresetNames(), ", ") + ") or model YAML file"},
+			&cli.StringFlag{Name: "model", Usage: "model preset `NAME` (" + strings.Join(model.PresetNames(), ", ") + ") or model YAML file"},
 			&cli.IntFlag{Name: "global-batch-size", Usage: "sequences per iteration"},
 			&cli.IntFlag{Name: "seq-length", Usage: "override the model's sequence length"},
 			&cli.StringFlag{Name: "framework", Value: "megatron", Usage: "megatron or deepspeed"},
@@ -95,10 +101,10 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"),
 				Framework: c.String("framework"), Top: c.Int("top"), JSON: c.Bool("json"),
 				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), NCCLMode: c.String("nccl-mode"), PlacementBudget: c.Duration("placement-budget"),
-				Fixed: planner.Constraints{
+				Fixed: parallel.Constraints{
 					TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
 					EP: c.Int("ep"), ETP: c.Int("etp"),
-					MicroBatch: c.Int("micro-batch-size"), Recompute: planner.Recompute(c.String("recompute")),
+					MicroBatch: c.Int("micro-batch-size"), Recompute: parallel.Recompute(c.String("recompute")),
 					ZeroStage: c.Int("zero-stage"), NoOffload: c.Bool("no-offload"), ForceOffload: c.Bool("offload"),
 				},
 				Report: reportOptionsFrom(c),
@@ -112,10 +118,10 @@ func newPlanCmd(io *IOStreams) *cli.Command {
 				return usageError("%v", err)
 			}
 			opts.Fixed.SequenceParallel = sp
-			if opts.Schedules, err = planner.ParseSchedules(c.String("schedules")); err != nil {
+			if opts.Schedules, err = search.ParseSchedules(c.String("schedules")); err != nil {
 				return usageError("%v", err)
 			}
-			opts.Fixed.Precision = planner.Precision(c.String("precision"))
+			opts.Fixed.Precision = gpu.Precision(c.String("precision"))
 			if c.IsSet("distributed-optimizer") {
 				v := c.Bool("distributed-optimizer")
 				opts.Fixed.DistributedOptimizer = &v
@@ -161,31 +167,31 @@ func runPlan(opts *PlanOptions) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	res, err := planner.Search(c, m, so)
-	if err == nil && t == planner.TransportIslands && len(c.Islands) > 1 && len(res.Plans) > 0 &&
+	res, err := search.Search(c, m, so)
+	if err == nil && t == fabric.TransportIslands && len(c.Islands) > 1 && len(res.Plans) > 0 &&
 		templates.IslandsFallback(c, &res.Plans[0], templates.Options{}) != "" {
 		// Plan 1 cannot keep RDMA inside islands: price plans the way
 		// they will run, on sockets everywhere.
-		if c, _, err = loadListedCluster(opts.ClusterFile, planner.TransportSockets, opts.Hosts, opts.Hostfile); err != nil {
+		if c, _, err = loadListedCluster(opts.ClusterFile, fabric.TransportSockets, opts.Hosts, opts.Hostfile); err != nil {
 			return usageError("%v", err)
 		}
-		res, err = planner.Search(c, m, so)
+		res, err = search.Search(c, m, so)
 	}
 	if err != nil {
-		var nf *planner.NoFitError
+		var nf *search.NoFitError
 		if errors.As(err, &nf) {
 			return cli.Exit("plan: "+nf.Message, exitNoFit)
 		}
 		return usageError("plan: %v", err)
 	}
-	var naive *planner.Plan
+	var naive *search.Plan
 	var asIs *asIsLayout
 	if opts.AsIs {
 		a := priceAsIs(c, m, so, order, opts.MegatronArgs)
 		asIs = &a
 	} else if len(c.Islands) > 1 {
 		so.IgnoreIslands, so.TopK = true, 1
-		if r, err := planner.Search(c, m, so); err == nil && len(r.Plans) > 0 {
+		if r, err := search.Search(c, m, so); err == nil && len(r.Plans) > 0 {
 			naive = &r.Plans[0]
 		}
 	}
@@ -197,17 +203,17 @@ func runPlan(opts *PlanOptions) error {
 		return usageError("%v", err)
 	}
 	calibrated := calibrationSummary(opts.ClusterFile)
-	var whatIf []planner.ScheduleWhatIf
+	var whatIf []search.ScheduleWhatIf
 	if len(opts.Schedules) > 0 && len(res.Plans) > 0 {
-		whatIf = planner.WhatIfSchedules(c, m, &res.Plans[0], opts.Schedules)
+		whatIf = search.WhatIfSchedules(c, m, &res.Plans[0], opts.Schedules)
 	}
 	if opts.JSON {
 		out := struct {
-			*planner.Result
-			IgnoringIslands *planner.Plan `json:"ignoring_islands,omitempty"`
+			*search.Result
+			IgnoringIslands *search.Plan `json:"ignoring_islands,omitempty"`
 			*asIsJSON
-			Calibration     string                   `json:"calibration,omitempty"`
-			WhatIfSchedules []planner.ScheduleWhatIf `json:"what_if_schedules,omitempty"`
+			Calibration     string                  `json:"calibration,omitempty"`
+			WhatIfSchedules []search.ScheduleWhatIf `json:"what_if_schedules,omitempty"`
 		}{res, naive, asIsView(asIs, &res.Plans[0]), calibrated, whatIf}
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
@@ -223,7 +229,7 @@ func runPlan(opts *PlanOptions) error {
 
 // printWhatIfSchedules is the --schedules table: plan 1 re-priced under
 // each schedule. Only launchable rows could become a plan.
-func printWhatIfSchedules(out io.Writer, p *planner.Plan, rows []planner.ScheduleWhatIf) {
+func printWhatIfSchedules(out io.Writer, p *search.Plan, rows []search.ScheduleWhatIf) {
 	if len(rows) == 0 {
 		return
 	}
@@ -262,14 +268,14 @@ func calibrationSummary(path string) string {
 	if err != nil {
 		return ""
 	}
-	f, err := planner.ParseClusterFile(b)
+	f, err := cluster.Parse(b)
 	if err != nil || f.Calibration == nil {
 		return ""
 	}
 	return f.Calibration.Summary()
 }
 
-func loadCluster(path string, t planner.Transport) (*planner.Cluster, error) {
+func loadCluster(path string, t fabric.Transport) (*cluster.Cluster, error) {
 	c, _, err := loadListedCluster(path, t, "", "")
 	return c, err
 }
@@ -277,7 +283,7 @@ func loadCluster(path string, t planner.Transport) (*planner.Cluster, error) {
 // loadListedCluster is loadCluster keeping only the hosts --hosts or
 // --hostfile lists (none: all), and returns the host names in the order
 // torchrun would fill them: the list's, else the cluster file's.
-func loadListedCluster(path string, t planner.Transport, hosts, hostfile string) (*planner.Cluster, []string, error) {
+func loadListedCluster(path string, t fabric.Transport, hosts, hostfile string) (*cluster.Cluster, []string, error) {
 	data := examples.DefaultCluster
 	name := "embedded example cluster"
 	if path != "" {
@@ -287,7 +293,7 @@ func loadListedCluster(path string, t planner.Transport, hosts, hostfile string)
 		}
 		data, name = b, path
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
@@ -309,21 +315,21 @@ func loadListedCluster(path string, t planner.Transport, hosts, hostfile string)
 	return c, names, nil
 }
 
-func loadModel(spec string, seq int) (planner.Model, error) {
+func loadModel(spec string, seq int) (model.Model, error) {
 	if spec == "" {
-		return planner.Model{}, fmt.Errorf("--model is required: a preset (%s) or a model YAML file", strings.Join(planner.PresetNames(), ", "))
+		return model.Model{}, fmt.Errorf("--model is required: a preset (%s) or a model YAML file", strings.Join(model.PresetNames(), ", "))
 	}
-	var m planner.Model
+	var m model.Model
 	var err error
 	if strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml") || strings.ContainsRune(spec, os.PathSeparator) {
 		data, rerr := os.ReadFile(spec)
 		if rerr != nil {
 			return m, fmt.Errorf("--model: %w", rerr)
 		}
-		if m, err = planner.ParseModelFile(data); err != nil {
+		if m, err = model.Parse(data); err != nil {
 			return m, fmt.Errorf("model %s: %w", spec, err)
 		}
-	} else if m, err = planner.Preset(spec); err != nil {
+	} else if m, err = model.Preset(spec); err != nil {
 		return m, fmt.Errorf("--model: %w", err)
 	}
 	if seq < 0 {
@@ -338,13 +344,13 @@ func loadModel(spec string, seq int) (planner.Model, error) {
 	return m, nil
 }
 
-func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
-	so := planner.SearchOptions{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget}
+func searchOptions(opts *PlanOptions) (search.Options, error) {
+	so := search.Options{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget}
 	switch opts.Framework {
 	case "", "megatron":
-		so.Framework = planner.FrameworkMegatron
+		so.Framework = parallel.FrameworkMegatron
 	case "deepspeed":
-		so.Framework = planner.FrameworkDeepSpeed
+		so.Framework = parallel.FrameworkDeepSpeed
 	default:
 		return so, fmt.Errorf("--framework %q: use megatron or deepspeed", opts.Framework)
 	}
@@ -362,19 +368,19 @@ func searchOptions(opts *PlanOptions) (planner.SearchOptions, error) {
 		}
 	}
 	switch fx.Recompute {
-	case "", planner.RecomputeNone, planner.RecomputeSelective, planner.RecomputeFull:
+	case "", parallel.RecomputeNone, parallel.RecomputeSelective, parallel.RecomputeFull:
 	default:
 		return so, fmt.Errorf("--recompute %q: use none, selective or full", fx.Recompute)
 	}
 	switch fx.Precision {
-	case "", planner.PrecisionBF16, planner.PrecisionFP16, planner.PrecisionFP8:
+	case "", gpu.PrecisionBF16, gpu.PrecisionFP16, gpu.PrecisionFP8:
 	default:
 		return so, fmt.Errorf("--precision %q: use bf16, fp16 or fp8", fx.Precision)
 	}
 	if fx.ZeroStage < -1 || fx.ZeroStage > 3 {
 		return so, fmt.Errorf("--zero-stage %d: use 0, 1, 2 or 3", fx.ZeroStage)
 	}
-	if fx.ZeroStage >= 0 && so.Framework == planner.FrameworkMegatron {
+	if fx.ZeroStage >= 0 && so.Framework == parallel.FrameworkMegatron {
 		return so, fmt.Errorf("--zero-stage %d is DeepSpeed's; Megatron-LM has no ZeRO stages: use --distributed-optimizer (ZeRO-1-like sharding) or --framework deepspeed", fx.ZeroStage)
 	}
 	if fx.NoOffload && fx.ForceOffload {
@@ -391,10 +397,10 @@ const gibibyte = 1 << 30
 // tableRow is one row of the plan table: a rank number or a comparison label.
 type tableRow struct {
 	label string
-	plan  *planner.Plan
+	plan  *search.Plan
 }
 
-func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naive *planner.Plan, asIs *asIsLayout) {
+func printPlans(opts *PlanOptions, c *cluster.Cluster, res *search.Result, naive *search.Plan, asIs *asIsLayout) {
 	out := opts.IO.Out
 	params := fmt.Sprintf("%.1fB parameters", float64(res.Model.Parameters)/1e9)
 	moe := res.Model.Model.IsMoE()
@@ -435,7 +441,7 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 		p1 := &res.Plans[0]
 		if tr := templates.GroupTransports(c, p1, templates.Options{}); tr != "" {
 			fmt.Fprintf(out, "\nplan 1 NCCL transport (--nccl-mode auto): %s", tr)
-			if why := templates.IslandsFallback(c, p1, templates.Options{}); why != "" && p1.Framework == planner.FrameworkMegatron {
+			if why := templates.IslandsFallback(c, p1, templates.Options{}); why != "" && p1.Framework == parallel.FrameworkMegatron {
 				fmt.Fprintf(out, "\n  (RDMA is not kept inside islands: %s)", why)
 			}
 			fmt.Fprintln(out)
@@ -453,7 +459,7 @@ func printPlans(opts *PlanOptions, c *planner.Cluster, res *planner.Result, naiv
 	}
 }
 
-func printRow(tw io.Writer, label string, p *planner.Plan, moe bool) {
+func printRow(tw io.Writer, label string, p *search.Plan, moe bool) {
 	cp := strconv.Itoa(p.CP)
 	if moe {
 		ep, etp := p.ExpertParallel()
@@ -461,12 +467,12 @@ func printRow(tw io.Writer, label string, p *planner.Plan, moe bool) {
 	}
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.0f\t%.1f\t%.1f\t%.1f%%\t%.1f/%.1f\n",
 		label, p.TP, p.PP, p.DP, cp, p.VPP, p.MicroBatch, spLabel(p), p.Recompute, p.OptimizerLabel(), offloadLabel(p),
-		planner.CompactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
+		search.CompactLayers(p.StageLayers), p.Predicted.IterationSeconds, p.Predicted.TokensPerSecond, p.Predicted.TFLOPSPerGPU,
 		p.Predicted.HWTFLOPSPerGPU, 100*p.Predicted.BubbleFraction, p.Memory.PeakBytesPerGPU/gibibyte, p.Memory.GPUCapacityBytes/gibibyte)
 }
 
 // spLabel says whether the plan uses sequence parallelism (only TP > 1 can).
-func spLabel(p *planner.Plan) string {
+func spLabel(p *search.Plan) string {
 	switch {
 	case p.TP <= 1:
 		return "-"
@@ -515,7 +521,7 @@ func printBreakdown(out io.Writer, rows []tableRow, moe bool) {
 	tw.Flush()
 }
 
-func hostLabel(m planner.MemoryEstimate) string {
+func hostLabel(m memory.Estimate) string {
 	if m.HostCapacityBytes <= 0 {
 		return fmt.Sprintf("%.1f", m.HostBytesPerNode/gibibyte)
 	}
@@ -531,7 +537,7 @@ type offloadWhy struct {
 
 // explainOffload compares plan 1 with the best plan of the other kind:
 // with offload when plan 1 has none, without when plan 1 offloads.
-func explainOffload(res *planner.Result, fx planner.Constraints) offloadWhy {
+func explainOffload(res *search.Result, fx parallel.Constraints) offloadWhy {
 	cmp := res.Comparison
 	if cmp == nil || len(res.Plans) == 0 {
 		return offloadWhy{}
@@ -568,7 +574,7 @@ func explainOffload(res *planner.Result, fx planner.Constraints) offloadWhy {
 }
 
 // rankOf is p's 1-based rank among plans, 0 when absent.
-func rankOf(plans []planner.Plan, p *planner.Plan) int {
+func rankOf(plans []search.Plan, p *search.Plan) int {
 	for i := range plans {
 		if reflect.DeepEqual(plans[i].Config, p.Config) {
 			return i + 1
@@ -577,7 +583,7 @@ func rankOf(plans []planner.Plan, p *planner.Plan) int {
 	return 0
 }
 
-func notTriedReason(kind string, fx planner.Constraints) string {
+func notTriedReason(kind string, fx parallel.Constraints) string {
 	switch {
 	case kind == "with" && fx.NoOffload:
 		return "--no-offload"
@@ -589,10 +595,10 @@ func notTriedReason(kind string, fx planner.Constraints) string {
 	return "no configuration without offload was valid"
 }
 
-func missLabel(m *planner.MemoryMiss, f planner.Framework) string {
+func missLabel(m *search.MemoryMiss, f parallel.Framework) string {
 	c := m.Config
 	closest := fmt.Sprintf("the closest (TP%d PP%d DP%d CP%d mb%d, recompute %s, %s)", c.TP, c.PP, c.DP, c.CP, c.MicroBatch, c.Recompute,
-		(&planner.Plan{Config: c, Framework: f}).OptimizerLabel())
+		(&search.Plan{Config: c, Framework: f}).OptimizerLabel())
 	if m.Memory == "host" {
 		return fmt.Sprintf("%s needs %.1f GiB of host memory per node, has %.1f GiB (misses by %.1f GiB)",
 			closest, m.NeedBytes/gibibyte, m.CapacityBytes/gibibyte, m.MissBytes/gibibyte)
@@ -602,7 +608,7 @@ func missLabel(m *planner.MemoryMiss, f planner.Framework) string {
 }
 
 // offloadLabel is what is offloaded and its exposed time per iteration.
-func offloadLabel(p *planner.Plan) string {
+func offloadLabel(p *search.Plan) string {
 	if !p.UsesOffload() {
 		return "-"
 	}

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/urfave/cli/v2"
 )
 
@@ -158,7 +159,7 @@ func TestPlanNoFitExits3WithAdvice(t *testing.T) {
 }
 
 func TestCompactLayers(t *testing.T) {
-	if got := planner.CompactLayers([]int{26, 26, 22, 22, 7}); got != "26*2 22*2 7" {
+	if got := search.CompactLayers([]int{26, 26, 22, 22, 7}); got != "26*2 22*2 7" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -409,7 +410,7 @@ func TestSequenceParallelFlag(t *testing.T) {
 	}{{"off", "off"}, {"on", "on"}, {"auto", "on"}} {
 		var out, errb bytes.Buffer
 		opts := &PlanOptions{IO: &IOStreams{Out: &out, ErrOut: &errb}, Model: "gpt3-13b", GlobalBatch: 64, Top: 3, Framework: "megatron",
-			Fixed: planner.Constraints{TP: 8, ZeroStage: -1}}
+			Fixed: parallel.Constraints{TP: 8, ZeroStage: -1}}
 		sp, err := parseSequenceParallel(tc.v)
 		if err != nil {
 			t.Fatal(err)
@@ -432,11 +433,11 @@ func TestSequenceParallelFlag(t *testing.T) {
 		t.Fatal("--sequence-parallel maybe accepted")
 	}
 	yes, no := true, false
-	fx := planner.Constraints{SequenceParallel: &no}
+	fx := parallel.Constraints{SequenceParallel: &no}
 	if err := applySequenceParallel("on", &fx, true); err == nil || !strings.Contains(err.Error(), "contradicts") {
 		t.Fatalf("run --sequence-parallel on with a script without it: %v", err)
 	}
-	fx = planner.Constraints{SequenceParallel: &yes}
+	fx = parallel.Constraints{SequenceParallel: &yes}
 	if err := applySequenceParallel("auto", &fx, true); err != nil || !*fx.SequenceParallel {
 		t.Fatalf("auto changed the script's choice: %v", err)
 	}
@@ -449,7 +450,7 @@ func TestPlanWhatIfSchedules(t *testing.T) {
 	run := func(schedules []string) string {
 		var out, errb bytes.Buffer
 		opts := &PlanOptions{IO: &IOStreams{Out: &out, ErrOut: &errb}, Model: "gpt3-13b", GlobalBatch: 64, Top: 3, Framework: "megatron",
-			Fixed: planner.Constraints{PP: 4, VPP: 1, ZeroStage: -1}, Schedules: schedules}
+			Fixed: parallel.Constraints{PP: 4, VPP: 1, ZeroStage: -1}, Schedules: schedules}
 		if err := runPlan(opts); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,12 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -16,7 +21,7 @@ import (
 // ranks fill in torchrun's way and the plan priced on it.
 type asIsLayout struct {
 	hosts []string // host names in the order ranks fill them
-	plan  *planner.Plan
+	plan  *search.Plan
 	err   error // why the layout could not be priced (shown, not fatal)
 }
 
@@ -24,7 +29,7 @@ type asIsLayout struct {
 // --hostfile lists, with a hostfile's slots as GPUs per host (torchrun's
 // --nproc-per-node), and returns the listed names in their order. Every
 // listed host must be in the cluster file: it is what prices them.
-func restrictToListed(f *planner.ClusterFile, hosts, hostfile string) ([]string, error) {
+func restrictToListed(f *cluster.File, hosts, hostfile string) ([]string, error) {
 	listed, err := launcher.ResolveHosts(launcher.HostSources{Hosts: hosts, Hostfile: hostfile, Getenv: func(string) string { return "" }})
 	if err != nil {
 		return nil, err
@@ -39,9 +44,9 @@ func restrictToListed(f *planner.ClusterFile, hosts, hostfile string) ([]string,
 		names = append(names, h.Name)
 	}
 	kept := map[string]bool{}
-	var islands []planner.IslandSpec
+	var islands []cluster.IslandSpec
 	for _, is := range f.Clusters {
-		var hs planner.HostEntries
+		var hs cluster.HostEntries
 		perHost := 0
 		for _, h := range is.Hosts {
 			n, ok := slots[h.Name]
@@ -83,12 +88,12 @@ func restrictToListed(f *planner.ClusterFile, hosts, hostfile string) ([]string,
 }
 
 // dropOrphanLinks drops the links that name an island the file no longer has.
-func dropOrphanLinks(f *planner.ClusterFile) {
+func dropOrphanLinks(f *cluster.File) {
 	islands := map[string]bool{}
 	for _, is := range f.Clusters {
 		islands[is.Name] = true
 	}
-	var links []planner.LinkSpec
+	var links []cluster.LinkSpec
 	for _, l := range f.Links {
 		if islands[l.Between[0]] && islands[l.Between[1]] {
 			links = append(links, l)
@@ -99,7 +104,7 @@ func dropOrphanLinks(f *planner.ClusterFile) {
 
 // restrictLinksAndMeasured drops the links of removed islands and the
 // measured matrix's rows and columns of removed hosts.
-func restrictLinksAndMeasured(f *planner.ClusterFile, kept map[string]bool) {
+func restrictLinksAndMeasured(f *cluster.File, kept map[string]bool) {
 	dropOrphanLinks(f)
 	if mc := f.MeasuredCompute; mc != nil {
 		keep := *mc
@@ -121,7 +126,7 @@ func restrictLinksAndMeasured(f *planner.ClusterFile, kept map[string]bool) {
 			idx = append(idx, i)
 		}
 	}
-	out := &planner.MeasuredBandwidth{}
+	out := &cluster.MeasuredBandwidth{}
 	*out = *m
 	out.Hosts = nil
 	out.GbitPerS = nil
@@ -140,7 +145,7 @@ func restrictLinksAndMeasured(f *planner.ClusterFile, kept map[string]bool) {
 }
 
 // hostOrder maps host names to the resolved cluster's host indices.
-func hostOrder(c *planner.Cluster, names []string) ([]int, error) {
+func hostOrder(c *cluster.Cluster, names []string) ([]int, error) {
 	index := map[string]int{}
 	for i, h := range c.Hosts {
 		index[h.Name] = i
@@ -161,7 +166,7 @@ func hostOrder(c *planner.Cluster, names []string) ([]int, error) {
 // `--`) with ranks in torchrun's order over names. Knobs the user leaves
 // free are chosen best for that layout, so the ratio to the planned one
 // understates rather than overstates what the plan saves.
-func priceAsIs(c *planner.Cluster, m planner.Model, so planner.SearchOptions, names []string, megatronArgs []string) asIsLayout {
+func priceAsIs(c *cluster.Cluster, m model.Model, so search.Options, names []string, megatronArgs []string) asIsLayout {
 	out := asIsLayout{hosts: names}
 	order, err := hostOrder(c, names)
 	if err != nil {
@@ -174,9 +179,9 @@ func priceAsIs(c *planner.Cluster, m planner.Model, so planner.SearchOptions, na
 		return out
 	}
 	so.Fixed, so.IgnoreIslands, so.HostOrder, so.TopK = fixed, true, order, 1
-	res, err := planner.Search(c, m, so)
+	res, err := search.Search(c, m, so)
 	if err != nil {
-		var nf *planner.NoFitError
+		var nf *search.NoFitError
 		if errors.As(err, &nf) {
 			err = errors.New(nf.Message)
 		}
@@ -189,18 +194,18 @@ func priceAsIs(c *planner.Cluster, m planner.Model, so planner.SearchOptions, na
 
 // asIsConstraints adds the parallel sizes of the user's Megatron arguments
 // to the plan flags' constraints; a flag that contradicts them is an error.
-func asIsConstraints(flags planner.Constraints, m planner.Model, globalBatch int, args []string) (planner.Constraints, error) {
+func asIsConstraints(flags parallel.Constraints, m model.Model, globalBatch int, args []string) (parallel.Constraints, error) {
 	if len(args) == 0 {
 		return flags, nil
 	}
 	// Without the model's shape flags the sizes are read against the
 	// planned model's (virtual stages need its layer count).
 	full := append(slices.Clone(args), templates.ModelShapeArgs(m, false, args)...)
-	_, fromArgs, _, err := planner.ModelFromMegatronArgs(full)
+	_, fromArgs, _, err := megatron.ModelFromArgs(full)
 	if err != nil {
 		return flags, fmt.Errorf("Megatron arguments after --: %w", err)
 	}
-	micro, global, err := planner.MegatronBatchArgs(args)
+	micro, global, err := megatron.BatchArgs(args)
 	if err != nil {
 		return flags, fmt.Errorf("Megatron arguments after --: %w", err)
 	}
@@ -235,7 +240,7 @@ func asIsConstraints(flags planner.Constraints, m planner.Model, globalBatch int
 	if out.DistributedOptimizer == nil {
 		out.DistributedOptimizer = fromArgs.DistributedOptimizer
 	}
-	if out.Precision == "" || out.Precision == planner.PrecisionBF16 {
+	if out.Precision == "" || out.Precision == gpu.PrecisionBF16 {
 		out.Precision = cmp.Or(fromArgs.Precision, out.Precision)
 	}
 	if out.StageLayers == nil {
@@ -256,7 +261,7 @@ func secondsLabel(s float64) string {
 }
 
 // asIsLine is the one-line comparison under the plan table.
-func asIsLine(a asIsLayout, planned *planner.Plan) string {
+func asIsLine(a asIsLayout, planned *search.Plan) string {
 	if a.plan == nil {
 		return fmt.Sprintf("your layout (torchrun's rank order on %s): not priced: %v", hostsLabel(a.hosts), a.err)
 	}
@@ -276,13 +281,13 @@ func hostsLabel(h []string) string {
 
 // asIsJSON is --as-is in `plan --json`.
 type asIsJSON struct {
-	AsIs        *planner.Plan `json:"as_is,omitempty"`
-	AsIsHosts   []string      `json:"as_is_host_order"`
-	AsIsError   string        `json:"as_is_error,omitempty"`
-	AsIsSpeedup float64       `json:"as_is_over_planned,omitempty"`
+	AsIs        *search.Plan `json:"as_is,omitempty"`
+	AsIsHosts   []string     `json:"as_is_host_order"`
+	AsIsError   string       `json:"as_is_error,omitempty"`
+	AsIsSpeedup float64      `json:"as_is_over_planned,omitempty"`
 }
 
-func asIsView(a *asIsLayout, planned *planner.Plan) *asIsJSON {
+func asIsView(a *asIsLayout, planned *search.Plan) *asIsJSON {
 	if a == nil {
 		return nil
 	}

@@ -10,7 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
 // interleavedHostfile lists examples/two-clusters.yaml's hosts alternating
@@ -55,10 +59,10 @@ func TestPlanAsIsInterleavedHostfile(t *testing.T) {
 		t.Fatalf("--json exit %d: %s", code, errOut)
 	}
 	var doc struct {
-		Plans     []planner.Plan `json:"plans"`
-		AsIs      *planner.Plan  `json:"as_is"`
-		AsIsHosts []string       `json:"as_is_host_order"`
-		Over      float64        `json:"as_is_over_planned"`
+		Plans     []search.Plan `json:"plans"`
+		AsIs      *search.Plan  `json:"as_is"`
+		AsIsHosts []string      `json:"as_is_host_order"`
+		Over      float64       `json:"as_is_over_planned"`
 	}
 	if err := json.Unmarshal([]byte(js), &doc); err != nil {
 		t.Fatal(err)
@@ -76,7 +80,7 @@ func TestPlanAsIsInterleavedHostfile(t *testing.T) {
 		}
 	}
 	// The as-is figure is the simulator on that order.
-	c, names, err := loadListedCluster("../../examples/two-clusters.yaml", planner.TransportAuto, "", hf)
+	c, names, err := loadListedCluster("../../examples/two-clusters.yaml", fabric.TransportAuto, "", hf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +88,8 @@ func TestPlanAsIsInterleavedHostfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := planner.Preset("llama3-8b")
-	sim, err := planner.PriceOrder(c, m, doc.AsIs.Config, planner.FrameworkMegatron, order)
+	m, _ := model.Preset("llama3-8b")
+	sim, err := search.PriceOrder(c, m, doc.AsIs.Config, parallel.FrameworkMegatron, order)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +145,7 @@ func TestRestrictToListedMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/preflight"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
+	"github.com/urfave/cli/v2"
 )
 
 // launchPreflight starts the preflight job like launchJob, its output to
@@ -36,7 +36,7 @@ var launchPreflight = func(ctx context.Context, job *job.Job, opts *RunOptions, 
 // runPreflight runs the collective test of the rendered job and prints
 // the per-group table: to stdout for `pipette-launch preflight`, to
 // stderr before a job (whose stdout is the ranks').
-func runPreflight(ctx context.Context, job *job.Job, c *planner.Cluster, p *planner.Plan, o templates.Options, opts *RunOptions) error {
+func runPreflight(ctx context.Context, job *job.Job, c *cluster.Cluster, p *search.Plan, o templates.Options, opts *RunOptions) error {
 	pj, spec, err := templates.Preflight(job, c, p, o, templates.PreflightOptions{Timeout: opts.PreflightTimeout})
 	if err != nil {
 		return &inputError{"preflight: " + err.Error()}

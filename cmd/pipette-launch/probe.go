@@ -11,10 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/urfave/cli/v2"
 )
 
 // ProbeOptions are the inputs of `pipette-launch probe`.
@@ -233,7 +232,7 @@ func printProbeJSON(opts *ProbeOptions, probes []*launcher.HostProbe, data []byt
 }
 
 func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
-	probes []*launcher.HostProbe, progress *launcher.Progress) (*planner.MeasuredBandwidth, error) {
+	probes []*launcher.HostProbe, progress *launcher.Progress) (*cluster.MeasuredBandwidth, error) {
 	if len(targets) < 2 {
 		fmt.Fprintln(opts.IO.ErrOut, "measure: one host, no links to measure")
 		return nil, nil
@@ -277,7 +276,7 @@ func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.
 }
 
 // warnNoRDMA says so when no host has an RDMA NIC: jobs will use sockets.
-func warnNoRDMA(io *IOStreams, f *planner.ClusterFile) {
+func warnNoRDMA(io *IOStreams, f *cluster.File) {
 	for _, c := range f.Clusters {
 		for _, n := range c.NICs {
 			if n.Type.RDMA() {
@@ -289,7 +288,7 @@ func warnNoRDMA(io *IOStreams, f *planner.ClusterFile) {
 }
 
 // clusterFileText is the cluster file as probe writes it, header included.
-func clusterFileText(f *planner.ClusterFile) ([]byte, error) {
+func clusterFileText(f *cluster.File) ([]byte, error) {
 	data, err := f.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
@@ -311,7 +310,7 @@ func writeClusterFile(opts *ProbeOptions, data []byte) error {
 
 // printProbeSummary lists the clusters found (and the matrix) on stderr
 // when the file goes to stdout, else on stdout.
-func printProbeSummary(opts *ProbeOptions, f *planner.ClusterFile) {
+func printProbeSummary(opts *ProbeOptions, f *cluster.File) {
 	w := opts.IO.Out
 	if opts.Output == "-" {
 		w = opts.IO.ErrOut

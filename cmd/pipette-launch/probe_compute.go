@@ -5,18 +5,19 @@ import (
 	"fmt"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
 )
 
 // measureCompute runs the compute sweep on every probed host: one worker
 // per GPU, or per --nproc-per-node slot on GPU-less hosts (whose CPU
 // threads are shared out among the slots, as torchrun's OMP rule does).
 func measureCompute(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
-	probes []*launcher.HostProbe, progress *launcher.Progress) (*planner.MeasuredCompute, error) {
+	probes []*launcher.HostProbe, progress *launcher.Progress) (*cluster.MeasuredCompute, error) {
 	if opts.ComputeSeconds <= 0 {
 		return nil, nil
 	}
-	var model *planner.Model
+	var model *model.Model
 	if opts.Model != "" {
 		m, err := loadModel(opts.Model, 0)
 		if err != nil {

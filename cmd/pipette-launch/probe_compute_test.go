@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
@@ -40,7 +41,7 @@ func TestProbeMeasureComputeOnTestbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		t.Fatalf("written cluster file does not parse: %v\n%s", err, data)
 	}
@@ -66,7 +67,7 @@ func TestProbeMeasureComputeOnTestbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scale, _, _ := planner.MeasuredScale(planner.GPUSpec{Model: "cpu", PeakTFLOPS: 1}, mc.Hosts[0])
+	scale, _, _ := cluster.MeasuredScale(gpu.Spec{Model: "cpu", PeakTFLOPS: 1}, mc.Hosts[0])
 	if got := c.Hosts[0].GPU.PeakTFLOPS; got >= 1 || got <= 0 || scale <= 0 {
 		t.Errorf("resolved peak %g TFLOP/s (host scale %g): the measurement was not applied", got, scale)
 	}

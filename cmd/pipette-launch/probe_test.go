@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/testbed"
+	"github.com/urfave/cli/v2"
 )
 
 func probeExit(err error) int {
@@ -62,7 +61,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 	}})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "cluster.yaml")
-	run := func(reprobe bool) (*planner.ClusterFile, string) {
+	run := func(reprobe bool) (*cluster.File, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
 		opts := &ProbeOptions{
@@ -80,7 +79,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := planner.ParseClusterFile(data)
+		f, err := cluster.Parse(data)
 		if err != nil {
 			t.Fatalf("written cluster file does not parse: %v\n%s", err, data)
 		}
@@ -92,7 +91,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 
 	first, stderr := run(false)
 	t.Logf("stderr:\n%s", stderr)
-	types := map[string]planner.NICType{}
+	types := map[string]cluster.NICType{}
 	for _, c := range first.Clusters {
 		for _, h := range c.Hosts {
 			types[h.Name] = c.NICs[0].Type
@@ -101,7 +100,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]planner.NICType{"ib1": planner.NICInfiniBand, "roce1": planner.NICRoCE, "eth1": planner.NICEthernet}
+	want := map[string]cluster.NICType{"ib1": cluster.NICInfiniBand, "roce1": cluster.NICRoCE, "eth1": cluster.NICEthernet}
 	if !reflect.DeepEqual(types, want) {
 		t.Errorf("first NIC type per host %v, want %v", types, want)
 	}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/report"
 	"github.com/urfave/cli/v2"
 )
@@ -72,18 +74,18 @@ func clusterMeasured(path string) bool {
 	if err != nil {
 		return false
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	return err == nil && f.Measured != nil
 }
 
 // searchedPlans is a run's search, kept for its report.
 type searchedPlans struct {
-	model  planner.Model
-	result *planner.Result
+	model  model.Model
+	result *search.Result
 }
 
 // writeRunReport draws the plans a run searched, the one it uses first.
-func writeRunReport(o *RunOptions, c *planner.Cluster) error {
+func writeRunReport(o *RunOptions, c *cluster.Cluster) error {
 	if !o.Report.wanted() {
 		return nil
 	}

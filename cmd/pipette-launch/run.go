@@ -15,14 +15,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
+	"github.com/urfave/cli/v2"
 )
 
 // RunOptions are the inputs of `pipette-launch run` (and of the bare
@@ -213,7 +215,7 @@ func exitFor(err error) error {
 		return nil
 	}
 	var ue *inputError
-	var nf *planner.NoFitError
+	var nf *search.NoFitError
 	switch {
 	case errors.As(err, &ue):
 		return cli.Exit("pipette-launch: "+err.Error(), exitInput)
@@ -245,7 +247,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if planned && mode.TransportFor(fw) == planner.TransportIslands && len(cluster.Islands) > 1 &&
+	if planned && mode.TransportFor(fw) == fabric.TransportIslands && len(cluster.Islands) > 1 &&
 		templates.IslandsFallback(cluster, ch.plan, templates.Options{Script: opts.Script, Args: ch.args, Env: opts.Env}) != "" {
 		// The plan cannot keep RDMA inside islands: price it again the way
 		// it will run, on sockets everywhere (Render says why).
@@ -444,25 +446,25 @@ func checkScript(o *RunOptions) error {
 }
 
 // chooseFramework applies --framework or guesses from the script.
-func chooseFramework(o *RunOptions) planner.Framework {
+func chooseFramework(o *RunOptions) parallel.Framework {
 	if o.Framework != "" {
-		return planner.Framework(o.Framework)
+		return parallel.Framework(o.Framework)
 	}
 	for _, a := range o.ScriptArgs {
 		if a == "--deepspeed" || a == "--deepspeed_config" || strings.HasPrefix(a, "--deepspeed_config=") {
-			return planner.FrameworkDeepSpeed
+			return parallel.FrameworkDeepSpeed
 		}
 	}
 	if templates.LooksLikeMegatron(o.Script, o.ScriptArgs) {
-		return planner.FrameworkMegatron
+		return parallel.FrameworkMegatron
 	}
-	return planner.FrameworkTorch
+	return parallel.FrameworkTorch
 }
 
 // loadRunCluster resolves the cluster: a cluster file (or the embedded
 // example) is planned on; --hosts/--hostfile only lists hosts, so ranks go
 // in torchrun's order. --nnodes and --nproc-per-node cap what is used.
-func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error) {
+func loadRunCluster(o *RunOptions) (c *cluster.Cluster, planned bool, err error) {
 	nnodes, err := parseNNodes(o.NNodes)
 	if err != nil {
 		return nil, false, err
@@ -518,7 +520,7 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 		}
 		name = o.ClusterFile
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		return nil, false, inputErrorf("%s: %v", name, err)
 	}
@@ -528,7 +530,7 @@ func loadRunCluster(o *RunOptions) (c *planner.Cluster, planned bool, err error)
 	mode, _ := templates.ParseNCCLMode(o.NCCLMode) // checked by runRun
 	t := mode.TransportFor(chooseFramework(o))
 	if o.socketsOnly {
-		t = planner.TransportSockets
+		t = fabric.TransportSockets
 	}
 	c, err = f.ResolveFor(t)
 	if err != nil {
@@ -551,7 +553,7 @@ func onExample(o *RunOptions) bool {
 
 // capCluster keeps the first nnodes hosts (file order) and at most nproc
 // GPUs per host, torchrun's meaning of those flags.
-func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
+func capCluster(f *cluster.File, nnodes, nproc int) error {
 	total := 0
 	for _, is := range f.Clusters {
 		total += len(is.Hosts)
@@ -563,7 +565,7 @@ func capCluster(f *planner.ClusterFile, nnodes, nproc int) error {
 		return inputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
 	}
 	left := nnodes
-	var kept []planner.IslandSpec
+	var kept []cluster.IslandSpec
 	for _, is := range f.Clusters {
 		if nproc > 0 {
 			is.GPUsPerHost = nproc
@@ -635,20 +637,20 @@ func envLookup(env []string) func(string) string {
 
 // hostsCluster is a cluster of listed hosts with nothing probed: no NICs
 // (NCCL keeps its own detection) and unknown GPUs.
-func hostsCluster(hosts []launcher.HostSpec) *planner.Cluster {
-	island := planner.Island{Spec: planner.IslandSpec{Name: "hosts"}}
-	var hs []planner.Host
+func hostsCluster(hosts []launcher.HostSpec) *cluster.Cluster {
+	island := cluster.Island{Spec: cluster.IslandSpec{Name: "hosts"}}
+	var hs []cluster.Host
 	for i, h := range hosts {
 		island.Hosts = append(island.Hosts, i)
-		entry := planner.HostEntry{Name: h.Name, Address: cmp.Or(h.Addr, h.Name), User: h.User, Port: h.Port}
-		hs = append(hs, planner.Host{HostEntry: entry, GPUs: h.Slots})
+		entry := cluster.HostEntry{Name: h.Name, Address: cmp.Or(h.Addr, h.Name), User: h.User, Port: h.Port}
+		hs = append(hs, cluster.Host{HostEntry: entry, GPUs: h.Slots})
 	}
 	n := len(hs)
 	bw, lat := make([][]float64, n), make([][]float64, n)
 	for i := range bw {
 		bw[i], lat[i] = make([]float64, n), make([]float64, n)
 	}
-	return planner.NewCluster([]planner.Island{island}, hs, bw, lat)
+	return cluster.NewCluster([]cluster.Island{island}, hs, bw, lat)
 }
 
 // checkRankFilters rejects --local-ranks-filter and --quiet-ranks entries
@@ -676,7 +678,7 @@ func checkRankFilters(o *RunOptions, job *job.Job) error {
 // printDryRunJSON is --dry-run --json: one JSON object with the summary,
 // the job (secrets masked as in the text form) and the chosen plan, as
 // `plan --json` prints one.
-func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *job.Job) error {
+func printDryRunJSON(opts *RunOptions, summary string, plan *search.Plan, job *job.Job) error {
 	out := struct {
 		Summary        string `json:"summary"`
 		ExampleCluster bool   `json:"example_cluster,omitempty"`
@@ -684,7 +686,7 @@ func printDryRunJSON(opts *RunOptions, summary string, plan *planner.Plan, job *
 		SrunCommand    string `json:"srun_command,omitempty"`
 		LaunchProbe    string `json:"launch_probe,omitempty"`
 		templates.JobView
-		Plan *planner.Plan `json:"plan,omitempty"`
+		Plan *search.Plan `json:"plan,omitempty"`
 	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan}
 	if opts.slurm != nil {
 		out.SrunCommand = opts.slurm.SrunCommand(*job)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
 
 	"github.com/pipette-launch/pipette-launch/testbed"
 )

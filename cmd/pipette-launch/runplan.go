@@ -7,7 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/tokenizer"
@@ -18,7 +22,7 @@ import (
 // flags of --model added when the script lacks them), the user's own
 // DeepSpeed config and the warnings to print before the job.
 type planChoice struct {
-	plan     *planner.Plan
+	plan     *search.Plan
 	summary  string
 	args     []string
 	ds       *templates.DSUserConfig
@@ -30,7 +34,7 @@ type planChoice struct {
 // settings (Megatron flags, the user's DeepSpeed config) as constraints;
 // plain torch jobs, and jobs on listed hosts, use torchrun's rank order
 // with the parallel sizes the script's own arguments fix.
-func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned bool) (*planChoice, error) {
+func choosePlan(o *RunOptions, c *cluster.Cluster, fw parallel.Framework, planned bool) (*planChoice, error) {
 	ch := &planChoice{args: o.ScriptArgs}
 	ds, err := userDSConfig(o, fw)
 	if err != nil {
@@ -39,15 +43,15 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	ch.ds = ds
 	megatronArgs := templates.LooksLikeMegatron(o.Script, o.ScriptArgs)
 	vocab := tokenizer.Reader{Dir: o.WorkDir}
-	m, fixed, found, err := planner.ModelFromMegatronArgsVocab(o.ScriptArgs, vocab.Vocab)
-	if found && err != nil && fw != planner.FrameworkTorch {
+	m, fixed, found, err := megatron.ModelFromArgsVocab(o.ScriptArgs, vocab.Vocab)
+	if found && err != nil && fw != parallel.FrameworkTorch {
 		return nil, inputErrorf("%v", err)
 	}
-	if megatronArgs && fw != planner.FrameworkTorch {
-		ch.warnings = append(ch.warnings, planner.UnmodelledMegatronFeatures(o.ScriptArgs)...)
+	if megatronArgs && fw != parallel.FrameworkTorch {
+		ch.warnings = append(ch.warnings, megatron.UnmodelledFeatures(o.ScriptArgs)...)
 	}
-	micro, global, err := planner.MegatronBatchArgs(o.ScriptArgs)
-	if err != nil && fw != planner.FrameworkTorch {
+	micro, global, err := megatron.BatchArgs(o.ScriptArgs)
+	if err != nil && fw != parallel.FrameworkTorch {
 		return nil, inputErrorf("%v", err)
 	}
 	if o.GlobalBatch > 0 {
@@ -57,8 +61,8 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 		global = o.GlobalBatch
 	}
 	if !found {
-		fixed = planner.Constraints{ZeroStage: -1}
-		if !megatronArgs && fw == planner.FrameworkDeepSpeed {
+		fixed = parallel.Constraints{ZeroStage: -1}
+		if !megatronArgs && fw == parallel.FrameworkDeepSpeed {
 			// A plain DeepSpeed script only does data parallelism (+ ZeRO).
 			fixed.TP, fixed.PP, fixed.CP = 1, 1, 1
 		}
@@ -66,7 +70,7 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 	if err := applySequenceParallel(o.SequenceParallel, &fixed, found); err != nil {
 		return nil, err
 	}
-	if megatronArgs && fw != planner.FrameworkTorch {
+	if megatronArgs && fw != parallel.FrameworkTorch {
 		// The user's own layer split stands: rendered as given without
 		// planning, a constraint on the search with it.
 		stages, vpp, err := templates.UserStageLayers(o.ScriptArgs)
@@ -77,14 +81,14 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 			fixed.VPP, fixed.StageLayers = max(fixed.VPP, vpp), stages
 		}
 	}
-	if fw == planner.FrameworkTorch || !planned {
+	if fw == parallel.FrameworkTorch || !planned {
 		ch.plan, ch.summary, err = torchrunOrderPlan(c, fw, fixed, micro, global, ds)
 		return ch, err
 	}
 	if !found || m.NumLayers == 0 {
 		if o.Model == "" {
-			if fw == planner.FrameworkMegatron {
-				return nil, inputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(planner.PresetNames(), ", "))
+			if fw == parallel.FrameworkMegatron {
+				return nil, inputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(model.PresetNames(), ", "))
 			}
 			ch.plan, ch.summary, err = torchrunOrderPlan(c, fw, fixed, micro, global, ds)
 			return ch, err
@@ -93,16 +97,16 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 		if err != nil {
 			return nil, &inputError{err.Error()}
 		}
-		if t := planner.MegatronTokenizer(o.ScriptArgs); t.Type != "" {
+		if t := megatron.Tokenizer(o.ScriptArgs); t.Type != "" {
 			// Megatron sizes the embedding by the script's tokenizer, whatever
 			// the model file says.
 			if n, _, err := vocab.Vocab(t); err == nil && n > 0 {
 				m.Vocab, found = n, true
 			}
 		}
-		if megatronArgs || fw == planner.FrameworkMegatron {
+		if megatronArgs || fw == parallel.FrameworkMegatron {
 			// The job must train the model that was planned.
-			ch.args = append(append([]string(nil), o.ScriptArgs...), templates.ModelShapeArgs(m, fw == planner.FrameworkDeepSpeed, o.ScriptArgs)...)
+			ch.args = append(append([]string(nil), o.ScriptArgs...), templates.ModelShapeArgs(m, fw == parallel.FrameworkDeepSpeed, o.ScriptArgs)...)
 		}
 	}
 	if err := checkFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
@@ -120,7 +124,7 @@ func choosePlan(o *RunOptions, c *planner.Cluster, fw planner.Framework, planned
 // searchPlan runs the search with the user's DeepSpeed config as
 // constraints (unless --plan-overrides-config). When no plan keeps the
 // config, the error names the keys the best plan without them changes.
-func searchPlan(o *RunOptions, c *planner.Cluster, m planner.Model, fw planner.Framework, fixed planner.Constraints, micro, global int, ds *templates.DSUserConfig) (*planner.Plan, int, error) {
+func searchPlan(o *RunOptions, c *cluster.Cluster, m model.Model, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *templates.DSUserConfig) (*search.Plan, int, error) {
 	free := fixed
 	keep := ds != nil && !o.PlanOverridesConfig
 	if ds != nil {
@@ -137,9 +141,9 @@ func searchPlan(o *RunOptions, c *planner.Cluster, m planner.Model, fw planner.F
 	if global == 0 {
 		return nil, 0, inputErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
-	search := func(fx planner.Constraints, keepConfig bool) ([]planner.Plan, error) {
-		res, err := planner.Search(c, m, planner.SearchOptions{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, o.PlanIndex), Seed: 1})
-		var noFit *planner.NoFitError
+	search := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
+		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, o.PlanIndex), Seed: 1})
+		var noFit *search.NoFitError
 		if errors.As(err, &noFit) {
 			// Not bad input: the model does not fit this cluster (exit 3, as
 			// `plan` does), and the message says what would help.
@@ -148,7 +152,7 @@ func searchPlan(o *RunOptions, c *planner.Cluster, m planner.Model, fw planner.F
 		if err != nil {
 			return nil, inputErrorf("plan %s for %s: %v", m.Name, fw, err)
 		}
-		var keep []planner.Plan
+		var keep []search.Plan
 		for _, p := range res.Plans {
 			if !keepConfig || len(ds.PlanChanges(p.Config)) == 0 {
 				keep = append(keep, p)
@@ -178,7 +182,7 @@ func searchPlan(o *RunOptions, c *planner.Cluster, m planner.Model, fw planner.F
 
 // dsConfigConflict explains why no plan keeps the user's DeepSpeed config:
 // the keys the best plan without its constraints changes (exit 2).
-func dsConfigConflict(ds *templates.DSUserConfig, plans []planner.Plan, err, cause error) error {
+func dsConfigConflict(ds *templates.DSUserConfig, plans []search.Plan, err, cause error) error {
 	if err != nil || len(plans) == 0 {
 		if cause == nil {
 			cause = err
@@ -194,7 +198,7 @@ func dsConfigConflict(ds *templates.DSUserConfig, plans []planner.Plan, err, cau
 
 // checkFixedSizes names the user's own parallel flag when it cannot work,
 // before the search reports that nothing is valid.
-func checkFixedSizes(m planner.Model, f planner.Constraints, gpus int) error {
+func checkFixedSizes(m model.Model, f parallel.Constraints, gpus int) error {
 	tp, pp, cp := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1)
 	switch {
 	case m.Heads%tp != 0:
@@ -212,7 +216,7 @@ func checkFixedSizes(m planner.Model, f planner.Constraints, gpus int) error {
 // torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
 // and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1) and
 // the batch, ZeRO stage and offload the user's DeepSpeed config gives.
-func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.Constraints, micro, global int, ds *templates.DSUserConfig) (*planner.Plan, string, error) {
+func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *templates.DSUserConfig) (*search.Plan, string, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
@@ -228,7 +232,7 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 	if global == 0 {
 		global = micro * dp
 	}
-	cfg := planner.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
+	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
 		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
 	if fixed.SequenceParallel != nil {
 		cfg.SequenceParallel = *fixed.SequenceParallel
@@ -242,10 +246,10 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 	if ds != nil && ds.OffloadParam != "" && ds.OffloadParam != "none" {
 		cfg.Offload.Params = true
 	}
-	p := &planner.Plan{Framework: fw, Config: cfg}
+	p := &search.Plan{Framework: fw, Config: cfg}
 	for hi, h := range c.Hosts {
 		for l := range h.GPUs {
-			p.Placement = append(p.Placement, planner.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
+			p.Placement = append(p.Placement, search.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
 		}
 	}
 	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
@@ -254,7 +258,7 @@ func torchrunOrderPlan(c *planner.Cluster, fw planner.Framework, fixed planner.C
 // dsUnplanned takes the batch sizes, ZeRO stage and offload of the user's
 // DeepSpeed config as DeepSpeed derives them for dp ranks; the script's
 // own Megatron-DeepSpeed flags must agree with them.
-func dsUnplanned(ds *templates.DSUserConfig, fixed *planner.Constraints, micro, global *int, dp int) error {
+func dsUnplanned(ds *templates.DSUserConfig, fixed *parallel.Constraints, micro, global *int, dp int) error {
 	m, _, t, err := ds.Batch(dp)
 	if err != nil {
 		return &inputError{err.Error()}
@@ -293,7 +297,7 @@ func dsGlobalBatch(ds *templates.DSUserConfig, global int) (int, error) {
 // dsConstraints adds what the user's DeepSpeed config fixes to the search
 // constraints: micro-batch, ZeRO stage, offload and, with the accumulation
 // steps, the data-parallel size. An error names what contradicts.
-func dsConstraints(ds *templates.DSUserConfig, fixed *planner.Constraints, micro, global int) error {
+func dsConstraints(ds *templates.DSUserConfig, fixed *parallel.Constraints, micro, global int) error {
 	name := ds.Flag + " " + ds.Path
 	if ds.Micro > 0 {
 		if micro > 0 && micro != ds.Micro {
@@ -344,11 +348,11 @@ func dsSettings(ds *templates.DSUserConfig) string {
 
 // vocabNote says where the planned vocabulary came from and how Megatron
 // pads it, for the plan's summary line.
-func vocabNote(m planner.Model, tp int, r tokenizer.Reader, args []string, fromArgs bool) string {
+func vocabNote(m model.Model, tp int, r tokenizer.Reader, args []string, fromArgs bool) string {
 	src := "the model"
 	if fromArgs {
 		src = "--vocab-size"
-		if t := planner.MegatronTokenizer(args); t.Type != "" {
+		if t := megatron.Tokenizer(args); t.Type != "" {
 			src = t.Type
 			if _, from, err := r.Vocab(t); err == nil && from != "" {
 				src += " " + from
@@ -360,8 +364,8 @@ func vocabNote(m planner.Model, tp int, r tokenizer.Reader, args []string, fromA
 
 // userDSConfig reads the config the user's own --deepspeed_config names:
 // its settings are the user's (see templates.DSUserConfig).
-func userDSConfig(o *RunOptions, fw planner.Framework) (*templates.DSUserConfig, error) {
-	if fw != planner.FrameworkDeepSpeed {
+func userDSConfig(o *RunOptions, fw parallel.Framework) (*templates.DSUserConfig, error) {
+	if fw != parallel.FrameworkDeepSpeed {
 		return nil, nil
 	}
 	flag, path, file := userDSConfigFlag(o)
@@ -399,7 +403,7 @@ func userDSConfigFlag(o *RunOptions) (flag, path, file string) {
 }
 
 // planSummary is the one line printed before the job.
-func planSummary(p *planner.Plan, idx, n int) string {
+func planSummary(p *search.Plan, idx, n int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %d of %d (%s): TP %d PP %d DP %d CP %d", idx, n, p.Framework, p.TP, p.PP, p.DP, max(p.CP, 1))
 	if p.VPP > 1 {
@@ -413,10 +417,10 @@ func planSummary(p *planner.Plan, idx, n int) string {
 	if len(p.StageLayers) > 0 {
 		fmt.Fprintf(&b, ", layers per stage %v", p.StageLayers)
 	}
-	if p.Recompute != "" && p.Recompute != planner.RecomputeNone {
+	if p.Recompute != "" && p.Recompute != parallel.RecomputeNone {
 		fmt.Fprintf(&b, ", recompute %s", p.Recompute)
 	}
-	if p.Framework == planner.FrameworkDeepSpeed {
+	if p.Framework == parallel.FrameworkDeepSpeed {
 		fmt.Fprintf(&b, ", ZeRO-%d", p.ZeroStage)
 	}
 	if p.DistributedOptimizer {
@@ -496,7 +500,7 @@ func writeOutputDir(o *RunOptions, j *job.Job, summary string) error {
 // script's flags fixed: auto keeps the script's choice (from its flags, or
 // the planner's when the script has no Megatron flags); on/off set it, and
 // contradicting the script is bad input.
-func applySequenceParallel(v string, fixed *planner.Constraints, fromScript bool) error {
+func applySequenceParallel(v string, fixed *parallel.Constraints, fromScript bool) error {
 	want, err := parseSequenceParallel(v)
 	if err != nil {
 		return inputErrorf("%v", err)

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -50,7 +51,7 @@ type launchFacts struct {
 // host's interface towards it, and whether the launching shell's python3
 // exists there too. What it finds over SSH is cached for --dry-run and
 // --output-dir.
-func probeForLaunch(ctx context.Context, o *RunOptions, c *planner.Cluster, p *planner.Plan) (*launchFacts, error) {
+func probeForLaunch(ctx context.Context, o *RunOptions, c *cluster.Cluster, p *search.Plan) (*launchFacts, error) {
 	targets, hostIdx, rank0 := probeTargets(c, p)
 	candidate := pythonCandidate(o)
 	lp, pool, err := probeLaunch(ctx, targets, rank0, candidate, o)
@@ -68,7 +69,7 @@ func probeForLaunch(ctx context.Context, o *RunOptions, c *planner.Cluster, p *p
 
 // probeTargets are the hosts the plan uses, in placement order, their
 // indexes in the cluster, and which of them runs rank 0.
-func probeTargets(c *planner.Cluster, p *planner.Plan) (targets []launcher.HostTarget, hostIdx []int, rank0 int) {
+func probeTargets(c *cluster.Cluster, p *search.Plan) (targets []launcher.HostTarget, hostIdx []int, rank0 int) {
 	seen := map[int]bool{}
 	for _, r := range p.Placement {
 		if seen[r.HostIndex] {
@@ -102,7 +103,7 @@ func pythonCandidate(o *RunOptions) string {
 
 // launchFactsFrom turns a launch probe (nil: nothing known) into what the
 // render needs, with warnings for hosts lacking an interface or python.
-func launchFactsFrom(o *RunOptions, lp *launcher.LaunchProbe, targets []launcher.HostTarget, hostIdx []int, candidate string, c *planner.Cluster) *launchFacts {
+func launchFactsFrom(o *RunOptions, lp *launcher.LaunchProbe, targets []launcher.HostTarget, hostIdx []int, candidate string, c *cluster.Cluster) *launchFacts {
 	facts := &launchFacts{python: o.Python}
 	if lp == nil {
 		return facts
@@ -149,7 +150,7 @@ func launchProbeCache(o *RunOptions) launcher.LaunchProbeCache {
 // cached (younger than --probe-max-age), or one run now with --reprobe,
 // renders MASTER_ADDR and each host's interface as a launch would; a
 // missing one is said (o.probeNote).
-func withCachedProbe(ctx context.Context, o *RunOptions, c *planner.Cluster, p *planner.Plan, render func(*launchFacts) (*job.Job, error), job *job.Job) (*job.Job, error) {
+func withCachedProbe(ctx context.Context, o *RunOptions, c *cluster.Cluster, p *search.Plan, render func(*launchFacts) (*job.Job, error), job *job.Job) (*job.Job, error) {
 	if onExample(o) || o.slurm != nil || o.local {
 		return job, nil
 	}

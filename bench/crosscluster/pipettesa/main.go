@@ -32,7 +32,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // problem is Pipette's objective over states: a permutation of hosts read
@@ -204,7 +204,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func run(args []string, out io.Writer) error {
 // newProblem sizes Pipette's messages (bf16) for a GPT: pp_msg =
 // micro*seq*hidden*2 B; dp_msg = (hidden*vocab + 16*hidden^2*layers/pp)/tp*2 B
 // (Pipette's in_layers is layers per stage).
-func newProblem(c *planner.Cluster, pp, dp, tp, hidden, seq, vocab, layers, micro int) (*problem, error) {
+func newProblem(c *cluster.Cluster, pp, dp, tp, hidden, seq, vocab, layers, micro int) (*problem, error) {
 	n := len(c.Hosts)
 	gpus := c.Hosts[0].GPUs
 	for _, h := range c.Hosts {

@@ -1,0 +1,395 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+)
+
+// Calibration is a per-cluster correction fitted from the iteration times
+// of real runs (`pipette-launch calibrate`). Factors multiply TIME: 1.2
+// means that part of the step ran 20% slower than the model said.
+type Calibration struct {
+	UpdatedAt time.Time         `yaml:"updated_at" json:"updated_at"`
+	Compute   CalibrationFactor `yaml:"compute" json:"compute"`
+	// Links are per link class: "intra_host ISLAND" (the bus inside one
+	// island's hosts), "inter_host ISLAND" (between hosts of one island),
+	// "inter_host A,B" (between islands A and B, names sorted).
+	Links []LinkCalibration `yaml:"links,omitempty" json:"links,omitempty"`
+	// Runs are every observation the factors were fitted to, newest last.
+	Runs []CalibrationRun `yaml:"runs" json:"runs"`
+}
+
+// CalibrationFactor is one fitted factor and how many runs constrain it
+// (a run counts when that part is at least 5% of its predicted time).
+type CalibrationFactor struct {
+	Factor       float64 `yaml:"factor" json:"factor"`
+	Observations int     `yaml:"observations" json:"observations"`
+}
+
+// LinkCalibration is the factor of one link class.
+type LinkCalibration struct {
+	Link              string `yaml:"link" json:"link"`
+	CalibrationFactor `yaml:",inline"`
+}
+
+// CalibrationRun is one observed run and the model's linearisation of its
+// prediction: with factors x, predicted(x) = fixed_s + sum over k of
+// parts_s[k] x x[k] / factors[k], where parts_s[k] is the part of the
+// prediction that factor k scales and factors[k] its value when the run
+// was recorded (exact for small changes: every time in the model scales
+// with its factor, and the critical path is a max of sums).
+type CalibrationRun struct {
+	Source string    `yaml:"source" json:"source"`
+	At     time.Time `yaml:"at" json:"at"`
+	// Plan says what ran ("megatron TP2 PP2 DP1 mb1 gbs8 ...").
+	Plan string `yaml:"plan" json:"plan"`
+	// Iterations is how many iteration times the observation averages.
+	Iterations int     `yaml:"iterations" json:"iterations"`
+	ObservedS  float64 `yaml:"observed_iteration_s" json:"observed_iteration_s"`
+	// PredictedS is the prediction with the calibration in force before
+	// this run was added (its error is what `plan` reports).
+	PredictedS float64            `yaml:"predicted_iteration_s" json:"predicted_iteration_s"`
+	FixedS     float64            `yaml:"fixed_s,omitempty" json:"fixed_s,omitempty"`
+	PartsS     map[string]float64 `yaml:"parts_s" json:"parts_s"`
+	Factors    map[string]float64 `yaml:"factors,omitempty" json:"factors,omitempty"`
+}
+
+// factorAtRun is factor k when the run was recorded (1 when absent).
+func (r CalibrationRun) factorAtRun(k string) float64 {
+	if x := r.Factors[k]; x > 0 {
+		return x
+	}
+	return 1
+}
+
+// ComputeFactorKey names the compute factor in CalibrationRun.SensitivityS.
+const ComputeFactorKey = "compute"
+
+// Error is the relative error of the run's prediction (signed: + is too slow).
+func (r CalibrationRun) Error() float64 { return (r.PredictedS - r.ObservedS) / r.ObservedS }
+
+// Summary is "calibrated from N runs, last error X%".
+func (c *Calibration) Summary() string {
+	if c == nil || len(c.Runs) == 0 {
+		return ""
+	}
+	last := c.Runs[len(c.Runs)-1]
+	s := fmt.Sprintf("calibrated from %d runs, last error %.1f%% (compute x%.3f", len(c.Runs), 100*math.Abs(last.Error()), c.Compute.Factor)
+	for _, l := range c.Links {
+		s += fmt.Sprintf(", %s x%.3f", l.Link, l.Factor)
+	}
+	return s + ")"
+}
+
+// Factors returns every factor by key (compute and links).
+func (c *Calibration) Factors() map[string]float64 {
+	out := map[string]float64{}
+	if c == nil {
+		return out
+	}
+	if c.Compute.Factor > 0 {
+		out[ComputeFactorKey] = c.Compute.Factor
+	}
+	for _, l := range c.Links {
+		out[l.Link] = l.Factor
+	}
+	return out
+}
+
+func (c *Calibration) factor(key string) float64 {
+	if f, ok := c.Factors()[key]; ok && f > 0 {
+		return f
+	}
+	return 1
+}
+
+func validateCalibration(errs *yamlcheck.Problems, c *Calibration, islands map[string]int) {
+	positive := func(p string, f CalibrationFactor) {
+		if !(f.Factor > 0) || math.IsInf(f.Factor, 0) {
+			errs.Add(p+".factor", "must be > 0, got %g", f.Factor)
+		}
+		if f.Observations < 0 {
+			errs.Add(p+".observations", "must be >= 0, got %d", f.Observations)
+		}
+	}
+	positive("calibration.compute", c.Compute)
+	for i, l := range c.Links {
+		p := fmt.Sprintf("calibration.links[%d]", i)
+		positive(p, l.CalibrationFactor)
+		if err := checkLinkKey(l.Link, islands); err != nil {
+			errs.Add(p+".link", "%v", err)
+		}
+	}
+	for i, r := range c.Runs {
+		p := fmt.Sprintf("calibration.runs[%d]", i)
+		if !(r.ObservedS > 0) {
+			errs.Add(p+".observed_iteration_s", "must be > 0, got %g", r.ObservedS)
+		}
+		for k, v := range r.PartsS {
+			if v < 0 || math.IsNaN(v) {
+				errs.Add(p+".parts_s."+k, "must be >= 0, got %g", v)
+			}
+		}
+		for k, v := range r.Factors {
+			if !(v > 0) {
+				errs.Add(p+".factors."+k, "must be > 0, got %g", v)
+			}
+		}
+	}
+}
+
+func checkLinkKey(key string, islands map[string]int) error {
+	kind, rest, _ := strings.Cut(key, " ")
+	names := strings.Split(rest, ",")
+	switch {
+	case kind == "intra_host" && len(names) == 1, kind == "inter_host" && (len(names) == 1 || len(names) == 2):
+	default:
+		return fmt.Errorf("%q: want \"intra_host ISLAND\", \"inter_host ISLAND\" or \"inter_host A,B\"", key)
+	}
+	for _, n := range names {
+		if _, ok := islands[n]; !ok {
+			return fmt.Errorf("%q: unknown cluster %q", key, n)
+		}
+	}
+	return nil
+}
+
+// IntraHostKey and InterHostKey name link classes.
+func IntraHostKey(island string) string { return "intra_host " + island }
+
+// InterHostKey is the class of links between hosts of islands a and b.
+func InterHostKey(a, b string) string {
+	if a == b {
+		return "inter_host " + a
+	}
+	if a > b {
+		a, b = b, a
+	}
+	return "inter_host " + a + "," + b
+}
+
+// FactorKeys lists the factors a cluster can be calibrated with: compute,
+// the intra-host bus of islands with more than one GPU per host, links
+// inside islands of several hosts and between every two islands.
+func (f *File) FactorKeys() []string {
+	keys := []string{ComputeFactorKey}
+	for _, c := range f.Clusters {
+		if c.GPUsPerHost > 1 {
+			keys = append(keys, IntraHostKey(c.Name))
+		}
+	}
+	for i, a := range f.Clusters {
+		if len(a.Hosts) > 1 {
+			keys = append(keys, InterHostKey(a.Name, a.Name))
+		}
+		for _, b := range f.Clusters[i+1:] {
+			keys = append(keys, InterHostKey(a.Name, b.Name))
+		}
+	}
+	return keys
+}
+
+// applyCalibration scales compute and links by the fitted factors.
+func (f *File) applyCalibration(islands []Island, hosts []Host, links *compactLinks) {
+	c := f.Calibration
+	if c == nil {
+		return
+	}
+	cf := c.factor(ComputeFactorKey)
+	for i := range hosts {
+		h := &hosts[i]
+		scaleCompute(&h.GPU, 1/cf)
+		h.GPU.MemoryBandwidthTBPerS = gpu.HBMBytesPerS(h.GPU) / 1e12 / cf
+		h.IntraBytesPerS /= c.factor(IntraHostKey(islands[h.Island].Spec.Name))
+	}
+	// Links between hosts of two islands (or within one) share a factor:
+	// scale each island pair's nominal link and measured rates.
+	ni := links.islands
+	links.measuredDiv = make([]float64, ni*ni)
+	for a := range islands {
+		for b := range islands {
+			k := c.factor(InterHostKey(islands[a].Spec.Name, islands[b].Spec.Name))
+			links.nominal[a*ni+b].BytesPerS /= k
+			links.nominal[a*ni+b].LatencyS *= k
+			links.measuredDiv[a*ni+b] = k
+		}
+	}
+}
+
+// sensitivityStep is the relative change of a factor used to differentiate
+// the prediction.
+const sensitivityStep = 0.01
+
+// Linearize splits a prediction by the factors of f's calibration:
+// predict prices the run on a cluster resolved from a copy of f with one
+// factor changed by 1%. It returns the run with PredictedS (f's own
+// factors), PartsS (dT/dx_k x x_k: the seconds factor k scales; zero parts
+// left out), Factors (x_k in force) and FixedS (what no factor scales).
+func Linearize(f *File, t fabric.Transport, predict func(*Cluster) (float64, error)) (CalibrationRun, error) {
+	eval := func(cal *Calibration) (float64, error) {
+		g := *f
+		g.Calibration = cal
+		c, err := g.ResolveFor(t)
+		if err != nil {
+			return 0, err
+		}
+		return predict(c)
+	}
+	base, err := eval(f.Calibration)
+	if err != nil {
+		return CalibrationRun{}, err
+	}
+	cur := f.Calibration.Factors()
+	run := CalibrationRun{PredictedS: base, PartsS: map[string]float64{}, Factors: map[string]float64{}, FixedS: base}
+	for _, k := range f.FactorKeys() {
+		x := cur[k]
+		if x <= 0 {
+			x = 1
+		}
+		t1, err := eval(withFactor(f.Calibration, k, x*(1+sensitivityStep)))
+		if err != nil {
+			return CalibrationRun{}, fmt.Errorf("sensitivity to %s: %w", k, err)
+		}
+		if part := (t1 - base) / sensitivityStep; part > 1e-12*base {
+			run.PartsS[k] = part
+			run.Factors[k] = x
+			run.FixedS -= part
+		}
+	}
+	run.FixedS = math.Max(0, run.FixedS)
+	return run, nil
+}
+
+// withFactor is a copy of c (or an identity calibration) with key set to x.
+func withFactor(c *Calibration, key string, x float64) *Calibration {
+	out := &Calibration{Compute: CalibrationFactor{Factor: 1}}
+	if c != nil {
+		out.Compute = c.Compute
+		out.Links = slices.Clone(c.Links)
+	}
+	if key == ComputeFactorKey {
+		out.Compute.Factor = x
+		return out
+	}
+	for i := range out.Links {
+		if out.Links[i].Link == key {
+			out.Links[i].Factor = x
+			return out
+		}
+	}
+	out.Links = append(out.Links, LinkCalibration{Link: key, CalibrationFactor: CalibrationFactor{Factor: x}})
+	return out
+}
+
+// Fit constants. Each run's residual is relative (a 10 s and a 0.1 s job
+// weigh the same); the prior pulls each factor towards 1 (in units of the
+// relative residual) so that a factor few runs constrain moves only as far
+// as they need: with one run the correction is shared among the factors in
+// proportion to their share of the time.
+const (
+	calibrationPrior   = 0.001
+	minFactor          = 0.05
+	maxFactor          = 20
+	observedShareFloor = 0.05
+)
+
+// FitCalibration fits the factors to runs: minimise sum over runs of
+// ((fixed + sum_k part_k x_k/x_k,run - observed)/observed)^2
+// + prior x sum_k (x_k-1)^2,
+// a linear least-squares problem solved exactly. Factors no run is
+// sensitive to are left out; observations count the runs in which the
+// factor's part is at least 5% of the predicted time.
+func FitCalibration(runs []CalibrationRun, now time.Time) *Calibration {
+	var keys []string
+	seen := map[string]bool{}
+	for _, r := range runs {
+		for k := range r.PartsS {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if (keys[i] == ComputeFactorKey) != (keys[j] == ComputeFactorKey) {
+			return keys[i] == ComputeFactorKey
+		}
+		return keys[i] < keys[j]
+	})
+	n := len(keys)
+	a := make([][]float64, n) // normal matrix
+	b := make([]float64, n)
+	for i := range a {
+		a[i] = make([]float64, n)
+		a[i][i] = calibrationPrior
+		b[i] = calibrationPrior
+	}
+	obs := make([]int, n)
+	for _, r := range runs {
+		row := make([]float64, n)
+		for i, k := range keys {
+			row[i] = r.PartsS[k] / r.factorAtRun(k) / r.ObservedS
+		}
+		rhs := (r.ObservedS - r.FixedS) / r.ObservedS
+		for i := range keys {
+			if r.PredictedS > 0 && r.PartsS[keys[i]]/r.PredictedS >= observedShareFloor {
+				obs[i]++
+			}
+			b[i] += row[i] * rhs
+			for j := range keys {
+				a[i][j] += row[i] * row[j]
+			}
+		}
+	}
+	x := solve(a, b)
+	cal := &Calibration{UpdatedAt: now, Compute: CalibrationFactor{Factor: 1}, Runs: runs}
+	for i, k := range keys {
+		f := CalibrationFactor{Factor: math.Min(maxFactor, math.Max(minFactor, x[i])), Observations: obs[i]}
+		if k == ComputeFactorKey {
+			cal.Compute = f
+			continue
+		}
+		cal.Links = append(cal.Links, LinkCalibration{Link: k, CalibrationFactor: f})
+	}
+	return cal
+}
+
+// solve is Gaussian elimination with partial pivoting; a is symmetric
+// positive definite here (the prior makes it so).
+func solve(a [][]float64, b []float64) []float64 {
+	n := len(b)
+	for c := 0; c < n; c++ {
+		p := c
+		for r := c + 1; r < n; r++ {
+			if math.Abs(a[r][c]) > math.Abs(a[p][c]) {
+				p = r
+			}
+		}
+		a[c], a[p] = a[p], a[c]
+		b[c], b[p] = b[p], b[c]
+		for r := c + 1; r < n; r++ {
+			m := a[r][c] / a[c][c]
+			for k := c; k < n; k++ {
+				a[r][k] -= m * a[c][k]
+			}
+			b[r] -= m * b[c]
+		}
+	}
+	x := make([]float64, n)
+	for r := n - 1; r >= 0; r-- {
+		s := b[r]
+		for k := r + 1; k < n; k++ {
+			s -= a[r][k] * x[k]
+		}
+		x[r] = s / a[r][r]
+	}
+	return x
+}

@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+)
+
+func addFiles(f *testing.F, patterns ...string) {
+	for _, pat := range patterns {
+		files, _ := filepath.Glob(pat)
+		for _, p := range files {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(string(b))
+		}
+	}
+}
+
+// Every cluster file either loads or errs; what loads validates, names at
+// most limits.MaxHosts hosts and survives a marshal round trip. Seeds: the
+// example and test cluster files.
+func FuzzParseClusterFile(f *testing.F) {
+	addFiles(f, "../../examples/*.yaml", "../../cmd/pipette-launch/testdata/*.yaml", "../../bench/crosscluster/*.yaml")
+	f.Add("clusters:\n  - name: a\n    hosts: node[1-20000]\n    gpus_per_host: 8\n    gpu: {model: H100}\n")
+	f.Add("clusters: [{name: a, hosts: [\"[::1]:2222\"], gpus_per_host: 8.5, gpu: {model: H100}}]\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("loaded but does not validate: %v", err)
+		}
+		hosts := 0
+		for _, is := range c.Clusters {
+			hosts += len(is.Hosts)
+			if is.GPUsPerHost < 1 || is.GPUsPerHost > limits.MaxGPUsPerHost {
+				t.Fatalf("gpus_per_host %d", is.GPUsPerHost)
+			}
+		}
+		if hosts > limits.MaxHosts {
+			t.Fatalf("%d hosts", hosts)
+		}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(out); err != nil {
+			t.Fatalf("marshalled file does not load: %v\n%s", err, out)
+		}
+	})
+}
+
+// Every model file either loads or errs; what loads has a positive
+// parameter count (no overflow). Seeds: the example model files.
+func FuzzParseModelFile(f *testing.F) {
+	addFiles(f, "../../examples/models/*.yaml")
+	f.Add("num_layers: 32\nhidden_size: 2048.7\nnum_attention_heads: 32\nseq_length: 4096\nvocab_size: 32000\nswiglu: \"yes\"\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		m, err := model.Parse([]byte(doc))
+		if err != nil {
+			return
+		}
+		if m.Parameters() <= 0 {
+			t.Fatalf("%+v: %d parameters", m, m.Parameters())
+		}
+	})
+}
+
+// Megatron-LM argument lists (words of a real launch line) either give a
+// model that validates, no model, or an error. Seeds: lines from
+// Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh and the CLI's
+// test lines.
+func FuzzModelFromMegatronArgs(f *testing.F) {
+	f.Add("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 1536 --rampup-batch-size 16 16 5859375 --train-iters 500000 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --init-method-std 0.006 --clip-grad 1.0 --fp16 --lr 6.0e-5 --lr-decay-style cosine --min-lr 6.0e-6 --lr-warmup-fraction .001 --lr-decay-iters 430000")
+	f.Add("--num-layers 40 --hidden-size 5120 --num-attention-heads 40 --seq-length 2048 --max-position-embeddings 2048 --vocab-size 50257 --global-batch-size 32 --bf16")
+	f.Add("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention --num-query-groups 8 --ffn-hidden-size 14336 --swiglu --seq-length 8192 --use-distributed-optimizer --recompute-granularity selective --num-layers-per-virtual-pipeline-stage 4 --pipeline-model-parallel-size 2")
+	f.Fuzz(func(t *testing.T, line string) {
+		m, _, found, err := megatron.ModelFromArgs(strings.Fields(line))
+		if err != nil || !found {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("returned a model that does not validate: %v", err)
+		}
+		_, _, _ = megatron.BatchArgs(strings.Fields(line))
+	})
+}

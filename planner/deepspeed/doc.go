@@ -1,0 +1,3 @@
+// Package deepspeed checks a config against what DeepSpeed's engine
+// (Megatron-DeepSpeed) supports.
+package deepspeed

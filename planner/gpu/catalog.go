@@ -1,0 +1,144 @@
+package gpu
+
+import (
+	"regexp"
+	"strings"
+)
+
+// CatalogEntry is one GPU model the planner knows. Figures are the
+// vendor datasheet values: dense (no sparsity) bf16 tensor TFLOP/s (fp16 for
+// V100, which has no bf16; fp32-accumulate rate for GeForce cards, which is
+// what mixed-precision training uses), dense FP8 tensor TFLOP/s where the
+// GPU has FP8 tensor cores (Hopper, Ada, Blackwell, MI300; see fp8), memory
+// as nvidia-smi reports it (memory.total MiB / 1024), and HBM/GDDR
+// bandwidth.
+type CatalogEntry struct {
+	spec Spec
+	// match is tried against the compacted name (lower case, only a-z0-9).
+	match *regexp.Regexp
+	// IntraType and intraGBps are the default GPU-to-GPU bus of the usual
+	// server for this GPU (per-GPU unidirectional GB/s for NVLink/NVSwitch).
+	IntraType string
+	IntraGBps float64
+	PCIeGen   int
+}
+
+// fp8 sets the dense FP8 tensor-core TFLOP/s (datasheet, no sparsity).
+func (e CatalogEntry) fp8(tflops float64) CatalogEntry {
+	e.spec.PeakFP8TFLOPS = tflops
+	return e
+}
+
+func gpu(model string, memGiB, tflops, tbps float64, match, intra string, intraGBps float64, gen int) CatalogEntry {
+	return CatalogEntry{
+		spec:      Spec{Model: model, MemoryGiB: memGiB, PeakTFLOPS: tflops, MemoryBandwidthTBPerS: tbps},
+		match:     regexp.MustCompile(match),
+		IntraType: intra,
+		IntraGBps: intraGBps,
+		PCIeGen:   gen,
+	}
+}
+
+// gpuCatalog is ordered so that the first match wins: specific variants
+// come before their generic family. A bare family name resolves to the
+// smaller-memory variant (A100 -> 40GB, V100 -> 16GB) so that an ambiguous
+// name never overstates capacity.
+var gpuCatalog = []CatalogEntry{
+	// B200 (HGX B200, 1000 W): 180 GB HBM3e as nvidia-smi reports it
+	// (183359 MiB), dense bf16 2.25 PFLOP/s, fp8 4.5, 8 TB/s, NVLink 5 at
+	// 900 GB/s per GPU each way. GB200 before B200 ("gb200" contains
+	// "b200"): the NVL72 part, 186 GB, 2.5/5 PFLOP/s.
+	gpu("GB200", 184.0, 2500, 8.0, `gb200`, "nvswitch", 900, 6).fp8(5000),
+	gpu("B200", 179.1, 2250, 8.0, `b200`, "nvswitch", 900, 6).fp8(4500),
+	// GH200 before H200 ("gh200" contains "h200"); the 96 GB HBM3 variant.
+	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5).fp8(1979),
+	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5).fp8(1979),
+	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5).fp8(1671),
+	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5).fp8(1513),
+	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5).fp8(1979),
+	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4),
+	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4),
+	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4),
+	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4),
+	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3),
+	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3),
+	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3),
+	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3),
+	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4).fp8(733),
+	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4),
+	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4).fp8(242),
+	gpu("A10", 22.5, 125, 0.6, `(^|[^0-9])a10($|[^0-9])|a10g`, "pcie", 0, 4),
+	gpu("RTX-A6000", 48, 154.8, 0.768, `a6000`, "pcie", 0, 4),
+	gpu("RTX-4090", 24, 165.2, 1.008, `4090`, "pcie", 0, 4).fp8(330.3),
+	gpu("RTX-4080-SUPER", 16, 104.4, 0.736, `4080super`, "pcie", 0, 4),
+	gpu("RTX-3090", 24, 71, 0.936, `3090`, "pcie", 0, 4),
+	// AMD: each MI250X GCD is its own device (64 GiB, half the package).
+	gpu("MI250X", 64, 191.5, 1.6, `mi250x`, "nvlink", 100, 4),
+	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5).fp8(2615),
+}
+
+var nonAlnum = regexp.MustCompile(`[^a-z0-9]+`)
+
+// compactGPUName lower-cases a name and drops vendor words and punctuation,
+// so "NVIDIA GeForce RTX 4080 SUPER" and "rtx-4080-super" compare equal.
+func compactGPUName(name string) string {
+	s := strings.ToLower(name)
+	for _, w := range []string{"nvidia", "geforce", "tesla", "amd", "instinct", "radeon"} {
+		s = strings.ReplaceAll(s, w, " ")
+	}
+	return nonAlnum.ReplaceAllString(s, "")
+}
+
+func lookupCatalog(name string) (CatalogEntry, bool) {
+	c := compactGPUName(name)
+	if c == "" {
+		return CatalogEntry{}, false
+	}
+	for _, e := range gpuCatalog {
+		if e.match.MatchString(c) {
+			return e, true
+		}
+	}
+	return CatalogEntry{}, false
+}
+
+// MemoryBytes is the GPU's memory in bytes (MemoryGiB is binary GiB).
+func (g Spec) MemoryBytes() float64 { return g.MemoryGiB * GiB }
+
+// Lookup finds a GPU in the built-in catalog by any common spelling,
+// including the names nvidia-smi prints ("NVIDIA H100 80GB HBM3",
+// "NVIDIA A100-SXM4-80GB"). The returned spec's Model is the catalog name.
+func Lookup(name string) (Spec, bool) {
+	e, ok := lookupCatalog(name)
+	return e.spec, ok
+}
+
+// defaultGPUMemoryBandwidthTBPerS is used for a GPU that is not in the
+// catalog and whose bandwidth the file does not give; it only feeds the
+// latency model's memory-bound terms, so a middling value is safe.
+const defaultGPUMemoryBandwidthTBPerS = 1.0
+
+// Resolve fills the zero fields of s from the catalog. Explicit values
+// always win. An unknown model must give memory and TFLOP/s itself.
+func Resolve(s Spec) (Spec, CatalogEntry, bool) {
+	e, ok := lookupCatalog(s.Model)
+	out := s
+	if ok {
+		if out.MemoryGiB == 0 {
+			out.MemoryGiB = e.spec.MemoryGiB
+		}
+		if out.PeakTFLOPS == 0 {
+			out.PeakTFLOPS = e.spec.PeakTFLOPS
+		}
+		if out.MemoryBandwidthTBPerS == 0 {
+			out.MemoryBandwidthTBPerS = e.spec.MemoryBandwidthTBPerS
+		}
+		if out.PeakFP8TFLOPS == 0 {
+			out.PeakFP8TFLOPS = e.spec.PeakFP8TFLOPS
+		}
+	} else if out.MemoryBandwidthTBPerS == 0 {
+		out.MemoryBandwidthTBPerS = defaultGPUMemoryBandwidthTBPerS
+	}
+	complete := out.MemoryGiB > 0 && out.PeakTFLOPS > 0
+	return out, e, complete
+}

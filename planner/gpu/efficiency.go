@@ -1,0 +1,173 @@
+package gpu
+
+import (
+	"math"
+	"strings"
+)
+
+// Latency model.
+//
+// Compute is priced per GEMM with a roofline: time = max(flops/(peak*eff),
+// bytes/HBM) where eff falls off for small matrix dimensions:
+//
+//	eff(m,n,k) = max * r(m) * r(n) * r(k),  r(x) = 1/(1+(ramp/x)^pow)
+//
+// with max and ramp fitted per GPU generation (computeCurves) to published
+// end-to-end training throughput (testdata/published; docs/cost-model.md
+// gives every constant's source and calibration_test.go the fit's error).
+// max is below what an isolated cuBLAS GEMM reaches (~0.8 of dense peak on
+// A100 and H100): whole steps lose more to kernel gaps and launch overheads.
+// Small hidden sizes and micro-batches fall lower because r() and the
+// memory-bound element-wise work dominate.
+// bytesPerElem: bf16 activations, weights and gradients on the wire.
+const BytesPerElem = 2.0
+
+// GEMMLaunchS is what every GEMM kernel costs beyond its roofline time:
+// launch and the last partial wave of thread blocks (a few microseconds
+// on A100/H100; not fitted, it only matters for tiny GEMMs, which the
+// published tables do not contain).
+const GEMMLaunchS = 4e-6
+
+// Curve is one GPU generation's fitted compute efficiency.
+type Curve struct {
+	// GEMMMax is the fraction of the 16-bit dense peak a large GEMM reaches
+	// inside a training step; GEMMRamp the dimension at which one factor
+	// r(x) = x/(x+ramp) is 1/2.
+	GEMMMax, GEMMRamp float64
+	// GEMMRampPow sharpens the ramp: r(x) = 1/(1+(ramp/x)^pow).
+	GEMMRampPow float64
+	// FP8Max is the same for FP8 GEMMs, as a fraction of the FP8 peak
+	// (Transformer Engine's scaling and casts included).
+	FP8Max float64
+	// AttnMax is flash attention's fraction of the 16-bit peak at large
+	// head dimension; AttnHeadRamp its head-dimension ramp.
+	AttnMax, AttnHeadRamp float64
+	// ElemScale multiplies the element-wise HBM traffic (how much of it the
+	// framework's kernels fuse away).
+	ElemScale float64
+}
+
+// Curves are fitted by TestFitComputeCurves (PIPETTE_FIT=1) to the
+// published tables of that generation: Ampere to Narayanan et al. 2021
+// Table 1 and Korthikanti et al. 2022 Table 4 (A100), Hopper to NeMo 24.07
+// (H100 FP8) and llm-foundry (H100 BF16). Other GPUs use the curve of the
+// nearest generation (docs/cost-model.md).
+var Curves = map[string]Curve{
+	"ampere": {GEMMMax: 0.747, GEMMRamp: 109, GEMMRampPow: 2.14, FP8Max: 0.70, AttnMax: 0.70, AttnHeadRamp: 32, ElemScale: 2.58},
+	"hopper": {GEMMMax: 0.602, GEMMRamp: 333, GEMMRampPow: 1, FP8Max: 0.741, AttnMax: 0.446, AttnHeadRamp: 30.5, ElemScale: 1.52},
+}
+
+// gpuArch is the generation whose curve prices g: Hopper and Blackwell
+// data-centre parts (and MI300X, a peer of H100 in achieved efficiency)
+// use "hopper", everything else "ampere".
+func gpuArch(g Spec) string {
+	n := compactGPUName(g.Model)
+	for _, k := range []string{"h100", "h200", "gh200", "b200", "gb200", "gb300", "b300", "mi300", "mi325", "mi355"} {
+		if strings.Contains(n, k) {
+			return "hopper"
+		}
+	}
+	return "ampere"
+}
+
+func CurveOf(g Spec) Curve { return Curves[gpuArch(g)] }
+
+const (
+	defaultPeakTFLOPS = 100.0
+	defaultHBMTBPerS  = 1.0
+)
+
+func PeakFLOPS(g Spec) float64 {
+	if g.PeakTFLOPS > 0 {
+		return g.PeakTFLOPS * 1e12
+	}
+	return defaultPeakTFLOPS * 1e12
+}
+
+// GEMMPeakFLOPS is the tensor-core rate GEMMs of precision p run at on g,
+// times the measured/calibrated scale, and the curve's ceiling for it: FP8
+// GEMMs use the FP8 rate (a GPU without one runs them at its 16-bit rate;
+// enumerate never offers fp8 there).
+func GEMMPeakFLOPS(g Spec, cv Curve, p Precision) float64 {
+	if p == PrecisionFP8 && g.PeakFP8TFLOPS > 0 {
+		return g.PeakFP8TFLOPS * 1e12 * scaleOr1(g.ComputeScaleFP8) * cv.FP8Max
+	}
+	return PeakFLOPS(g) * scaleOr1(g.ComputeScale16) * cv.GEMMMax
+}
+
+func scaleOr1(x float64) float64 {
+	if x > 0 {
+		return x
+	}
+	return 1
+}
+
+// AttnPeakFLOPS is flash attention's rate: it runs in 16-bit even in FP8
+// training (Megatron's TE attention is bf16 unless --fp8-dot-product-
+// attention is set).
+func AttnPeakFLOPS(g Spec, cv Curve) float64 {
+	return PeakFLOPS(g) * scaleOr1(g.ComputeScale16) * cv.AttnMax
+}
+
+func HBMBytesPerS(g Spec) float64 {
+	if g.MemoryBandwidthTBPerS > 0 {
+		return g.MemoryBandwidthTBPerS * 1e12
+	}
+	return defaultHBMTBPerS * 1e12
+}
+
+func (cv Curve) Ramp(x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	return 1 / (1 + math.Pow(cv.GEMMRamp/x, cv.GEMMRampPow))
+}
+
+// ShapeEfficiency is the ramp part of a GEMM's efficiency (1 for large).
+func (cv Curve) ShapeEfficiency(m, n, k float64) float64 {
+	return cv.Ramp(m) * cv.Ramp(n) * cv.Ramp(k)
+}
+
+// GEMMEfficiency is the fraction of the 16-bit peak a bf16 GEMM of m x k
+// times k x n reaches on g inside a training step when compute bound.
+func GEMMEfficiency(g Spec, m, n, k float64) float64 {
+	cv := CurveOf(g)
+	return cv.GEMMMax * cv.ShapeEfficiency(m, n, k)
+}
+
+// GEMMSeconds is the roofline time of one m x k times k x n bf16 GEMM.
+func GEMMSeconds(g Spec, m, n, k float64) float64 {
+	return CurveGEMMSeconds(g, CurveOf(g), PrecisionBF16, m, n, k)
+}
+
+// GEMMKernelTFLOPS is the model's rate (TFLOP/s) of one GEMM of precision p
+// on g without the measured/calibrated scale: what a GEMM benchmark on the
+// host is compared with to derive that scale.
+func GEMMKernelTFLOPS(g Spec, p Precision, m, n, k float64) float64 {
+	g.ComputeScale16, g.ComputeScaleFP8 = 0, 0
+	s := CurveGEMMSeconds(g, CurveOf(g), p, m, n, k)
+	if s <= 0 {
+		return 0
+	}
+	return 2 * m * n * k / s / 1e12
+}
+
+func CurveGEMMSeconds(g Spec, cv Curve, p Precision, m, n, k float64) float64 {
+	if m <= 0 || n <= 0 || k <= 0 {
+		return 0
+	}
+	flops := 2 * m * n * k
+	compute := flops / (GEMMPeakFLOPS(g, cv, p) * cv.ShapeEfficiency(m, n, k))
+	elem := BytesPerElem
+	if p == PrecisionFP8 {
+		elem = 1
+	}
+	memory := elem * (m*k + k*n + m*n) / HBMBytesPerS(g)
+	return max(compute, memory) + GEMMLaunchS
+}
+
+// ModelGEMMTFLOPS is the cost model's compute-bound rate of one isolated
+// GEMM on g (what a measured sample is compared with).
+func ModelGEMMTFLOPS(g Spec, m, n, k float64) float64 {
+	return PeakFLOPS(g) * GEMMEfficiency(g, m, n, k) / 1e12
+}

@@ -1,0 +1,494 @@
+package megatron
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// megatronArgs is a parsed Megatron-LM argument list: flag -> value ("" for
+// switches). Both `--flag v` and `--flag=v` are accepted; the last of a
+// repeated flag wins, as with argparse.
+type megatronArgs map[string]string
+
+// megatronSwitches take no value (argparse store_true).
+var megatronSwitches = map[string]bool{
+	"--swiglu": true, "--group-query-attention": true, "--untie-embeddings-and-output-weights": true,
+	"--recompute-activations": true,
+	"--sequence-parallel":     true, "--use-distributed-optimizer": true, "--optimizer-cpu-offload": true,
+	"--use-rotary-position-embeddings": true, "--bf16": true, "--fp16": true, "--deepspeed": true,
+	"--no-pipeline-parallel": true, "--disable-bias-linear": true, "--no-query-key-layer-scaling": true,
+	"--moe-grouped-gemm": true, "--moe-permute-fusion": true, "--moe-pad-expert-input-to-capacity": true,
+	"--moe-shared-expert-overlap": true, "--qk-layernorm": true, "--moe-router-pre-softmax": true,
+	"--overlap-moe-expert-parallel-comm": true,
+}
+
+func parseMegatronArgs(args []string) megatronArgs {
+	out := megatronArgs{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		if k, v, ok := strings.Cut(a, "="); ok {
+			out[k] = v
+			continue
+		}
+		if megatronSwitches[a] || i+1 >= len(args) || strings.HasPrefix(args[i+1], "--") {
+			out[a] = ""
+			continue
+		}
+		out[a] = args[i+1]
+		i++
+	}
+	return out
+}
+
+func (a megatronArgs) has(flag string) bool { _, ok := a[flag]; return ok }
+
+// int reads a positive integer flag; 0 when absent.
+func (a megatronArgs) int(flag string, errs *yamlcheck.Problems) int {
+	v, ok := a[flag]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		errs.Add(flag, "want a positive integer, got %q", v)
+		return 0
+	}
+	return n
+}
+
+// megatronShapeFlags are the flags whose presence means "this argument list
+// describes a model".
+var megatronShapeFlags = []string{"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"}
+
+// ModelFromArgs reads the model shape from a Megatron-LM argument
+// list. found is false when the list has none of --num-layers,
+// --hidden-size, --num-attention-heads, --seq-length; when it has some, the
+// missing ones are an error naming them. Defaults follow Megatron:
+// --num-query-groups counts only with --group-query-attention, the FFN size
+// defaults as in Model.FFN, --max-position-embeddings to --seq-length. The
+// vocabulary is --vocab-size, or 50257 with --tokenizer-type
+// GPT2BPETokenizer (Megatron reads it from the tokenizer otherwise).
+//
+// fixed holds what the user pinned: --tensor-model-parallel-size,
+// --pipeline-model-parallel-size, --context-parallel-size, virtual stages
+// (--num-virtual-stages-per-pipeline-rank, or
+// --num-layers-per-virtual-pipeline-stage converted to stages per rank),
+// --micro-batch-size, --sequence-parallel, --recompute-granularity,
+// --use-distributed-optimizer, --zero-stage (Megatron-DeepSpeed; otherwise
+// ZeroStage is -1, free) and --optimizer-cpu-offload (ForceOffload).
+// Batch sizes come from MegatronBatchArgs.
+func ModelFromArgs(args []string) (m model.Model, fixed parallel.Constraints, found bool, err error) {
+	return ModelFromArgsVocab(args, nil)
+}
+
+// TokenizerArgs are the tokenizer flags Megatron's build_tokenizer reads.
+// Type is --tokenizer-type; with none given but a --vocab-file and
+// --merge-file, GPT2BPETokenizer (the only tokenizer taking both).
+type TokenizerArgs struct {
+	Type, VocabFile, MergeFile, Model string
+	ExtraIDs                          int
+}
+
+// VocabFunc reads a tokenizer's vocabulary size (before padding) from its
+// files, and says where it came from; 0 and no error when it cannot tell.
+type VocabFunc func(TokenizerArgs) (vocab int, source string, err error)
+
+// Tokenizer returns the tokenizer flags of an argument list.
+func Tokenizer(args []string) TokenizerArgs {
+	a := parseMegatronArgs(args)
+	t := TokenizerArgs{Type: a["--tokenizer-type"], VocabFile: a["--vocab-file"], MergeFile: a["--merge-file"],
+		Model: a["--tokenizer-model"]}
+	t.ExtraIDs, _ = strconv.Atoi(a["--vocab-extra-ids"])
+	if t.Type == "" && t.VocabFile != "" && t.MergeFile != "" {
+		t.Type = "GPT2BPETokenizer"
+	}
+	return t
+}
+
+// ModelFromArgsVocab is ModelFromMegatronArgs that reads the
+// vocabulary as Megatron does: from the tokenizer (vocab reads its files;
+// nil: GPT2BPETokenizer's 50257 only), --vocab-size + 1 for NullTokenizer,
+// else --vocab-size. Only when nothing tells is a missing --vocab-size an
+// error.
+func ModelFromArgsVocab(args []string, vocab VocabFunc) (m model.Model, fixed parallel.Constraints, found bool, err error) {
+	a := parseMegatronArgs(args)
+	for _, f := range megatronShapeFlags {
+		found = found || a.has(f)
+	}
+	if !found {
+		return model.Model{}, parallel.Constraints{}, false, nil
+	}
+	var errs yamlcheck.Problems
+	m = modelFromArgs(a, &errs, vocabReader(args, vocab))
+	fixed = constraintsFromArgs(a, m.NumLayers, &errs)
+	if err := errs.Err("megatron arguments"); err != nil {
+		return model.Model{}, parallel.Constraints{}, true, err
+	}
+	if err := m.Validate(); err != nil {
+		return model.Model{}, parallel.Constraints{}, true, fmt.Errorf("megatron arguments: %w", err)
+	}
+	return m, fixed, true, nil
+}
+
+func modelFromArgs(a megatronArgs, errs *yamlcheck.Problems, vocab func(megatronArgs, *yamlcheck.Problems) int) model.Model {
+	var missing []string
+	for _, f := range megatronShapeFlags {
+		if !a.has(f) {
+			missing = append(missing, f)
+		}
+	}
+	m := model.Model{
+		Name:                  "megatron-args",
+		NumLayers:             a.int("--num-layers", errs),
+		Hidden:                a.int("--hidden-size", errs),
+		Heads:                 a.int("--num-attention-heads", errs),
+		FFNHidden:             a.int("--ffn-hidden-size", errs),
+		SwiGLU:                a.has("--swiglu"),
+		SeqLength:             a.int("--seq-length", errs),
+		MaxPositionEmbeddings: a.int("--max-position-embeddings", errs),
+		UntieEmbeddings:       a.has("--untie-embeddings-and-output-weights"),
+		Vocab:                 vocab(a, errs),
+		VocabDivisibleBy:      a.int("--make-vocab-size-divisible-by", errs),
+		MaterializedAttention: materializedAttention(a),
+		PositionEmbedding:     positionEmbedding(a),
+	}
+	switch {
+	case a.has("--group-query-attention"):
+		m.QueryGroups = a.int("--num-query-groups", errs)
+	case a.has("--num-key-value-heads"):
+		// Megatron-DeepSpeed's GQA flag (no switch; default: heads).
+		m.QueryGroups = a.int("--num-key-value-heads", errs)
+	}
+	if m.MaxPositionEmbeddings == 0 {
+		m.MaxPositionEmbeddings = m.SeqLength
+	}
+	m.KVChannels = a.int("--kv-channels", errs)
+	m.MoE = moeFromArgs(a, m.NumLayers, errs)
+	if m.Vocab == 0 && !a.has("--vocab-size") {
+		missing = append(missing, "--vocab-size (the tokenizer's files are not readable here; or pass --model)")
+	}
+	if len(missing) > 0 {
+		errs.Add("missing", "%s (needed to size the model)", strings.Join(missing, ", "))
+	}
+	return m
+}
+
+// moeFromArgs reads Megatron-Core's MoE flags: --num-experts,
+// --moe-router-topk, --moe-ffn-hidden-size,
+// --moe-shared-expert-intermediate-size, --moe-layer-freq (an integer or
+// a Python list expression such as "([0]*1+[1]*26)") and
+// --moe-expert-capacity-factor.
+func moeFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) model.MoE {
+	e := model.MoE{
+		NumExperts: a.int("--num-experts", errs),
+		TopK:       a.int("--moe-router-topk", errs),
+		FFNHidden:  a.int("--moe-ffn-hidden-size", errs),
+		SharedFFN:  a.int("--moe-shared-expert-intermediate-size", errs),
+	}
+	if v, ok := a["--moe-expert-capacity-factor"]; ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			errs.Add("--moe-expert-capacity-factor", "want a non-negative number, got %q", v)
+		}
+		e.CapacityFactor = f
+	}
+	if v, ok := a["--moe-layer-freq"]; ok {
+		freq, dense, err := ParseMoELayerFreq(v, layers)
+		if err != nil {
+			errs.Add("--moe-layer-freq", "%v", err)
+		}
+		e.LayerFreq, e.DenseFirst = freq, dense
+	}
+	if e.NumExperts == 0 {
+		for _, f := range []string{"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size", "--moe-layer-freq"} {
+			if a.has(f) {
+				errs.Add(f, "given without --num-experts (the model would be dense); add --num-experts")
+			}
+		}
+		return model.MoE{}
+	}
+	return e
+}
+
+// ParseMoELayerFreq reads --moe-layer-freq as Megatron does (an integer N:
+// layer i is MoE when i % N == 0; or a list of 0/1 per layer written as a
+// Python expression of lists, "+" and "*", e.g. "([0]*3+[1]*27)") and
+// returns it as (frequency, leading dense layers). A list that is not of
+// that form is an error saying so.
+func ParseMoELayerFreq(v string, layers int) (freq, denseFirst int, err error) {
+	s := strings.Trim(strings.TrimSpace(v), "'\"")
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 1 {
+			return 0, 0, fmt.Errorf("want a positive integer or a list, got %q", v)
+		}
+		return n, 0, nil
+	}
+	pat, err := evalLayerList(s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%q: %w", v, err)
+	}
+	if layers > 0 && len(pat) != layers {
+		return 0, 0, fmt.Errorf("%q lists %d layers, the model has %d", v, len(pat), layers)
+	}
+	dense := 0
+	for dense < len(pat) && pat[dense] == 0 {
+		dense++
+	}
+	if dense == len(pat) {
+		return 0, 0, fmt.Errorf("%q makes no layer MoE", v)
+	}
+	for f := 1; f <= len(pat); f++ {
+		ok := true
+		for i, x := range pat {
+			if want := i >= dense && i%f == 0; want != (x == 1) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return f, dense, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%q: the planner models leading dense layers followed by every N-th layer MoE; this pattern is not of that form", v)
+}
+
+// evalLayerList evaluates sums of [a,b,...] or [..]*n terms, in optional
+// parentheses, into a 0/1 list.
+func evalLayerList(s string) ([]int, error) {
+	s = strings.ReplaceAll(s, " ", "")
+	for strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") {
+		s = s[1 : len(s)-1]
+	}
+	var out []int
+	for _, term := range strings.Split(s, "+") {
+		body, rep := term, 1
+		if i := strings.LastIndex(term, "]*"); i >= 0 {
+			n, err := strconv.Atoi(term[i+2:])
+			if err != nil || n < 0 || n > 1<<16 {
+				return nil, fmt.Errorf("bad repeat in %q", term)
+			}
+			body, rep = term[:i+1], n
+		}
+		if !strings.HasPrefix(body, "[") || !strings.HasSuffix(body, "]") {
+			return nil, fmt.Errorf("want lists such as [0]*3+[1]*27, got %q", term)
+		}
+		var items []int
+		for _, x := range strings.Split(body[1:len(body)-1], ",") {
+			switch x {
+			case "0", "1":
+				items = append(items, int(x[0]-'0'))
+			default:
+				return nil, fmt.Errorf("want 0 or 1 per layer, got %q", x)
+			}
+		}
+		for range rep {
+			out = append(out, items...)
+		}
+		if len(out) > 1<<16 {
+			return nil, fmt.Errorf("list too long")
+		}
+	}
+	return out, nil
+}
+
+// vocabReader returns how modelFromArgs reads the vocabulary.
+func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *yamlcheck.Problems) int {
+	return func(a megatronArgs, errs *yamlcheck.Problems) int {
+		t := Tokenizer(args)
+		switch t.Type {
+		case "NullTokenizer":
+			// _NullTokenizer adds an end-of-document id after the vocabulary.
+			if n := a.int("--vocab-size", errs); n > 0 {
+				return n + 1
+			}
+			return 0
+		case "TikTokenizer":
+			if a.has("--vocab-size") {
+				return a.int("--vocab-size", errs)
+			}
+			return 1 << 17 // CustomTikTokenizer's fallback
+		}
+		if vocab != nil && t.Type != "" {
+			n, _, err := vocab(t)
+			if err != nil {
+				errs.Add("--tokenizer-type "+t.Type, "%v", err)
+				return 0
+			}
+			if n > 0 {
+				return n
+			}
+		}
+		if a.has("--vocab-size") {
+			return a.int("--vocab-size", errs)
+		}
+		if t.Type == "GPT2BPETokenizer" {
+			return 50257
+		}
+		return 0
+	}
+}
+
+// positionEmbedding is Megatron's --position-embedding-type, or rope for
+// Megatron-DeepSpeed's --use-rotary-position-embeddings; "" = Megatron's
+// default, learned_absolute.
+func positionEmbedding(a megatronArgs) string {
+	if v := a["--position-embedding-type"]; v != "" {
+		return v
+	}
+	if a.has("--use-rotary-position-embeddings") {
+		return "rope"
+	}
+	return ""
+}
+
+func constraintsFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) parallel.Constraints {
+	c := parallel.Constraints{
+		TP:           a.int("--tensor-model-parallel-size", errs),
+		PP:           a.int("--pipeline-model-parallel-size", errs),
+		CP:           a.int("--context-parallel-size", errs),
+		MicroBatch:   a.int("--micro-batch-size", errs),
+		EP:           a.int("--expert-model-parallel-size", errs),
+		ETP:          a.int("--expert-tensor-parallel-size", errs),
+		ZeroStage:    -1,
+		ForceOffload: a.has("--optimizer-cpu-offload"),
+	}
+	c.VPP = vppFromArgs(a, layers, c.PP, errs)
+	// The user's flags decide sequence parallelism and precision: a run
+	// without --sequence-parallel gets none.
+	c.SequenceParallel = boolPtr(a.has("--sequence-parallel"))
+	c.Precision = precisionFromArgs(a)
+	if a.has("--use-distributed-optimizer") {
+		c.DistributedOptimizer = boolPtr(true)
+	}
+	if g, ok := a["--recompute-granularity"]; ok {
+		switch parallel.Recompute(g) {
+		case parallel.RecomputeFull, parallel.RecomputeSelective:
+			c.Recompute = parallel.Recompute(g)
+		default:
+			errs.Add("--recompute-granularity", "want full or selective, got %q", g)
+		}
+	}
+	// Megatron turns --recompute-activations into selective recompute.
+	if a.has("--recompute-activations") {
+		if c.Recompute == parallel.RecomputeFull {
+			errs.Add("--recompute-activations", "means selective recompute, but --recompute-granularity full was given; drop one")
+		}
+		c.Recompute = parallel.RecomputeSelective
+	}
+	if v, ok := a["--zero-stage"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 3 {
+			errs.Add("--zero-stage", "want 0..3, got %q", v)
+		} else {
+			c.ZeroStage = n
+		}
+	}
+	return c
+}
+
+// vppFromArgs converts either virtual-pipeline flag into stages per rank.
+func vppFromArgs(a megatronArgs, layers, pp int, errs *yamlcheck.Problems) int {
+	const perStage, perRank = "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"
+	if a.has(perStage) && a.has(perRank) {
+		errs.Add(perStage, "give at most one of %s and %s", perStage, perRank)
+		return 0
+	}
+	if a.has(perRank) {
+		return a.int(perRank, errs)
+	}
+	n := a.int(perStage, errs)
+	if n == 0 {
+		return 0
+	}
+	if pp < 2 {
+		errs.Add(perStage, "needs --pipeline-model-parallel-size > 1")
+		return 0
+	}
+	if layers == 0 || layers%(pp*n) != 0 {
+		errs.Add(perStage, "%d layers do not split into %d stages of %d layers", layers, pp, n)
+		return 0
+	}
+	return layers / (pp * n)
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// BatchArgs returns --micro-batch-size and --global-batch-size from
+// a Megatron-LM argument list; each is 0 when absent. A value that is not
+// a positive integer is an error naming the flag.
+func BatchArgs(args []string) (micro, global int, err error) {
+	a := parseMegatronArgs(args)
+	var errs yamlcheck.Problems
+	micro = a.int("--micro-batch-size", &errs)
+	global = a.int("--global-batch-size", &errs)
+	if err := errs.Err("megatron arguments"); err != nil {
+		return 0, 0, err
+	}
+	return micro, global, nil
+}
+
+// materializedAttention reports whether the run stores attention scores:
+// only Megatron's unfused backends do; "flash", "fused" and "auto" (the
+// default, Transformer Engine's fused kernels) do not.
+func materializedAttention(a megatronArgs) bool {
+	switch a["--attention-backend"] {
+	case "unfused", "local":
+		return true
+	}
+	return false
+}
+
+// unmodelledFeatures are Megatron-LM / Megatron-DeepSpeed features the
+// planner does not model: the flags that turn each on (a prefix ends in
+// "-") and what the prediction then leaves out.
+var unmodelledFeatures = []struct {
+	flags []string
+	what  string
+}{
+	// Mixture of experts is modelled (planner/moe.go) for Megatron-Core's
+	// alltoall dispatcher; these variants are not.
+	{[]string{"--moe-enable-deepep", "--moe-flex-dispatcher-backend"}, "DeepEP / flex dispatch: the expert all-to-all is priced as the alltoall dispatcher's"},
+	{[]string{"--moe-router-num-groups", "--moe-router-group-topk"}, "device-limited (group) routing: the all-to-all is priced as if a token's experts could sit on any EP rank"},
+	{[]string{"--ep-world-size"}, "Megatron-DeepSpeed mixture of experts: planned as the dense model"},
+	// --fp8-format is modelled (planner/choices.go); FP4 is not.
+	{[]string{"--fp4-format", "--fp4-recipe"}, "FP4 training: the estimate prices its GEMMs and weights as the planned precision's"},
+	{[]string{"--mtp-num-layers"}, "multi-token prediction: its extra layers and losses are not in the estimate"},
+	{[]string{"--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank"}, "multi-latent attention: attention is estimated as standard (GQA) attention"},
+	{[]string{"--hybrid-override-pattern", "--is-hybrid-model"}, "hybrid (Mamba) layers: every layer is estimated as a transformer layer"},
+	{[]string{"--rampup-batch-size"}, "batch-size ramp-up: the plan is for the full global batch only"},
+}
+
+// UnmodelledFeatures returns one line per feature in the
+// arguments the planner does not model: the flag and what the prediction
+// leaves out. The flags pass through to the job unchanged.
+func UnmodelledFeatures(args []string) []string {
+	var out []string
+	for _, f := range unmodelledFeatures {
+		if flag := firstFlag(args, f.flags); flag != "" {
+			out = append(out, fmt.Sprintf("%s is passed through, but the planner does not model %s", flag, f.what))
+		}
+	}
+	return out
+}
+
+// firstFlag returns the first argument naming one of the flags (or a
+// prefix ending in "-"), without any =value.
+func firstFlag(args, flags []string) string {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		for _, f := range flags {
+			if name == f || (strings.HasSuffix(f, "-") && strings.HasPrefix(name, f)) {
+				return name
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,487 @@
+package memory
+
+import (
+	"math"
+
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// Memory model (per GPU, bytes). Mixed precision with Adam throughout.
+//
+// Model states per parameter held by a GPU (P = its TP/PP shard):
+//   - Megatron-LM: bf16 weights 2 + fp32 main grads 4 + fp32 master weights
+//     and Adam m, v 12 = 18 B; the distributed optimizer shards the 12 over
+//     the data-parallel (x context-parallel) group: 6 + 12/dp
+//     (megatron/training/theoretical_memory_usage.py).
+//   - DeepSpeed ZeRO (Rajbhandari et al. 2020, sec. 5 with K = 12; DeepSpeed
+//     keeps 16-bit grads): stage 0: 2+2+12; 1: 2+2+12/dp; 2: 2+(2+12)/dp;
+//     3: (2+2+12)/dp plus a working set of 4 B x the largest layer (the
+//     gathered 16-bit params and grads of the layer being computed; the "L"
+//     of DeepSpeed's estimate_zero3_model_states_mem_needs).
+//   - torch (DDP + autocast): fp32 weights 4 + fp32 grads 4 + Adam 8 = 16 B.
+//
+// DeepSpeed's estimate_zero2_model_states_mem_needs uses 4P + 16P/G for
+// ZeRO-2 without offload: it also counts the full 16-bit gradients and the
+// fp32 gradient partition built for the optimizer step. That step runs
+// after backward has freed the activations, so it does not raise the peak
+// this estimator computes; the offload cases agree exactly (see tests).
+//
+// Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, Table 2),
+// generalised; see layerActivationBytes. The paper's unfused attention
+// stores the score matrices (softmax output, dropout mask and output:
+// 5*a*s^2*b bytes per layer) unless selective recompute is on. Flash/fused
+// attention, the default of current Megatron-LM (Transformer Engine) and
+// DeepSpeed runs, never stores them: it keeps only its output, which the
+// 10+24/t terms already count. So the score term applies only to models with
+// MaterializedAttention; otherwise "none" and "selective" store the same and
+// selective only adds recompute time.
+
+// Allowances the formulas above do not cover, taken as GPU "Other":
+//   - otherFixedBytes: the CUDA context (several hundred MiB per process),
+//     cuBLAS/cuDNN workspaces and NCCL channel buffers (hundreds of MiB
+//     once a rank has TP, PP and DP communicators);
+//   - otherFraction: PyTorch caching-allocator fragmentation (blocks
+//     reserved but not reusable for a new size), a few percent of what is
+//     allocated; Megatron's theoretical estimate leaves both out.
+const (
+	otherFixedBytes = 2 * gpu.GiB
+	otherFraction   = 0.05
+	// DeepSpeedBucketElements is the reduce_bucket_size and
+	// allgather_bucket_size the renderer sets for ZeRO-1/2; two 16-bit
+	// buckets of this many elements are counted as GPU "Other".
+	DeepSpeedBucketElements = 2e8
+	// Host-side allowances per rank: a CUDA/PyTorch training process with
+	// its data-loader workers holds a few GiB of host memory; offload adds
+	// pinned staging buffers (DeepSpeed buffer_count x buffer_size, Megatron
+	// d2h/h2d buffers).
+	hostProcessBytes      = 3 * gpu.GiB
+	hostPinnedBufferBytes = 1 * gpu.GiB
+	// cpuGradBytes is the fp32 gradient copy the CPU optimizer steps from.
+	cpuGradBytes = 4
+)
+
+// WithStages normalises cfg and fixes its stage layers once, so the
+// per-rank helpers do not rebuild an even split on every call.
+func WithStages(m model.Model, cfg parallel.Config) parallel.Config {
+	cfg = Normalized(cfg)
+	cfg.StageLayers = StageLayersOf(m, cfg)
+	return cfg
+}
+
+// Normalized fills zero sizes with 1 so callers may leave them unset.
+func Normalized(cfg parallel.Config) parallel.Config {
+	for _, p := range []*int{&cfg.TP, &cfg.PP, &cfg.DP, &cfg.CP, &cfg.VPP, &cfg.MicroBatch} {
+		if *p < 1 {
+			*p = 1
+		}
+	}
+	if cfg.Recompute == "" {
+		cfg.Recompute = parallel.RecomputeNone
+	}
+	return cfg
+}
+
+// StageLayersOf returns cfg.StageLayers, or an even split of the model's
+// layers over PP*VPP stages (earlier stages take the remainder) when it is
+// unset or has the wrong length.
+func StageLayersOf(m model.Model, cfg parallel.Config) []int {
+	cfg = Normalized(cfg)
+	n := cfg.PP * cfg.VPP
+	if len(cfg.StageLayers) == n {
+		return cfg.StageLayers
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = m.NumLayers / n
+		if i < m.NumLayers%n {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// rankLayers is the decoder layers pipeline rank r holds over all its
+// virtual stages (stage i = vpp_index*PP + pp_rank).
+func rankLayers(m model.Model, cfg parallel.Config, r int) int {
+	layers := StageLayersOf(m, cfg)
+	n := 0
+	for v := range cfg.VPP {
+		n += layers[v*cfg.PP+r]
+	}
+	return n
+}
+
+// LayerParamsPerGPU is one decoder layer's parameters on one TP rank. K/V
+// projections split over min(TP, groups): with more TP ranks than KV
+// groups Megatron replicates the groups. Norm weights are replicated.
+func LayerParamsPerGPU(m model.Model, tp int) float64 {
+	return attentionParamsPerGPU(m, tp) + float64(m.MLPMats())*float64(m.Hidden)*float64(m.FFN())/float64(tp)
+}
+
+// attentionParamsPerGPU is a layer's attention (Q and output projections
+// split over TP, K/V as above) and its two norms on one TP rank.
+func attentionParamsPerGPU(m model.Model, tp int) float64 {
+	h, t := float64(m.Hidden), float64(tp)
+	kvDim := float64(m.HeadDim()) * float64(m.Groups())
+	kv := 2 * h * kvDim / math.Min(t, float64(m.Groups()))
+	return 2*h*float64(m.QueryDim())/t + kv + 2*h
+}
+
+// embeddingParamsPerGPU is the (padded) vocabulary matrix on one TP rank.
+func embeddingParamsPerGPU(m model.Model, tp int) float64 {
+	return float64(m.PaddedVocab(tp)) * float64(m.Hidden) / float64(tp)
+}
+
+// StageParameters is the parameter count one GPU of pipeline rank ppRank
+// holds: its layers, the input embedding on the first rank, and on the
+// last rank the final norm plus the output layer (untied) or, with PP > 1,
+// the copy of the tied embedding Megatron keeps there for the output.
+func StageParameters(m model.Model, cfg parallel.Config, ppRank int) float64 {
+	cfg = Normalized(cfg)
+	dense, moe := rankLayerKinds(m, cfg, ppRank)
+	p := float64(dense) * LayerParamsPerGPU(m, cfg.TP)
+	if moe > 0 {
+		p += float64(moe) * (moeLayerDenseParamsPerGPU(m, cfg.TP) + expertParamsPerGPU(m, cfg))
+	}
+	emb := embeddingParamsPerGPU(m, cfg.TP)
+	if ppRank == 0 {
+		p += emb
+	}
+	if ppRank == cfg.PP-1 {
+		p += float64(m.Hidden)
+		if m.UntieEmbeddings || cfg.PP > 1 {
+			p += emb
+		}
+	}
+	return p
+}
+
+// largestLayerPerGPU is the biggest unit ZeRO-3 gathers at once.
+func largestLayerPerGPU(m model.Model, tp int) float64 {
+	return math.Max(LayerParamsPerGPU(m, tp), embeddingParamsPerGPU(m, tp))
+}
+
+// modelStates is the per-GPU model-state memory and what is offloaded.
+type modelStates struct {
+	weights, grads, optimizer float64
+	// host is the offloaded part kept in host memory for this rank.
+	host float64
+}
+
+// optimizerShards is the group the distributed optimizer / ZeRO shards
+// over: data parallel times context parallel (Megatron folds CP ranks into
+// the gradient-reduction group).
+func optimizerShards(cfg parallel.Config) float64 { return float64(cfg.DP * cfg.CP) }
+
+func computeModelStates(m model.Model, cfg parallel.Config, f parallel.Framework, ppRank int) modelStates {
+	p := StageParameters(m, cfg, ppRank)
+	var s modelStates
+	switch f {
+	case parallel.FrameworkDeepSpeed:
+		s = deepSpeedStates(m, cfg, p)
+	case parallel.FrameworkTorch:
+		s = modelStates{weights: 4 * p, grads: 4 * p, optimizer: 8 * p}
+	default:
+		s = megatronStates(cfg, p, StageExpertParams(m, cfg, ppRank))
+	}
+	s.weights += fp8WeightCopyBytes(m, cfg, ppRank)
+	return s
+}
+
+// fp8WeightCopyBytes: with FP8, Transformer Engine keeps, next to the bf16
+// weights, an FP8 copy of every decoder-layer GEMM weight and its transpose
+// (1 byte each: the forward uses one, the backward's dgrad the other),
+// cached across the micro-batches of a step. Norms, embedding and output
+// layer stay in 16-bit and have none.
+func fp8WeightCopyBytes(m model.Model, cfg parallel.Config, ppRank int) float64 {
+	if cfg.Precision != gpu.PrecisionFP8 {
+		return 0
+	}
+	cfg = Normalized(cfg)
+	h := float64(m.Hidden)
+	dense, moe := rankLayerKinds(m, cfg, ppRank)
+	gemm := float64(dense) * (LayerParamsPerGPU(m, cfg.TP) - 2*h)
+	if moe > 0 {
+		gemm += float64(moe) * (moeLayerDenseParamsPerGPU(m, cfg.TP) - 2*h + expertParamsPerGPU(m, cfg))
+	}
+	return 2 * gemm
+}
+
+// megatronStates prices p parameters per GPU, pe of them routed-expert
+// parameters whose optimizer states the distributed optimizer shards over
+// expert-DP instead of DP x CP.
+func megatronStates(cfg parallel.Config, p, pe float64) modelStates {
+	shards, eshards := 1.0, 1.0
+	if cfg.DistributedOptimizer {
+		shards = optimizerShards(cfg)
+		eshards = float64(cfg.ExpertDP())
+	}
+	frac := clamp01(cfg.Offload.OptimizerFraction)
+	opt := 12*(p-pe)/shards + 12*pe/eshards
+	return modelStates{
+		weights:   2 * p,
+		grads:     4 * p,
+		optimizer: opt * (1 - frac),
+		host:      (opt + cpuGradBytes*((p-pe)/shards+pe/eshards)) * frac,
+	}
+}
+
+func deepSpeedStates(m model.Model, cfg parallel.Config, p float64) modelStates {
+	n := optimizerShards(cfg)
+	z := cfg.ZeroStage
+	optShards, gradShards, weightShards := 1.0, 1.0, 1.0
+	if z >= 1 {
+		optShards = n
+	}
+	if z >= 2 {
+		gradShards = n
+	}
+	if z >= 3 {
+		weightShards = n
+	}
+	frac := clamp01(cfg.Offload.OptimizerFraction)
+	s := modelStates{
+		weights:   2 * p / weightShards,
+		grads:     2 * p / gradShards,
+		optimizer: 12 * p / optShards * (1 - frac),
+		host:      (12 + cpuGradBytes) * p / optShards * frac,
+	}
+	if z >= 2 {
+		// ZeRO-Offload streams the reduced gradient partition to host memory.
+		s.grads *= 1 - frac
+	}
+	if z >= 3 {
+		if cfg.Offload.Params {
+			s.host += s.weights
+			s.weights = 0
+		}
+		s.weights += 4 * largestLayerPerGPU(m, cfg.TP)
+	}
+	return s
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
+
+// layerActivationBytes is one micro-batch's stored activations of one
+// decoder layer on one GPU (Korthikanti et al. 2022, Table 2), generalised:
+//
+//	per token, in units of h bytes: 10 replicated + (4 + 4g/a + k*f/h) split
+//	by TP, where g/a is the KV-group ratio (K and V shrink with GQA) and
+//	k = 4 for GeLU (the MLP stores its 2f-byte input to the activation and
+//	its output) or 6 for SwiGLU (the gate and up halves, 2f wide, plus the
+//	f-wide product). With f = 4h, g = a, k = 4 this is the paper's
+//	10 + 24/t (34 without TP). Sequence parallelism also splits the 10.
+//	Without recompute the attention scores add 5*a*s/h per token, split by
+//	TP (the term selective recompute removes). Full recompute keeps only
+//	the layer input, 2*s*b*h (split by TP with SP). Context parallelism
+//	divides the sequence.
+func layerActivationBytes(m model.Model, cfg parallel.Config) float64 {
+	return storedLayerBytes(m, cfg, fullLayerActivationBytes)
+}
+
+// storedLayerBytes is what a layer keeps for one micro-batch given full,
+// its everything-stored formula: only the layer input under full
+// recompute, else full without the attention scores unless nothing is
+// recomputed and attention is unfused.
+func storedLayerBytes(m model.Model, cfg parallel.Config, full func(m model.Model, cfg parallel.Config, s, b, h, t float64, sp, scores bool) float64) float64 {
+	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
+	t := float64(cfg.TP)
+	sp := cfg.SequenceParallel && cfg.TP > 1
+	if cfg.Recompute == parallel.RecomputeFull {
+		if sp {
+			return 2 * s * b * h / t
+		}
+		return 2 * s * b * h
+	}
+	return full(m, cfg, s, b, h, t, sp, cfg.Recompute == parallel.RecomputeNone && m.MaterializedAttention)
+}
+
+func fullLayerActivationBytes(m model.Model, cfg parallel.Config, s, b, h, t float64, sp, scores bool) float64 {
+	return layerBytesWithFFN(m, cfg, s, b, h, t, sp, scores, float64(m.FFN()))
+}
+
+// layerBytesWithFFN is fullLayerActivationBytes for an MLP of ffn columns
+// (0: none). Q and the attention output are QueryDim wide, K and V
+// HeadDim x groups.
+func layerBytesWithFFN(m model.Model, cfg parallel.Config, s, b, h, t float64, sp, scores bool, ffn float64) float64 {
+	a := float64(m.Heads)
+	k := 4.0
+	if m.SwiGLU {
+		k = 6
+	}
+	q, kv := float64(m.QueryDim()), float64(m.HeadDim()*m.Groups())
+	split := 4*q/h + 4*kv/h + k*ffn/h
+	rep := 10.0
+	if sp {
+		rep /= t
+	}
+	v := s * b * h * (rep + split/t)
+	if scores {
+		v += 5 * a * s * s * b / t
+	}
+	return v
+}
+
+// recomputeWorkingSet is the transient memory of the one layer whose
+// backward is running: selective recompute rebuilds that layer's attention
+// scores (5*a*s^2*b/t, unfused attention only); full recompute rebuilds all of its activations,
+// less the input it kept. Without recompute everything is already stored.
+func recomputeWorkingSet(m model.Model, cfg parallel.Config) float64 {
+	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
+	t, sp := float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1
+	switch cfg.Recompute {
+	case parallel.RecomputeSelective:
+		if !m.MaterializedAttention {
+			return 0 // flash attention's backward rebuilds scores tile by tile
+		}
+		return 5 * float64(m.Heads) * s * s * b / t
+	case parallel.RecomputeFull:
+		return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, m.MaterializedAttention) - layerActivationBytes(m, cfg)
+	}
+	return 0
+}
+
+// numMicroBatches is cfg.NumMicroBatches, else derived from the batch.
+func numMicroBatches(cfg parallel.Config) int {
+	if cfg.NumMicroBatches > 0 {
+		return cfg.NumMicroBatches
+	}
+	if cfg.GlobalBatch > 0 {
+		return max(1, cfg.GlobalBatch/(cfg.MicroBatch*cfg.DP))
+	}
+	return cfg.PP * cfg.VPP // enough to fill the pipeline
+}
+
+// layerMicroBatchesInFlight is how many (layer x micro-batch) activation
+// sets pipeline rank r holds at its peak. 1F1B: rank r runs PP-r warm-up
+// forwards before its first backward, each holding all its layers, capped
+// by the micro-batch count. Interleaved (Megatron's schedule): rank r runs
+// (PP-r-1)*2 + (VPP-1)*PP + 1 chunk-forwards first, each a 1/VPP share of
+// its layers; on rank 0 that is Megatron's 1 + (p-1)/(p*v) factor.
+func layerMicroBatchesInFlight(m model.Model, cfg parallel.Config, r int) float64 {
+	layers := float64(rankLayers(m, cfg, r))
+	mb := numMicroBatches(cfg)
+	if cfg.VPP <= 1 {
+		return layers * float64(min(cfg.PP-r, mb))
+	}
+	chunks := min((cfg.PP-r-1)*2+(cfg.VPP-1)*cfg.PP+1, mb*cfg.VPP)
+	return float64(chunks) * layers / float64(cfg.VPP)
+}
+
+// embeddingActivationBytes is the first stage's input side per Megatron's
+// theoretical_memory_usage: 8 B token ids per token and the 1 B dropout
+// mask of the embedding output, for every micro-batch in flight.
+func embeddingActivationBytes(m model.Model, cfg parallel.Config) float64 {
+	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
+	inFlight := float64(min(cfg.PP, numMicroBatches(cfg)))
+	if cfg.VPP > 1 {
+		inFlight *= 1 + float64(cfg.PP-1)/float64(cfg.PP*cfg.VPP)
+	}
+	v := inFlight * (8*s*b + s*b*h)
+	if cfg.SequenceParallel && cfg.TP > 1 {
+		v /= float64(cfg.TP)
+	}
+	return v
+}
+
+// outputActivationBytes is the last stage's output layer for the one
+// micro-batch whose loss is live: its input (4*s*b*h as Megatron counts)
+// and the fp32 logits the vocab-parallel cross entropy keeps, 4*s*b*V/t.
+// This is large: GPT-3 vocab at s=2048, b=1, TP=1 is 0.4 GB.
+func outputActivationBytes(m model.Model, cfg parallel.Config) float64 {
+	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
+	return 4 * s * b * (h + float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
+}
+
+// stageActivationBytes sums the activations pipeline rank r holds.
+func stageActivationBytes(m model.Model, cfg parallel.Config, r int) float64 {
+	perLayer := layerActivationBytes(m, cfg)
+	work := recomputeWorkingSet(m, cfg)
+	if dense, moe := rankLayerKinds(m, cfg, r); moe > 0 {
+		ml := moeLayerActivationBytes(m, cfg)
+		perLayer = (float64(dense)*perLayer + float64(moe)*ml) / float64(dense+moe)
+		if cfg.Recompute == parallel.RecomputeFull {
+			s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
+			full := moeFullLayerBytes(m, cfg, s, b, h, float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1, m.MaterializedAttention)
+			work = math.Max(work, full-ml)
+		}
+		work += dispatchBufferBytes(m, cfg)
+	}
+	v := layerMicroBatchesInFlight(m, cfg, r)*perLayer + work
+	if r == 0 {
+		v += embeddingActivationBytes(m, cfg)
+	}
+	if r == cfg.PP-1 {
+		v += outputActivationBytes(m, cfg)
+	}
+	return v
+}
+
+// otherBytes is the workspace/fragmentation allowance on top of the rest.
+func otherBytes(rest float64, cfg parallel.Config, f parallel.Framework) float64 {
+	v := otherFixedBytes + otherFraction*rest
+	if f == parallel.FrameworkDeepSpeed && (cfg.ZeroStage == 1 || cfg.ZeroStage == 2) {
+		v += 2 * 2 * DeepSpeedBucketElements
+	}
+	return v
+}
+
+// EstimateStage returns the per-GPU bytes of pipeline rank ppRank
+// (0..PP-1) of cfg under framework f.
+func EstimateStage(m model.Model, cfg parallel.Config, f parallel.Framework, ppRank int) Breakdown {
+	cfg = WithStages(m, cfg)
+	st := computeModelStates(m, cfg, f, ppRank)
+	b := Breakdown{
+		Weights:     st.weights,
+		Gradients:   st.grads,
+		Optimizer:   st.optimizer,
+		Activations: stageActivationBytes(m, cfg, ppRank),
+	}
+	b.Other = otherBytes(b.Total(), cfg, f)
+	return b
+}
+
+// hostBytesPerRank is one rank's host memory: offloaded states, pinned
+// staging buffers when offloading, and the process itself.
+func hostBytesPerRank(m model.Model, cfg parallel.Config, f parallel.Framework, ppRank int) float64 {
+	st := computeModelStates(m, cfg, f, ppRank)
+	v := st.host + hostProcessBytes
+	if st.host > 0 {
+		v += hostPinnedBufferBytes
+	}
+	return v
+}
+
+// HostBytesPerNode is the host memory a node running ranksPerHost ranks of
+// cfg needs. Which pipeline ranks share a node depends on placement, so it
+// takes the worst rank times ranksPerHost (an upper bound).
+func HostBytesPerNode(m model.Model, cfg parallel.Config, f parallel.Framework, ranksPerHost int) float64 {
+	cfg = WithStages(m, cfg)
+	worst := 0.0
+	for r := range cfg.PP {
+		worst = math.Max(worst, hostBytesPerRank(m, cfg, f, r))
+	}
+	return worst * float64(ranksPerHost)
+}
+
+// EstimatePlan evaluates every pipeline rank and returns the worst
+// (PeakStage is that rank), with the GPU and host capacities filled in and
+// the host need of ranksPerHost ranks per node. hostBytes 0 means unknown
+// (MemoryEstimate.Fits then ignores host memory).
+func EstimatePlan(m model.Model, cfg parallel.Config, f parallel.Framework, gpuBytes, hostBytes float64, ranksPerHost int) Estimate {
+	cfg = WithStages(m, cfg)
+	est := Estimate{
+		GPUCapacityBytes:  gpuBytes,
+		HostCapacityBytes: hostBytes,
+		HostBytesPerNode:  HostBytesPerNode(m, cfg, f, ranksPerHost),
+	}
+	for r := range cfg.PP {
+		b := EstimateStage(m, cfg, f, r)
+		if r == 0 || b.Total() > est.PeakBytesPerGPU {
+			est.Breakdown, est.PeakBytesPerGPU, est.PeakStage = b, b.Total(), r
+		}
+	}
+	return est
+}

@@ -1,0 +1,30 @@
+package parallel
+
+import (
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+)
+
+// Constraints pin parts of the search space (user-fixed flags). Zero values
+// leave a dimension free.
+type Constraints struct {
+	TP, PP, DP, CP, VPP, MicroBatch int
+	// EP and ETP are the expert parallel and expert tensor parallel sizes
+	// (0 = free; MoE models only).
+	EP, ETP   int
+	Recompute Recompute // "" = free
+	ZeroStage int       // -1 = free
+	// SequenceParallel nil is "auto": on wherever TP > 1 in Megatron (the
+	// cost model prices it as never slower: the same bytes on the wire,
+	// less element-wise work and activation memory).
+	SequenceParallel *bool
+	// Precision of the run: "" or bf16, fp16, fp8 (not searched: it
+	// changes the numerics, so it is the user's choice).
+	Precision            gpu.Precision
+	DistributedOptimizer *bool
+	// NoOffload forbids CPU offload; ForceOffload asks for it.
+	NoOffload, ForceOffload bool
+	// StageLayers is the user's own layer split (decoder layers per stage,
+	// stage = vpp_index*PP + pp_rank): only configs with PP*VPP stages are
+	// tried, and the split is never rebalanced.
+	StageLayers []int
+}

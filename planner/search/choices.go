@@ -1,0 +1,154 @@
+package search
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// checkPrecision refuses precisions the run cannot have: fp8 needs FP8
+// tensor cores on every GPU (Transformer Engine) and Megatron-LM.
+func checkPrecision(c *cluster.Cluster, o Options) error {
+	switch o.Fixed.Precision {
+	case "", gpu.PrecisionBF16, gpu.PrecisionFP16:
+		return nil
+	case gpu.PrecisionFP8:
+	default:
+		return fmt.Errorf("precision %q: use bf16, fp16 or fp8", o.Fixed.Precision)
+	}
+	if o.Framework == parallel.FrameworkDeepSpeed {
+		return fmt.Errorf("FP8 training is planned for Megatron-LM with Transformer Engine (--fp8-format hybrid); DeepSpeed plans use bf16 or fp16")
+	}
+	var missing []string
+	seen := map[string]bool{}
+	for _, h := range c.Hosts {
+		if h.GPU.PeakFP8TFLOPS <= 0 && !seen[h.GPU.Model] {
+			seen[h.GPU.Model] = true
+			missing = append(missing, h.GPU.Model)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell), and %s has none; plan with --precision bf16, or give the GPU's peak_fp8_tflops in the cluster file", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// precisionOf is the run's precision: the user's, else bf16.
+func precisionOf(fx parallel.Constraints) gpu.Precision {
+	if fx.Precision == "" {
+		return gpu.PrecisionBF16
+	}
+	return fx.Precision
+}
+
+// microBatchChoices are the micro-batch sizes tried for one parallel shape
+// (TP, PP, DP, CP in shape): the divisors of the per-replica batch, in
+// increasing order, while both hold:
+//   - memory: the shape's most frugal setting (full recompute, sequence
+//     parallelism, sharded optimizer, offload where allowed) fits; the
+//     activations grow with the micro-batch, so no larger one fits either;
+//   - a lower bound: the micro-batch's best case, every sample at the
+//     model's highest GEMM and attention rate with only the pipeline fill
+//     (divided by the most virtual stages) on top, is not slower than
+//     micro-batch 1's priced compute with a full 1F1B fill. The best case
+//     only grows with the micro-batch (fewer micro-batches, longer fill).
+//
+// There is no fixed cap: Megatron and DeepSpeed accept any micro-batch
+// that divides the batch. A pinned micro-batch is always returned when it
+// divides the batch, so it is priced (or reported as not fitting) rather
+// than dropped.
+func microBatchChoices(c *cluster.Cluster, m model.Model, o Options, shape parallel.Config, maxCap float64) []int {
+	if o.GlobalBatch%shape.DP != 0 {
+		return nil
+	}
+	perReplica := o.GlobalBatch / shape.DP
+	if fx := o.Fixed.MicroBatch; fx > 0 {
+		if perReplica%fx != 0 {
+			return nil
+		}
+		return []int{fx}
+	}
+	ideal, mb1 := perSampleLayerSeconds(c, m, o, shape)
+	vmax := 1.0
+	if o.Framework != parallel.FrameworkDeepSpeed && shape.PP > 1 {
+		vmax = float64(min(8, m.NumLayers/shape.PP))
+	}
+	fill := float64(shape.PP - 1)
+	worst1 := (float64(perReplica) + fill) * mb1
+	var out []int
+	for _, mb := range divisors(perReplica, perReplica) {
+		if mb > 1 && maxCap > 0 && !frugalFits(m, o, shape, mb, maxCap) {
+			break
+		}
+		if best := (float64(perReplica/mb) + fill/vmax) * float64(mb) * ideal; mb > 1 && best > worst1 {
+			break
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// perSampleLayerSeconds is one decoder layer's forward+backward per sample
+// on the cluster's fastest GPU: at the highest rates the model gives
+// (ideal) and as priced at micro-batch 1 (mb1).
+func perSampleLayerSeconds(c *cluster.Cluster, m model.Model, o Options, shape parallel.Config) (ideal, mb1 float64) {
+	cfg := shape
+	cfg.MicroBatch, cfg.Precision, cfg.Recompute = 1, precisionOf(o.Fixed), parallel.RecomputeNone
+	cfg.SequenceParallel = shape.TP > 1
+	ideal, mb1 = math.Inf(1), math.Inf(1)
+	seen := map[gpu.Spec]bool{}
+	for _, h := range c.Hosts {
+		if seen[h.GPU] {
+			continue
+		}
+		seen[h.GPU] = true
+		cv := gpu.CurveOf(h.GPU)
+		s := newLayerShape(m, cfg)
+		ideal = math.Min(ideal, 3*(s.gemmFLOPs()/gpu.GEMMPeakFLOPS(h.GPU, cv, cfg.Precision)+s.attnFLOPs()/gpu.AttnPeakFLOPS(h.GPU, cv)))
+		lc := layerCompute(m, cfg, h.GPU)
+		mb1 = math.Min(mb1, lc.Fwd+lc.Bwd)
+	}
+	return ideal, mb1
+}
+
+// frugalFits reports whether the shape's least memory-hungry config with
+// micro-batch mb fits GPUs of maxCap bytes.
+func frugalFits(m model.Model, o Options, shape parallel.Config, mb int, maxCap float64) bool {
+	fx := o.Fixed
+	mega := o.Framework != parallel.FrameworkDeepSpeed
+	cfg := shape
+	cfg.VPP, cfg.MicroBatch, cfg.GlobalBatch = 1, mb, o.GlobalBatch
+	cfg.NumMicroBatches = o.GlobalBatch / (mb * shape.DP)
+	cfg.Precision = precisionOf(fx)
+	cfg.Recompute = parallel.RecomputeFull
+	if fx.Recompute != "" {
+		cfg.Recompute = fx.Recompute
+	}
+	cfg.SequenceParallel = mega && shape.TP > 1 && (fx.SequenceParallel == nil || *fx.SequenceParallel)
+	switch {
+	case mega:
+		cfg.DistributedOptimizer = fx.DistributedOptimizer == nil || *fx.DistributedOptimizer
+		if cfg.DistributedOptimizer && !fx.NoOffload {
+			cfg.Offload.OptimizerFraction = 1
+		}
+	default:
+		cfg.ZeroStage = 3
+		if shape.PP > 1 {
+			cfg.ZeroStage = 1
+		}
+		if fx.ZeroStage >= 0 {
+			cfg.ZeroStage = fx.ZeroStage
+		}
+		if !fx.NoOffload && cfg.ZeroStage >= 1 {
+			cfg.Offload = parallel.Offload{OptimizerFraction: 1, Params: cfg.ZeroStage == 3}
+		}
+	}
+	cfg.StageLayers = evenLayers(m.NumLayers, cfg.PP)
+	_, miss := stageMemory(m, cfg, o.Framework, func(int) float64 { return maxCap })
+	return miss <= 0
+}

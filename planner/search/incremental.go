@@ -1,0 +1,317 @@
+package search
+
+import (
+	"math"
+
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// incEval prices local-search moves incrementally: it keeps every
+// pipeline's critical-path terms (its finish time minus each stage's drain,
+// its stages' last backward, its embedding all-reduce) in segment trees
+// over pipelines, every stage's DP reduction, and the memory penalty, so a
+// move re-prices only the pipelines and DP groups whose blocks changed:
+// O(p log DP) per changed pipeline and O(DP) per changed DP group, instead
+// of O(p * DP) for the whole placement. It mirrors planEval.cost term by
+// term (incremental_test.go checks they agree) and covers the common case,
+// CP = 1 without DeepSpeed ZeRO-2/3's per-micro-batch traffic; other
+// configs use the full evaluation.
+type incEval struct {
+	e        *planEval
+	slots    []int
+	sameSlot int   // slots of every host, or 0 when hosts differ
+	bh       []int // block -> host under the current order
+	next     []int // scratch: block -> host under the moved order
+	// fin[d] holds pipeline d's span minus drain before each stage (p
+	// values) and its embedding all-reduce; the tree keeps maxima.
+	fin vecTree
+	// lbw[d] holds each stage's last backward in pipeline d; minima.
+	lbw            vecTree
+	dpTotal, dpTai []float64
+	pen            float64
+	shard          float64
+	work           []stageWork
+	hosts          []int
+	vec            []float64
+	vec2           []float64
+	touchedD       []int
+	touchedR       []int
+	markD, markR   []bool
+	undo           incUndo
+}
+
+// incUndo is what the last move changed, so that undoing it restores
+// saved values instead of re-pricing.
+type incUndo struct {
+	full          bool // the move re-priced everything: undo does too
+	blocks, hosts []int
+	ds, rs        []int
+	fin, lbw      []float64 // saved leaves of ds, in order
+	total, tail   []float64 // saved DP terms of rs, in order
+	pen           float64
+}
+
+// newIncEval returns nil when cfg is not covered (see incEval).
+func newIncEval(e *planEval, slots []int, order []int) *incEval {
+	if e.sums == nil || e.cp != 1 || (e.f == parallel.FrameworkDeepSpeed && e.cfg.ZeroStage >= 2) {
+		return nil
+	}
+	ie := &incEval{e: e, slots: slots, bh: make([]int, e.nBlocks), next: make([]int, e.nBlocks),
+		dpTotal: make([]float64, e.p), dpTai: make([]float64, e.p), shard: e.embeddingShardBytes(),
+		work: make([]stageWork, e.p), hosts: make([]int, 0, e.dp+1), vec: make([]float64, e.p+1),
+		vec2: make([]float64, e.p), markD: make([]bool, e.dp), markR: make([]bool, e.p)}
+	ie.sameSlot = slots[0]
+	for _, s := range slots {
+		if s != ie.sameSlot {
+			ie.sameSlot = 0
+		}
+	}
+	ie.fin = newVecTree(e.dp, e.p+1, false)
+	ie.lbw = newVecTree(e.dp, e.p, true)
+	ie.reset(order)
+	return ie
+}
+
+// reset prices order from scratch.
+func (ie *incEval) reset(order []int) {
+	e := ie.e
+	fillBlocks(order, ie.slots, ie.bh)
+	for d := 0; d < e.dp; d++ {
+		ie.pipeline(d)
+	}
+	ie.fin.build()
+	ie.lbw.build()
+	for r := 0; r < e.p; r++ {
+		ie.stageDP(r)
+	}
+	ie.pen = 0
+	for u, h := range ie.bh {
+		ie.pen += ie.penalty(u, h)
+	}
+}
+
+func fillBlocks(order, slots, out []int) {
+	u := 0
+	for _, h := range order {
+		for k := 0; k < slots[h] && u < len(out); k++ {
+			out[u] = h
+			u++
+		}
+	}
+	for ; u < len(out); u++ {
+		out[u] = -1
+	}
+}
+
+// pipeline recomputes pipeline d's leaves as planEval.cost does.
+func (ie *incEval) pipeline(d int) {
+	e := ie.e
+	v := float64(e.v)
+	for r := 0; r < e.p; r++ {
+		e.stageQuick(ie.bh, r, d, ie.hosts[:1], &ie.work[r])
+	}
+	span := e.pipelineSpan(ie.work[:e.p])
+	drain := 0.0
+	fin, lbw := ie.fin.leaf(d), ie.lbw.leaf(d)
+	for r := 0; r < e.p; r++ {
+		w := &ie.work[r]
+		fin[r] = span - drain
+		lbw[r] = w.lastBwd
+		drain += w.lastBwd/v + w.sendNext
+	}
+	fin[e.p] = 0
+	if ie.shard > 0 {
+		first, last := ie.bh[e.block(0, d, 0)], ie.bh[e.block(e.p-1, d, 0)]
+		fin[e.p] = AllReduceSeconds(ie.shard, 2, e.pipeLink(first, last))
+	}
+}
+
+// stageDP recomputes stage r's DP reduction (total and tail).
+func (ie *incEval) stageDP(r int) {
+	e := ie.e
+	hosts := ie.hosts[:0]
+	for d := 0; d < e.dp; d++ {
+		hosts = append(hosts, ie.bh[e.block(r, d, 0)])
+	}
+	ie.dpTotal[r], ie.dpTai[r], _ = dpCommSeconds(e.cfg, e.f, e.params[r], e.dpRingOf(hosts).seconds)
+}
+
+// penalty is block u's share of planEval.memoryPenalty on host h.
+func (ie *incEval) penalty(u, h int) float64 {
+	if h < 0 {
+		return 0
+	}
+	r := u / (ie.e.cp * ie.e.dp)
+	if over := ie.e.stageMem[r] - ie.e.c.Hosts[h].GPU.MemoryBytes(); over > 0 {
+		return over / gpu.GiB * memPenaltyPerGiB
+	}
+	return 0
+}
+
+// cost is planEval.cost of the current order.
+func (ie *incEval) cost() float64 {
+	e := ie.e
+	fin, lbw := ie.fin.root(), ie.lbw.root()
+	emb := fin[e.p]
+	iter := 0.0
+	for r := 0; r < e.p; r++ {
+		x := exposedDP(ie.dpTotal[r], ie.dpTai[r], lbw[r])
+		if r == 0 || r == e.p-1 {
+			x += emb
+		}
+		iter = max(iter, max(0, fin[r])+x)
+	}
+	return iter + e.optSec + ie.pen
+}
+
+// moved re-prices the order after positions lo..hi (inclusive) changed and
+// returns its cost.
+func (ie *incEval) moved(order []int, lo, hi int) float64 {
+	e := ie.e
+	u0 := lo * ie.sameSlot
+	if ie.sameSlot == 0 {
+		u0 = 0
+		for _, h := range order[:lo] {
+			u0 += ie.slots[h]
+		}
+	}
+	u := u0
+	for _, h := range order[lo : hi+1] {
+		for k := 0; k < ie.slots[h] && u < len(ie.bh); k++ {
+			ie.next[u] = h
+			u++
+		}
+	}
+	changed := 0
+	for x := u0; x < u; x++ {
+		if ie.next[x] != ie.bh[x] {
+			changed++
+		}
+	}
+	un := &ie.undo
+	un.blocks, un.hosts, un.ds, un.rs = un.blocks[:0], un.hosts[:0], un.ds[:0], un.rs[:0]
+	un.fin, un.lbw, un.total, un.tail = un.fin[:0], un.lbw[:0], un.total[:0], un.tail[:0]
+	un.pen, un.full = ie.pen, false
+	if changed > e.nBlocks/4 { // cheaper to start over
+		un.full = true
+		ie.reset(order)
+		return ie.cost()
+	}
+	for x := u0; x < u; x++ {
+		h := ie.next[x]
+		if h == ie.bh[x] {
+			continue
+		}
+		un.blocks, un.hosts = append(un.blocks, x), append(un.hosts, ie.bh[x])
+		ie.pen += ie.penalty(x, h) - ie.penalty(x, ie.bh[x])
+		ie.bh[x] = h
+		// Block x = d + r*DP (CP = 1): it feeds pipeline d and DP group r.
+		d, r := x%e.dp, x/e.dp
+		if !ie.markD[d] {
+			ie.markD[d] = true
+			ie.touchedD = append(ie.touchedD, d)
+		}
+		if !ie.markR[r] {
+			ie.markR[r] = true
+			ie.touchedR = append(ie.touchedR, r)
+		}
+	}
+	for _, d := range ie.touchedD {
+		un.ds = append(un.ds, d)
+		un.fin = append(un.fin, ie.fin.leaf(d)...)
+		un.lbw = append(un.lbw, ie.lbw.leaf(d)...)
+		ie.pipeline(d)
+		ie.fin.update(d)
+		ie.lbw.update(d)
+		ie.markD[d] = false
+	}
+	for _, r := range ie.touchedR {
+		un.rs = append(un.rs, r)
+		un.total, un.tail = append(un.total, ie.dpTotal[r]), append(un.tail, ie.dpTai[r])
+		ie.stageDP(r)
+		ie.markR[r] = false
+	}
+	ie.touchedD, ie.touchedR = ie.touchedD[:0], ie.touchedR[:0]
+	return ie.cost()
+}
+
+// revert undoes the last move; order must already be back as it was.
+func (ie *incEval) revert(order []int) {
+	un := &ie.undo
+	if un.full {
+		ie.reset(order)
+		return
+	}
+	for i, x := range un.blocks {
+		ie.bh[x] = un.hosts[i]
+	}
+	fw, lw := ie.fin.w, ie.lbw.w
+	for i, d := range un.ds {
+		copy(ie.fin.leaf(d), un.fin[i*fw:(i+1)*fw])
+		copy(ie.lbw.leaf(d), un.lbw[i*lw:(i+1)*lw])
+		ie.fin.update(d)
+		ie.lbw.update(d)
+	}
+	for i, r := range un.rs {
+		ie.dpTotal[r], ie.dpTai[r] = un.total[i], un.tail[i]
+	}
+	ie.pen = un.pen
+}
+
+// vecTree is a segment tree over n leaves of width-w vectors that keeps
+// the element-wise maximum (or minimum) of every subtree.
+type vecTree struct {
+	n, w, size int
+	min        bool
+	v          []float64 // node i's vector at v[i*w:(i+1)*w], leaves from size
+}
+
+func newVecTree(n, w int, isMin bool) vecTree {
+	size := 1
+	for size < n {
+		size *= 2
+	}
+	t := vecTree{n: n, w: w, size: size, min: isMin, v: make([]float64, 2*size*w)}
+	identity := math.Inf(-1) // padding leaves never win
+	if isMin {
+		identity = math.Inf(1)
+	}
+	for i := size + n; i < 2*size; i++ {
+		for k := range w {
+			t.v[i*w+k] = identity
+		}
+	}
+	return t
+}
+
+func (t *vecTree) leaf(i int) []float64 { j := (t.size + i) * t.w; return t.v[j : j+t.w] }
+
+func (t *vecTree) root() []float64 { return t.v[t.w : 2*t.w] }
+
+func (t *vecTree) pull(i int) {
+	dst := t.v[i*t.w : (i+1)*t.w]
+	l := t.v[2*i*t.w : (2*i+1)*t.w]
+	r := t.v[(2*i+1)*t.w : (2*i+2)*t.w]
+	if t.min {
+		for k := range dst {
+			dst[k] = min(l[k], r[k])
+		}
+		return
+	}
+	for k := range dst {
+		dst[k] = max(l[k], r[k])
+	}
+}
+
+func (t *vecTree) build() {
+	for i := t.size - 1; i >= 1; i-- {
+		t.pull(i)
+	}
+}
+
+func (t *vecTree) update(leaf int) {
+	for i := (t.size + leaf) / 2; i >= 1; i /= 2 {
+		t.pull(i)
+	}
+}

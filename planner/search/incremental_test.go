@@ -1,0 +1,84 @@
+package search
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// Incremental re-pricing agrees with the full evaluation after every move
+// of a random walk (swaps and reversals, accepted or undone), on
+// heterogeneous clusters, for 1F1B and interleaved configs, with memory
+// penalties (A10 hosts are too small for some stages).
+func TestIncrementalMatchesFull(t *testing.T) {
+	cfgs := []parallel.Config{
+		{TP: 2, PP: 4, DP: 16, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, SequenceParallel: true, Recompute: parallel.RecomputeFull},
+		{TP: 1, PP: 4, DP: 32, CP: 1, VPP: 2, MicroBatch: 1, GlobalBatch: 256, Recompute: parallel.RecomputeSelective, DistributedOptimizer: true},
+		{TP: 8, PP: 8, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, SequenceParallel: true},
+	}
+	m := model.Model{Name: "13b", NumLayers: 40, Hidden: 5120, Heads: 40, SeqLength: 2048, Vocab: 50257}
+	const hosts = 16
+	for seed := uint64(1); seed <= 4; seed++ {
+		c := randomCluster(hosts, 8, seed)
+		for _, cfg := range cfgs {
+			cfg.NumMicroBatches = cfg.GlobalBatch / (cfg.MicroBatch * cfg.DP)
+			e := newPlanEval(c, m, cfg, parallel.FrameworkMegatron)
+			pl := newPlacer(e, cluster.HostSymmetry(c), startOrders(c))
+			order := identity(hosts)
+			inc := newIncEval(e, pl.slots, order)
+			if inc == nil {
+				t.Fatalf("config %+v not covered", cfg)
+			}
+			rng := rand.New(rand.NewPCG(seed, 3))
+			for step := 0; step < 200; step++ {
+				i, j := rng.IntN(hosts), rng.IntN(hosts)
+				if i > j {
+					i, j = j, i
+				}
+				swap := rng.IntN(2) == 0
+				applyMove(order, i, j, swap)
+				got := inc.moved(order, i, j)
+				if want := pl.cost(order); math.Abs(got-want) > 1e-9*want {
+					t.Fatalf("seed %d cfg %+v step %d order %v: incremental %g, full %g", seed, cfg, step, order, got, want)
+				}
+				if rng.IntN(2) == 0 { // undo
+					applyMove(order, i, j, swap)
+					inc.revert(order)
+					got = inc.cost()
+					if want := pl.cost(order); math.Abs(got-want) > 1e-9*want {
+						t.Fatalf("seed %d step %d undo: incremental %g, full %g", seed, step, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Hosts with different GPU counts shift every later block when swapped;
+// long reversals fall back to a full re-price. Both still agree.
+func TestIncrementalMixedHostSizes(t *testing.T) {
+	c := testCluster([]islandDef{
+		{hosts: 6, gpus: 8, gpu: gpuH100, intraGBs: 450, nicGbit: 3200},
+		{hosts: 4, gpus: 4, gpu: gpuA100, intraGBs: 300, nicGbit: 800},
+	}, 100)
+	cfg := parallel.Config{TP: 2, PP: 4, DP: 8, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 8, SequenceParallel: true, Recompute: parallel.RecomputeSelective}
+	e := newPlanEval(c, gpt3_175b, cfg, parallel.FrameworkMegatron)
+	pl := newPlacer(e, cluster.HostSymmetry(c), startOrders(c))
+	order := identity(10)
+	inc := newIncEval(e, pl.slots, order)
+	rng := rand.New(rand.NewPCG(5, 5))
+	for step := 0; step < 300; step++ {
+		i, j := rng.IntN(10), rng.IntN(10)
+		if i > j {
+			i, j = j, i
+		}
+		applyMove(order, i, j, rng.IntN(2) == 0)
+		if got, want := inc.moved(order, i, j), pl.cost(order); math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("step %d order %v: incremental %g, full %g", step, order, got, want)
+		}
+	}
+}

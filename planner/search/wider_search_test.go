@@ -1,0 +1,275 @@
+package search
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/memory"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+var model22b = model.Model{Name: "22b", NumLayers: 48, Hidden: 6144, Heads: 64, SeqLength: 2048, Vocab: 51200}
+
+func boolp(b bool) *bool { return &b }
+
+// Micro-batches above 8 (Megatron accepts any divisor of the batch) are
+// planned and priced when pinned, with TP 8.
+func TestPinnedLargeMicroBatchWithTP8(t *testing.T) {
+	c := dgxA100(4)
+	times := map[int]float64{}
+	for _, mb := range []int{8, 16, 32} {
+		o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 256, TopK: 3, Seed: 1,
+			Fixed: parallel.Constraints{TP: 8, MicroBatch: mb, Recompute: parallel.RecomputeFull, ZeroStage: -1}}
+		res, err := Search(c, model22b, o)
+		if err != nil {
+			t.Fatalf("mb %d: %v", mb, err)
+		}
+		for _, p := range res.Plans {
+			if p.MicroBatch != mb || p.TP != 8 {
+				t.Fatalf("mb %d: plan has TP %d mb %d", mb, p.TP, p.MicroBatch)
+			}
+			if !p.Memory.Fits() || p.Predicted.IterationSeconds <= 0 {
+				t.Fatalf("mb %d: plan %+v does not fit or has no time", mb, p.Config)
+			}
+		}
+		times[mb] = res.Plans[0].Predicted.IterationSeconds
+		t.Logf("TP8 mb%d: %s, %.3f s, %.1f GiB", mb, shapeKey(res.Plans[0].Config), times[mb], res.Plans[0].Memory.PeakBytesPerGPU/gpu.GiB)
+	}
+	if times[16] == times[8] || times[32] == times[16] {
+		t.Fatalf("micro-batch does not change the price: %v", times)
+	}
+}
+
+// The unpinned search goes past 8 where memory allows and stops at the
+// first micro-batch that cannot fit even fully recomputed.
+func TestMicroBatchSearchBoundedByMemory(t *testing.T) {
+	c := dgxA100(4)
+	small := model.Model{Name: "1.3b", NumLayers: 24, Hidden: 2048, Heads: 16, SeqLength: 8192, Vocab: 51200}
+	o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 4096, Fixed: parallel.Constraints{ZeroStage: -1}}
+	cfgs := enumerate(c, small, o, gpuA100.MemoryBytes())
+	maxMB := 0
+	for _, cfg := range cfgs {
+		maxMB = max(maxMB, cfg.MicroBatch)
+	}
+	if maxMB <= 8 {
+		t.Fatalf("largest micro-batch searched is %d; want above the old cap of 8", maxMB)
+	}
+	// Every micro-batch returned fits in its frugal form; the next divisor
+	// (if any) does not.
+	shape := parallel.Config{TP: 1, PP: 1, DP: 32, CP: 1}
+	mbs := microBatchChoices(c, small, o, shape, gpuA100.MemoryBytes())
+	last := mbs[len(mbs)-1]
+	next := nextDivisor(4096/32, last)
+	if next == 0 {
+		t.Fatalf("micro-batches %v: memory never stopped the search", mbs)
+	}
+	if frugalFits(small, o, shape, next, gpuA100.MemoryBytes()) {
+		t.Fatalf("micro-batch %d fits but the search stopped at %d", next, last)
+	}
+	t.Logf("micro-batches searched for TP1 PP1 DP32: %v", mbs)
+}
+
+func nextDivisor(n, after int) int {
+	for d := after + 1; d <= n; d++ {
+		if n%d == 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// A pinned micro-batch that does not divide the batch is reported as
+// such, not as a head-divisibility problem.
+func TestPinnedMicroBatchErrorNamesTheBatch(t *testing.T) {
+	o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 96, Fixed: parallel.Constraints{TP: 8, MicroBatch: 64, ZeroStage: -1}}
+	_, err := Search(dgxA100(4), model22b, o)
+	if err == nil || !strings.Contains(err.Error(), "micro-batch") {
+		t.Fatalf("err = %v, want one that names the micro-batch", err)
+	}
+}
+
+// TP 16 on 8-GPU hosts is priced over the NIC when pinned: each TP group
+// spans two hosts, and its all-reduces run at the NIC's per-GPU rate.
+func TestPinnedTP16AcrossHosts(t *testing.T) {
+	c := dgxA100(4)
+	o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 64, TopK: 3, Seed: 1,
+		Fixed: parallel.Constraints{TP: 16, MicroBatch: 1, ZeroStage: -1}}
+	res, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Plans[0]
+	if p.TP != 16 || len(p.Placement) != 32 {
+		t.Fatalf("plan TP %d with %d ranks", p.TP, len(p.Placement))
+	}
+	// Ranks 0-15 (one TP group) on two hosts, 8 each, local ranks 0-7.
+	perHost := map[int]int{}
+	for _, rp := range p.Placement[:16] {
+		perHost[rp.HostIndex]++
+		if rp.LocalRank < 0 || rp.LocalRank > 7 || rp.GPU != rp.LocalRank {
+			t.Fatalf("rank %d: local rank %d GPU %d", rp.Rank, rp.LocalRank, rp.GPU)
+		}
+	}
+	if len(perHost) != 2 {
+		t.Fatalf("TP group 0 on hosts %v, want two hosts of 8", perHost)
+	}
+	// The merged host's TP link is the NIC share: 8x200 Gbit/s over 8 GPUs.
+	mc, _, err := cluster.MergeHosts(c, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := mc.LinkBetween(0, 0); l.BytesPerS != 25e9 || l.LatencyS != 5e-6 {
+		t.Fatalf("cross-host TP link %+v, want 25 GB/s at 5 us", l)
+	}
+	// Same shape with TP 8 inside hosts: TP communication is cheaper.
+	o.Fixed.TP = 8
+	r8, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Predicted.Breakdown.TP <= r8.Plans[0].Predicted.Breakdown.TP {
+		t.Fatalf("TP16 over the NIC spends %.3f s in TP, TP8 on NVSwitch %.3f s", p.Predicted.Breakdown.TP, r8.Plans[0].Predicted.Breakdown.TP)
+	}
+	t.Logf("TP16 across hosts: %.3f s/iter (TP %.3f s); TP8: %.3f s/iter (TP %.3f s)", p.Predicted.IterationSeconds,
+		p.Predicted.Breakdown.TP, r8.Plans[0].Predicted.IterationSeconds, r8.Plans[0].Predicted.Breakdown.TP)
+	// Unpinned, on InfiniBand, cross-host TP is not searched.
+	o.Fixed.TP = 0
+	all, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range all.Plans {
+		if q.TP > 8 {
+			t.Fatalf("unpinned search chose TP %d across hosts on InfiniBand", q.TP)
+		}
+	}
+}
+
+// Cross-host TP is searched without pinning when nothing fits inside hosts.
+func TestCrossHostTPSearchedWhenNothingElseFits(t *testing.T) {
+	// Two hosts of 2 small GPUs; the model's single layer cannot be split
+	// by PP and needs TP 4 to fit.
+	c := testCluster([]islandDef{{hosts: 2, gpus: 2, gpu: gpu.Spec{Model: "x", MemoryGiB: 8, PeakTFLOPS: 100, MemoryBandwidthTBPerS: 1}, intraGBs: 50, nicGbit: 400}}, 0)
+	m := model.Model{Name: "wide", NumLayers: 1, Hidden: 12288, Heads: 96, SeqLength: 2048, Vocab: 32000}
+	res, err := Search(c, m, Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 4, Fixed: parallel.Constraints{ZeroStage: -1}})
+	if err != nil {
+		var nf *NoFitError
+		if errors.As(err, &nf) {
+			t.Fatalf("no fit even across hosts: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if res.Plans[0].TP != 4 {
+		t.Fatalf("best plan TP %d, want 4 (across both hosts)", res.Plans[0].TP)
+	}
+}
+
+// --sequence-parallel off is honoured and priced: more activation memory
+// and element-wise work, the same TP bytes.
+func TestSequenceParallelOff(t *testing.T) {
+	c := dgxA100(1)
+	o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 8, TopK: 3, Seed: 1,
+		Fixed: parallel.Constraints{TP: 8, MicroBatch: 1, Recompute: parallel.RecomputeSelective, ZeroStage: -1, SequenceParallel: boolp(false)}}
+	off, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range off.Plans {
+		if p.SequenceParallel {
+			t.Fatalf("plan %s has sequence parallelism with --sequence-parallel off", configKey(p.Config))
+		}
+	}
+	o.Fixed.SequenceParallel = nil // auto
+	auto, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := auto.Plans[0]
+	if !on.SequenceParallel {
+		t.Fatalf("auto chose no sequence parallelism at TP 8")
+	}
+	p := off.Plans[0]
+	if p.Memory.Breakdown.Activations <= on.Memory.Breakdown.Activations || p.Predicted.IterationSeconds <= on.Predicted.IterationSeconds {
+		t.Fatalf("SP off: %.2f GiB activations, %.3f s; on: %.2f GiB, %.3f s", p.Memory.Breakdown.Activations/gpu.GiB,
+			p.Predicted.IterationSeconds, on.Memory.Breakdown.Activations/gpu.GiB, on.Predicted.IterationSeconds)
+	}
+}
+
+// FP8 runs GEMMs at the FP8 rate and keeps FP8 weight copies; it is
+// refused on a GPU without FP8 tensor cores.
+func TestFP8PlansOnH100(t *testing.T) {
+	h100 := gpuH100
+	h100.PeakFP8TFLOPS = 1979
+	c := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: h100, intraGBs: 450, nicGbit: 3200}}, 0)
+	fixed := parallel.Constraints{TP: 8, PP: 1, MicroBatch: 1, Recompute: parallel.RecomputeNone, ZeroStage: -1, DistributedOptimizer: boolp(true)}
+	o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 8, TopK: 1, Seed: 1, Fixed: fixed}
+	bf, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Fixed.Precision = gpu.PrecisionFP8
+	f8, err := Search(c, model22b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := bf.Plans[0], f8.Plans[0]
+	if b.Precision != gpu.PrecisionFP8 || a.Precision != gpu.PrecisionBF16 {
+		t.Fatalf("precisions %q / %q", a.Precision, b.Precision)
+	}
+	speed := a.Predicted.IterationSeconds / b.Predicted.IterationSeconds
+	if speed < 1.2 || speed > 2 {
+		t.Fatalf("FP8 speed-up %.2fx, want between 1.2x and 2x (GEMMs at twice the rate, attention and the rest not)", speed)
+	}
+	// FP8 weight copies: 2 bytes per decoder GEMM parameter.
+	wantExtra := 2 * (memory.LayerParamsPerGPU(model22b, 8) - 2*6144) * 48
+	if got := b.Memory.Breakdown.Weights - a.Memory.Breakdown.Weights; !approx(got, wantExtra, 1e-9) {
+		t.Fatalf("FP8 weight copies %.0f bytes, want %.0f", got, wantExtra)
+	}
+	if _, err := Search(dgxA100(1), model22b, o); err == nil || !strings.Contains(err.Error(), "FP8") {
+		t.Fatalf("fp8 on A100: err = %v, want a refusal naming FP8", err)
+	}
+}
+
+// tflops_per_gpu is model FLOPs; hw_tflops_per_gpu adds recomputation.
+func TestHardwareTFLOPSIncludesRecompute(t *testing.T) {
+	c := dgxA100(1)
+	for _, rc := range []parallel.Recompute{parallel.RecomputeNone, parallel.RecomputeSelective, parallel.RecomputeFull} {
+		p := predictFixed(t, c, model22b, parallel.Config{TP: 8, PP: 1, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, SequenceParallel: true, Recompute: rc})
+		ratio := p.HWTFLOPSPerGPU / p.TFLOPSPerGPU
+		want := HardwareFLOPsPerIteration(model22b, 8, rc) / ModelFLOPsPerIteration(model22b, 8)
+		if !approx(ratio, want, 1e-9) || (rc == parallel.RecomputeNone && ratio != 1) || (rc == parallel.RecomputeFull && (ratio < 1.3 || ratio > 1.34)) {
+			t.Fatalf("recompute %s: hw/model %.4f, want %.4f", rc, ratio, want)
+		}
+	}
+}
+
+// In `run` the user's Megatron flags decide sequence parallelism and
+// precision: no --sequence-parallel means none (never added for them).
+func TestUserFlagsDecideSPAndPrecision(t *testing.T) {
+	base := []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048",
+		"--max-position-embeddings", "2048", "--vocab-size", "51200", "--tensor-model-parallel-size", "2"}
+	cases := []struct {
+		extra []string
+		sp    bool
+		prec  gpu.Precision
+	}{
+		{nil, false, gpu.PrecisionBF16},
+		{[]string{"--sequence-parallel", "--bf16"}, true, gpu.PrecisionBF16},
+		{[]string{"--fp16"}, false, gpu.PrecisionFP16},
+		{[]string{"--bf16", "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024"}, false, gpu.PrecisionFP8},
+	}
+	for _, tc := range cases {
+		_, fx, found, err := megatron.ModelFromArgs(append(append([]string{}, base...), tc.extra...))
+		if err != nil || !found {
+			t.Fatalf("%v: found=%v err=%v", tc.extra, found, err)
+		}
+		if fx.SequenceParallel == nil || *fx.SequenceParallel != tc.sp || fx.Precision != tc.prec {
+			t.Fatalf("%v: sequence parallel %v, precision %q; want %v, %q", tc.extra, fx.SequenceParallel, fx.Precision, tc.sp, tc.prec)
+		}
+	}
+}
