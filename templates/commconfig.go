@@ -2,6 +2,7 @@ package templates
 
 import (
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 
 	_ "embed"
@@ -310,11 +311,11 @@ func safeFileWord(s string) string {
 // commConfigBlocker is why the user's arguments or environment rule out
 // a per-communicator config ("" when nothing does).
 func commConfigBlocker(o Options, userEnv map[string]string) string {
-	fl := parseFlags(o.Args)
-	if v, ok := fl.last("--nccl-communicator-config-path"); ok {
+	fl := megatron.Parse(o.Args)
+	if v, ok := fl.Last("--nccl-communicator-config-path"); ok {
 		return fmt.Sprintf("your --nccl-communicator-config-path %s is kept, and pipette-launch does not edit it to add net_name", v)
 	}
-	if v, _ := fl.intValue("--expert-model-parallel-size", 1); v > 1 {
+	if v, _ := fl.Int("--expert-model-parallel-size", 1); v > 1 {
 		return "--expert-model-parallel-size > 1: the expert groups are not modelled"
 	}
 	for _, e := range o.ExplicitEnv {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+
 	"github.com/pipette-launch/pipette-launch/planner/memory"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -259,27 +261,27 @@ func deepspeedArgs(cfg parallel.Config, megatron bool, configPath string) []stri
 // plan does not use, or --no-pipeline-parallel / --cpu-optimizer the plan
 // contradicts, is an error.
 func withDeepSpeedArgs(user, planned []string) ([]string, error) {
-	uf, pf := parseFlags(user), parseFlags(planned)
+	uf, pf := megatron.Parse(user), megatron.Parse(planned)
 	drop, replace := map[string]bool{}, map[string]bool{}
-	for _, o := range pf.occ {
-		v, given := uf.last(o.name)
+	for _, o := range pf.Occurrences() {
+		v, given := uf.Last(o.Name)
 		switch {
 		case !given:
-		case o.name == "--deepspeed_config" && v != o.value:
-			replace[o.name] = true
-		case o.name == "--zero-stage" && !sameValue(v, o.value):
-			return nil, fmt.Errorf("you passed --zero-stage %s but the plan uses ZeRO stage %s", v, o.value)
+		case o.Name == "--deepspeed_config" && v != o.Value:
+			replace[o.Name] = true
+		case o.Name == "--zero-stage" && !sameValue(v, o.Value):
+			return nil, fmt.Errorf("you passed --zero-stage %s but the plan uses ZeRO stage %s", v, o.Value)
 		default:
-			drop[o.name] = true
+			drop[o.Name] = true
 		}
 	}
 	for _, sw := range []string{"--no-pipeline-parallel", "--cpu-optimizer"} {
-		if uf.has(sw) && !pf.has(sw) {
+		if uf.Has(sw) && !pf.Has(sw) {
 			return nil, fmt.Errorf("you passed %s but the plan does not use it (%s)", sw, map[string]string{
 				"--no-pipeline-parallel": "it has pipeline stages", "--cpu-optimizer": "it does not offload the optimizer"}[sw])
 		}
 	}
-	return append(uf.without(replace), pf.without(drop)...), nil
+	return append(uf.Without(replace), pf.Without(drop)...), nil
 }
 
 // File names the job writes into its work directory.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
@@ -28,20 +30,6 @@ var (
 		"--recompute-activations",
 	}
 	megatronPlannedFlags = flagSet(plannedValueFlags, plannedSwitches)
-	// megatronSwitches are the store_true flags the checker reads (plus
-	// Megatron-DeepSpeed's and Holmes', which must not swallow a value);
-	// every flag in megatronValueFlags takes one value.
-	megatronSwitches = flagSet(plannedSwitches, []string{
-		"--bf16", "--fp16", "--group-query-attention", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping",
-		"--swiglu", "--untie-embeddings-and-output-weights",
-		"--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer", "--use-hetnet",
-		"--moe-grouped-gemm",
-	})
-	megatronValueFlags = flagSet(plannedValueFlags, []string{
-		"--num-experts", "--moe-token-dispatcher-type", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
-		"--seq-length", "--max-position-embeddings", "--distributed-backend", "--deepspeed_config", "--zero-stage",
-		"--ffn-hidden-size", "--nccl-communicator-config-path",
-	})
 )
 
 func flagSet(lists ...[]string) map[string]bool {
@@ -52,116 +40,6 @@ func flagSet(lists ...[]string) map[string]bool {
 		}
 	}
 	return m
-}
-
-// megatronShapeFlags mark an argument list as Megatron-LM's.
-var megatronShapeFlags = []string{
-	"--num-layers", "--hidden-size", "--num-attention-heads", "--tensor-model-parallel-size",
-	"--pipeline-model-parallel-size", "--micro-batch-size", "--global-batch-size", "--seq-length",
-}
-
-// LooksLikeMegatron reports whether a script and its arguments are a
-// Megatron-LM (or Megatron-DeepSpeed) training: a pretrain_*.py entry point
-// or Megatron's model-shape and parallelism flags.
-func LooksLikeMegatron(script string, args []string) bool {
-	base := script[strings.LastIndex(script, "/")+1:]
-	if strings.HasPrefix(base, "pretrain_") && strings.HasSuffix(base, ".py") {
-		return true
-	}
-	fl := parseFlags(args)
-	for _, f := range megatronShapeFlags {
-		if fl.has(f) {
-			return true
-		}
-	}
-	return false
-}
-
-// flagOcc is one occurrence of a flag in an argument list.
-type flagOcc struct {
-	name  string
-	value string
-	// start and end delimit the tokens it spans (end exclusive).
-	start, end int
-}
-
-// flagList is an argument list parsed the way argparse sees the flags we
-// know: `--f v`, `--f=v`, switches. Unknown tokens are left alone.
-type flagList struct {
-	args []string
-	occ  []flagOcc
-}
-
-func parseFlags(args []string) flagList {
-	fl := flagList{args: args}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasEq := strings.Cut(a, "=")
-		switch {
-		case megatronSwitches[name] && !hasEq:
-			fl.occ = append(fl.occ, flagOcc{name: name, start: i, end: i + 1})
-		case megatronValueFlags[name] && hasEq:
-			fl.occ = append(fl.occ, flagOcc{name: name, value: val, start: i, end: i + 1})
-		case megatronValueFlags[name] && i+1 < len(args):
-			fl.occ = append(fl.occ, flagOcc{name: name, value: args[i+1], start: i, end: i + 2})
-			i++
-		case megatronValueFlags[name]:
-			fl.occ = append(fl.occ, flagOcc{name: name, value: "", start: i, end: i + 1})
-		}
-	}
-	return fl
-}
-
-func (fl flagList) has(name string) bool {
-	for _, o := range fl.occ {
-		if o.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// last returns the value of the last occurrence, as argparse keeps it.
-func (fl flagList) last(name string) (string, bool) {
-	v, ok := "", false
-	for _, o := range fl.occ {
-		if o.name == name {
-			v, ok = o.value, true
-		}
-	}
-	return v, ok
-}
-
-func (fl flagList) intValue(name string, def int) (int, error) {
-	v, ok := fl.last(name)
-	if !ok {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s %q: not an integer", name, v)
-	}
-	return n, nil
-}
-
-// without returns the argument list with every occurrence of the named
-// flags removed.
-func (fl flagList) without(drop map[string]bool) []string {
-	skip := make([]bool, len(fl.args))
-	for _, o := range fl.occ {
-		if drop[o.name] {
-			for i := o.start; i < o.end; i++ {
-				skip[i] = true
-			}
-		}
-	}
-	var out []string
-	for i, a := range fl.args {
-		if !skip[i] {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // MegatronPlanArgs are the Megatron-LM flags that realise cfg, in a fixed
@@ -327,12 +205,12 @@ func allEqual(xs []int) bool {
 // received them as constraints, so a difference is a contradiction), and
 // appends the planned flags the user's arguments do not already say.
 func MergeMegatronArgs(user, planned []string) ([]string, error) {
-	uf := parseFlags(user)
+	uf := megatron.Parse(user)
 	planned = withUserPreferences(uf, planned)
-	pf := parseFlags(planned)
+	pf := megatron.Parse(planned)
 	sameSplit := userSplitMatches(user, planned)
-	for _, o := range uf.occ {
-		if !megatronPlannedFlags[o.name] || (sameSplit && isStageFlag(o.name)) {
+	for _, o := range uf.Occurrences() {
+		if !megatronPlannedFlags[o.Name] || (sameSplit && isStageFlag(o.Name)) {
 			continue
 		}
 		if err := userFlagAgrees(o, uf, pf); err != nil {
@@ -340,24 +218,24 @@ func MergeMegatronArgs(user, planned []string) ([]string, error) {
 		}
 	}
 	drop := map[string]bool{}
-	for _, o := range pf.occ {
-		if userSays(uf, o) || (sameSplit && isStageFlag(o.name)) {
-			drop[o.name] = true
+	for _, o := range pf.Occurrences() {
+		if userSays(uf, o) || (sameSplit && isStageFlag(o.Name)) {
+			drop[o.Name] = true
 		}
 	}
-	return append(append([]string(nil), user...), pf.without(drop)...), nil
+	return append(append([]string(nil), user...), pf.Without(drop)...), nil
 }
 
 // userSays reports whether the user's arguments already give a planned
 // flag (checked to agree), in its own or Megatron's other spelling.
-func userSays(uf flagList, o flagOcc) bool {
+func userSays(uf megatron.Args, o megatron.Occurrence) bool {
 	switch {
-	case uf.has(o.name):
+	case uf.Has(o.Name):
 		return true
-	case o.name == "--num-virtual-stages-per-pipeline-rank":
-		return uf.has("--num-layers-per-virtual-pipeline-stage")
-	case o.name == "--recompute-granularity" && o.value == string(parallel.RecomputeSelective):
-		return uf.has("--recompute-activations")
+	case o.Name == "--num-virtual-stages-per-pipeline-rank":
+		return uf.Has("--num-layers-per-virtual-pipeline-stage")
+	case o.Name == "--recompute-granularity" && o.Value == string(parallel.RecomputeSelective):
+		return uf.Has("--recompute-activations")
 	}
 	return false
 }
@@ -365,25 +243,25 @@ func userSays(uf flagList, o flagOcc) bool {
 // userSplitMatches reports whether the user gave layer split flags that
 // split the layers as the planned flags do (in whichever spelling).
 func userSplitMatches(user, planned []string) bool {
-	uf := parseFlags(user)
+	uf := megatron.Parse(user)
 	given := false
-	for _, o := range uf.occ {
-		given = given || isStageFlag(o.name)
+	for _, o := range uf.Occurrences() {
+		given = given || isStageFlag(o.Name)
 	}
 	if !given {
 		return false
 	}
-	us, uv, err := UserStageLayers(user)
+	us, uv, err := megatron.StageLayers(user)
 	if err != nil {
 		return false
 	}
-	n, _ := uf.last("--num-layers")
-	ps, pv, err := UserStageLayers(append(append([]string(nil), planned...), "--num-layers", n))
+	n, _ := uf.Last("--num-layers")
+	ps, pv, err := megatron.StageLayers(append(append([]string(nil), planned...), "--num-layers", n))
 	if err != nil || uv != pv {
 		return false
 	}
 	layers, _ := strconv.Atoi(n)
-	pp, _ := parseFlags(planned).intValue("--pipeline-model-parallel-size", 1)
+	pp, _ := megatron.Parse(planned).Int("--pipeline-model-parallel-size", 1)
 	return slices.Equal(splitOrEven(us, layers, pp*uv), splitOrEven(ps, layers, pp*pv))
 }
 
@@ -407,71 +285,71 @@ var userPreferenceSwitches = []string{"--overlap-grad-reduce", "--overlap-param-
 // withUserPreferences adopts what the planner does not model: the user's
 // full-recompute method and layer count (the planner only decides that
 // recompute is full) and the overlap switches above.
-func withUserPreferences(uf flagList, planned []string) []string {
-	pf := parseFlags(planned)
-	if g, _ := pf.last("--recompute-granularity"); g == "full" {
-		if ug, _ := uf.last("--recompute-granularity"); ug == "full" {
+func withUserPreferences(uf megatron.Args, planned []string) []string {
+	pf := megatron.Parse(planned)
+	if g, _ := pf.Last("--recompute-granularity"); g == "full" {
+		if ug, _ := uf.Last("--recompute-granularity"); ug == "full" {
 			keep := map[string]bool{}
 			var extra []string
 			for _, name := range []string{"--recompute-method", "--recompute-num-layers"} {
-				if v, ok := uf.last(name); ok {
+				if v, ok := uf.Last(name); ok {
 					keep[name] = true
 					extra = append(extra, name, v)
 				}
 			}
-			planned = append(pf.without(keep), extra...)
-			pf = parseFlags(planned)
+			planned = append(pf.Without(keep), extra...)
+			pf = megatron.Parse(planned)
 		}
 	}
 	for _, sw := range userPreferenceSwitches {
-		if uf.has(sw) && !pf.has(sw) {
+		if uf.Has(sw) && !pf.Has(sw) {
 			planned = append(planned, sw)
 		}
 	}
 	return planned
 }
 
-func userFlagAgrees(o flagOcc, uf, pf flagList) error {
-	v, _ := uf.last(o.name)
-	pv, planned := pf.last(o.name)
+func userFlagAgrees(o megatron.Occurrence, uf, pf megatron.Args) error {
+	v, _ := uf.Last(o.Name)
+	pv, planned := pf.Last(o.Name)
 	switch {
-	case o.name == "--recompute-activations":
+	case o.Name == "--recompute-activations":
 		// Megatron's alias for selective recompute: the plan says it as
 		// --recompute-granularity selective.
-		if g, _ := pf.last("--recompute-granularity"); g != string(parallel.RecomputeSelective) {
+		if g, _ := pf.Last("--recompute-granularity"); g != string(parallel.RecomputeSelective) {
 			return fmt.Errorf("you passed --recompute-activations (selective recompute) but the plan recomputes %q; drop it or plan again with it fixed", cmp.Or(g, "nothing"))
 		}
 		return nil
-	case megatronSwitches[o.name] && !planned:
-		if o.name == "--sequence-parallel" {
-			tp, _ := pf.intValue("--tensor-model-parallel-size", 1)
+	case isSwitch(o.Name) && !planned:
+		if o.Name == "--sequence-parallel" {
+			tp, _ := pf.Int("--tensor-model-parallel-size", 1)
 			if tp == 1 {
 				return nil // Megatron ignores it at TP=1
 			}
 		}
-		return fmt.Errorf("you passed %s but the plan does not use it; drop it or plan again with it fixed", o.name)
-	case megatronSwitches[o.name]:
+		return fmt.Errorf("you passed %s but the plan does not use it; drop it or plan again with it fixed", o.Name)
+	case isSwitch(o.Name):
 		return nil
-	case !planned && o.name == "--num-layers-per-virtual-pipeline-stage" && sameVirtualSplit(v, uf, pf):
+	case !planned && o.Name == "--num-layers-per-virtual-pipeline-stage" && sameVirtualSplit(v, uf, pf):
 		return nil // the plan says the same in stages per rank
 	case !planned:
-		if isStageFlag(o.name) {
-			return fmt.Errorf("you passed %s %s but the plan splits layers differently (%s); drop it to use the plan", o.name, v, strings.Join(stageSummary(pf), " "))
+		if isStageFlag(o.Name) {
+			return fmt.Errorf("you passed %s %s but the plan splits layers differently (%s); drop it to use the plan", o.Name, v, strings.Join(stageSummary(pf), " "))
 		}
-		return fmt.Errorf("you passed %s %s but the plan does not set it; drop it to use the plan", o.name, v)
+		return fmt.Errorf("you passed %s %s but the plan does not set it; drop it to use the plan", o.Name, v)
 	case !sameValue(v, pv):
-		return fmt.Errorf("you passed %s %s but the plan uses %s; the planner should have honoured it, so the flag contradicts another one", o.name, v, pv)
+		return fmt.Errorf("you passed %s %s but the plan uses %s; the planner should have honoured it, so the flag contradicts another one", o.Name, v, pv)
 	}
 	return nil
 }
 
 // sameVirtualSplit reports whether the user's layers per virtual stage give
 // the plan's virtual stages per pipeline rank.
-func sameVirtualSplit(perStage string, uf, pf flagList) bool {
+func sameVirtualSplit(perStage string, uf, pf megatron.Args) bool {
 	n, err := strconv.Atoi(perStage)
-	layers, _ := uf.intValue("--num-layers", 0)
-	pp, _ := pf.intValue("--pipeline-model-parallel-size", 1)
-	v, _ := pf.intValue("--num-virtual-stages-per-pipeline-rank", 0)
+	layers, _ := uf.Int("--num-layers", 0)
+	pp, _ := pf.Int("--pipeline-model-parallel-size", 1)
+	v, _ := pf.Int("--num-virtual-stages-per-pipeline-rank", 0)
 	return err == nil && n > 0 && v > 0 && layers == n*pp*v
 }
 
@@ -484,11 +362,11 @@ func isStageFlag(name string) bool {
 	return false
 }
 
-func stageSummary(pf flagList) []string {
+func stageSummary(pf megatron.Args) []string {
 	var s []string
-	for _, o := range pf.occ {
-		if isStageFlag(o.name) {
-			s = append(s, o.name, o.value)
+	for _, o := range pf.Occurrences() {
+		if isStageFlag(o.Name) {
+			s = append(s, o.Name, o.Value)
 		}
 	}
 	if len(s) == 0 {
@@ -554,4 +432,10 @@ func ModelShapeArgs(m model.Model, megatronDeepSpeed bool, user []string) []stri
 		add("--make-vocab-size-divisible-by", itoa(m.VocabDivisibleBy))
 	}
 	return a
+}
+
+// isSwitch reports whether Megatron's parser knows name as a switch.
+func isSwitch(name string) bool {
+	f, ok := megatron.Flags[name]
+	return ok && !f.Value
 }

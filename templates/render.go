@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -102,7 +104,7 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 	o.MasterAddr = master
 	j := &job.Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
 	megatronArgs := p.Framework == parallel.FrameworkMegatron ||
-		(p.Framework == parallel.FrameworkDeepSpeed && LooksLikeMegatron(o.Script, o.Args))
+		(p.Framework == parallel.FrameworkDeepSpeed && megatron.LooksLike(o.Script, o.Args))
 	numLayers, err := megatronLayers(o, megatronArgs)
 	if err != nil {
 		return nil, err
@@ -167,16 +169,16 @@ func megatronLayers(o Options, megatronArgs bool) (int, error) {
 	if !megatronArgs {
 		return 0, nil
 	}
-	set, err := readMegatronSettings(o.Args)
+	layers, err := megatron.NumLayers(o.Args)
 	if err != nil {
 		return 0, fmt.Errorf("script arguments: %w", err)
 	}
-	if parseFlags(o.Args).has("--use-tp-pp-dp-mapping") {
+	if megatron.Parse(o.Args).Has("--use-tp-pp-dp-mapping") {
 		// The placement puts Megatron's default groups on the intended
 		// links; another order would scatter them.
 		return 0, errors.New("--use-tp-pp-dp-mapping changes Megatron's rank order, but the plan places ranks for the default order tp-cp-ep-dp-pp: drop the flag")
 	}
-	return set.numLayers, nil
+	return layers, nil
 }
 
 // baseEnv is the environment every rank of the job shares.
@@ -328,7 +330,7 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 		if err != nil {
 			return nil, err
 		}
-		return merged, CheckMegatronArgs(merged, len(p.Placement))
+		return merged, megatron.CheckArgs(merged, len(p.Placement))
 	case parallel.FrameworkDeepSpeed:
 		user, err := withDeepSpeedArgs(o.Args, deepspeedArgs(p.Config, megatronArgs, o.dsConfigPath))
 		if err != nil {
@@ -348,7 +350,7 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 		if err != nil {
 			return nil, err
 		}
-		return merged, CheckMegatronArgs(merged, len(p.Placement))
+		return merged, megatron.CheckArgs(merged, len(p.Placement))
 	case parallel.FrameworkTorch, "":
 		return o.Args, nil
 	}
@@ -375,7 +377,7 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 		return nil, err
 	}
 	// Megatron-DeepSpeed predates these flags; argparse would reject them.
-	return parseFlags(a).without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true}), nil
+	return megatron.Parse(a).Without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true}), nil
 }
 
 // renderHost builds one host's ranks.
@@ -500,7 +502,7 @@ func deepSpeedConfigFile(j *job.Job, p *search.Plan, o *Options) (*job.File, err
 	o.dsConfigPath = j.FilePath(job.File{Path: DSConfigFile})
 	u := o.DSUser
 	if u == nil {
-		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, parseFlags(o.Args).has("--fp16")))
+		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, megatron.Parse(o.Args).Has("--fp16")))
 		if err != nil {
 			return nil, err
 		}

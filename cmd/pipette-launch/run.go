@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher"
@@ -455,7 +457,7 @@ func chooseFramework(o *RunOptions) parallel.Framework {
 			return parallel.FrameworkDeepSpeed
 		}
 	}
-	if templates.LooksLikeMegatron(o.Script, o.ScriptArgs) {
+	if megatron.LooksLike(o.Script, o.ScriptArgs) {
 		return parallel.FrameworkMegatron
 	}
 	return parallel.FrameworkTorch

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -387,7 +388,7 @@ func TestOffloadLaunches13B(t *testing.T) {
 					if tc.framework == "deepspeed" {
 						argv = slices.DeleteFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--local_rank=") })
 					}
-					if err := templates.CheckMegatronArgs(argv, 4); err != nil {
+					if err := megatron.CheckArgs(argv, 4); err != nil {
 						t.Errorf("rank %d: %v\n%q", r.Rank, err, argv)
 					}
 					for _, f := range tc.flags {

@@ -41,7 +41,7 @@ func choosePlan(o *RunOptions, c *cluster.Cluster, fw parallel.Framework, planne
 		return nil, err
 	}
 	ch.ds = ds
-	megatronArgs := templates.LooksLikeMegatron(o.Script, o.ScriptArgs)
+	megatronArgs := megatron.LooksLike(o.Script, o.ScriptArgs)
 	vocab := tokenizer.Reader{Dir: o.WorkDir}
 	m, fixed, found, err := megatron.ModelFromArgsVocab(o.ScriptArgs, vocab.Vocab)
 	if found && err != nil && fw != parallel.FrameworkTorch {
@@ -73,7 +73,7 @@ func choosePlan(o *RunOptions, c *cluster.Cluster, fw parallel.Framework, planne
 	if megatronArgs && fw != parallel.FrameworkTorch {
 		// The user's own layer split stands: rendered as given without
 		// planning, a constraint on the search with it.
-		stages, vpp, err := templates.UserStageLayers(o.ScriptArgs)
+		stages, vpp, err := megatron.StageLayers(o.ScriptArgs)
 		if err != nil {
 			return nil, inputErrorf("script arguments: %v", err)
 		}

@@ -10,49 +10,9 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
-// megatronArgs is a parsed Megatron-LM argument list: flag -> value ("" for
-// switches). Both `--flag v` and `--flag=v` are accepted; the last of a
-// repeated flag wins, as with argparse.
-type megatronArgs map[string]string
-
-// megatronSwitches take no value (argparse store_true).
-var megatronSwitches = map[string]bool{
-	"--swiglu": true, "--group-query-attention": true, "--untie-embeddings-and-output-weights": true,
-	"--recompute-activations": true,
-	"--sequence-parallel":     true, "--use-distributed-optimizer": true, "--optimizer-cpu-offload": true,
-	"--use-rotary-position-embeddings": true, "--bf16": true, "--fp16": true, "--deepspeed": true,
-	"--no-pipeline-parallel": true, "--disable-bias-linear": true, "--no-query-key-layer-scaling": true,
-	"--moe-grouped-gemm": true, "--moe-permute-fusion": true, "--moe-pad-expert-input-to-capacity": true,
-	"--moe-shared-expert-overlap": true, "--qk-layernorm": true, "--moe-router-pre-softmax": true,
-	"--overlap-moe-expert-parallel-comm": true,
-}
-
-func parseMegatronArgs(args []string) megatronArgs {
-	out := megatronArgs{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "--") {
-			continue
-		}
-		if k, v, ok := strings.Cut(a, "="); ok {
-			out[k] = v
-			continue
-		}
-		if megatronSwitches[a] || i+1 >= len(args) || strings.HasPrefix(args[i+1], "--") {
-			out[a] = ""
-			continue
-		}
-		out[a] = args[i+1]
-		i++
-	}
-	return out
-}
-
-func (a megatronArgs) has(flag string) bool { _, ok := a[flag]; return ok }
-
-// int reads a positive integer flag; 0 when absent.
-func (a megatronArgs) int(flag string, errs *yamlcheck.Problems) int {
-	v, ok := a[flag]
+// positive reads a positive integer flag; 0 when absent.
+func (a Args) positive(flag string, errs *yamlcheck.Problems) int {
+	v, ok := a.Last(flag)
 	if !ok {
 		return 0
 	}
@@ -63,10 +23,6 @@ func (a megatronArgs) int(flag string, errs *yamlcheck.Problems) int {
 	}
 	return n
 }
-
-// megatronShapeFlags are the flags whose presence means "this argument list
-// describes a model".
-var megatronShapeFlags = []string{"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"}
 
 // ModelFromArgs reads the model shape from a Megatron-LM argument
 // list. found is false when the list has none of --num-layers,
@@ -103,10 +59,10 @@ type VocabFunc func(TokenizerArgs) (vocab int, source string, err error)
 
 // Tokenizer returns the tokenizer flags of an argument list.
 func Tokenizer(args []string) TokenizerArgs {
-	a := parseMegatronArgs(args)
-	t := TokenizerArgs{Type: a["--tokenizer-type"], VocabFile: a["--vocab-file"], MergeFile: a["--merge-file"],
-		Model: a["--tokenizer-model"]}
-	t.ExtraIDs, _ = strconv.Atoi(a["--vocab-extra-ids"])
+	a := Parse(args)
+	t := TokenizerArgs{Type: a.Value("--tokenizer-type"), VocabFile: a.Value("--vocab-file"), MergeFile: a.Value("--merge-file"),
+		Model: a.Value("--tokenizer-model")}
+	t.ExtraIDs, _ = strconv.Atoi(a.Value("--vocab-extra-ids"))
 	if t.Type == "" && t.VocabFile != "" && t.MergeFile != "" {
 		t.Type = "GPT2BPETokenizer"
 	}
@@ -119,9 +75,9 @@ func Tokenizer(args []string) TokenizerArgs {
 // else --vocab-size. Only when nothing tells is a missing --vocab-size an
 // error.
 func ModelFromArgsVocab(args []string, vocab VocabFunc) (m model.Model, fixed parallel.Constraints, found bool, err error) {
-	a := parseMegatronArgs(args)
-	for _, f := range megatronShapeFlags {
-		found = found || a.has(f)
+	a := Parse(args)
+	for _, f := range ShapeFlags {
+		found = found || a.Has(f)
 	}
 	if !found {
 		return model.Model{}, parallel.Constraints{}, false, nil
@@ -138,41 +94,41 @@ func ModelFromArgsVocab(args []string, vocab VocabFunc) (m model.Model, fixed pa
 	return m, fixed, true, nil
 }
 
-func modelFromArgs(a megatronArgs, errs *yamlcheck.Problems, vocab func(megatronArgs, *yamlcheck.Problems) int) model.Model {
+func modelFromArgs(a Args, errs *yamlcheck.Problems, vocab func(Args, *yamlcheck.Problems) int) model.Model {
 	var missing []string
-	for _, f := range megatronShapeFlags {
-		if !a.has(f) {
+	for _, f := range ShapeFlags {
+		if !a.Has(f) {
 			missing = append(missing, f)
 		}
 	}
 	m := model.Model{
 		Name:                  "megatron-args",
-		NumLayers:             a.int("--num-layers", errs),
-		Hidden:                a.int("--hidden-size", errs),
-		Heads:                 a.int("--num-attention-heads", errs),
-		FFNHidden:             a.int("--ffn-hidden-size", errs),
-		SwiGLU:                a.has("--swiglu"),
-		SeqLength:             a.int("--seq-length", errs),
-		MaxPositionEmbeddings: a.int("--max-position-embeddings", errs),
-		UntieEmbeddings:       a.has("--untie-embeddings-and-output-weights"),
+		NumLayers:             a.positive("--num-layers", errs),
+		Hidden:                a.positive("--hidden-size", errs),
+		Heads:                 a.positive("--num-attention-heads", errs),
+		FFNHidden:             a.positive("--ffn-hidden-size", errs),
+		SwiGLU:                a.Has("--swiglu"),
+		SeqLength:             a.positive("--seq-length", errs),
+		MaxPositionEmbeddings: a.positive("--max-position-embeddings", errs),
+		UntieEmbeddings:       a.Has("--untie-embeddings-and-output-weights"),
 		Vocab:                 vocab(a, errs),
-		VocabDivisibleBy:      a.int("--make-vocab-size-divisible-by", errs),
+		VocabDivisibleBy:      a.positive("--make-vocab-size-divisible-by", errs),
 		MaterializedAttention: materializedAttention(a),
 		PositionEmbedding:     positionEmbedding(a),
 	}
 	switch {
-	case a.has("--group-query-attention"):
-		m.QueryGroups = a.int("--num-query-groups", errs)
-	case a.has("--num-key-value-heads"):
+	case a.Has("--group-query-attention"):
+		m.QueryGroups = a.positive("--num-query-groups", errs)
+	case a.Has("--num-key-value-heads"):
 		// Megatron-DeepSpeed's GQA flag (no switch; default: heads).
-		m.QueryGroups = a.int("--num-key-value-heads", errs)
+		m.QueryGroups = a.positive("--num-key-value-heads", errs)
 	}
 	if m.MaxPositionEmbeddings == 0 {
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
-	m.KVChannels = a.int("--kv-channels", errs)
+	m.KVChannels = a.positive("--kv-channels", errs)
 	m.MoE = moeFromArgs(a, m.NumLayers, errs)
-	if m.Vocab == 0 && !a.has("--vocab-size") {
+	if m.Vocab == 0 && !a.Has("--vocab-size") {
 		missing = append(missing, "--vocab-size (the tokenizer's files are not readable here; or pass --model)")
 	}
 	if len(missing) > 0 {
@@ -186,21 +142,21 @@ func modelFromArgs(a megatronArgs, errs *yamlcheck.Problems, vocab func(megatron
 // --moe-shared-expert-intermediate-size, --moe-layer-freq (an integer or
 // a Python list expression such as "([0]*1+[1]*26)") and
 // --moe-expert-capacity-factor.
-func moeFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) model.MoE {
+func moeFromArgs(a Args, layers int, errs *yamlcheck.Problems) model.MoE {
 	e := model.MoE{
-		NumExperts: a.int("--num-experts", errs),
-		TopK:       a.int("--moe-router-topk", errs),
-		FFNHidden:  a.int("--moe-ffn-hidden-size", errs),
-		SharedFFN:  a.int("--moe-shared-expert-intermediate-size", errs),
+		NumExperts: a.positive("--num-experts", errs),
+		TopK:       a.positive("--moe-router-topk", errs),
+		FFNHidden:  a.positive("--moe-ffn-hidden-size", errs),
+		SharedFFN:  a.positive("--moe-shared-expert-intermediate-size", errs),
 	}
-	if v, ok := a["--moe-expert-capacity-factor"]; ok {
+	if v, ok := a.Last("--moe-expert-capacity-factor"); ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 {
 			errs.Add("--moe-expert-capacity-factor", "want a non-negative number, got %q", v)
 		}
 		e.CapacityFactor = f
 	}
-	if v, ok := a["--moe-layer-freq"]; ok {
+	if v, ok := a.Last("--moe-layer-freq"); ok {
 		freq, dense, err := ParseMoELayerFreq(v, layers)
 		if err != nil {
 			errs.Add("--moe-layer-freq", "%v", err)
@@ -209,7 +165,7 @@ func moeFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) model.MoE
 	}
 	if e.NumExperts == 0 {
 		for _, f := range []string{"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size", "--moe-layer-freq"} {
-			if a.has(f) {
+			if a.Has(f) {
 				errs.Add(f, "given without --num-experts (the model would be dense); add --num-experts")
 			}
 		}
@@ -300,19 +256,19 @@ func evalLayerList(s string) ([]int, error) {
 }
 
 // vocabReader returns how modelFromArgs reads the vocabulary.
-func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *yamlcheck.Problems) int {
-	return func(a megatronArgs, errs *yamlcheck.Problems) int {
+func vocabReader(args []string, vocab VocabFunc) func(Args, *yamlcheck.Problems) int {
+	return func(a Args, errs *yamlcheck.Problems) int {
 		t := Tokenizer(args)
 		switch t.Type {
 		case "NullTokenizer":
 			// _NullTokenizer adds an end-of-document id after the vocabulary.
-			if n := a.int("--vocab-size", errs); n > 0 {
+			if n := a.positive("--vocab-size", errs); n > 0 {
 				return n + 1
 			}
 			return 0
 		case "TikTokenizer":
-			if a.has("--vocab-size") {
-				return a.int("--vocab-size", errs)
+			if a.Has("--vocab-size") {
+				return a.positive("--vocab-size", errs)
 			}
 			return 1 << 17 // CustomTikTokenizer's fallback
 		}
@@ -326,8 +282,8 @@ func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *yamlcheck.P
 				return n
 			}
 		}
-		if a.has("--vocab-size") {
-			return a.int("--vocab-size", errs)
+		if a.Has("--vocab-size") {
+			return a.positive("--vocab-size", errs)
 		}
 		if t.Type == "GPT2BPETokenizer" {
 			return 50257
@@ -339,36 +295,36 @@ func vocabReader(args []string, vocab VocabFunc) func(megatronArgs, *yamlcheck.P
 // positionEmbedding is Megatron's --position-embedding-type, or rope for
 // Megatron-DeepSpeed's --use-rotary-position-embeddings; "" = Megatron's
 // default, learned_absolute.
-func positionEmbedding(a megatronArgs) string {
-	if v := a["--position-embedding-type"]; v != "" {
+func positionEmbedding(a Args) string {
+	if v := a.Value("--position-embedding-type"); v != "" {
 		return v
 	}
-	if a.has("--use-rotary-position-embeddings") {
+	if a.Has("--use-rotary-position-embeddings") {
 		return "rope"
 	}
 	return ""
 }
 
-func constraintsFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) parallel.Constraints {
+func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.Constraints {
 	c := parallel.Constraints{
-		TP:           a.int("--tensor-model-parallel-size", errs),
-		PP:           a.int("--pipeline-model-parallel-size", errs),
-		CP:           a.int("--context-parallel-size", errs),
-		MicroBatch:   a.int("--micro-batch-size", errs),
-		EP:           a.int("--expert-model-parallel-size", errs),
-		ETP:          a.int("--expert-tensor-parallel-size", errs),
+		TP:           a.positive("--tensor-model-parallel-size", errs),
+		PP:           a.positive("--pipeline-model-parallel-size", errs),
+		CP:           a.positive("--context-parallel-size", errs),
+		MicroBatch:   a.positive("--micro-batch-size", errs),
+		EP:           a.positive("--expert-model-parallel-size", errs),
+		ETP:          a.positive("--expert-tensor-parallel-size", errs),
 		ZeroStage:    -1,
-		ForceOffload: a.has("--optimizer-cpu-offload"),
+		ForceOffload: a.Has("--optimizer-cpu-offload"),
 	}
 	c.VPP = vppFromArgs(a, layers, c.PP, errs)
 	// The user's flags decide sequence parallelism and precision: a run
 	// without --sequence-parallel gets none.
-	c.SequenceParallel = boolPtr(a.has("--sequence-parallel"))
+	c.SequenceParallel = boolPtr(a.Has("--sequence-parallel"))
 	c.Precision = precisionFromArgs(a)
-	if a.has("--use-distributed-optimizer") {
+	if a.Has("--use-distributed-optimizer") {
 		c.DistributedOptimizer = boolPtr(true)
 	}
-	if g, ok := a["--recompute-granularity"]; ok {
+	if g, ok := a.Last("--recompute-granularity"); ok {
 		switch parallel.Recompute(g) {
 		case parallel.RecomputeFull, parallel.RecomputeSelective:
 			c.Recompute = parallel.Recompute(g)
@@ -377,13 +333,13 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) p
 		}
 	}
 	// Megatron turns --recompute-activations into selective recompute.
-	if a.has("--recompute-activations") {
+	if a.Has("--recompute-activations") {
 		if c.Recompute == parallel.RecomputeFull {
 			errs.Add("--recompute-activations", "means selective recompute, but --recompute-granularity full was given; drop one")
 		}
 		c.Recompute = parallel.RecomputeSelective
 	}
-	if v, ok := a["--zero-stage"]; ok {
+	if v, ok := a.Last("--zero-stage"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 3 {
 			errs.Add("--zero-stage", "want 0..3, got %q", v)
@@ -395,16 +351,16 @@ func constraintsFromArgs(a megatronArgs, layers int, errs *yamlcheck.Problems) p
 }
 
 // vppFromArgs converts either virtual-pipeline flag into stages per rank.
-func vppFromArgs(a megatronArgs, layers, pp int, errs *yamlcheck.Problems) int {
+func vppFromArgs(a Args, layers, pp int, errs *yamlcheck.Problems) int {
 	const perStage, perRank = "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"
-	if a.has(perStage) && a.has(perRank) {
+	if a.Has(perStage) && a.Has(perRank) {
 		errs.Add(perStage, "give at most one of %s and %s", perStage, perRank)
 		return 0
 	}
-	if a.has(perRank) {
-		return a.int(perRank, errs)
+	if a.Has(perRank) {
+		return a.positive(perRank, errs)
 	}
-	n := a.int(perStage, errs)
+	n := a.positive(perStage, errs)
 	if n == 0 {
 		return 0
 	}
@@ -425,10 +381,10 @@ func boolPtr(b bool) *bool { return &b }
 // a Megatron-LM argument list; each is 0 when absent. A value that is not
 // a positive integer is an error naming the flag.
 func BatchArgs(args []string) (micro, global int, err error) {
-	a := parseMegatronArgs(args)
+	a := Parse(args)
 	var errs yamlcheck.Problems
-	micro = a.int("--micro-batch-size", &errs)
-	global = a.int("--global-batch-size", &errs)
+	micro = a.positive("--micro-batch-size", &errs)
+	global = a.positive("--global-batch-size", &errs)
 	if err := errs.Err("megatron arguments"); err != nil {
 		return 0, 0, err
 	}
@@ -438,8 +394,8 @@ func BatchArgs(args []string) (micro, global int, err error) {
 // materializedAttention reports whether the run stores attention scores:
 // only Megatron's unfused backends do; "flash", "fused" and "auto" (the
 // default, Transformer Engine's fused kernels) do not.
-func materializedAttention(a megatronArgs) bool {
-	switch a["--attention-backend"] {
+func materializedAttention(a Args) bool {
+	switch a.Value("--attention-backend") {
 	case "unfused", "local":
 		return true
 	}

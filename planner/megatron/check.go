@@ -1,4 +1,4 @@
-package templates
+package megatron
 
 import (
 	"errors"
@@ -29,12 +29,19 @@ type megatronSettings struct {
 	hasFirst, hasLast                bool
 }
 
+// NumLayers is --num-layers of an argument list, after checking that every
+// integer flag the checks read is an integer.
+func NumLayers(argv []string) (int, error) {
+	s, err := readMegatronSettings(argv)
+	return s.numLayers, err
+}
+
 func readMegatronSettings(argv []string) (megatronSettings, error) {
-	fl := parseFlags(argv)
+	fl := Parse(argv)
 	var s megatronSettings
 	var errs []error
 	intFlag := func(dst *int, name string, def int) {
-		v, err := fl.intValue(name, def)
+		v, err := fl.Int(name, def)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -46,7 +53,7 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	intFlag(&s.ep, "--expert-model-parallel-size", 1)
 	intFlag(&s.etp, "--expert-tensor-parallel-size", 0)
 	intFlag(&s.experts, "--num-experts", 0)
-	s.sp = fl.has("--sequence-parallel")
+	s.sp = fl.Has("--sequence-parallel")
 	intFlag(&s.numLayers, "--num-layers", 0)
 	intFlag(&s.hidden, "--hidden-size", 0)
 	intFlag(&s.heads, "--num-attention-heads", 0)
@@ -60,12 +67,12 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	intFlag(&s.first, "--decoder-first-pipeline-num-layers", 0)
 	intFlag(&s.last, "--decoder-last-pipeline-num-layers", 0)
 	intFlag(&s.recomputeNumLayers, "--recompute-num-layers", 0)
-	_, s.hasFirst = fl.last("--decoder-first-pipeline-num-layers")
-	_, s.hasLast = fl.last("--decoder-last-pipeline-num-layers")
-	_, s.hasRecomputeNum = fl.last("--recompute-num-layers")
-	s.layout, _ = fl.last("--pipeline-model-parallel-layout")
-	s.recompute, _ = fl.last("--recompute-granularity")
-	if _, ok := fl.last("--recompute-activations"); ok {
+	_, s.hasFirst = fl.Last("--decoder-first-pipeline-num-layers")
+	_, s.hasLast = fl.Last("--decoder-last-pipeline-num-layers")
+	_, s.hasRecomputeNum = fl.Last("--recompute-num-layers")
+	s.layout, _ = fl.Last("--pipeline-model-parallel-layout")
+	s.recompute, _ = fl.Last("--recompute-granularity")
+	if _, ok := fl.Last("--recompute-activations"); ok {
 		// Megatron's validate_args sets selective for this switch, then
 		// rejects a --recompute-method beside it.
 		if s.recompute == "full" {
@@ -74,31 +81,31 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 			s.recompute = "selective"
 		}
 	}
-	s.recomputeMethod, _ = fl.last("--recompute-method")
+	s.recomputeMethod, _ = fl.Last("--recompute-method")
 	s.offloadFraction = 1.0
-	if v, ok := fl.last("--optimizer-offload-fraction"); ok {
+	if v, ok := fl.Last("--optimizer-offload-fraction"); ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--optimizer-offload-fraction %q: not a number", v))
 		}
 		s.offloadFraction = f
 	}
-	s.gqa = fl.has("--group-query-attention")
-	s.distOpt = fl.has("--use-distributed-optimizer")
-	s.overlapGrad = fl.has("--overlap-grad-reduce")
-	s.overlapParam = fl.has("--overlap-param-gather")
-	s.cpuOffload = fl.has("--optimizer-cpu-offload")
-	s.precisionAware = fl.has("--use-precision-aware-optimizer")
-	s.bf16 = fl.has("--bf16")
-	s.fp16 = fl.has("--fp16")
-	s.noOverlapP2P = fl.has("--no-overlap-p2p-communication")
+	s.gqa = fl.Has("--group-query-attention")
+	s.distOpt = fl.Has("--use-distributed-optimizer")
+	s.overlapGrad = fl.Has("--overlap-grad-reduce")
+	s.overlapParam = fl.Has("--overlap-param-gather")
+	s.cpuOffload = fl.Has("--optimizer-cpu-offload")
+	s.precisionAware = fl.Has("--use-precision-aware-optimizer")
+	s.bf16 = fl.Has("--bf16")
+	s.fp16 = fl.Has("--fp16")
+	s.noOverlapP2P = fl.Has("--no-overlap-p2p-communication")
 	return s, errors.Join(errs...)
 }
 
-// CheckMegatronArgs re-implements the start-up checks Megatron-LM's
+// CheckArgs re-implements the start-up checks Megatron-LM's
 // arguments.py applies (megatron-lm.md) to a final argument list for a job of
 // worldSize ranks. A rendered launch that fails here would never start.
-func CheckMegatronArgs(argv []string, worldSize int) error {
+func CheckArgs(argv []string, worldSize int) error {
 	s, err := readMegatronSettings(argv)
 	if err != nil {
 		return err
@@ -396,11 +403,11 @@ func (s megatronSettings) checkOptimizer() []error {
 	return errs
 }
 
-// UserStageLayers returns the decoder layers per pipeline stage (stage i =
+// StageLayers returns the decoder layers per pipeline stage (stage i =
 // vpp_index*PP + pp_rank) that the user's own split flags give, and the
 // virtual stages per rank; nil when the arguments split evenly. Launches
 // without planning use it so the user's split survives rendering.
-func UserStageLayers(args []string) ([]int, int, error) {
+func StageLayers(args []string) ([]int, int, error) {
 	s, err := readMegatronSettings(args)
 	if err != nil {
 		return nil, 0, err
