@@ -83,65 +83,8 @@ func restrictToListed(f *cluster.File, hosts, hostfile string) ([]string, error)
 		return nil, fmt.Errorf("host(s) %s are not in the cluster file: probe them (pipette-launch probe --hostfile ...) or fix the names", strings.Join(missing, ", "))
 	}
 	f.Clusters = islands
-	restrictLinksAndMeasured(f, kept)
+	f.Subset(kept)
 	return names, nil
-}
-
-// dropOrphanLinks drops the links that name an island the file no longer has.
-func dropOrphanLinks(f *cluster.File) {
-	islands := map[string]bool{}
-	for _, is := range f.Clusters {
-		islands[is.Name] = true
-	}
-	var links []cluster.LinkSpec
-	for _, l := range f.Links {
-		if islands[l.Between[0]] && islands[l.Between[1]] {
-			links = append(links, l)
-		}
-	}
-	f.Links = links
-}
-
-// restrictLinksAndMeasured drops the links of removed islands and the
-// measured matrix's rows and columns of removed hosts.
-func restrictLinksAndMeasured(f *cluster.File, kept map[string]bool) {
-	dropOrphanLinks(f)
-	if mc := f.MeasuredCompute; mc != nil {
-		keep := *mc
-		keep.Hosts = nil
-		for _, h := range mc.Hosts {
-			if kept[h.Host] {
-				keep.Hosts = append(keep.Hosts, h)
-			}
-		}
-		f.MeasuredCompute = &keep
-	}
-	m := f.Measured
-	if m == nil {
-		return
-	}
-	var idx []int
-	for i, h := range m.Hosts {
-		if kept[h] {
-			idx = append(idx, i)
-		}
-	}
-	out := &cluster.MeasuredBandwidth{}
-	*out = *m
-	out.Hosts = nil
-	out.GbitPerS = nil
-	for _, i := range idx {
-		out.Hosts = append(out.Hosts, m.Hosts[i])
-		row := make([]float64, 0, len(idx))
-		for _, j := range idx {
-			row = append(row, m.GbitPerS[i][j])
-		}
-		out.GbitPerS = append(out.GbitPerS, row)
-	}
-	if len(idx) == 0 {
-		out = nil
-	}
-	f.Measured = out
 }
 
 // hostOrder maps host names to the resolved cluster's host indices.

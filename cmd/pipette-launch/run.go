@@ -566,25 +566,18 @@ func capCluster(f *cluster.File, nnodes, nproc int) error {
 	if nnodes > total {
 		return inputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
 	}
-	left := nnodes
-	var kept []cluster.IslandSpec
-	for _, is := range f.Clusters {
+	kept := map[string]bool{}
+	for i := range f.Clusters {
 		if nproc > 0 {
-			is.GPUsPerHost = nproc
+			f.Clusters[i].GPUsPerHost = nproc
 		}
-		if nnodes > 0 {
-			if left == 0 {
-				continue
+		for _, h := range f.Clusters[i].Hosts {
+			if nnodes == 0 || len(kept) < nnodes {
+				kept[h.Name] = true
 			}
-			if len(is.Hosts) > left {
-				is.Hosts = is.Hosts[:left]
-			}
-			left -= len(is.Hosts)
 		}
-		kept = append(kept, is)
 	}
-	f.Clusters = kept
-	dropOrphanLinks(f)
+	f.Subset(kept)
 	return nil
 }
 

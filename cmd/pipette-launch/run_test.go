@@ -719,3 +719,18 @@ func TestHostsDifferingOnlyByPort(t *testing.T) {
 		}
 	}
 }
+
+// --nnodes narrows a cluster file with a measured bandwidth matrix: the
+// matrix and measured compute lose the dropped hosts' rows, so the narrowed
+// file still validates (it used to keep them and fail with
+// `measured.hosts[1]: unknown host "node03"`).
+func TestRunNNodesTrimsMeasured(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--cluster", "../../../bench/crosscluster/cluster-handwritten.yaml", "--nnodes", "2",
+		"--model", "gpt3-125m", "--global-batch-size", "8", "pretrain_gpt.py")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "node01") || !strings.Contains(out, "node02") || strings.Contains(out, "node03") {
+		t.Errorf("the plan should use node01 and node02 only:\n%s", out)
+	}
+}
