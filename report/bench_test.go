@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
-	"github.com/pipette-launch/pipette-launch/templates"
 )
 
 // benchInput plans GPT-3 175B on two islands of 8-GPU hosts (H100 on
@@ -49,7 +49,7 @@ links:
 	if err != nil {
 		b.Fatal(err)
 	}
-	mode, _ := templates.ParseNCCLMode("auto")
+	mode, _ := fabric.ParseMode("auto")
 	c, err := f.ResolveFor(mode.Transport())
 	if err != nil {
 		b.Fatal(err)

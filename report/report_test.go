@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
-	"github.com/pipette-launch/pipette-launch/templates"
 )
 
 // node is a generic XML element, so tests read the SVG as any XML
@@ -94,7 +94,7 @@ func loadCluster(t testing.TB, path string) *cluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mode, err := templates.ParseNCCLMode("auto")
+	mode, err := fabric.ParseMode("auto")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ measured:
 	if err != nil {
 		t.Fatal(err)
 	}
-	mode, _ := templates.ParseNCCLMode("auto")
+	mode, _ := fabric.ParseMode("auto")
 	c, err := f.ResolveFor(mode.Transport())
 	if err != nil {
 		t.Fatal(err)

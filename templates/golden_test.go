@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 )
@@ -73,7 +74,7 @@ func renderCases() []renderCase {
 		{name: "megatron_two_cluster_per_group", cluster: ibRoce, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 4, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 128, SequenceParallel: true,
 			Recompute: parallel.RecomputeFull, DistributedOptimizer: true, StageLayers: []int{26, 22}}},
-			opts: Options{Script: "pretrain_gpt.py", Args: gpt48Args, NCCLMode: NCCLPerGroup}},
+			opts: Options{Script: "pretrain_gpt.py", Args: gpt48Args, NCCLMode: fabric.ModePerGroup}},
 		{name: "megatron_mixed_ib_ethernet", cluster: ibEth, plan: search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 			TP: 4, PP: 4, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32,
 			Recompute: parallel.RecomputeNone, StageLayers: []int{14, 14, 10, 10}}},

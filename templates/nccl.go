@@ -13,59 +13,10 @@ import (
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
-// NCCLMode is how the NCCL transport is chosen for a job.
-type NCCLMode string
-
-const (
-	// NCCLAuto uses each host's RDMA NICs while the job stays on one RDMA
-	// fabric and TCP sockets on every rank once it spans islands without a
-	// shared RDMA fabric (a communicator mixing transports hangs).
-	NCCLAuto NCCLMode = "auto"
-	// NCCLSockets uses TCP sockets on every rank.
-	NCCLSockets NCCLMode = "sockets"
-	// NCCLPerGroup keeps RDMA inside islands and renders Holmes' flags so
-	// its Megatron fork creates cross-island groups over sockets.
-	NCCLPerGroup NCCLMode = "per-group"
-)
-
-// ParseNCCLMode parses the --nccl-mode value ("" means auto).
-func ParseNCCLMode(s string) (NCCLMode, error) {
-	switch m := NCCLMode(s); m {
-	case "":
-		return NCCLAuto, nil
-	case NCCLAuto, NCCLSockets, NCCLPerGroup:
-		return m, nil
-	}
-	return "", fmt.Errorf("--nccl-mode %q: want auto, sockets or per-group", s)
-}
-
-// Transport is the planner's view of the mode, so plans are priced on the
-// links the rendered NCCL settings will use.
-func (m NCCLMode) Transport() fabric.Transport {
-	switch m {
-	case NCCLSockets:
-		return fabric.TransportSockets
-	case NCCLPerGroup:
-		return fabric.TransportPerGroup
-	}
-	return fabric.TransportAuto
-}
-
-// TransportFor is the pricing of a job of framework f under the mode:
-// auto prices Megatron jobs with one network per communicator type
-// (fabric.TransportIslands), which Render keeps unless IslandsFallback
-// says otherwise; other frameworks run sockets across islands.
-func (m NCCLMode) TransportFor(f parallel.Framework) fabric.Transport {
-	if (m == NCCLAuto || m == "") && (f == parallel.FrameworkMegatron || f == "") {
-		return fabric.TransportIslands
-	}
-	return m.Transport()
-}
-
 // GroupTransports says which network each main group type gets under
 // --nccl-mode auto: "" when the job stays on one fabric.
 func GroupTransports(c *cluster.Cluster, p *search.Plan, o Options) string {
-	fp, err := decideFabric(c, p, NCCLAuto, o, envMap(o.Env))
+	fp, err := decideFabric(c, p, fabric.ModeAuto, o, envMap(o.Env))
 	switch {
 	case err != nil:
 		return ""
@@ -95,7 +46,7 @@ type fabricPlan struct {
 }
 
 // decideFabric applies the mode to the islands the placement uses.
-func decideFabric(c *cluster.Cluster, p *search.Plan, mode NCCLMode, o Options, userEnv map[string]string) (fabricPlan, error) {
+func decideFabric(c *cluster.Cluster, p *search.Plan, mode fabric.Mode, o Options, userEnv map[string]string) (fabricPlan, error) {
 	fp := fabricPlan{}
 	seen := map[int]bool{}
 	for _, r := range p.Placement {
@@ -105,29 +56,14 @@ func decideFabric(c *cluster.Cluster, p *search.Plan, mode NCCLMode, o Options, 
 			fp.islands = append(fp.islands, isl)
 		}
 	}
-	anyRDMA, shared := false, true
-	fabric := ""
-	for i, isl := range fp.islands {
-		is := c.Islands[isl]
-		if is.RDMA {
-			anyRDMA = true
-		}
-		if !is.RDMA {
-			shared = false
-		}
-		if i == 0 {
-			fabric = is.Spec.Fabric
-		} else if is.Spec.Fabric == "" || is.Spec.Fabric != fabric {
-			shared = false
-		}
-	}
+	shared, anyRDMA := fabric.SharedRDMA(c.FabricIslands(fp.islands))
 	if !anyRDMA && hasAnyNICInfo(c, fp.islands) {
 		fp.warnings = append(fp.warnings, "no host of this job has an RDMA NIC (InfiniBand or RoCE): NCCL will use TCP sockets, expect slower collectives")
 	}
 	switch mode {
-	case NCCLSockets:
+	case fabric.ModeSockets:
 		fp.sockets = true
-	case NCCLPerGroup:
+	case fabric.ModePerGroup:
 		if p.Framework != parallel.FrameworkMegatron {
 			return fp, fmt.Errorf("--nccl-mode per-group needs Holmes' Megatron fork (--framework megatron), not %s; use --nccl-mode sockets", p.Framework)
 		}
@@ -157,7 +93,7 @@ func decideFabric(c *cluster.Cluster, p *search.Plan, mode NCCLMode, o Options, 
 // network. The planner prices a job both ways: callers plan with
 // fabric.TransportIslands and plan again on sockets when this is not "".
 func IslandsFallback(c *cluster.Cluster, p *search.Plan, o Options) string {
-	fp, err := decideFabric(c, p, NCCLAuto, o, envMap(o.Env))
+	fp, err := decideFabric(c, p, fabric.ModeAuto, o, envMap(o.Env))
 	if err != nil {
 		return err.Error()
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -28,27 +29,27 @@ func TestNCCLSettingsPerFabric(t *testing.T) {
 	cases := []struct {
 		name    string
 		cluster *cluster.Cluster
-		mode    NCCLMode
+		mode    fabric.Mode
 		want    map[string]map[string]string // host -> var -> value ("" = must be absent)
 		warning string
 	}{
-		{"ib single island", newTestCluster(islandDef{name: "ib", fabric: "f", hosts: []string{"a", "b"}, gpus: 2, nics: ibNICs()}), NCCLAuto,
+		{"ib single island", newTestCluster(islandDef{name: "ib", fabric: "f", hosts: []string{"a", "b"}, gpus: 2, nics: ibNICs()}), fabric.ModeAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME": "=eno1", "NCCL_IB_DISABLE": "", "GLOO_SOCKET_IFNAME": "eno1"}}, ""},
-		{"roce gid", newTestCluster(islandDef{name: "r", fabric: "f", hosts: []string{"a", "b"}, gpus: 2, nics: rocenNICs()}), NCCLAuto,
+		{"roce gid", newTestCluster(islandDef{name: "r", fabric: "f", hosts: []string{"a", "b"}, gpus: 2, nics: rocenNICs()}), fabric.ModeAuto,
 			map[string]map[string]string{"b": {"NCCL_IB_HCA": "=mlx5_2:1", "NCCL_IB_GID_INDEX": "3", "NCCL_SOCKET_IFNAME": "=ens1f0"}}, ""},
-		{"ethernet only warns", newTestCluster(islandDef{name: "e", hosts: []string{"a", "b"}, gpus: 2, nics: ethNICs(100)}), NCCLAuto,
+		{"ethernet only warns", newTestCluster(islandDef{name: "e", hosts: []string{"a", "b"}, gpus: 2, nics: ethNICs(100)}), fabric.ModeAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_SOCKET_NTHREADS": "8", "NCCL_NSOCKS_PERTHREAD": "8", "NCCL_IB_HCA": ""}}, "no host of this job has an RDMA NIC"},
-		{"forced sockets on ib", newTestCluster(islandDef{name: "ib", fabric: "f", hosts: []string{"a", "b"}, gpus: 2, nics: ibNICs()}), NCCLSockets,
+		{"forced sockets on ib", newTestCluster(islandDef{name: "ib", fabric: "f", hosts: []string{"a", "b"}, gpus: 2, nics: ibNICs()}), fabric.ModeSockets,
 			map[string]map[string]string{"a": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eno1", "NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "8", "NCCL_IB_HCA": ""}}, ""},
-		{"ib + ethernet islands fall back to sockets everywhere", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: ethNICs(10)}), NCCLAuto,
+		{"ib + ethernet islands fall back to sockets everywhere", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: ethNICs(10)}), fabric.ModeAuto,
 			map[string]map[string]string{"a01": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eno1", "NCCL_IB_HCA": ""}, "e1": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "4"}}, "without a shared RDMA fabric"},
-		{"two ib islands on one fabric keep rdma", twoIslandCluster(islandDef{name: "ib2", fabric: "ib-a", hosts: []string{"c1"}, gpus: 4, nics: ibNICs()}), NCCLAuto,
+		{"two ib islands on one fabric keep rdma", twoIslandCluster(islandDef{name: "ib2", fabric: "ib-a", hosts: []string{"c1"}, gpus: 4, nics: ibNICs()}), fabric.ModeAuto,
 			map[string]map[string]string{"c1": {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_IB_DISABLE": ""}}, ""},
-		{"ib without device names leaves the HCA to NCCL", newTestCluster(islandDef{name: "ib", hosts: []string{"a", "b"}, gpus: 2, nics: []cluster.NICSpec{{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 200, Netdevs: []string{"ib0"}}}}), NCCLAuto,
+		{"ib without device names leaves the HCA to NCCL", newTestCluster(islandDef{name: "ib", hosts: []string{"a", "b"}, gpus: 2, nics: []cluster.NICSpec{{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 200, Netdevs: []string{"ib0"}}}}), fabric.ModeAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_HCA": "", "NCCL_IB_DISABLE": "", "NCCL_SOCKET_IFNAME": "=ib0"}}, "NCCL_IB_HCA is left to NCCL's detection"},
-		{"ethernet names unknown", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: []cluster.NICSpec{{Type: cluster.NICEthernet, Count: 2, RateGbitPerS: 100}}}), NCCLAuto,
+		{"ethernet names unknown", twoIslandCluster(islandDef{name: "eth", hosts: []string{"e1"}, gpus: 4, nics: []cluster.NICSpec{{Type: cluster.NICEthernet, Count: 2, RateGbitPerS: 100}}}), fabric.ModeAuto,
 			map[string]map[string]string{"e1": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "", "NCCL_SOCKET_NTHREADS": "8", "NCCL_NSOCKS_PERTHREAD": "8"}}, "Ethernet interface names unknown"},
-		{"no nic info sets nothing", newTestCluster(islandDef{name: "x", hosts: []string{"a"}, gpus: 2}), NCCLAuto,
+		{"no nic info sets nothing", newTestCluster(islandDef{name: "x", hosts: []string{"a"}, gpus: 2}), fabric.ModeAuto,
 			map[string]map[string]string{"a": {"NCCL_IB_DISABLE": "", "NCCL_SOCKET_IFNAME": "", "NCCL_IB_HCA": ""}}, ""},
 	}
 	for _, tc := range cases {
@@ -100,14 +101,14 @@ func TestNCCLErrors(t *testing.T) {
 		name    string
 		cluster *cluster.Cluster
 		plan    *search.Plan
-		mode    NCCLMode
+		mode    fabric.Mode
 		want    string
 	}{
 		{"ipoib only across islands", newTestCluster(
 			islandDef{name: "ib", fabric: "f1", hosts: []string{"a"}, gpus: 2, nics: ipoibOnly},
-			islandDef{name: "eth", hosts: []string{"b"}, gpus: 2, nics: ethNICs(10)}), nil, NCCLAuto, "has no Ethernet NIC"},
-		{"per-group with dp across islands", ibEth, dpPlan(ibEth, parallel.FrameworkMegatron, []int{0, 1, 2, 3}, 4), NCCLPerGroup, "share no RDMA fabric"},
-		{"per-group for deepspeed", ibEth, dpPlan(ibEth, parallel.FrameworkDeepSpeed, []int{0, 2}, 4), NCCLPerGroup, "needs Holmes' Megatron fork"},
+			islandDef{name: "eth", hosts: []string{"b"}, gpus: 2, nics: ethNICs(10)}), nil, fabric.ModeAuto, "has no Ethernet NIC"},
+		{"per-group with dp across islands", ibEth, dpPlan(ibEth, parallel.FrameworkMegatron, []int{0, 1, 2, 3}, 4), fabric.ModePerGroup, "share no RDMA fabric"},
+		{"per-group for deepspeed", ibEth, dpPlan(ibEth, parallel.FrameworkDeepSpeed, []int{0, 2}, 4), fabric.ModePerGroup, "needs Holmes' Megatron fork"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
@@ -44,7 +45,7 @@ type Options struct {
 	MasterAddr  string
 	MasterPort  int
 	MaxRestarts int
-	NCCLMode    NCCLMode
+	NCCLMode    fabric.Mode
 	// WorkDir is where files land and ranks start on each host (default
 	// the directory the launch script is started in).
 	WorkDir string
@@ -221,7 +222,7 @@ func withDefaults(o Options) Options {
 		o.MasterPort = 29500
 	}
 	if o.NCCLMode == "" {
-		o.NCCLMode = NCCLAuto
+		o.NCCLMode = fabric.ModeAuto
 	}
 	if o.FilesDir == "" {
 		o.FilesDir = DefaultFilesDir(o.Name)

@@ -15,10 +15,10 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/launcher"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
-	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
 )
@@ -111,7 +111,7 @@ func runCalibrate(opts *CalibrateOptions) error {
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
+	mode, err := fabric.ParseMode(opts.NCCLMode)
 	if err != nil {
 		return usageError("%v", err)
 	}

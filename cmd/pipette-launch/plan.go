@@ -144,7 +144,7 @@ func usageError(format string, a ...any) error { return cli.Exit(fmt.Sprintf(for
 
 // runPlan loads the cluster and model, searches, and prints the plans.
 func runPlan(opts *PlanOptions) error {
-	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
+	mode, err := fabric.ParseMode(opts.NCCLMode)
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -437,7 +437,7 @@ func printPlans(opts *PlanOptions, c *cluster.Cluster, res *search.Result, naive
 	if why.line != "" {
 		fmt.Fprintf(out, "\n%s\n", why.line)
 	}
-	if mode, _ := templates.ParseNCCLMode(opts.NCCLMode); mode == templates.NCCLAuto && len(res.Plans) > 0 {
+	if mode, _ := fabric.ParseMode(opts.NCCLMode); mode == fabric.ModeAuto && len(res.Plans) > 0 {
 		p1 := &res.Plans[0]
 		if tr := templates.GroupTransports(c, p1, templates.Options{}); tr != "" {
 			fmt.Fprintf(out, "\nplan 1 NCCL transport (--nccl-mode auto): %s", tr)

@@ -237,7 +237,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: pipette-launch starts every host itself with a static rendezvous\n", f)
 	}
 	fw := chooseFramework(opts)
-	mode, err := templates.ParseNCCLMode(opts.NCCLMode)
+	mode, err := fabric.ParseMode(opts.NCCLMode)
 	if err != nil {
 		return &inputError{err.Error()}
 	}
@@ -529,7 +529,7 @@ func loadRunCluster(o *RunOptions) (c *cluster.Cluster, planned bool, err error)
 	if err := capCluster(f, nnodes, nproc); err != nil {
 		return nil, false, err
 	}
-	mode, _ := templates.ParseNCCLMode(o.NCCLMode) // checked by runRun
+	mode, _ := fabric.ParseMode(o.NCCLMode) // checked by runRun
 	t := mode.TransportFor(chooseFramework(o))
 	if o.socketsOnly {
 		t = fabric.TransportSockets

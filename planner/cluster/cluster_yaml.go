@@ -412,24 +412,27 @@ func (f *File) ResolveFor(t fabric.Transport) (*Cluster, error) {
 }
 
 // socketsOnly reports whether every rank will use TCP sockets under t: the
-// same rule templates apply when rendering NCCL settings.
+// rule templates apply when rendering NCCL settings (fabric.SocketsOnly).
 func socketsOnly(t fabric.Transport, islands []Island) bool {
-	switch t {
-	case fabric.TransportSockets:
-		return true
-	case fabric.TransportPerGroup, fabric.TransportIslands:
-		return false
+	return fabric.SocketsOnly(t, fabricIslands(islands))
+}
+
+func fabricIslands(islands []Island) []fabric.Island {
+	out := make([]fabric.Island, len(islands))
+	for i, is := range islands {
+		out[i] = fabric.Island{RDMA: is.RDMA, Fabric: is.Spec.Fabric}
 	}
-	if len(islands) <= 1 {
-		return false
+	return out
+}
+
+// FabricIslands are the transport decision's view of the given islands.
+func (c *Cluster) FabricIslands(islands []int) []fabric.Island {
+	out := make([]fabric.Island, len(islands))
+	for i, isl := range islands {
+		is := c.Islands[isl]
+		out[i] = fabric.Island{RDMA: is.RDMA, Fabric: is.Spec.Fabric}
 	}
-	fabric := islands[0].Spec.Fabric
-	for _, is := range islands {
-		if !is.RDMA || is.Spec.Fabric == "" || is.Spec.Fabric != fabric {
-			return true
-		}
-	}
-	return false
+	return out
 }
 
 func resolveIsland(i int, spec IslandSpec, firstHost int) (Island, []Host, error) {

@@ -1,4 +1,5 @@
-// Package fabric names how NCCL carries inter-host traffic (Transport):
-// cost prices links for the transport the job will use, and templates emit
-// the matching NCCL settings.
+// Package fabric decides how NCCL carries inter-host traffic: the --nccl-mode
+// (Mode), the transport it gives a job (Transport) and whether islands share
+// an RDMA fabric (SharedRDMA, SocketsOnly). cluster prices links for that
+// transport; templates emit the matching NCCL settings.
 package fabric
