@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
@@ -24,12 +26,12 @@ func FuzzPlannedDSConfig(f *testing.F) {
 	f.Add(`null`)
 	cfg := parallel.Config{TP: 1, PP: 1, DP: 4, CP: 1, MicroBatch: 2, GlobalBatch: 64, NumMicroBatches: 8, ZeroStage: 2}
 	f.Fuzz(func(t *testing.T, base string) {
-		u, err := ParseDSUserConfig("--deepspeed_config", "fuzz.json", []byte(base))
+		u, err := deepspeed.ParseUserConfig("--deepspeed_config", "fuzz.json", []byte(base))
 		if err != nil {
 			return
 		}
-		out, _, _ := u.Planned(cfg, true)
-		v, err := ParseDSUserConfig("--deepspeed_config", "out.json", out)
+		out, _, _ := dsPlanned(u, cfg, true)
+		v, err := deepspeed.ParseUserConfig("--deepspeed_config", "out.json", out)
 		if err != nil {
 			t.Fatalf("planned config does not parse: %v\n%s", err, out)
 		}

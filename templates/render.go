@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 
@@ -62,9 +64,9 @@ type Options struct {
 	// without planning) passes it byte for byte, only "auto" batch values
 	// filled; otherwise the keys the plan needs are added to it, and
 	// DSOverride lets the plan's values replace the user's
-	// (DSUserConfig.Planned). When the bytes stay the user's, the script
+	// (dsPlanned). When the bytes stay the user's, the script
 	// keeps its own --deepspeed_config path and no ds_config.json is written.
-	DSUser                    *DSUserConfig
+	DSUser                    *deepspeed.UserConfig
 	DSPassThrough, DSOverride bool
 	// FilesDir is the job's private directory for the files it generates
 	// (Job.FilesDir); default .pipette-launch/jobs/NAME under WorkDir.
@@ -514,10 +516,10 @@ func deepSpeedConfigFile(j *job.Job, p *search.Plan, o *Options) (*job.File, err
 	}
 	var data []byte
 	if o.DSPassThrough {
-		data = u.FillAuto(p.Config)
+		data = dsFillAuto(u, p.Config)
 	} else {
-		var added, changed []DSChange
-		data, added, changed = u.Planned(p.Config, o.DSOverride)
+		var added, changed []deepspeed.Change
+		data, added, changed = dsPlanned(u, p.Config, o.DSOverride)
 		if len(added) > 0 {
 			var kv []string
 			for _, c := range added {
@@ -529,10 +531,10 @@ func deepSpeedConfigFile(j *job.Job, p *search.Plan, o *Options) (*job.File, err
 			j.Warnings = append(j.Warnings, "the plan overrides your DeepSpeed config:\n"+strings.TrimSuffix(DSConfigDiff(u.Path, changed), "\n"))
 		}
 	}
-	if !enabled(u.raw, "bf16") && !enabled(u.raw, "fp16") && !enabled(u.raw, "bfloat16") {
+	if set := u.Settings(); !enabled(set, "bf16") && !enabled(set, "fp16") && !enabled(set, "bfloat16") {
 		j.Warnings = append(j.Warnings, fmt.Sprintf("%s %s enables neither bf16 nor fp16, so DeepSpeed trains in fp32; the plan's memory and time assume 16-bit mixed precision", u.Flag, u.Path))
 	}
-	if left := u.LeftAuto(); len(left) > 0 {
+	if left := dsLeftAuto(u); len(left) > 0 {
 		j.Warnings = append(j.Warnings, fmt.Sprintf("%s %s keeps \"auto\" in %s: HuggingFace's Trainer fills them, plain DeepSpeed rejects them", u.Flag, u.Path, strings.Join(left, ", ")))
 	}
 	if err := checkDSSettings(data, p.PP); err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/model"
@@ -25,7 +27,7 @@ type planChoice struct {
 	plan     *search.Plan
 	summary  string
 	args     []string
-	ds       *templates.DSUserConfig
+	ds       *deepspeed.UserConfig
 	warnings []string
 }
 
@@ -124,7 +126,7 @@ func choosePlan(o *RunOptions, c *cluster.Cluster, fw parallel.Framework, planne
 // searchPlan runs the search with the user's DeepSpeed config as
 // constraints (unless --plan-overrides-config). When no plan keeps the
 // config, the error names the keys the best plan without them changes.
-func searchPlan(o *RunOptions, c *cluster.Cluster, m model.Model, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *templates.DSUserConfig) (*search.Plan, int, error) {
+func searchPlan(o *RunOptions, c *cluster.Cluster, m model.Model, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *deepspeed.UserConfig) (*search.Plan, int, error) {
 	free := fixed
 	keep := ds != nil && !o.PlanOverridesConfig
 	if ds != nil {
@@ -182,7 +184,7 @@ func searchPlan(o *RunOptions, c *cluster.Cluster, m model.Model, fw parallel.Fr
 
 // dsConfigConflict explains why no plan keeps the user's DeepSpeed config:
 // the keys the best plan without its constraints changes (exit 2).
-func dsConfigConflict(ds *templates.DSUserConfig, plans []search.Plan, err, cause error) error {
+func dsConfigConflict(ds *deepspeed.UserConfig, plans []search.Plan, err, cause error) error {
 	if err != nil || len(plans) == 0 {
 		if cause == nil {
 			cause = err
@@ -216,7 +218,7 @@ func checkFixedSizes(m model.Model, f parallel.Constraints, gpus int) error {
 // torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
 // and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1) and
 // the batch, ZeRO stage and offload the user's DeepSpeed config gives.
-func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *templates.DSUserConfig) (*search.Plan, string, error) {
+func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *deepspeed.UserConfig) (*search.Plan, string, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
@@ -258,7 +260,7 @@ func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel
 // dsUnplanned takes the batch sizes, ZeRO stage and offload of the user's
 // DeepSpeed config as DeepSpeed derives them for dp ranks; the script's
 // own Megatron-DeepSpeed flags must agree with them.
-func dsUnplanned(ds *templates.DSUserConfig, fixed *parallel.Constraints, micro, global *int, dp int) error {
+func dsUnplanned(ds *deepspeed.UserConfig, fixed *parallel.Constraints, micro, global *int, dp int) error {
 	m, _, t, err := ds.Batch(dp)
 	if err != nil {
 		return &inputError{err.Error()}
@@ -284,7 +286,7 @@ func dsUnplanned(ds *templates.DSUserConfig, fixed *parallel.Constraints, micro,
 
 // dsGlobalBatch is the global batch: the config's train_batch_size, which
 // --global-batch-size (or the script's) must agree with.
-func dsGlobalBatch(ds *templates.DSUserConfig, global int) (int, error) {
+func dsGlobalBatch(ds *deepspeed.UserConfig, global int) (int, error) {
 	switch {
 	case ds.TrainBatch == 0:
 		return global, nil
@@ -297,7 +299,7 @@ func dsGlobalBatch(ds *templates.DSUserConfig, global int) (int, error) {
 // dsConstraints adds what the user's DeepSpeed config fixes to the search
 // constraints: micro-batch, ZeRO stage, offload and, with the accumulation
 // steps, the data-parallel size. An error names what contradicts.
-func dsConstraints(ds *templates.DSUserConfig, fixed *parallel.Constraints, micro, global int) error {
+func dsConstraints(ds *deepspeed.UserConfig, fixed *parallel.Constraints, micro, global int) error {
 	name := ds.Flag + " " + ds.Path
 	if ds.Micro > 0 {
 		if micro > 0 && micro != ds.Micro {
@@ -324,7 +326,7 @@ func dsConstraints(ds *templates.DSUserConfig, fixed *parallel.Constraints, micr
 }
 
 // dsSettings lists the config's settings the plan must keep.
-func dsSettings(ds *templates.DSUserConfig) string {
+func dsSettings(ds *deepspeed.UserConfig) string {
 	var s []string
 	for _, kv := range []struct {
 		key string
@@ -363,8 +365,8 @@ func vocabNote(m model.Model, tp int, r tokenizer.Reader, args []string, fromArg
 }
 
 // userDSConfig reads the config the user's own --deepspeed_config names:
-// its settings are the user's (see templates.DSUserConfig).
-func userDSConfig(o *RunOptions, fw parallel.Framework) (*templates.DSUserConfig, error) {
+// its settings are the user's (see deepspeed.UserConfig).
+func userDSConfig(o *RunOptions, fw parallel.Framework) (*deepspeed.UserConfig, error) {
 	if fw != parallel.FrameworkDeepSpeed {
 		return nil, nil
 	}
@@ -376,7 +378,7 @@ func userDSConfig(o *RunOptions, fw parallel.Framework) (*templates.DSUserConfig
 	if err != nil {
 		return nil, inputErrorf("%s %s: %v (pipette-launch plans with your config's settings, so it must be readable here)", flag, path, err)
 	}
-	ds, err := templates.ParseDSUserConfig(flag, path, data)
+	ds, err := deepspeed.ParseUserConfig(flag, path, data)
 	if err != nil {
 		return nil, &inputError{err.Error()}
 	}

@@ -1,0 +1,187 @@
+package deepspeed
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// UserConfig is the user's own DeepSpeed config (--deepspeed_config) and
+// what it fixes. Its settings are the user's: without planning the file is
+// passed through byte for byte (only "auto" batch values filled); with
+// planning its batch sizes, ZeRO stage and offload are search constraints,
+// and precision, clipping and everything else are kept as written.
+type UserConfig struct {
+	// Flag and Path are how the script's arguments name it.
+	Flag, Path string
+	Data       []byte
+	raw        map[string]any
+	// TrainBatch, Micro and Accum are train_batch_size,
+	// train_micro_batch_size_per_gpu and gradient_accumulation_steps;
+	// 0 when unset or "auto".
+	TrainBatch, Micro, Accum int
+	// Stage is zero_optimization.stage, -1 when unset or "auto".
+	Stage int
+	// OffloadOptimizer and OffloadParam are the offload devices ("cpu",
+	// "nvme", "none"), "" when unset.
+	OffloadOptimizer, OffloadParam string
+	// Auto lists the keys whose value is "auto" (HuggingFace's convention).
+	Auto []string
+}
+
+// ParseUserConfig reads a user's config; errors name the file and key.
+func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
+	u := &UserConfig{Flag: flag, Path: path, Data: data, Stage: -1}
+	if err := json.Unmarshal(data, &u.raw); err != nil || u.raw == nil {
+		return nil, fmt.Errorf("%s %s: not a JSON object (%v)", flag, path, err)
+	}
+	collectAuto(u.raw, "", &u.Auto)
+	sort.Strings(u.Auto)
+	var errs []string
+	intKey := func(m map[string]any, key, name string) int {
+		v, ok := m[key]
+		if !ok || v == "auto" {
+			return 0
+		}
+		f, isNum := v.(float64)
+		if !isNum || f != float64(int(f)) || f < 0 {
+			errs = append(errs, fmt.Sprintf("%s: want a non-negative integer or \"auto\", got %v", name, v))
+			return 0
+		}
+		return int(f)
+	}
+	u.TrainBatch = intKey(u.raw, "train_batch_size", "train_batch_size")
+	u.Micro = intKey(u.raw, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu")
+	u.Accum = intKey(u.raw, "gradient_accumulation_steps", "gradient_accumulation_steps")
+	if z, ok := u.raw["zero_optimization"].(map[string]any); ok {
+		if _, set := z["stage"]; set && z["stage"] != "auto" {
+			u.Stage = intKey(z, "stage", "zero_optimization.stage")
+		}
+		u.OffloadOptimizer = offloadDevice(z, "offload_optimizer")
+		u.OffloadParam = offloadDevice(z, "offload_param")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: %s", flag, path, strings.Join(errs, "; "))
+	}
+	return u, nil
+}
+
+func offloadDevice(z map[string]any, key string) string {
+	b, ok := z[key].(map[string]any)
+	if !ok {
+		return ""
+	}
+	d, _ := b["device"].(string)
+	return strings.ToLower(d)
+}
+
+func collectAuto(m map[string]any, prefix string, out *[]string) {
+	for k, v := range m {
+		switch x := v.(type) {
+		case string:
+			if x == "auto" {
+				*out = append(*out, prefix+k)
+			}
+		case map[string]any:
+			collectAuto(x, prefix+k+".", out)
+		}
+	}
+}
+
+// Offloads reports whether the config offloads the optimizer states
+// (true/false), or leaves it unset (nil).
+func (u *UserConfig) Offloads() *bool {
+	if u.OffloadOptimizer == "" {
+		return nil
+	}
+	b := u.OffloadOptimizer != "none"
+	return &b
+}
+
+// Batch derives the three batch values for dp data-parallel ranks as
+// DeepSpeed's _set_batch_related_parameters does; an error names the keys
+// that cannot hold together.
+func (u *UserConfig) Batch(dp int) (micro, accum, train int, err error) {
+	t, m, a := u.TrainBatch, u.Micro, u.Accum
+	bad := func(format string, args ...any) (int, int, int, error) {
+		return 0, 0, 0, fmt.Errorf("%s %s: "+format, append([]any{u.Flag, u.Path}, args...)...)
+	}
+	switch {
+	case t > 0 && m > 0 && a > 0:
+		if t != m*a*dp {
+			return bad("train_batch_size %d != train_micro_batch_size_per_gpu %d x gradient_accumulation_steps %d x %d data-parallel ranks", t, m, a, dp)
+		}
+	case t > 0 && m > 0:
+		if t%(m*dp) != 0 {
+			return bad("train_batch_size %d is not divisible by train_micro_batch_size_per_gpu %d x %d data-parallel ranks", t, m, dp)
+		}
+		a = t / (m * dp)
+	case t > 0 && a > 0:
+		if t%(a*dp) != 0 {
+			return bad("train_batch_size %d is not divisible by gradient_accumulation_steps %d x %d data-parallel ranks", t, a, dp)
+		}
+		m = t / (a * dp)
+	case m > 0:
+		a = max(a, 1)
+		t = m * a * dp
+	case t > 0:
+		if t%dp != 0 {
+			return bad("train_batch_size %d is not divisible by the %d data-parallel ranks", t, dp)
+		}
+		a, m = 1, t/dp
+	default:
+		return bad("neither train_batch_size nor train_micro_batch_size_per_gpu is set (DeepSpeed needs one)")
+	}
+	return m, a, t, nil
+}
+
+// Change is one key whose value a plan changes (or adds).
+type Change struct {
+	Key        string
+	User, Plan any // User is nil when the config leaves the key unset
+}
+
+// PlanChanges lists the keys the user set that cfg would change: batch
+// sizes, ZeRO stage and offload. An empty list means the plan keeps them.
+func (u *UserConfig) PlanChanges(cfg parallel.Config) []Change {
+	var out []Change
+	accum := cfg.GlobalBatch / max(cfg.MicroBatch*cfg.DP, 1)
+	for _, c := range []struct {
+		key        string
+		user, plan int
+	}{{"train_batch_size", u.TrainBatch, cfg.GlobalBatch}, {"train_micro_batch_size_per_gpu", u.Micro, cfg.MicroBatch},
+		{"gradient_accumulation_steps", u.Accum, accum}, {"zero_optimization.stage", u.Stage, cfg.ZeroStage}} {
+		if c.user > 0 || (c.key == "zero_optimization.stage" && c.user >= 0) {
+			if c.user != c.plan {
+				out = append(out, Change{c.key, c.user, c.plan})
+			}
+		}
+	}
+	planDev := func(on bool) string {
+		if on {
+			return "cpu"
+		}
+		return "none"
+	}
+	for _, c := range []struct {
+		key, user string
+		plan      bool
+	}{{"zero_optimization.offload_optimizer.device", u.OffloadOptimizer, cfg.Offload.OptimizerFraction > 0},
+		{"zero_optimization.offload_param.device", u.OffloadParam, cfg.Offload.Params}} {
+		if c.user != "" && (c.user != "none") != c.plan {
+			out = append(out, Change{c.key, c.user, planDev(c.plan)})
+		}
+	}
+	return out
+}
+
+// Settings is a copy of the config's JSON object, for a caller to change.
+func (u *UserConfig) Settings() map[string]any {
+	b, _ := json.Marshal(u.raw) // decoded JSON always encodes
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
