@@ -354,6 +354,11 @@ func (c *Cluster) SeparatePipelineLinks() bool { return c.pipe != nil }
 // file, which stores links compactly). Tests perturb links through them.
 func (c *Cluster) Matrices() (bw, lat [][]float64) { return c.bw, c.lat }
 
+// SetIntraHostLatency gives each host an internal latency of its own: the
+// search's merged hosts stand for several real ones, whose slowest link
+// between members that is.
+func (c *Cluster) SetIntraHostLatency(lat []float64) { c.intraLat = lat }
+
 // PipelineLinkBetween is the link pipeline send/recv and the embedding
 // group use between hosts a and b: LinkBetween, except under
 // TransportIslands, where those groups run over TCP sockets.

@@ -32,7 +32,7 @@ const crossHostMinNICShare = 0.25
 // unmergePlacement maps a plan placed on the merged cluster back to the
 // real hosts: local rank l of merged host i runs on groups[i][l/g], GPU l%g.
 func unmergePlacement(c *cluster.Cluster, groups [][]int, p *Plan) {
-	g := cluster.UniformGPUsPerHost(c)
+	g := uniformGPUsPerHost(c)
 	for i, rp := range p.Placement {
 		real := groups[rp.HostIndex][rp.LocalRank/g]
 		p.Placement[i] = RankPlacement{Rank: rp.Rank, Host: c.Hosts[real].Name, HostIndex: real,
@@ -42,11 +42,11 @@ func unmergePlacement(c *cluster.Cluster, groups [][]int, p *Plan) {
 
 // searchCrossHostTP plans with TP pinned to tp > GPUs per host.
 func searchCrossHostTP(c *cluster.Cluster, m model.Model, o Options, tp int) (*Result, error) {
-	g := cluster.UniformGPUsPerHost(c)
+	g := uniformGPUsPerHost(c)
 	if g == 0 || tp%g != 0 {
 		return nil, fmt.Errorf("tensor parallel size %d across hosts must be a multiple of the GPUs per host (%d), with the same GPU count on every host", tp, g)
 	}
-	mc, groups, err := cluster.MergeHosts(c, tp/g)
+	mc, groups, err := mergeHosts(c, tp/g)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func crossHostCouldWin(c *cluster.Cluster, err error) bool {
 	if errors.As(err, &nf) {
 		return true
 	}
-	g := cluster.UniformGPUsPerHost(c)
+	g := uniformGPUsPerHost(c)
 	if g == 0 || len(c.Hosts) < 2 {
 		return false
 	}
@@ -86,7 +86,7 @@ func crossHostCouldWin(c *cluster.Cluster, err error) bool {
 // addCrossHostTP searches TP = 2g, 4g, ... (while it divides the heads and
 // the hosts) and merges those plans into res, fastest first.
 func addCrossHostTP(c *cluster.Cluster, m model.Model, o Options, res *Result, err error) (*Result, error) {
-	g := cluster.UniformGPUsPerHost(c)
+	g := uniformGPUsPerHost(c)
 	if g == 0 {
 		return res, err
 	}
@@ -135,7 +135,7 @@ func Search(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 	for _, h := range c.Hosts {
 		minGPUs = min(minGPUs, h.GPUs)
 	}
-	if g := cluster.UniformGPUsPerHost(c); o.Fixed.TP > minGPUs && g > 0 && o.Fixed.TP%g == 0 {
+	if g := uniformGPUsPerHost(c); o.Fixed.TP > minGPUs && g > 0 && o.Fixed.TP%g == 0 {
 		if o.HostOrder != nil {
 			return nil, fmt.Errorf("TP %d spans hosts of %d GPUs: a given host order is priced only with TP inside a host", o.Fixed.TP, minGPUs)
 		}

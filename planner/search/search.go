@@ -580,7 +580,7 @@ func rebalance(e *planEval, pl *placer, order []int, f parallel.Framework) []int
 			}
 		}
 	}
-	units, err := BalanceLayers(per, fixed, e.m.NumLayers/e.v)
+	units, err := schedule.BalanceLayers(per, fixed, e.m.NumLayers/e.v)
 	if err != nil {
 		return nil
 	}
@@ -592,7 +592,7 @@ func rebalance(e *planEval, pl *placer, order []int, f parallel.Framework) []int
 	for r := range cur {
 		curMax = math.Max(curMax, fixed[r]+curUnits[r]*per[r])
 	}
-	if stageMaxTime(per, fixed, units) >= curMax*(1-1e-9) {
+	if schedule.StageMaxTime(per, fixed, units) >= curMax*(1-1e-9) {
 		return nil
 	}
 	split := make([]int, e.p*e.v)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/memory"
@@ -119,7 +118,7 @@ func TestPinnedTP16AcrossHosts(t *testing.T) {
 		t.Fatalf("TP group 0 on hosts %v, want two hosts of 8", perHost)
 	}
 	// The merged host's TP link is the NIC share: 8x200 Gbit/s over 8 GPUs.
-	mc, _, err := cluster.MergeHosts(c, 2)
+	mc, _, err := mergeHosts(c, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
-package cluster
+package search
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
-// UniformGPUsPerHost is the GPU count every host has, or 0 when they differ.
-func UniformGPUsPerHost(c *Cluster) int {
+// uniformGPUsPerHost is the GPU count every host has, or 0 when they differ.
+func uniformGPUsPerHost(c *cluster.Cluster) int {
 	g := c.Hosts[0].GPUs
 	for _, h := range c.Hosts {
 		if h.GPUs != g {
@@ -16,13 +18,13 @@ func UniformGPUsPerHost(c *Cluster) int {
 	return g
 }
 
-// MergeHosts groups every k consecutive hosts; groups[i] are the real
+// mergeHosts groups every k consecutive hosts; groups[i] are the real
 // hosts of merged host i. It fails when hosts differ in GPUs or GPU model
 // inside a group, a group straddles islands, or k does not divide the
 // host count.
-func MergeHosts(c *Cluster, k int) (*Cluster, [][]int, error) {
+func mergeHosts(c *cluster.Cluster, k int) (*cluster.Cluster, [][]int, error) {
 	n := len(c.Hosts)
-	g := UniformGPUsPerHost(c)
+	g := uniformGPUsPerHost(c)
 	switch {
 	case g == 0:
 		return nil, nil, fmt.Errorf("tensor parallelism across hosts needs the same GPU count on every host")
@@ -30,7 +32,7 @@ func MergeHosts(c *Cluster, k int) (*Cluster, [][]int, error) {
 		return nil, nil, fmt.Errorf("tensor parallel size %d spans %d hosts, which does not divide the %d hosts", k*g, k, n)
 	}
 	groups := make([][]int, n/k)
-	hosts := make([]Host, n/k)
+	hosts := make([]cluster.Host, n/k)
 	for i := range groups {
 		grp := make([]int, k)
 		for j := range grp {
@@ -85,15 +87,15 @@ func MergeHosts(c *Cluster, k int) (*Cluster, [][]int, error) {
 			bw[a][b], lat[a][b] = worst*float64(k), l
 		}
 	}
-	islands := make([]Island, len(c.Islands))
+	islands := make([]cluster.Island, len(c.Islands))
 	for i, isl := range c.Islands {
-		islands[i] = Island{Spec: isl.Spec, RDMA: isl.RDMA}
+		islands[i] = cluster.Island{Spec: isl.Spec, RDMA: isl.RDMA}
 		islands[i].Spec.GPUsPerHost = k * g
 	}
 	for i, h := range hosts {
 		islands[h.Island].Hosts = append(islands[h.Island].Hosts, i)
 	}
-	mc := NewCluster(islands, hosts, bw, lat)
-	mc.intraLat = intraLat
+	mc := cluster.NewCluster(islands, hosts, bw, lat)
+	mc.SetIntraHostLatency(intraLat)
 	return mc, groups, nil
 }

@@ -1,4 +1,4 @@
-package search
+package schedule
 
 import (
 	"container/heap"
@@ -58,8 +58,8 @@ func (h *stageHeap) Pop() any {
 	return x
 }
 
-// stageMaxTime is the slowest stage's time under a split.
-func stageMaxTime(perLayer, fixed []float64, split []int) float64 {
+// StageMaxTime is the slowest stage's time under a split.
+func StageMaxTime(perLayer, fixed []float64, split []int) float64 {
 	worst := 0.0
 	for i := range split {
 		worst = max(worst, fixed[i]+float64(split[i])*perLayer[i])

@@ -1,4 +1,4 @@
-package search
+package schedule
 
 import (
 	"math/rand/v2"
@@ -13,7 +13,7 @@ func bruteSplit(per, fixed []float64, total int) float64 {
 	rec = func(i, left int) {
 		if i == len(per)-1 {
 			split[i] = left
-			if t := stageMaxTime(per, fixed, split); best < 0 || t < best {
+			if t := StageMaxTime(per, fixed, split); best < 0 || t < best {
 				best = t
 			}
 			return
@@ -54,7 +54,7 @@ func TestBalanceLayersOptimal(t *testing.T) {
 		if sum != total {
 			t.Fatalf("split %v sums to %d, want %d", got, sum, total)
 		}
-		if g, w := stageMaxTime(per, fixed, got), bruteSplit(per, fixed, total); g > w*(1+1e-12) {
+		if g, w := StageMaxTime(per, fixed, got), bruteSplit(per, fixed, total); g > w*(1+1e-12) {
 			t.Fatalf("per=%v fixed=%v total=%d: split %v max %g, optimum %g", per, fixed, total, got, g, w)
 		}
 	}
