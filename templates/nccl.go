@@ -56,32 +56,26 @@ func decideFabric(c *cluster.Cluster, p *search.Plan, mode fabric.Mode, o Option
 			fp.islands = append(fp.islands, isl)
 		}
 	}
-	shared, anyRDMA := fabric.SharedRDMA(c.FabricIslands(fp.islands))
-	if !anyRDMA && hasAnyNICInfo(c, fp.islands) {
+	d, err := fabric.Decide(mode, p.Framework, c.FabricIslands(fp.islands))
+	if d.NoRDMA && hasAnyNICInfo(c, fp.islands) {
 		fp.warnings = append(fp.warnings, "no host of this job has an RDMA NIC (InfiniBand or RoCE): NCCL will use TCP sockets, expect slower collectives")
 	}
-	switch mode {
-	case fabric.ModeSockets:
-		fp.sockets = true
-	case fabric.ModePerGroup:
-		if p.Framework != parallel.FrameworkMegatron {
-			return fp, fmt.Errorf("--nccl-mode per-group needs Holmes' Megatron fork (--framework megatron), not %s; use --nccl-mode sockets", p.Framework)
+	if err != nil {
+		return fp, err
+	}
+	fp.sockets = d.Sockets
+	if d.PerGroup {
+		if err := checkGroupsInsideIslands(c, p); err != nil {
+			return fp, err
 		}
-		if len(fp.islands) > 1 && !shared {
-			if err := checkGroupsInsideIslands(c, p); err != nil {
-				return fp, err
-			}
-			fp.perGroup = true
-		}
-	default:
-		fp.sockets = len(fp.islands) > 1 && !shared
-		if fp.sockets && anyRDMA {
-			cc, why := islandsCommConfig(c, p, fp.islands, o, userEnv)
-			if cc != nil {
-				fp.sockets, fp.comm = false, cc
-				break
-			}
-			fp.fallback = why
+		fp.perGroup = true
+	}
+	if d.PerCommunicator {
+		cc, why := islandsCommConfig(c, p, fp.islands, o, userEnv)
+		if cc != nil {
+			fp.comm = cc
+		} else {
+			fp.sockets, fp.fallback = true, why
 			fp.warnings = append(fp.warnings, "the job spans islands without a shared RDMA fabric: every rank uses TCP sockets (NCCL_IB_DISABLE=1) because a communicator mixing transports hangs, and RDMA cannot be kept inside islands: "+why)
 		}
 	}

@@ -92,3 +92,39 @@ func SocketsOnly(t Transport, islands []Island) bool {
 	shared, _ := SharedRDMA(islands)
 	return len(islands) > 1 && !shared
 }
+
+// Decision is what a mode means for the islands a job uses.
+type Decision struct {
+	// Sockets: every rank uses TCP sockets.
+	Sockets bool
+	// PerGroup: RDMA inside islands and Holmes' cross-island groups over
+	// sockets (the groups that cross islands must be pipeline groups).
+	PerGroup bool
+	// PerCommunicator: under auto, the job spans islands without a shared
+	// RDMA fabric but has RDMA: each communicator type gets a network of
+	// its own (RDMA inside islands, sockets across) where the job can have
+	// it, else every rank falls back to sockets.
+	PerCommunicator bool
+	// NoRDMA: no island of the job has RDMA.
+	NoRDMA bool
+}
+
+// Decide applies a mode to the islands a job of framework f uses.
+func Decide(m Mode, f parallel.Framework, islands []Island) (Decision, error) {
+	shared, anyRDMA := SharedRDMA(islands)
+	d := Decision{NoRDMA: !anyRDMA}
+	spans := len(islands) > 1 && !shared
+	switch m {
+	case ModeSockets:
+		d.Sockets = true
+	case ModePerGroup:
+		if f != parallel.FrameworkMegatron {
+			return d, fmt.Errorf("--nccl-mode per-group needs Holmes' Megatron fork (--framework megatron), not %s; use --nccl-mode sockets", f)
+		}
+		d.PerGroup = spans
+	default:
+		d.Sockets = spans && !anyRDMA
+		d.PerCommunicator = spans && anyRDMA
+	}
+	return d, nil
+}

@@ -54,3 +54,32 @@ func TestModeTransport(t *testing.T) {
 		t.Error("--nccl-mode rdma accepted")
 	}
 }
+
+func TestDecide(t *testing.T) {
+	ib := func(f string) Island { return Island{RDMA: true, Fabric: f} }
+	eth := Island{}
+	mega, ds := parallel.FrameworkMegatron, parallel.FrameworkDeepSpeed
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		fw      parallel.Framework
+		islands []Island
+		want    Decision
+		err     bool
+	}{
+		{"auto, one fabric", ModeAuto, mega, []Island{ib("a"), ib("a")}, Decision{}, false},
+		{"auto, rdma islands apart", ModeAuto, mega, []Island{ib("a"), ib("b")}, Decision{PerCommunicator: true}, false},
+		{"auto, rdma and ethernet", ModeAuto, ds, []Island{ib("a"), eth}, Decision{PerCommunicator: true}, false},
+		{"auto, ethernet only", ModeAuto, mega, []Island{eth, eth}, Decision{Sockets: true, NoRDMA: true}, false},
+		{"auto, one ethernet island", ModeAuto, mega, []Island{eth}, Decision{NoRDMA: true}, false},
+		{"sockets", ModeSockets, mega, []Island{ib("a")}, Decision{Sockets: true}, false},
+		{"per-group apart", ModePerGroup, mega, []Island{ib("a"), eth}, Decision{PerGroup: true}, false},
+		{"per-group on one fabric", ModePerGroup, mega, []Island{ib("a")}, Decision{}, false},
+		{"per-group needs megatron", ModePerGroup, ds, []Island{ib("a"), eth}, Decision{}, true},
+	} {
+		got, err := Decide(tc.mode, tc.fw, tc.islands)
+		if (err != nil) != tc.err || (err == nil && got != tc.want) {
+			t.Errorf("%s: %+v, %v; want %+v (error %v)", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}
