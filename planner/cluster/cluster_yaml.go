@@ -38,7 +38,7 @@ func Parse(data []byte) (*File, error) {
 	return &f, nil
 }
 
-// Marshal writes f as YAML that ParseClusterFile reads back unchanged.
+// Marshal writes f as YAML that Parse reads back unchanged.
 func (f *File) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)

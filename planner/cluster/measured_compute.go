@@ -156,7 +156,7 @@ func (f *File) applyMeasuredCompute(islands []Island, hosts []Host) {
 }
 
 // scaleCompute makes g's tensor-core work s times faster. (i11model's
-// GPUSpec.ComputeScale16/FP8 take this over when they land.)
+// gpu.Spec.ComputeScale16/FP8 take this over when they land.)
 func scaleCompute(g *gpu.Spec, s float64) {
 	g.PeakTFLOPS = gpu.PeakFLOPS(*g) / 1e12 * s
 }

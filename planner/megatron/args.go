@@ -40,7 +40,7 @@ func (a Args) positive(flag string, errs *yamlcheck.Problems) int {
 // --micro-batch-size, --sequence-parallel, --recompute-granularity,
 // --use-distributed-optimizer, --zero-stage (Megatron-DeepSpeed; otherwise
 // ZeroStage is -1, free) and --optimizer-cpu-offload (ForceOffload).
-// Batch sizes come from MegatronBatchArgs.
+// Batch sizes come from BatchArgs.
 func ModelFromArgs(args []string) (m model.Model, fixed parallel.Constraints, found bool, err error) {
 	return ModelFromArgsVocab(args, nil)
 }
@@ -69,7 +69,7 @@ func Tokenizer(args []string) TokenizerArgs {
 	return t
 }
 
-// ModelFromArgsVocab is ModelFromMegatronArgs that reads the
+// ModelFromArgsVocab is ModelFromArgs that reads the
 // vocabulary as Megatron does: from the tokenizer (vocab reads its files;
 // nil: GPT2BPETokenizer's 50257 only), --vocab-size + 1 for NullTokenizer,
 // else --vocab-size. Only when nothing tells is a missing --vocab-size an
@@ -409,12 +409,12 @@ var unmodelledFeatures = []struct {
 	flags []string
 	what  string
 }{
-	// Mixture of experts is modelled (planner/moe.go) for Megatron-Core's
+	// Mixture of experts is modelled (planner/memory and planner/search, moe.go) for Megatron-Core's
 	// alltoall dispatcher; these variants are not.
 	{[]string{"--moe-enable-deepep", "--moe-flex-dispatcher-backend"}, "DeepEP / flex dispatch: the expert all-to-all is priced as the alltoall dispatcher's"},
 	{[]string{"--moe-router-num-groups", "--moe-router-group-topk"}, "device-limited (group) routing: the all-to-all is priced as if a token's experts could sit on any EP rank"},
 	{[]string{"--ep-world-size"}, "Megatron-DeepSpeed mixture of experts: planned as the dense model"},
-	// --fp8-format is modelled (planner/choices.go); FP4 is not.
+	// --fp8-format is modelled (Precision, precision.go); FP4 is not.
 	{[]string{"--fp4-format", "--fp4-recipe"}, "FP4 training: the estimate prices its GEMMs and weights as the planned precision's"},
 	{[]string{"--mtp-num-layers"}, "multi-token prediction: its extra layers and losses are not in the estimate"},
 	{[]string{"--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank"}, "multi-latent attention: attention is estimated as standard (GQA) attention"},

@@ -469,7 +469,7 @@ func HostBytesPerNode(m model.Model, cfg parallel.Config, f parallel.Framework, 
 // EstimatePlan evaluates every pipeline rank and returns the worst
 // (PeakStage is that rank), with the GPU and host capacities filled in and
 // the host need of ranksPerHost ranks per node. hostBytes 0 means unknown
-// (MemoryEstimate.Fits then ignores host memory).
+// (Estimate.Fits then ignores host memory).
 func EstimatePlan(m model.Model, cfg parallel.Config, f parallel.Framework, gpuBytes, hostBytes float64, ranksPerHost int) Estimate {
 	cfg = WithStages(m, cfg)
 	est := Estimate{

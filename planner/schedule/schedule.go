@@ -19,7 +19,7 @@ type Times struct {
 	// (no hop, and no wrap-around link). Link[r] is then the hop between
 	// ranks r and r+1 in either direction; Link[p-1] is unused.
 	Wave bool
-	// Trace asks for every op's start and end in ScheduleResult.Events (the
+	// Trace asks for every op's start and end in Result.Events (the
 	// report draws them); the search leaves it off.
 	Trace bool
 }
@@ -46,7 +46,7 @@ type Event struct {
 	Start, End         float64
 }
 
-// Kind picks the op order and the dependencies of SimulateSchedule.
+// Kind picks the op order and the dependencies of Simulate.
 type Kind struct {
 	Wave bool
 }
