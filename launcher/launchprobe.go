@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -199,4 +200,19 @@ func parseRouteGet(out string) (dev, src string, err error) {
 		return "", "", fmt.Errorf("no route to rank 0's host: ip route get says %q", strings.TrimSpace(out))
 	}
 	return dev, src, nil
+}
+
+// LocalLaunchProbe is the launch probe of a job run on this machine: its
+// ranks meet on loopback (torchrun's --standalone), so nothing leaves the
+// machine and nothing depends on what its host name resolves to.
+func LocalLaunchProbe(python string) *LaunchProbe {
+	hr := HostRoute{Target: LocalHostName, Ifname: "lo", Src: "127.0.0.1", Python: python}
+	if python != "" {
+		st, err := os.Stat(python)
+		hr.PythonFound = err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+	}
+	if h, err := os.Hostname(); err == nil {
+		hr.Hostname = h
+	}
+	return &LaunchProbe{MasterAddr: "127.0.0.1", Hosts: []HostRoute{hr}}
 }

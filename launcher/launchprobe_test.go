@@ -4,10 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
-
-	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Recorded on a test-bed host (198.18.0.12) asked for rank 0 at
@@ -116,20 +113,5 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 	}
 	if other.Ifname != hr.Ifname || other.PythonFound {
 		t.Errorf("towards %s: interface %q (want %q), python found %v (want false)", master, other.Ifname, hr.Ifname, other.PythonFound)
-	}
-}
-
-// TestHostsDifferingOnlyByPortAreTwoHosts: two containers on one machine
-// (same name, other SSH ports) are two hosts of a job; the same host twice
-// is still an error.
-func TestHostsDifferingOnlyByPortAreTwoHosts(t *testing.T) {
-	rank := func(r int) []job.RankJob { return []job.RankJob{{Rank: r, Argv: []string{"true"}}} }
-	job := job.Job{Name: "j", Hosts: []job.HostJob{{Name: "box", Port: 2222, Ranks: rank(0)}, {Name: "box", Port: 2223, Ranks: rank(1)}}}
-	if err := validateJob(job); err != nil {
-		t.Errorf("hosts differing by port: %v", err)
-	}
-	job.Hosts[1].Port = 2222
-	if err := validateJob(job); err == nil || !strings.Contains(err.Error(), "box:2222 appears twice") {
-		t.Errorf("the same host twice: %v", err)
 	}
 }

@@ -67,62 +67,6 @@ func (c MeasureCache) Save(hosts []MeasureHost, m *cluster.MeasuredBandwidth) er
 	return nil
 }
 
-// SlowLinkFactor: inside a group of identical hosts, a host pair whose
-// measured rate (the slower direction) is below 1/SlowLinkFactor of the
-// group's fastest pair is a slow link, and hosts joined only by slow links
-// go to separate islands. A factor this large keeps measurement noise
-// (pairs sharing CPUs, a busy link) from splitting a real island.
-const SlowLinkFactor = 4
-
-// splitBySpeed splits a group of identical hosts into islands connected by
-// fast measured links. Hosts missing from the matrix stay with the first
-// island.
-func splitBySpeed(group []*HostProbe, m *cluster.MeasuredBandwidth, nameOf func(*HostProbe) string) [][]*HostProbe {
-	idx := map[string]int{}
-	for i, h := range m.Hosts {
-		idx[h] = i
-	}
-	rate := func(a, b *HostProbe) (float64, bool) {
-		i, ok1 := idx[nameOf(a)]
-		j, ok2 := idx[nameOf(b)]
-		if !ok1 || !ok2 {
-			return 0, false
-		}
-		return min(m.GbitPerS[i][j], m.GbitPerS[j][i]), true
-	}
-	best := 0.0
-	for i := range group {
-		for j := i + 1; j < len(group); j++ {
-			if r, ok := rate(group[i], group[j]); ok {
-				best = max(best, r)
-			}
-		}
-	}
-	parent := make([]int, len(group))
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(i int) int {
-		if parent[i] != i {
-			parent[i] = find(parent[i])
-		}
-		return parent[i]
-	}
-	for i := range group {
-		if _, measured := idx[nameOf(group[i])]; !measured {
-			parent[find(i)] = find(0)
-			continue
-		}
-		for j := i + 1; j < len(group); j++ {
-			if r, ok := rate(group[i], group[j]); ok && r*SlowLinkFactor >= best {
-				parent[find(j)] = find(i)
-			}
-		}
-	}
-	return groupInOrder(group, func(i int, _ *HostProbe) int { return find(i) })
-}
-
 // MatrixTable renders a measured matrix as an aligned text table (Gbit/s).
 func MatrixTable(m *cluster.MeasuredBandwidth) string {
 	var b strings.Builder

@@ -59,7 +59,11 @@ func TestParseIperf3JSONCaptures(t *testing.T) {
 		{file: "client-refused.json", errText: "Connection refused"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			got, err := ParseIperf3JSON([]byte(readTestdata(t, "iperf3", tc.file)))
+			capture, err := os.ReadFile(filepath.Join("testdata", "iperf3", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ParseIperf3JSON(capture)
 			if tc.errText != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errText) {
 					t.Errorf("err = %v, want %q", err, tc.errText)
@@ -115,30 +119,6 @@ func TestMeasureCache(t *testing.T) {
 	// user's own, as the launch probe cache's is.
 	if st, err := os.Stat(c.Dir); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("cache dir mode %v, %v; want 0700", st.Mode().Perm(), err)
-	}
-}
-
-func TestSplitBySpeed(t *testing.T) {
-	probes := []*HostProbe{{Target: "a1"}, {Target: "a2"}, {Target: "b1"}, {Target: "b2"}, {Target: "c"}}
-	// a1,a2 and b1,b2 fast inside (~10 Gbit/s), 0.1 between; c not measured.
-	m := &cluster.MeasuredBandwidth{Hosts: []string{"a1", "a2", "b1", "b2"}, GbitPerS: [][]float64{
-		{0, 9, 0.1, 0.1},
-		{11, 0, 0.1, 0.1},
-		{0.1, 0.1, 0, 7},
-		{0.1, 0.1, 8, 0},
-	}}
-	got := splitBySpeed(probes, m, func(hp *HostProbe) string { return hp.Target })
-	var names [][]string
-	for _, g := range got {
-		var l []string
-		for _, hp := range g {
-			l = append(l, hp.Target)
-		}
-		names = append(names, l)
-	}
-	want := [][]string{{"a1", "a2", "c"}, {"b1", "b2"}}
-	if !reflect.DeepEqual(names, want) {
-		t.Errorf("islands %v, want %v", names, want)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
@@ -29,12 +28,6 @@ type HostProbe struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Runner runs one command line on a host and returns its output; *Conn
-// satisfies it.
-type Runner interface {
-	Run(ctx context.Context, cmd string) (stdout, stderr []byte, err error)
-}
-
 // ProbeHost runs the probe command on one host and parses its output.
 // target names the host in the result.
 func ProbeHost(ctx context.Context, target string, r Runner) (*HostProbe, error) {
@@ -48,17 +41,6 @@ func ProbeHost(ctx context.Context, target string, r Runner) (*HostProbe, error)
 	}
 	hp.Target = target
 	return hp, nil
-}
-
-func stderrSuffix(stderr []byte) string {
-	s := strings.TrimSpace(string(stderr))
-	if s == "" {
-		return ""
-	}
-	if len(s) > 400 {
-		s = "..." + s[len(s)-400:]
-	}
-	return " (stderr: " + s + ")"
 }
 
 // ProbeHosts connects to every target through pool (at most pool.Fanout at

@@ -112,3 +112,27 @@ func TestBuildClusterFileUnknownGPUWarns(t *testing.T) {
 		t.Errorf("unknown GPU written as %+v", g)
 	}
 }
+
+func TestSplitBySpeed(t *testing.T) {
+	probes := []*HostProbe{{Target: "a1"}, {Target: "a2"}, {Target: "b1"}, {Target: "b2"}, {Target: "c"}}
+	// a1,a2 and b1,b2 fast inside (~10 Gbit/s), 0.1 between; c not measured.
+	m := &cluster.MeasuredBandwidth{Hosts: []string{"a1", "a2", "b1", "b2"}, GbitPerS: [][]float64{
+		{0, 9, 0.1, 0.1},
+		{11, 0, 0.1, 0.1},
+		{0.1, 0.1, 0, 7},
+		{0.1, 0.1, 8, 0},
+	}}
+	got := splitBySpeed(probes, m, func(hp *HostProbe) string { return hp.Target })
+	var names [][]string
+	for _, g := range got {
+		var l []string
+		for _, hp := range g {
+			l = append(l, hp.Target)
+		}
+		names = append(names, l)
+	}
+	want := [][]string{{"a1", "a2", "c"}, {"b1", "b2"}}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("islands %v, want %v", names, want)
+	}
+}

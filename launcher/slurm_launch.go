@@ -61,14 +61,14 @@ func slurmBundle(names, scripts []string) []byte {
 	return b.Bytes()
 }
 
-// SrunCommand is the srun command line a Slurm launch of job runs (for
+// SrunCommand is the srun command line a Slurm launch of job through s runs (for
 // --dry-run); TAG stands for the per-attempt control tag.
-func (s Slurm) SrunCommand(job job.Job) string {
-	return shellquote.Join(append([]string{s.srun()}, s.jobStepArgs(hostNames(job), "TAG")...))
+func SrunCommand(s Slurm, job job.Job) string {
+	return shellquote.Join(append([]string{s.srun()}, jobStepArgs(s, hostNames(job), "TAG")...))
 }
 
 // jobStepArgs: the dispatcher gets the control tag as $1.
-func (s Slurm) jobStepArgs(nodes []string, tag string) []string {
+func jobStepArgs(s Slurm, nodes []string, tag string) []string {
 	return append(s.stepArgs(nodes), "--input=all", "--unbuffered", "/bin/sh", "-c", slurmDispatcher, "pipette-dispatch", tag)
 }
 
@@ -161,7 +161,7 @@ func runSlurmAttempt(ctx context.Context, s Slurm, job job.Job, opts LaunchOptio
 	events := make(chan event, 2*nRanks+4*len(runs))
 	st := &slurmStep{s: s, done: make(chan struct{})}
 	demux := newSlurmDemux(byNode, tag, opts, out, events, st)
-	st.cmd = exec.Command(s.srun(), s.jobStepArgs(names, strings.TrimSuffix(tag, " "))...)
+	st.cmd = exec.Command(s.srun(), jobStepArgs(s, names, strings.TrimSuffix(tag, " "))...)
 	st.cmd.Env = s.env()
 	stdout, stderr := &lineSplitter{fn: demux.stdout}, &lineSplitter{fn: demux.stderr}
 	st.cmd.Stdout = stdout

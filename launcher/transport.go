@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -94,10 +92,6 @@ func (t sshTransport) heartbeats() bool { return true }
 // stdin is our pipe: when we end, however we end, the kernel closes it and
 // the agent's watchdog stops the ranks, so no heartbeat is needed.
 type localTransport struct{}
-
-// LocalHostName is how a local job's host is named in errors from its
-// agent.
-const LocalHostName = "this machine"
 
 func (localTransport) start(cmd string, stdout, stderr io.Writer) (agentSession, error) {
 	c := exec.Command("/bin/sh", "-c", cmd)
@@ -233,57 +227,4 @@ func eachInTurn(ctx context.Context, targets []HostTarget, fn func(ctx context.C
 		}
 	}
 	return errs.ErrorOrNil()
-}
-
-// IsThisMachine reports whether target is the machine we run on, reached
-// as ourselves on sshd's default port: its address (after ~/.ssh/config's
-// HostName) is loopback, this machine's host name (or its short form), or
-// one of this machine's interface addresses. A port of its own (a
-// container behind a forwarded port) or another login is another host,
-// reached over SSH. Nothing is looked up in DNS.
-func IsThisMachine(target HostTarget, opts SSHOptions) bool {
-	r, err := resolveTarget(target, opts)
-	if err != nil || r.Port != 22 || r.User != currentUser() {
-		return false
-	}
-	addr := strings.ToLower(strings.Trim(r.Addr, "[]"))
-	if addr == "localhost" || strings.HasSuffix(addr, ".localhost") {
-		return true
-	}
-	if ip := net.ParseIP(addr); ip != nil {
-		if ip.IsLoopback() {
-			return true
-		}
-		addrs, _ := net.InterfaceAddrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
-				return true
-			}
-		}
-		return false
-	}
-	own, err := os.Hostname()
-	if err != nil || own == "" {
-		return false
-	}
-	own = strings.ToLower(own)
-	short := func(s string) string { h, _, _ := strings.Cut(s, "."); return h }
-	// "gpu7" names "gpu7.cluster" and the other way round; two full
-	// names must match.
-	return addr == own || ((!strings.Contains(addr, ".") || !strings.Contains(own, ".")) && short(addr) == short(own))
-}
-
-// LocalLaunchProbe is the launch probe of a job run on this machine: its
-// ranks meet on loopback (torchrun's --standalone), so nothing leaves the
-// machine and nothing depends on what its host name resolves to.
-func LocalLaunchProbe(python string) *LaunchProbe {
-	hr := HostRoute{Target: LocalHostName, Ifname: "lo", Src: "127.0.0.1", Python: python}
-	if python != "" {
-		st, err := os.Stat(python)
-		hr.PythonFound = err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
-	}
-	if h, err := os.Hostname(); err == nil {
-		hr.Hostname = h
-	}
-	return &LaunchProbe{MasterAddr: "127.0.0.1", Hosts: []HostRoute{hr}}
 }

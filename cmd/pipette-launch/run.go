@@ -345,7 +345,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			fmt.Fprintf(opts.IO.Out, "# %s\n", opts.probeNote)
 		}
 		if opts.slurm != nil {
-			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, opts.slurm.SrunCommand(*job))
+			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, launcher.SrunCommand(*opts.slurm, *job))
 		}
 		return templates.Describe(opts.IO.Out, job)
 	case opts.OutputDir != "":
@@ -684,7 +684,7 @@ func printDryRunJSON(opts *RunOptions, summary string, plan *search.Plan, job *j
 		Plan *search.Plan `json:"plan,omitempty"`
 	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan}
 	if opts.slurm != nil {
-		out.SrunCommand = opts.slurm.SrunCommand(*job)
+		out.SrunCommand = launcher.SrunCommand(*opts.slurm, *job)
 	}
 	enc := json.NewEncoder(opts.IO.Out)
 	enc.SetIndent("", "  ")
