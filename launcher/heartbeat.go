@@ -50,7 +50,7 @@ func heartbeat(c *Conn, sess agentSession, timeout time.Duration) {
 		}()
 		if silent := time.Since(base) - time.Duration(heard.Load()); silent > timeout {
 			c.markLost(fmt.Errorf("%w: nothing heard from the host for %s (--heartbeat-timeout %s)", ErrConnLost, silent.Round(100*time.Millisecond), timeout))
-			c.client.Close()
+			c.Client().Close()
 			return
 		}
 	}
