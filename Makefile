@@ -18,7 +18,7 @@ test: deps check
 # fuzzing). A crash leaves its input under the package's testdata/fuzz/,
 # which plain `go test` then runs as a regression test: commit it.
 FUZZTIME ?= 15s
-FUZZ_TARGETS = ./internal/hostlist:FuzzExpand ./launcher:FuzzParseHostfile ./planner:FuzzParseClusterFile \
+FUZZ_TARGETS = ./internal/hostlist:FuzzExpand ./launcher/remote:FuzzParseHostfile ./planner:FuzzParseClusterFile \
 	./planner:FuzzParseModelFile ./planner:FuzzModelFromMegatronArgs ./templates:FuzzPlannedDSConfig \
 	./internal/shellquote:FuzzQuoteRoundTrip
 fuzz:

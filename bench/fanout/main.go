@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/stats"
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
@@ -48,11 +49,11 @@ func run(nHosts, n int, command string) error {
 	}
 	defer tb.Down()
 
-	sshOpts := launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
+	sshOpts := remote.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
 		IdentityFiles: []string{tb.KeyFile}}
-	var targets []launcher.HostTarget
+	var targets []remote.HostTarget
 	for _, h := range tb.Names() {
-		targets = append(targets, launcher.HostTarget{Name: h})
+		targets = append(targets, remote.HostTarget{Name: h})
 	}
 
 	cli, err := buildCLI()
@@ -93,13 +94,13 @@ func run(nHosts, n int, command string) error {
 	return nil
 }
 
-func poolRun(ctx context.Context, targets []launcher.HostTarget, opts launcher.SSHOptions, command string) error {
-	p := launcher.NewPool(opts, 64)
+func poolRun(ctx context.Context, targets []remote.HostTarget, opts remote.SSHOptions, command string) error {
+	p := remote.NewPool(opts, 64)
 	defer p.Close()
 	if err := p.DialAll(ctx, targets); err != nil {
 		return err
 	}
-	return p.Each(ctx, targets, func(ctx context.Context, t launcher.HostTarget) error {
+	return p.Each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
 		out, _, err := p.Conn(t).Run(ctx, command)
 		if err == nil && command == "hostname" && strings.TrimSpace(string(out)) != t.Name {
 			err = fmt.Errorf("hostname = %q", out)
@@ -108,14 +109,14 @@ func poolRun(ctx context.Context, targets []launcher.HostTarget, opts launcher.S
 	})
 }
 
-func launchRun(ctx context.Context, tb *testbed.Testbed, opts launcher.SSHOptions, command string) error {
+func launchRun(ctx context.Context, tb *testbed.Testbed, opts remote.SSHOptions, command string) error {
 	j := job.Job{Name: "bench", WorkDir: "/tmp/pipette-bench"}
 	for i, h := range tb.Names() {
 		j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i,
 			Ranks: []job.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", command}}}})
 	}
 	var out strings.Builder
-	err := launcher.Launch(ctx, j, launcher.LaunchOptions{SSH: opts, Out: &out})
+	err := launch.Launch(ctx, j, launch.LaunchOptions{SSH: opts, Out: &out})
 	if err == nil && command == "hostname" {
 		for i, h := range tb.Names() {
 			if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: %s\n", h, i, h)) {

@@ -12,15 +12,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
-	"github.com/urfave/cli/v2"
-	"gopkg.in/yaml.v3"
 )
 
 // CalibrateOptions are the inputs of `pipette-launch calibrate`.
@@ -295,7 +296,7 @@ func observedIteration(opts *CalibrateOptions, globalBatch int) (median float64,
 		if err != nil {
 			return 0, nil, 0, err
 		}
-		l, err := launcher.ParseIterationLog(fh, globalBatch, opts.Skip)
+		l, err := measure.ParseIterationLog(fh, globalBatch, opts.Skip)
 		fh.Close()
 		if err != nil {
 			if firstErr == nil {
@@ -309,7 +310,7 @@ func observedIteration(opts *CalibrateOptions, globalBatch int) (median float64,
 	if len(all) == 0 {
 		return 0, nil, 0, firstErr
 	}
-	return launcher.IterationLog{Seconds: all}.MedianSeconds(), sources, len(all), nil
+	return measure.IterationLog{Seconds: all}.MedianSeconds(), sources, len(all), nil
 }
 
 func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, after float64, cal *cluster.Calibration) {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 )
 
 // filterResources applies DeepSpeed's --include/--exclude (runner.py
@@ -15,7 +15,7 @@ import (
 // slots, or the listed ones); exclude drops the listed slots, or whole
 // hosts. Hosts keep the hostfile's order; a host left without slots is
 // dropped. It returns the hosts and each one's slots (GPU indices).
-func filterResources(hosts []launcher.HostSpec, include, exclude string) ([]launcher.HostSpec, [][]int, error) {
+func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote.HostSpec, [][]int, error) {
 	if include != "" && exclude != "" {
 		return nil, nil, inputErrorf("--include and --exclude cannot be combined (DeepSpeed: mutually exclusive)")
 	}
@@ -66,7 +66,7 @@ func filterResources(hosts []launcher.HostSpec, include, exclude string) ([]laun
 			}
 		}
 	}
-	var outHosts []launcher.HostSpec
+	var outHosts []remote.HostSpec
 	var outSlots [][]int
 	for i, h := range hosts {
 		if len(chosen[i]) == 0 {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
@@ -263,15 +263,15 @@ func TestErrorField(t *testing.T) {
 // probe --json: the probed hosts and the cluster file's text on stdout;
 // the file is still written to -o, but not to stdout with -o -.
 func TestProbeJSON(t *testing.T) {
-	probes := []*launcher.HostProbe{
+	probes := []*probe.HostProbe{
 		{Target: "gpu1", Hostname: "gpu1", Addr: "198.18.0.11", MemoryBytes: 512 << 30, CPUCores: 64,
-			GPUs: []launcher.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, BusID: "00000000:18:00.0"}},
-			NICs: []launcher.NIC{{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
+			GPUs: []probe.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, BusID: "00000000:18:00.0"}},
+			NICs: []probe.NIC{{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
 		{Target: "gpu2", Hostname: "gpu2", Addr: "198.18.0.12", MemoryBytes: 512 << 30, CPUCores: 64,
-			GPUs: []launcher.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, BusID: "00000000:18:00.0"}},
-			NICs: []launcher.NIC{{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
+			GPUs: []probe.GPU{{Index: 0, Name: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, BusID: "00000000:18:00.0"}},
+			NICs: []probe.NIC{{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", RateGbitPerS: 100, State: "up", Active: true}}},
 	}
-	f, _, err := launcher.BuildClusterFile(probes, launcher.ClusterOptions{})
+	f, _, err := probe.BuildClusterFile(probes, probe.ClusterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

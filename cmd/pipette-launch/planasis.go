@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
@@ -30,7 +30,7 @@ type asIsLayout struct {
 // --nproc-per-node), and returns the listed names in their order. Every
 // listed host must be in the cluster file: it is what prices them.
 func restrictToListed(f *cluster.File, hosts, hostfile string) ([]string, error) {
-	listed, err := launcher.ResolveHosts(launcher.HostSources{Hosts: hosts, Hostfile: hostfile, Getenv: func(string) string { return "" }})
+	listed, err := remote.ResolveHosts(remote.HostSources{Hosts: hosts, Hostfile: hostfile, Getenv: func(string) string { return "" }})
 	if err != nil {
 		return nil, err
 	}

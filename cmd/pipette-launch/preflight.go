@@ -7,19 +7,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/preflight"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
-	"github.com/urfave/cli/v2"
 )
 
 // launchPreflight starts the preflight job like launchJob, its output to
 // out; tests replace it.
 var launchPreflight = func(ctx context.Context, job *job.Job, opts *RunOptions, out io.Writer) error {
-	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
+	return launch.Launch(ctx, *job, launch.LaunchOptions{
 		Slurm:            opts.slurm,
 		SSH:              opts.SSH,
 		Fanout:           opts.Fanout,

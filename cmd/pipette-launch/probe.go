@@ -11,9 +11,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // ProbeOptions are the inputs of `pipette-launch probe`.
@@ -27,7 +30,7 @@ type ProbeOptions struct {
 	Hostfile string
 	// Getenv reads SLURM_JOB_NODELIST (os.Getenv when nil).
 	Getenv func(string) string
-	SSH    launcher.SSHOptions
+	SSH    remote.SSHOptions
 	Fanout int
 	// Launcher is how hosts are reached: ssh, slurm (srun inside the
 	// allocation), or auto (slurm when SLURM_JOB_ID is set).
@@ -80,14 +83,14 @@ The planner then uses these rates instead of the catalog's (docs/cluster-format.
 			&cli.BoolFlag{Name: "json", Usage: "print the probed hosts and the cluster file as one JSON object on stdout (the file is still written to -o unless -o -); errors as JSON on stderr", Destination: &opts.JSON},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "cluster.yaml", Usage: "cluster file to write (- for stdout)", Destination: &opts.Output},
 			&cli.IntFlag{Name: "nproc-per-node", Usage: "process slots on hosts without GPUs", Destination: &opts.NProcPerNode},
-			&cli.StringFlag{Name: "group", Value: launcher.GroupByHardware, Usage: "form clusters by identical `hardware`, or one per `host`", Destination: &opts.Group},
-			&cli.Float64Flag{Name: "cpu-tflops", Value: launcher.DefaultCPUSlotTFLOPS, Usage: "nominal TFLOP/s of one slot on a GPU-less host", Destination: &opts.CPUSlotTFLOPS},
+			&cli.StringFlag{Name: "group", Value: probe.GroupByHardware, Usage: "form clusters by identical `hardware`, or one per `host`", Destination: &opts.Group},
+			&cli.Float64Flag{Name: "cpu-tflops", Value: probe.DefaultCPUSlotTFLOPS, Usage: "nominal TFLOP/s of one slot on a GPU-less host", Destination: &opts.CPUSlotTFLOPS},
 			&cli.BoolFlag{Name: "measure", Usage: "measure pairwise bandwidth with iperf3 (must be installed on the hosts)", Destination: &opts.Measure},
 			&cli.IntFlag{Name: "measure-seconds", Value: 2, Usage: "seconds per direction per pair", Destination: &opts.MeasureSeconds},
 			&cli.IntFlag{Name: "measure-port", Value: 5201, Usage: "TCP port of the iperf3 servers", Destination: &opts.MeasurePort},
 			&cli.IntFlag{Name: "measure-pairs-at-once", Usage: "pairs measured together per round (0: all n/2; 1: each pair alone)", Destination: &opts.PairsAtOnce},
 			&cli.BoolFlag{Name: "reprobe", Usage: "measure again even when a fresh cached measurement exists", Destination: &opts.Reprobe},
-			&cli.DurationFlag{Name: "max-age", Value: launcher.DefaultMeasureMaxAge, Usage: "reuse a cached measurement younger than this", Destination: &opts.MaxAge},
+			&cli.DurationFlag{Name: "max-age", Value: measure.DefaultMeasureMaxAge, Usage: "reuse a cached measurement younger than this", Destination: &opts.MaxAge},
 			&cli.StringFlag{Name: "cache-dir", Usage: "where measurements are cached (default: the user cache dir)", Destination: &opts.CacheDir},
 			&cli.Float64Flag{Name: "measure-compute-seconds", Value: 3, Usage: "with --measure: seconds of GEMM sweep per host (0: no compute measurement)", Destination: &opts.ComputeSeconds},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter with torch on the hosts, for --measure's compute sweep", Destination: &opts.Python},
@@ -130,8 +133,8 @@ func probeExitStatus(err error) error {
 
 func (o *ProbeOptions) validate() error {
 	switch {
-	case o.Group != "" && o.Group != launcher.GroupByHardware && o.Group != launcher.GroupPerHost:
-		return probeInputErrorf("--group %q: want %s or %s", o.Group, launcher.GroupByHardware, launcher.GroupPerHost)
+	case o.Group != "" && o.Group != probe.GroupByHardware && o.Group != probe.GroupPerHost:
+		return probeInputErrorf("--group %q: want %s or %s", o.Group, probe.GroupByHardware, probe.GroupPerHost)
 	case o.NProcPerNode < 0:
 		return probeInputErrorf("--nproc-per-node %d: want a positive number", o.NProcPerNode)
 	case o.MeasureSeconds < 0 || o.MeasureSeconds > 600:
@@ -159,7 +162,7 @@ func runProbe(opts *ProbeOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	progress := launcher.NewProgress(opts.IO.ErrOut)
+	progress := probe.NewProgress(opts.IO.ErrOut)
 	reach, err := newHostReach(opts)
 	if err != nil {
 		return err
@@ -175,10 +178,10 @@ func runProbe(opts *ProbeOptions) error {
 			fmt.Fprintf(opts.IO.ErrOut, "warning: %s: %s\n", hp.Target, w)
 		}
 	}
-	co := launcher.ClusterOptions{
+	co := probe.ClusterOptions{
 		NProcPerNode:  opts.NProcPerNode,
 		Group:         opts.Group,
-		Entries:       launcher.HostEntries(targets),
+		Entries:       probe.HostEntries(targets),
 		CPUSlotTFLOPS: opts.CPUSlotTFLOPS,
 	}
 	if opts.Measure {
@@ -189,7 +192,7 @@ func runProbe(opts *ProbeOptions) error {
 			return err
 		}
 	}
-	f, warnings, err := launcher.BuildClusterFile(probes, co)
+	f, warnings, err := probe.BuildClusterFile(probes, co)
 	if err != nil {
 		return probeInputError{fmt.Errorf("probe: %w", err)}
 	}
@@ -214,11 +217,11 @@ func runProbe(opts *ProbeOptions) error {
 // printProbeJSON is probe --json: the probed hosts and the cluster file's
 // text on stdout, the file written to -o first (not with -o -: stdout
 // carries only the JSON).
-func printProbeJSON(opts *ProbeOptions, probes []*launcher.HostProbe, data []byte) error {
+func printProbeJSON(opts *ProbeOptions, probes []*probe.HostProbe, data []byte) error {
 	out := struct {
-		Hosts       []*launcher.HostProbe `json:"hosts"`
-		ClusterFile string                `json:"cluster_file"`
-		Output      string                `json:"output,omitempty"`
+		Hosts       []*probe.HostProbe `json:"hosts"`
+		ClusterFile string             `json:"cluster_file"`
+		Output      string             `json:"output,omitempty"`
 	}{Hosts: probes, ClusterFile: string(data)}
 	if opts.Output != "-" {
 		if err := writeClusterFile(opts, data); err != nil {
@@ -231,15 +234,15 @@ func printProbeJSON(opts *ProbeOptions, probes []*launcher.HostProbe, data []byt
 	return enc.Encode(out)
 }
 
-func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
-	probes []*launcher.HostProbe, progress *launcher.Progress) (*cluster.MeasuredBandwidth, error) {
+func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(remote.HostTarget) remote.Runner, targets []remote.HostTarget,
+	probes []*probe.HostProbe, progress *probe.Progress) (*cluster.MeasuredBandwidth, error) {
 	if len(targets) < 2 {
 		fmt.Fprintln(opts.IO.ErrOut, "measure: one host, no links to measure")
 		return nil, nil
 	}
-	hosts := make([]launcher.MeasureHost, len(targets))
+	hosts := make([]measure.MeasureHost, len(targets))
 	for i, t := range targets {
-		hosts[i] = launcher.MeasureHost{Name: t.Name, Addr: probes[i].Addr, Runner: runner(t)}
+		hosts[i] = measure.MeasureHost{Name: t.Name, Addr: probes[i].Addr, Runner: runner(t)}
 		if hosts[i].Addr == "" {
 			return nil, fmt.Errorf("measure: %s: the probe found no IPv4 address other hosts could reach", t.Name)
 		}
@@ -247,14 +250,14 @@ func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.
 	dir := opts.CacheDir
 	if dir == "" {
 		var err error
-		if dir, err = launcher.DefaultMeasureCacheDir(); err != nil {
+		if dir, err = measure.DefaultMeasureCacheDir(); err != nil {
 			return nil, err
 		}
 	}
-	cache := launcher.MeasureCache{Dir: dir}
+	cache := measure.MeasureCache{Dir: dir}
 	maxAge := opts.MaxAge
 	if maxAge <= 0 {
-		maxAge = launcher.DefaultMeasureMaxAge
+		maxAge = measure.DefaultMeasureMaxAge
 	}
 	if !opts.Reprobe {
 		if m, ok := cache.Load(hosts, maxAge, time.Now()); ok {
@@ -263,7 +266,7 @@ func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(launcher.
 			return m, nil
 		}
 	}
-	m, err := launcher.Measure(ctx, hosts, launcher.MeasureOptions{
+	m, err := measure.Measure(ctx, hosts, measure.MeasureOptions{
 		Seconds: opts.MeasureSeconds, Port: opts.MeasurePort, PairsAtOnce: opts.PairsAtOnce, Progress: progress,
 	})
 	if err != nil {
@@ -328,10 +331,10 @@ func printProbeSummary(opts *ProbeOptions, f *cluster.File) {
 			strings.Join(names, ", "), c.GPUsPerHost, c.GPU.Model, strings.Join(nics, ", "), c.HostMemoryGiB, c.CPUCores)
 	}
 	if f.Measured != nil {
-		fmt.Fprintf(w, "measured with %s at %s:\n%s", f.Measured.Tool, f.Measured.MeasuredAt.Format(time.RFC3339), launcher.MatrixTable(f.Measured))
+		fmt.Fprintf(w, "measured with %s at %s:\n%s", f.Measured.Tool, f.Measured.MeasuredAt.Format(time.RFC3339), measure.MatrixTable(f.Measured))
 	}
 	if mc := f.MeasuredCompute; mc != nil {
-		fmt.Fprintf(w, "compute measured with %s at %s (TFLOP/s per GPU or slot, all at once):\n%s", mc.Tool, mc.MeasuredAt.Format(time.RFC3339), launcher.ComputeTable(mc))
+		fmt.Fprintf(w, "compute measured with %s at %s (TFLOP/s per GPU or slot, all at once):\n%s", mc.Tool, mc.MeasuredAt.Format(time.RFC3339), measure.ComputeTable(mc))
 	}
 	if opts.Output != "-" {
 		fmt.Fprintf(w, "wrote %s\n", opts.Output)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 )
@@ -12,8 +14,8 @@ import (
 // measureCompute runs the compute sweep on every probed host: one worker
 // per GPU, or per --nproc-per-node slot on GPU-less hosts (whose CPU
 // threads are shared out among the slots, as torchrun's OMP rule does).
-func measureCompute(ctx context.Context, opts *ProbeOptions, runner func(launcher.HostTarget) launcher.Runner, targets []launcher.HostTarget,
-	probes []*launcher.HostProbe, progress *launcher.Progress) (*cluster.MeasuredCompute, error) {
+func measureCompute(ctx context.Context, opts *ProbeOptions, runner func(remote.HostTarget) remote.Runner, targets []remote.HostTarget,
+	probes []*probe.HostProbe, progress *probe.Progress) (*cluster.MeasuredCompute, error) {
 	if opts.ComputeSeconds <= 0 {
 		return nil, nil
 	}
@@ -25,22 +27,22 @@ func measureCompute(ctx context.Context, opts *ProbeOptions, runner func(launche
 		}
 		model = &m
 	}
-	hosts := make([]launcher.ComputeHost, 0, len(targets))
+	hosts := make([]measure.ComputeHost, 0, len(targets))
 	for i, t := range targets {
 		hp := probes[i]
-		o := launcher.ComputeOptions{Python: opts.Python, BudgetSeconds: opts.ComputeSeconds, CUDA: len(hp.GPUs) > 0, Workers: len(hp.GPUs)}
+		o := measure.ComputeOptions{Python: opts.Python, BudgetSeconds: opts.ComputeSeconds, CUDA: len(hp.GPUs) > 0, Workers: len(hp.GPUs)}
 		if !o.CUDA {
 			o.Workers = max(opts.NProcPerNode, 1)
 		}
 		o.Threads = max(1, hp.CPUCores/o.Workers)
 		if model != nil {
-			o.Shapes = launcher.ModelComputeShapes(*model, o.Workers)
+			o.Shapes = measure.ModelComputeShapes(*model, o.Workers)
 		} else {
-			o.Shapes = launcher.DefaultComputeShapes(o.CUDA)
+			o.Shapes = measure.DefaultComputeShapes(o.CUDA)
 		}
-		hosts = append(hosts, launcher.ComputeHost{Name: t.Name, Runner: runner(t), Options: o})
+		hosts = append(hosts, measure.ComputeHost{Name: t.Name, Runner: runner(t), Options: o})
 	}
-	mc, err := launcher.MeasureCompute(ctx, hosts, progress)
+	mc, err := measure.MeasureCompute(ctx, hosts, progress)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/testbed"
@@ -28,7 +28,7 @@ func TestProbeMeasureComputeOnTestbed(t *testing.T) {
 	opts := &ProbeOptions{
 		IO:    &IOStreams{Out: &stdout, ErrOut: &stderr},
 		Hosts: "cpu1,cpu2",
-		SSH: launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
+		SSH: remote.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
 			IdentityFiles: []string{tb.KeyFile}},
 		NProcPerNode: 2, CPUSlotTFLOPS: 1, Measure: true, MeasureSeconds: 1, MeasurePort: 5303, Reprobe: true,
 		CacheDir: t.TempDir(), ComputeSeconds: 1, Python: bedPython, Output: out,

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/testbed"
-	"github.com/urfave/cli/v2"
 )
 
 func probeExit(err error) int {
@@ -67,7 +69,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 		opts := &ProbeOptions{
 			IO:    &IOStreams{Out: &stdout, ErrOut: &stderr},
 			Hosts: "ib1,roce1,eth1",
-			SSH: launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
+			SSH: remote.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
 				IdentityFiles: []string{tb.KeyFile}},
 			NProcPerNode: 2, Measure: true, MeasureSeconds: 1, MeasurePort: 5302,
 			Reprobe: reprobe, CacheDir: filepath.Join(dir, "cache"), Output: out,
@@ -110,7 +112,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 	}
 	// ib1 and roce1 share group a; eth1 is behind the 100 Mbit/s link.
 	if m.GbitPerS[0][1] < 1 || m.GbitPerS[0][2] > 0.11 || m.GbitPerS[2][1] > 0.11 {
-		t.Errorf("matrix does not show the slow links:\n%s", launcher.MatrixTable(m))
+		t.Errorf("matrix does not show the slow links:\n%s", measure.MatrixTable(m))
 	}
 
 	cached, stderr := run(false)
@@ -130,7 +132,7 @@ func TestProbeCommandOnTestbed(t *testing.T) {
 	err := runProbe(&ProbeOptions{
 		IO:    &IOStreams{Out: &stdout, ErrOut: &errOut},
 		Hosts: "ib1,root@127.0.0.1:1",
-		SSH: launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
+		SSH: remote.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile,
 			IdentityFiles: []string{tb.KeyFile}},
 		NProcPerNode: 1, Output: bad,
 	})

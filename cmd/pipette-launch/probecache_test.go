@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -35,11 +36,11 @@ func TestDryRunShowsTheCachedLaunchProbe(t *testing.T) {
 	savedProbe, savedLaunch := probeLaunch, launchJob
 	t.Cleanup(func() { probeLaunch, launchJob = savedProbe, savedLaunch })
 	probes, iface := 0, "ens"
-	probeLaunch = func(_ context.Context, targets []launcher.HostTarget, rank0 int, _ string, _ *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+	probeLaunch = func(_ context.Context, targets []remote.HostTarget, rank0 int, _ string, _ *RunOptions) (*probe.LaunchProbe, *remote.Pool, error) {
 		probes++
-		lp := &launcher.LaunchProbe{MasterAddr: "10.1.2.3", ProbedAt: time.Now().UTC()}
+		lp := &probe.LaunchProbe{MasterAddr: "10.1.2.3", ProbedAt: time.Now().UTC()}
 		for i, tg := range targets {
-			lp.Hosts = append(lp.Hosts, launcher.HostRoute{Target: tg.String(), Ifname: iface + string(rune('1'+i))})
+			lp.Hosts = append(lp.Hosts, probe.HostRoute{Target: tg.String(), Ifname: iface + string(rune('1'+i))})
 		}
 		return lp, nil, nil
 	}

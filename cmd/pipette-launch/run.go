@@ -15,18 +15,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
-	"github.com/urfave/cli/v2"
 )
 
 // RunOptions are the inputs of `pipette-launch run` (and of the bare
@@ -88,7 +89,7 @@ type RunOptions struct {
 	ScriptArgs []string
 
 	// Launching: SSH connection, output filters and stopping.
-	SSH                          launcher.SSHOptions
+	SSH                          remote.SSHOptions
 	Fanout                       int
 	LocalRanksFilter, QuietRanks []int
 	StopGrace, HeartbeatTimeout  time.Duration
@@ -97,9 +98,9 @@ type RunOptions struct {
 	Report   ReportOptions
 	searched *searchedPlans
 	// slurm is the allocation the job starts in when --launcher picks Slurm.
-	slurm *launcher.Slurm
+	slurm *remote.Slurm
 	// pool holds the launch probe's connections for the launch to reuse.
-	pool *launcher.Pool
+	pool *remote.Pool
 	// standalone is --standalone; local: the job runs on this machine
 	// without SSH (runlocal.go).
 	standalone, local bool
@@ -116,7 +117,7 @@ type RunOptions struct {
 // launchJob starts a rendered job on its hosts and supervises it. The
 // launcher package provides it; tests replace it.
 var launchJob = func(ctx context.Context, job *job.Job, opts *RunOptions) error {
-	return launcher.Launch(ctx, *job, launcher.LaunchOptions{
+	return launch.Launch(ctx, *job, launch.LaunchOptions{
 		Slurm:            opts.slurm,
 		Local:            opts.local,
 		SSH:              opts.SSH,
@@ -345,7 +346,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			fmt.Fprintf(opts.IO.Out, "# %s\n", opts.probeNote)
 		}
 		if opts.slurm != nil {
-			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, launcher.SrunCommand(*opts.slurm, *job))
+			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, launch.SrunCommand(*opts.slurm, *job))
 		}
 		return templates.Describe(opts.IO.Out, job)
 	case opts.OutputDir != "":
@@ -584,13 +585,13 @@ func capCluster(f *cluster.File, nnodes, nproc int) error {
 // listedHosts reads --hosts, --hostfile (DeepSpeed's `HOST slots=N` or one
 // host per line) or SLURM_JOB_NODELIST. --nproc-per-node caps a hostfile's
 // slots and gives the rank count where none is listed (torchrun's default 1).
-func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]launcher.HostSpec, error) {
-	hosts, err := launcher.ResolveHosts(launcher.HostSources{Hosts: o.Hosts, Hostfile: o.Hostfile, Getenv: envLookup(o.Env)})
+func listedHosts(o *RunOptions, nproc int, allGPUs bool) ([]remote.HostSpec, error) {
+	hosts, err := remote.ResolveHosts(remote.HostSources{Hosts: o.Hosts, Hostfile: o.Hostfile, Getenv: envLookup(o.Env)})
 	if err != nil {
 		return nil, &inputError{err.Error()}
 	}
 	if allGPUs {
-		if !runsHere(o, launcher.Targets(hosts)) {
+		if !runsHere(o, remote.Targets(hosts)) {
 			return nil, inputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has (or a job on this machine alone, counted here); give a number with --hosts/--hostfile", o.NProcPerNode)
 		}
 		if nproc, err = localRanksPerNode(o); err != nil {
@@ -632,7 +633,7 @@ func envLookup(env []string) func(string) string {
 
 // hostsCluster is a cluster of listed hosts with nothing probed: no NICs
 // (NCCL keeps its own detection) and unknown GPUs.
-func hostsCluster(hosts []launcher.HostSpec) *cluster.Cluster {
+func hostsCluster(hosts []remote.HostSpec) *cluster.Cluster {
 	island := cluster.Island{Spec: cluster.IslandSpec{Name: "hosts"}}
 	var hs []cluster.Host
 	for i, h := range hosts {
@@ -684,7 +685,7 @@ func printDryRunJSON(opts *RunOptions, summary string, plan *search.Plan, job *j
 		Plan *search.Plan `json:"plan,omitempty"`
 	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan}
 	if opts.slurm != nil {
-		out.SrunCommand = launcher.SrunCommand(*opts.slurm, *job)
+		out.SrunCommand = launch.SrunCommand(*opts.slurm, *job)
 	}
 	enc := json.NewEncoder(opts.IO.Out)
 	enc.SetIndent("", "  ")

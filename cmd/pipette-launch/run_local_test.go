@@ -203,7 +203,7 @@ func TestNProcPerNodeCountedHere(t *testing.T) {
 
 func TestCountGPUs(t *testing.T) {
 	for _, f := range []string{"nvidia-h200.L.txt", "nvidia-h100-80gb-hbm3.L.txt"} {
-		b, err := os.ReadFile(filepath.Join("../../launcher/testdata/nvidia-smi", f))
+		b, err := os.ReadFile(filepath.Join("../../launcher/probe/testdata/nvidia-smi", f))
 		if err != nil {
 			t.Fatalf("fixture: %v", err)
 		}

@@ -16,7 +16,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -182,7 +183,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 func stubProbe(t *testing.T) {
 	saved := probeLaunch
 	t.Cleanup(func() { probeLaunch = saved })
-	probeLaunch = func(context.Context, []launcher.HostTarget, int, string, *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+	probeLaunch = func(context.Context, []remote.HostTarget, int, string, *RunOptions) (*probe.LaunchProbe, *remote.Pool, error) {
 		return nil, nil, nil
 	}
 }
@@ -552,11 +553,11 @@ func TestInterpreterFromLaunchingPath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var checked string
-			probeLaunch = func(_ context.Context, targets []launcher.HostTarget, rank0 int, python string, _ *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+			probeLaunch = func(_ context.Context, targets []remote.HostTarget, rank0 int, python string, _ *RunOptions) (*probe.LaunchProbe, *remote.Pool, error) {
 				checked = python
-				lp := &launcher.LaunchProbe{MasterAddr: "10.0.0.1"}
+				lp := &probe.LaunchProbe{MasterAddr: "10.0.0.1"}
 				for i := range targets {
-					lp.Hosts = append(lp.Hosts, launcher.HostRoute{Ifname: "eth0", PythonFound: tc.found[i]})
+					lp.Hosts = append(lp.Hosts, probe.HostRoute{Ifname: "eth0", PythonFound: tc.found[i]})
 				}
 				return lp, nil, nil
 			}

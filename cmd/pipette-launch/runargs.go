@@ -10,7 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
 )
 
 // runFlags are torchrun's flags (dashed and underscored spellings, PET_*
@@ -50,17 +51,17 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
 		&cli.BoolFlag{Name: "plan-overrides-config", Usage: "let the plan change your DeepSpeed config's batch sizes, ZeRO stage and offload (printed as a diff) instead of keeping them"},
 		&cli.BoolFlag{Name: "reprobe", Usage: "with --dry-run/--output-dir: run the quick launch probe now (one SSH command per host: rank 0's address, each host's interface, python) instead of reading its cache"},
-		&cli.DurationFlag{Name: "probe-max-age", Value: launcher.DefaultLaunchProbeMaxAge, Usage: "--dry-run/--output-dir show a cached launch probe younger than this (a launch always probes and caches)"},
+		&cli.DurationFlag{Name: "probe-max-age", Value: probe.DefaultLaunchProbeMaxAge, Usage: "--dry-run/--output-dir show a cached launch probe younger than this (a launch always probes and caches)"},
 		&cli.BoolFlag{Name: "standalone", EnvVars: []string{"PET_STANDALONE"}, Usage: "torchrun's single-host mode: this machine only, without SSH (ranks meet on 127.0.0.1)"},
 		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
 		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
 		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
 		&cli.StringFlag{Name: "quiet-ranks", Usage: "global ranks whose output is not streamed (0,3); they still go to --log-dir"},
-		&cli.DurationFlag{Name: "stop-grace", Value: launcher.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
+		&cli.DurationFlag{Name: "stop-grace", Value: launch.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
 		&cli.BoolFlag{Name: "preflight", Usage: "before the job, run a collective test through the job's exact environment: an all-reduce in every TP, CP and DP group and a send/recv on every pipeline link; stop naming the group, hosts and transport that fail (pipette-launch preflight runs only the test)"},
 		&cli.DurationFlag{Name: "preflight-timeout", Value: 30 * time.Second, Usage: "preflight: limit for every connection and operation"},
 		&cli.Float64Flag{Name: "preflight-min-share", Value: 0.5, Usage: "preflight with NCCL: fail a group whose bus bandwidth is under this share of the plan's figure (gloo on CPU is reported, not judged)"},
-		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launcher.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
+		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launch.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
 	}, append(append(sshFlags(), reportFlags()...), ignoredTorchrunFlags()...)...)
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -19,7 +19,7 @@ import (
 // a host with a port of its own is a container, reached over SSH.
 
 // runsHere reports whether a job on these hosts runs on this machine.
-func runsHere(o *RunOptions, hosts []launcher.HostTarget) bool {
+func runsHere(o *RunOptions, hosts []remote.HostTarget) bool {
 	switch o.Launcher {
 	case launcherSSH, launcherSlurm:
 		return false
@@ -30,14 +30,14 @@ func runsHere(o *RunOptions, hosts []launcher.HostTarget) bool {
 	if strings.TrimSpace(envLookup(o.Env)("SLURM_JOB_ID")) != "" {
 		return false
 	}
-	return len(hosts) == 1 && launcher.IsThisMachine(hosts[0], o.SSH)
+	return len(hosts) == 1 && remote.IsThisMachine(hosts[0], o.SSH)
 }
 
 // jobTargets are the rendered job's hosts as the launcher reaches them.
-func jobTargets(job *job.Job) []launcher.HostTarget {
-	out := make([]launcher.HostTarget, len(job.Hosts))
+func jobTargets(job *job.Job) []remote.HostTarget {
+	out := make([]remote.HostTarget, len(job.Hosts))
 	for i, h := range job.Hosts {
-		out[i] = launcher.HostTarget{Name: h.Name, Addr: cmp.Or(h.Address, h.Name), User: h.User, Port: h.Port}
+		out[i] = remote.HostTarget{Name: h.Name, Addr: cmp.Or(h.Address, h.Name), User: h.User, Port: h.Port}
 	}
 	return out
 }

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
@@ -18,20 +19,20 @@ import (
 
 // probeLaunch runs the quick pre-launch probe over a new pool, which the
 // launch then reuses; tests replace it. A nil probe means "nothing known".
-var probeLaunch = func(ctx context.Context, targets []launcher.HostTarget, rank0 int, python string, opts *RunOptions) (*launcher.LaunchProbe, *launcher.Pool, error) {
+var probeLaunch = func(ctx context.Context, targets []remote.HostTarget, rank0 int, python string, opts *RunOptions) (*probe.LaunchProbe, *remote.Pool, error) {
 	if opts.local {
-		return launcher.LocalLaunchProbe(python), nil, nil
+		return probe.LocalLaunchProbe(python), nil, nil
 	}
 	if opts.slurm != nil {
 		nodes := make([]string, len(targets))
 		for i, t := range targets {
 			nodes[i] = t.Name
 		}
-		lp, err := launcher.ProbeLaunchSlurm(ctx, *opts.slurm, nodes, rank0, python)
+		lp, err := probe.ProbeLaunchSlurm(ctx, *opts.slurm, nodes, rank0, python)
 		return lp, nil, err
 	}
-	pool := launcher.NewPool(opts.SSH, opts.Fanout)
-	lp, err := launcher.ProbeLaunch(ctx, pool, targets, rank0, python)
+	pool := remote.NewPool(opts.SSH, opts.Fanout)
+	lp, err := probe.ProbeLaunch(ctx, pool, targets, rank0, python)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
@@ -69,7 +70,7 @@ func probeForLaunch(ctx context.Context, o *RunOptions, c *cluster.Cluster, p *s
 
 // probeTargets are the hosts the plan uses, in placement order, their
 // indexes in the cluster, and which of them runs rank 0.
-func probeTargets(c *cluster.Cluster, p *search.Plan) (targets []launcher.HostTarget, hostIdx []int, rank0 int) {
+func probeTargets(c *cluster.Cluster, p *search.Plan) (targets []remote.HostTarget, hostIdx []int, rank0 int) {
 	seen := map[int]bool{}
 	for _, r := range p.Placement {
 		if seen[r.HostIndex] {
@@ -77,7 +78,7 @@ func probeTargets(c *cluster.Cluster, p *search.Plan) (targets []launcher.HostTa
 		}
 		seen[r.HostIndex] = true
 		h := c.Hosts[r.HostIndex]
-		targets = append(targets, launcher.HostTarget{Name: h.Name, Addr: cmp.Or(h.Address, h.Name), User: h.User, Port: h.Port})
+		targets = append(targets, remote.HostTarget{Name: h.Name, Addr: cmp.Or(h.Address, h.Name), User: h.User, Port: h.Port})
 		hostIdx = append(hostIdx, r.HostIndex)
 	}
 	for _, r := range p.Placement {
@@ -103,7 +104,7 @@ func pythonCandidate(o *RunOptions) string {
 
 // launchFactsFrom turns a launch probe (nil: nothing known) into what the
 // render needs, with warnings for hosts lacking an interface or python.
-func launchFactsFrom(o *RunOptions, lp *launcher.LaunchProbe, targets []launcher.HostTarget, hostIdx []int, candidate string, c *cluster.Cluster) *launchFacts {
+func launchFactsFrom(o *RunOptions, lp *probe.LaunchProbe, targets []remote.HostTarget, hostIdx []int, candidate string, c *cluster.Cluster) *launchFacts {
 	facts := &launchFacts{python: o.Python}
 	if lp == nil {
 		return facts
@@ -136,13 +137,13 @@ func launchFactsFrom(o *RunOptions, lp *launcher.LaunchProbe, targets []launcher
 // launchProbeCache is where launch probes are kept: the user's cache
 // directory (XDG_CACHE_HOME, else ~/.cache) of the environment
 // pipette-launch runs in, as probe's measurements.
-func launchProbeCache(o *RunOptions) launcher.LaunchProbeCache {
+func launchProbeCache(o *RunOptions) probe.LaunchProbeCache {
 	get := envLookup(o.Env)
 	dir := get("XDG_CACHE_HOME")
 	if dir == "" || !filepath.IsAbs(dir) {
 		dir = filepath.Join(get("HOME"), ".cache")
 	}
-	return launcher.LaunchProbeCache{Dir: filepath.Join(dir, "pipette-launch")}
+	return probe.LaunchProbeCache{Dir: filepath.Join(dir, "pipette-launch")}
 }
 
 // withCachedProbe is --dry-run's and --output-dir's view of where the
@@ -157,10 +158,10 @@ func withCachedProbe(ctx context.Context, o *RunOptions, c *cluster.Cluster, p *
 	targets, hostIdx, rank0 := probeTargets(c, p)
 	candidate := pythonCandidate(o)
 	cache := launchProbeCache(o)
-	maxAge := cmp.Or(o.ProbeMaxAge, launcher.DefaultLaunchProbeMaxAge)
-	var lp *launcher.LaunchProbe
+	maxAge := cmp.Or(o.ProbeMaxAge, probe.DefaultLaunchProbeMaxAge)
+	var lp *probe.LaunchProbe
 	if o.Reprobe {
-		var pool *launcher.Pool
+		var pool *remote.Pool
 		var err error
 		if lp, pool, err = probeLaunch(ctx, targets, rank0, candidate, o); err != nil {
 			return nil, fmt.Errorf("--reprobe: %w", err)

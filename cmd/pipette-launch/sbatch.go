@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -149,7 +149,7 @@ func sbatchNodes(o *RunOptions) (batchNodes, error) {
 		b.GPUsPerNode = max(b.GPUsPerNode, len(h.Ranks))
 	}
 	for _, h := range cluster.Hosts {
-		if h.GPU.Model == launcher.CPUModel {
+		if h.GPU.Model == probe.CPUModel {
 			gpus = false
 		}
 	}

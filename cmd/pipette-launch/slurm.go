@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -44,9 +45,9 @@ func (o *ProbeOptions) getenv() func(string) string {
 // hostReach is how probe reaches its hosts: an SSH pool, or srun steps in
 // the Slurm allocation.
 type hostReach struct {
-	targets []launcher.HostTarget
-	pool    *launcher.Pool
-	slurm   *launcher.Slurm
+	targets []remote.HostTarget
+	pool    *remote.Pool
+	slurm   *remote.Slurm
 }
 
 func newHostReach(opts *ProbeOptions) (*hostReach, error) {
@@ -56,13 +57,13 @@ func newHostReach(opts *ProbeOptions) (*hostReach, error) {
 		return nil, probeInputError{err}
 	}
 	if which == launcherSSH {
-		specs, err := launcher.ResolveHosts(launcher.HostSources{Hosts: opts.Hosts, Hostfile: opts.Hostfile, Getenv: opts.Getenv})
+		specs, err := remote.ResolveHosts(remote.HostSources{Hosts: opts.Hosts, Hostfile: opts.Hostfile, Getenv: opts.Getenv})
 		if err != nil {
 			return nil, probeInputError{fmt.Errorf("probe: %w", err)}
 		}
-		return &hostReach{targets: launcher.Targets(specs), pool: launcher.NewPool(opts.SSH, opts.Fanout)}, nil
+		return &hostReach{targets: remote.Targets(specs), pool: remote.NewPool(opts.SSH, opts.Fanout)}, nil
 	}
-	s, nodes, err := launcher.SlurmFromEnv(getenv)
+	s, nodes, err := remote.SlurmFromEnv(getenv)
 	if err != nil {
 		return nil, probeInputError{fmt.Errorf("probe --launcher slurm: %w", err)}
 	}
@@ -70,9 +71,9 @@ func newHostReach(opts *ProbeOptions) (*hostReach, error) {
 	if err != nil {
 		return nil, probeInputError{fmt.Errorf("probe --launcher slurm: %w", err)}
 	}
-	targets := make([]launcher.HostTarget, len(names))
+	targets := make([]remote.HostTarget, len(names))
 	for i, n := range names {
-		targets[i] = launcher.HostTarget{Name: n}
+		targets[i] = remote.HostTarget{Name: n}
 	}
 	return &hostReach{targets: targets, slurm: &s}, nil
 }
@@ -83,7 +84,7 @@ func slurmNodesChosen(nodes []string, hosts, hostfile string) ([]string, error) 
 	if hosts == "" && hostfile == "" {
 		return nodes, nil
 	}
-	specs, err := launcher.ResolveHosts(launcher.HostSources{Hosts: hosts, Hostfile: hostfile, Getenv: func(string) string { return "" }})
+	specs, err := remote.ResolveHosts(remote.HostSources{Hosts: hosts, Hostfile: hostfile, Getenv: func(string) string { return "" }})
 	if err != nil {
 		return nil, err
 	}
@@ -97,19 +98,19 @@ func slurmNodesChosen(nodes []string, hosts, hostfile string) ([]string, error) 
 	return out, nil
 }
 
-func (r *hostReach) probe(ctx context.Context, progress *launcher.Progress) ([]*launcher.HostProbe, error) {
+func (r *hostReach) probe(ctx context.Context, progress *probe.Progress) ([]*probe.HostProbe, error) {
 	if r.slurm != nil {
 		names := make([]string, len(r.targets))
 		for i, t := range r.targets {
 			names[i] = t.Name
 		}
-		return launcher.ProbeHostsSlurm(ctx, *r.slurm, names, progress)
+		return probe.ProbeHostsSlurm(ctx, *r.slurm, names, progress)
 	}
-	return launcher.ProbeHosts(ctx, r.pool, r.targets, progress)
+	return probe.ProbeHosts(ctx, r.pool, r.targets, progress)
 }
 
 // runner runs one-off commands on a host (the bandwidth measurement).
-func (r *hostReach) runner(t launcher.HostTarget) launcher.Runner {
+func (r *hostReach) runner(t remote.HostTarget) remote.Runner {
 	if r.slurm != nil {
 		return r.slurm.Runner(t.Name)
 	}
@@ -124,13 +125,13 @@ func (r *hostReach) close() {
 
 // slurmFor returns the allocation a run starts in when --launcher picks
 // Slurm (nil for SSH). Every host of the job must be one of its nodes.
-func slurmFor(o *RunOptions, job *job.Job) (*launcher.Slurm, error) {
+func slurmFor(o *RunOptions, job *job.Job) (*remote.Slurm, error) {
 	getenv := envLookup(o.Env)
 	which, err := chooseLauncher(o.Launcher, getenv)
 	if err != nil || which != launcherSlurm {
 		return nil, inputErrorOrNil(err)
 	}
-	s, nodes, err := launcher.SlurmFromEnv(getenv)
+	s, nodes, err := remote.SlurmFromEnv(getenv)
 	if err != nil {
 		return nil, inputErrorf("--launcher slurm: %v", err)
 	}

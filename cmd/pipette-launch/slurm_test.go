@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
@@ -70,7 +70,7 @@ func TestProbeThroughSrunMatchesSSH(t *testing.T) {
 	}
 	viaSSH := probe("ssh", ProbeOptions{
 		Hosts: "ib1,roce1,eth1", Launcher: launcherSSH, Getenv: func(string) string { return "" },
-		SSH: launcher.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile, IdentityFiles: []string{tb.KeyFile}},
+		SSH: remote.SSHOptions{SSHConfigFile: tb.SSHConfigFile, KnownHostsFile: tb.KnownHostsFile, IdentityFiles: []string{tb.KeyFile}},
 	})
 	inAlloc := func(k string) string { return alloc[k] }
 	// The allocation lists its nodes sorted (eth1,ib1,roce1): --hosts orders them.

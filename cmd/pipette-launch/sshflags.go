@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
 )
 
 // sshFlags are the connection flags `probe` and `run` share. Host keys are
@@ -20,13 +20,13 @@ func sshFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "SSH private key file (repeatable)"},
 		&cli.StringFlag{Name: "user", Usage: "SSH user for hosts that name none"},
 		&cli.IntFlag{Name: "ssh-port", Aliases: []string{"ssh_port"}, Usage: "SSH port for hosts that name none (DeepSpeed's --ssh_port)"},
-		&cli.IntFlag{Name: "fanout", Value: launcher.DefaultFanout, Usage: "hosts contacted at once"},
+		&cli.IntFlag{Name: "fanout", Value: remote.DefaultFanout, Usage: "hosts contacted at once"},
 	}
 }
 
 // sshOptionsFromCLI reads the flags sshFlags defines.
-func sshOptionsFromCLI(c *cli.Context) (launcher.SSHOptions, int) {
-	return launcher.SSHOptions{
+func sshOptionsFromCLI(c *cli.Context) (remote.SSHOptions, int) {
+	return remote.SSHOptions{
 		SSHConfigFile:         c.String("ssh-config"),
 		KnownHostsFile:        c.String("known-hosts"),
 		InsecureIgnoreHostKey: c.Bool("insecure-skip-host-key-check"),

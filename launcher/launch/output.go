@@ -1,0 +1,215 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/pipette-launch/pipette-launch/internal/text"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// output fans rank output out to the console (filtered), per-rank log
+// files and a tail kept for failure summaries.
+type output struct {
+	job  job.Job
+	opts LaunchOptions
+
+	mu    sync.Mutex
+	local map[rankKey]int // rank -> local rank
+	shown map[rankKey]bool
+	logs  map[rankKey]*os.File
+	tails map[rankKey]*lineRing
+}
+
+type rankKey struct {
+	host string
+	rank int
+}
+
+func newOutput(j job.Job, opts LaunchOptions) *output {
+	o := &output{job: j, opts: opts, local: map[rankKey]int{}, shown: map[rankKey]bool{},
+		logs: map[rankKey]*os.File{}, tails: map[rankKey]*lineRing{}}
+	quiet := map[int]bool{}
+	for _, r := range opts.QuietRanks {
+		quiet[r] = true
+	}
+	var filter map[int]bool
+	if opts.LocalRanksFilter != nil {
+		filter = map[int]bool{}
+		for _, l := range opts.LocalRanksFilter {
+			filter[l] = true
+		}
+	}
+	// Hosts are named by their labels: two hosts that differ only by port
+	// get their own log files and line prefixes.
+	labels := job.HostLabels(j.Hosts)
+	for i, h := range j.Hosts {
+		for _, r := range h.Ranks {
+			k := rankKey{labels[i], r.Rank}
+			o.local[k] = r.LocalRank
+			o.shown[k] = !quiet[r.Rank] && (filter == nil || filter[r.LocalRank])
+			o.tails[k] = &lineRing{max: opts.TailLines}
+		}
+	}
+	return o
+}
+
+// openLogs creates LogDir/<host>.<rank>.log for every rank (host: its
+// label, name_port for hosts that differ only by port).
+func (o *output) openLogs() error {
+	if o.opts.LogDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.opts.LogDir, 0o755); err != nil {
+		return fmt.Errorf("--log-dir: %w", err)
+	}
+	for k := range o.local {
+		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("--log-dir: %w", err)
+		}
+		o.logs[k] = f
+	}
+	return nil
+}
+
+// logAttempt marks a restart in every log file.
+func (o *output) logAttempt(n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, f := range o.logs {
+		fmt.Fprintf(f, "=== pipette-launch: restart %d ===\n", n)
+	}
+	for _, t := range o.tails {
+		t.reset()
+	}
+}
+
+func (o *output) rankLine(host string, rank int, line string) {
+	k := rankKey{host, rank}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t := o.tails[k]; t != nil {
+		t.add(line)
+	}
+	if f := o.logs[k]; f != nil {
+		io.WriteString(f, line+"\n")
+	}
+	if show, known := o.shown[k]; show || !known {
+		fmt.Fprintf(o.opts.Out, "%s:%d: %s\n", host, rank, line)
+	}
+}
+
+// hostLine is output from a host that belongs to no rank (agent errors).
+func (o *output) hostLine(host, line string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Fprintf(o.opts.Out, "%s: %s\n", host, line)
+}
+
+func (o *output) note(format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Fprintf(o.opts.Out, format+"\n", args...)
+}
+
+func (o *output) tail(host string, rank int) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t := o.tails[rankKey{host, rank}]; t != nil {
+		return t.lines()
+	}
+	return nil
+}
+
+func (o *output) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, f := range o.logs {
+		f.Close()
+	}
+}
+
+// lineRing keeps the last max lines.
+type lineRing struct {
+	max  int
+	buf  []string
+	next int
+	full bool
+}
+
+func (r *lineRing) add(s string) {
+	if r.max <= 0 {
+		return
+	}
+	if len(r.buf) < r.max {
+		r.buf = append(r.buf, s)
+		return
+	}
+	r.buf[r.next] = s
+	r.next = (r.next + 1) % r.max
+	r.full = true
+}
+
+func (r *lineRing) lines() []string {
+	if !r.full {
+		return append([]string(nil), r.buf...)
+	}
+	return append(append([]string(nil), r.buf[r.next:]...), r.buf[:r.next]...)
+}
+
+func (r *lineRing) reset() { r.buf, r.next, r.full = nil, 0, false }
+
+// lineSplitter calls fn for each complete line written to it. Very long
+// lines are cut so a rank printing without newlines cannot exhaust memory.
+type lineSplitter struct {
+	mu  sync.Mutex
+	buf []byte
+	fn  func(string)
+}
+
+const maxLine = 64 << 10
+
+func (l *lineSplitter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := indexNL(l.buf)
+		if i < 0 {
+			break
+		}
+		l.fn(string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > maxLine {
+		l.fn(string(l.buf))
+		l.buf = nil
+	}
+	return len(p), nil
+}
+
+func (l *lineSplitter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.fn(string(l.buf))
+		l.buf = nil
+	}
+}
+
+func indexNL(b []byte) int {
+	for i, c := range b {
+		if c == '\n' {
+			return i
+		}
+	}
+	return -1
+}
+
+func fsMode(m uint32) os.FileMode { return os.FileMode(m).Perm() }

@@ -1,0 +1,625 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/internal/text"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// LaunchOptions control how a job is started and supervised.
+type LaunchOptions struct {
+	SSH    remote.SSHOptions
+	Fanout int // hosts driven at once; DefaultFanout when 0
+	// Pool reuses connections (e.g. the probe's); Launch dials hosts it
+	// lacks and does not close it. When nil Launch uses its own.
+	Pool *remote.Pool
+	// Out receives every shown output line as "host:rank: line"; nil
+	// discards. Launch's own notes (restarts, stop problems) go here too.
+	Out io.Writer
+	// LogDir, when set, keeps one file per rank: LogDir/<host>.<rank>.log.
+	LogDir string
+	// LocalRanksFilter shows only these local ranks on Out (like torchrun's
+	// --local-ranks-filter); nil shows all. QuietRanks hides these global
+	// ranks. Hidden output still goes to LogDir and into failure summaries.
+	LocalRanksFilter []int
+	QuietRanks       []int
+	// Grace is how long ranks get between TERM and KILL (default 10s).
+	Grace time.Duration
+	// MaxRestarts restarts the whole job up to this many times after a
+	// rank fails (not after a cancel or a lost host that cannot be reached).
+	MaxRestarts int
+	// StartTimeout bounds how long a host's agent may take to come up
+	// (default 30s).
+	StartTimeout time.Duration
+	// TailLines is how many last output lines of the failed rank the
+	// summary shows (default 20).
+	TailLines int
+	// KeepPythonBuffering leaves PYTHONUNBUFFERED unset; by default it is
+	// set to 1 (unless the job sets it) so output streams live and the
+	// last lines before a crash are not lost in a buffer.
+	KeepPythonBuffering bool
+	// Slurm, when set, starts the job as one srun step in that allocation
+	// instead of over SSH (SSH, Fanout and Pool are then unused).
+	Slurm *remote.Slurm
+	// Local runs a one-host job on this machine without SSH, as torchrun
+	// does: the same agent, as our child process (SSH, Fanout and Pool are
+	// then unused).
+	Local bool
+	// HeartbeatTimeout: each host's agent stops its ranks (TERM, KILL
+	// after Grace) when it hears nothing from us for this long, and a host
+	// we hear nothing from for this long is lost (default 30s).
+	HeartbeatTimeout time.Duration
+	// Now is the clock (tests); time.Now when nil.
+	Now func() time.Time
+}
+
+// DefaultHeartbeatTimeout is --heartbeat-timeout's default.
+const DefaultHeartbeatTimeout = 30 * time.Second
+
+// DefaultGrace is how long ranks get between SIGTERM and SIGKILL when the
+// job is stopped: long enough for a checkpoint-free rank to flush its logs.
+const DefaultGrace = 10 * time.Second
+
+func (o LaunchOptions) withDefaults() LaunchOptions {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.TailLines <= 0 {
+		o.TailLines = 20
+	}
+	if o.HeartbeatTimeout <= 0 {
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// DefaultWorkDir is where a job's files land when Job.WorkDir is empty.
+func DefaultWorkDir(jobName string) string {
+	return "/tmp/pipette-" + text.SafeName(jobName)
+}
+
+// Launch starts job on every host and supervises it until every rank has
+// exited 0 (nil), a rank fails, a host is lost or ctx is cancelled. In the
+// failure cases every rank on every host is stopped (TERM to each host's
+// process group, KILL after Grace) before Launch returns a *JobFailure
+// naming the first failure. Connection, upload and start problems are
+// reported per host (*HostErrors inside the returned error) and leave
+// nothing running.
+func Launch(ctx context.Context, job job.Job, opts LaunchOptions) error {
+	opts = opts.withDefaults()
+	if err := validateJob(job); err != nil {
+		return err
+	}
+	if opts.Slurm != nil {
+		return launchSlurm(ctx, job, opts)
+	}
+	if opts.Local {
+		return launchLocal(ctx, job, opts)
+	}
+	if job.WorkDir == "" {
+		job.WorkDir = DefaultWorkDir(job.Name)
+	}
+	pool := opts.Pool
+	if pool == nil {
+		pool = remote.NewPool(opts.SSH, opts.Fanout)
+		defer pool.Close()
+	}
+	targets := jobTargets(job)
+	if err := pool.DialAll(ctx, targets); err != nil {
+		return fmt.Errorf("job %s: connect: %w", job.Name, err)
+	}
+	if err := uploadFiles(ctx, pool, job, targets); err != nil {
+		return fmt.Errorf("job %s: upload: %w", job.Name, err)
+	}
+	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
+		vias := make([]transport, len(targets))
+		for i, t := range targets {
+			if c := pool.Conn(t); c != nil {
+				vias[i] = sshTransport{conn: c, target: t, opts: opts.SSH}
+			}
+		}
+		return runAgents(ctx, job, targets, vias, pool.Each, opts, out, attempt)
+	})
+}
+
+// runAttempts opens the job's output (stream and --log-dir files) and runs
+// the job, and again after a rank failure up to MaxRestarts times.
+func runAttempts(ctx context.Context, job job.Job, opts LaunchOptions, attempt func(out *output, n int) error) error {
+	out := newOutput(job, opts)
+	defer out.close()
+	if err := out.openLogs(); err != nil {
+		return fmt.Errorf("job %s: %w", job.Name, err)
+	}
+	for n := 0; ; n++ {
+		err := attempt(out, n)
+		var jf *JobFailure
+		if err == nil || !errors.As(err, &jf) {
+			return err
+		}
+		jf.Restarts = n
+		if !jf.restartable() || n >= opts.MaxRestarts || ctx.Err() != nil {
+			return err
+		}
+		out.note("pipette-launch: %s; restarting the whole job (restart %d of %d)", jf.headline(), n+1, opts.MaxRestarts)
+		out.logAttempt(n + 1)
+	}
+}
+
+func validateJob(job job.Job) error {
+	if len(job.Hosts) == 0 {
+		return fmt.Errorf("job %s has no hosts", job.Name)
+	}
+	seen := map[string]bool{}
+	ranks := map[int]string{}
+	for _, h := range job.Hosts {
+		if h.Name == "" {
+			return fmt.Errorf("job %s: a host has no name", job.Name)
+		}
+		// Hosts that differ only by port (containers on one machine) are
+		// distinct hosts.
+		key := remote.HostTarget{Name: h.Name, User: h.User, Port: h.Port}.String()
+		if seen[key] {
+			return fmt.Errorf("job %s: host %s appears twice", job.Name, key)
+		}
+		seen[key] = true
+		for _, r := range h.Ranks {
+			if len(r.Argv) == 0 {
+				return fmt.Errorf("job %s: rank %d on %s has no command", job.Name, r.Rank, h.Name)
+			}
+			if prev, dup := ranks[r.Rank]; dup {
+				return fmt.Errorf("job %s: rank %d is on both %s and %s", job.Name, r.Rank, prev, h.Name)
+			}
+			ranks[r.Rank] = h.Name
+		}
+	}
+	for _, f := range job.Files {
+		if path.IsAbs(f.Path) || strings.HasPrefix(path.Clean(f.Path), "..") {
+			return fmt.Errorf("job %s: file %q must be relative to the work directory", job.Name, f.Path)
+		}
+	}
+	return nil
+}
+
+func jobTargets(job job.Job) []remote.HostTarget {
+	out := make([]remote.HostTarget, len(job.Hosts))
+	for i, h := range job.Hosts {
+		out[i] = remote.HostTarget{Name: h.Name, Addr: h.Address, User: h.User, Port: h.Port}
+	}
+	return out
+}
+
+func uploadFiles(ctx context.Context, pool *remote.Pool, job job.Job, targets []remote.HostTarget) error {
+	return pool.Each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
+		c := pool.Conn(t)
+		for _, f := range job.Files {
+			mode := f.Mode
+			if mode == 0 {
+				mode = 0o644
+			}
+			if err := c.Upload(ctx, f.Content, remoteFilePath(job, f), fsMode(mode)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// remoteFilePath is where f lands on a host: in the job's files directory,
+// under the work directory unless it is absolute.
+func remoteFilePath(job job.Job, f job.File) string {
+	p := job.FilePath(f)
+	if path.IsAbs(p) {
+		return p
+	}
+	return path.Join(job.WorkDir, p)
+}
+
+// hostRun is one host's agent during one attempt.
+type hostRun struct {
+	job    job.HostJob
+	index  int // in the job's hosts
+	target remote.HostTarget
+	via    transport // nil: not connected
+	sess   agentSession
+	lines  *lineSplitter
+
+	mu       sync.Mutex
+	pgid     int
+	wd       int
+	groups   []int     // the ranks' process groups
+	done     bool      // agent reported all ranks ended
+	stopping bool      // stopAll has begun on this host
+	stopAt   time.Time // when stopAll began on this host (our clock)
+
+	clock remote.ClockOffset // the host's clock against ours, from the agent's first line
+
+	started chan struct{} // closed when the pgid line arrived
+
+	// name is how output, logs and the summary name the host: its label
+	// (job.HostLabels), "" for target.Name.
+	name string
+}
+
+func (r *hostRun) label() string {
+	if r.name != "" {
+		return r.name
+	}
+	return r.target.Name
+}
+
+type eventKind int
+
+const (
+	evRankExit eventKind = iota
+	evHostEnded
+)
+
+type event struct {
+	kind eventKind
+	host *hostRun
+	rank int
+	code int
+	err  error // evHostEnded: how the session ended
+	at   time.Time
+	// hostAt is when the rank ended by the host's own stamp, converted
+	// to our clock; zero when the agent sent none. byUs: the agent had
+	// begun stopping ranks when it ended.
+	hostAt time.Time
+	byUs   bool
+}
+
+// runAgents is one attempt of the job: each host's agent started through
+// its transport (vias[i] for targets[i]; each drives several hosts at
+// once), then supervised until the job ends or fails.
+func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias []transport,
+	each func(context.Context, []remote.HostTarget, func(context.Context, remote.HostTarget) error) error,
+	opts LaunchOptions, out *output, attempt int) error {
+	nonce := newNonce()
+	runs := make([]*hostRun, len(j.Hosts))
+	nRanks := 0
+	labels := job.HostLabels(j.Hosts)
+	j.Hosts = slices.Clone(j.Hosts)
+	for i, h := range j.Hosts {
+		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
+		j.Hosts[i] = h
+		nRanks += len(h.Ranks)
+		runs[i] = &hostRun{job: h, index: i, target: targets[i], name: labels[i], via: vias[i], started: make(chan struct{})}
+	}
+	events := make(chan event, 2*nRanks+4*len(runs))
+	byName := map[string]*hostRun{} // by HostTarget.String(): name, user and port
+	for _, r := range runs {
+		byName[r.target.String()] = r
+	}
+	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
+	hbSec := int((opts.HeartbeatTimeout + time.Second - 1) / time.Second)
+
+	err := each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
+		r := byName[t.String()]
+		if r.via == nil {
+			return fmt.Errorf("not connected")
+		}
+		hb := hbSec
+		if !r.via.heartbeats() {
+			hb = 0
+		}
+		script, err := agentScript(j, r.index, nonce, graceSec, hb, attempt)
+		if err != nil {
+			return err
+		}
+		return startHost(ctx, r, script, nonce, opts, out, events)
+	})
+	if err != nil {
+		stopErr := stopAll(runs, opts, out)
+		return errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", j.Name, err), stopErr)
+	}
+
+	sv := newSupervisor(j, runs, events, opts, out)
+	first := sv.watch(ctx)
+	if first == nil {
+		return nil
+	}
+	stopErr := sv.stopAndCollect()
+	failure := sv.rootCause(first)
+	failure.StopErr = stopErr
+	return failure
+}
+
+// prepareRanks adds the restart counters and PYTHONUNBUFFERED.
+func prepareRanks(ranks []job.RankJob, attempt int, opts LaunchOptions) []job.RankJob {
+	out := make([]job.RankJob, len(ranks))
+	for i, r := range ranks {
+		r.Env = withRestartEnv(r.Env, attempt, opts.MaxRestarts)
+		if !opts.KeepPythonBuffering && !hasEnv(r.Env, "PYTHONUNBUFFERED") {
+			r.Env = append(r.Env, job.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"})
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func hasEnv(env []job.EnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startHost starts the host's agent and waits until it reports its
+// process group, so that it can be stopped.
+func startHost(ctx context.Context, r *hostRun, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
+	tag := "@@pipette-" + nonce + " "
+	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
+	stderr := &lineSplitter{fn: func(line string) {
+		r.mu.Lock()
+		stopping := r.stopping
+		r.mu.Unlock()
+		// setsid -w reports the agent's death by our own signal: not news.
+		if stopping && strings.HasPrefix(line, "setsid: child ") {
+			return
+		}
+		out.hostLine(r.label(), line)
+	}}
+	// The session must outlive ctx: on cancel we still stop the ranks
+	// through it (and its stdin keeps the watchdog waiting).
+	sess, err := r.via.start(agentStartCommand(len(script)), r.lines, stderr)
+	if err != nil {
+		return err
+	}
+	if err := sess.WriteStdin([]byte(script)); err != nil {
+		sess.Close()
+		return fmt.Errorf("send agent: %w", err)
+	}
+	r.mu.Lock()
+	r.sess = sess
+	r.mu.Unlock()
+	go func() {
+		err := sess.Wait()
+		r.lines.flush()
+		stderr.flush()
+		events <- event{kind: evHostEnded, host: r, err: err, at: opts.Now()}
+	}()
+	go r.via.keepAlive(sess, opts.HeartbeatTimeout)
+	t := time.NewTimer(opts.StartTimeout)
+	defer t.Stop()
+	select {
+	case <-r.started:
+		return nil
+	case <-sess.Done():
+		select {
+		case <-r.started:
+			return nil // ended quickly after starting: the supervisor sees why
+		default:
+		}
+		if err := sess.Wait(); err != nil {
+			return fmt.Errorf("agent did not start: %w", err)
+		}
+		return fmt.Errorf("agent ended before reporting its process group")
+	case <-t.C:
+		return fmt.Errorf("agent did not report its process group within %s", opts.StartTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// agentStartCommand writes the agent (the first n bytes of stdin) into a
+// fresh private directory (mktemp -d: owned by the login, mode 0700, a name
+// nobody can guess or pre-create) and runs it under setsid, all in one
+// session: one login-shell start per host instead of two. The rest of stdin
+// stays open for the watchdog. head -c stops at n bytes and nothing follows
+// them, so it cannot eat into what the agent reads; a short read (the
+// session dropped mid-send) is caught by the size check and nothing runs.
+// It runs under /bin/sh whatever the login shell is.
+func agentStartCommand(n int) string {
+	script := fmt.Sprintf(`d=$(mktemp -d "${TMPDIR:-/tmp}/pipette-agent.XXXXXX") && head -c %d >"$d/agent.sh" && `+
+		`[ "$(wc -c <"$d/agent.sh")" -eq %d ] || { echo "pipette-launch: agent upload incomplete" >&2; exit 97; }; `+
+		`exec setsid -w /bin/sh "$d/agent.sh"`, n, n)
+	return "exec /bin/sh -c " + shellquote.Quote(script)
+}
+
+// handleAgentLine sorts one line of agent output: control line or rank output.
+func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *output, events chan<- event) {
+	if rest, ok := strings.CutPrefix(line, tag); ok {
+		f := strings.Fields(rest)
+		switch {
+		case len(f) == 2 && f[0] == "clock":
+			if t, err := remote.ParseNanos(f[1]); err == nil {
+				r.mu.Lock()
+				r.clock = remote.OffsetFrom(t, opts.Now())
+				r.mu.Unlock()
+			}
+		case len(f) == 2 && f[0] == "pgid":
+			r.mu.Lock()
+			r.pgid, _ = strconv.Atoi(f[1])
+			r.mu.Unlock()
+			close(r.started)
+		case len(f) >= 1 && f[0] == "ranks":
+			var gs []int
+			for _, g := range f[1:] {
+				if n, err := strconv.Atoi(g); err == nil && n > 1 {
+					gs = append(gs, n)
+				}
+			}
+			r.mu.Lock()
+			r.groups = gs
+			r.mu.Unlock()
+		case len(f) == 2 && f[0] == "wd":
+			r.mu.Lock()
+			r.wd, _ = strconv.Atoi(f[1])
+			r.mu.Unlock()
+		case len(f) == 1 && f[0] == "done":
+			r.mu.Lock()
+			r.done = true
+			r.mu.Unlock()
+		}
+		return
+	}
+	rs, text, ok := strings.Cut(line, " ")
+	rank, err := strconv.Atoi(rs)
+	if !ok || err != nil {
+		out.hostLine(r.label(), line)
+		return
+	}
+	// A rank's exit line travels through its own output pipe, after its
+	// last output line, so it is tagged with the rank like its output.
+	if rest, ok := strings.CutPrefix(text, tag+"exit "); ok {
+		f := strings.Fields(rest)
+		if len(f) >= 2 && len(f) <= 4 && f[0] == rs {
+			code, _ := strconv.Atoi(f[1])
+			ev := event{kind: evRankExit, host: r, rank: rank, code: code, at: opts.Now()}
+			ev.byUs = len(f) == 4 && f[3] == "1"
+			if len(f) >= 3 {
+				r.mu.Lock()
+				clk := r.clock
+				r.mu.Unlock()
+				if t, err := remote.ParseNanos(f[2]); err == nil {
+					ev.hostAt = clk.ToLocal(t)
+				}
+			}
+			events <- ev
+			return
+		}
+	}
+	out.rankLine(r.label(), rank, text)
+}
+
+// stopAll stops every started host's ranks at once: TERM to the process
+// group, KILL after the grace period, then waits for the agent sessions to
+// end. Hosts that cannot be reached are reported; their watchdog stops the
+// ranks once sshd notices the dropped session.
+func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
+	var wg sync.WaitGroup
+	errs := &remote.HostErrors{}
+	var mu sync.Mutex
+	for _, r := range runs {
+		r.mu.Lock()
+		pgid, wd, groups, sess, done := r.pgid, r.wd, r.groups, r.sess, r.done
+		r.stopping = true
+		if r.stopAt.IsZero() {
+			r.stopAt = opts.Now()
+		}
+		r.mu.Unlock()
+		// A host whose agent said "done" has already swept its own group
+		// (TERM, KILL after the grace period) and is exiting: its group and
+		// watchdog ids may belong to other processes by now.
+		if sess == nil || done {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := stopHost(r, pgid, wd, groups, sess, opts); err != nil {
+				mu.Lock()
+				errs.Add(r.label(), err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errs.ErrorOrNil(); err != nil {
+		out.note("pipette-launch: could not confirm every rank stopped: %v", err)
+		return fmt.Errorf("stop: %w", err)
+	}
+	return nil
+}
+
+func stopHost(r *hostRun, pgid, wd int, groups []int, sess agentSession, opts LaunchOptions) error {
+	defer func() {
+		sess.CloseStdin()
+		select {
+		case <-sess.Done():
+		case <-time.After(5 * time.Second):
+			sess.Close()
+		}
+	}()
+	// EOF on its stdin sets the agent's watchdog stopping the ranks at
+	// once (TERM, KILL after the grace): no new session, so no login
+	// shell's start-up (seconds on a busy host) before the ranks hear of
+	// it. An agent that then reports "done" has seen every rank end and
+	// swept what they left: confirmed. Otherwise a stop command does it.
+	sess.CloseStdin()
+	if pgid <= 1 {
+		return nil // the agent prints its group before starting any rank: none started
+	}
+	select {
+	case <-sess.Done():
+	case <-time.After(opts.Grace + 5*time.Second):
+	}
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.WithDefaults().ConnectTimeout+15*time.Second)
+	defer cancel()
+	if err := r.via.run(ctx, stopCommand(pgid, wd, groups, opts.Grace)); err != nil {
+		var ue *unreachableError
+		if errors.As(err, &ue) {
+			// The agent's watchdog stops the ranks once sshd drops the session.
+			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its agent stops it after %s without a heartbeat from us", pgid, ue.err, opts.HeartbeatTimeout)
+		}
+		return fmt.Errorf("stopping process group %d: %w", pgid, err)
+	}
+	return nil
+}
+
+// stopCommand is the remote shell line that stops a host's ranks: the
+// watchdog first (it would race us), TERM to the agent's group (the agent
+// passes it to each rank's session, and KILLs them after the grace), wait
+// up to grace for the agent's group and the ranks' sessions, KILL them all,
+// and fail if anything survives. Signals are written "kill -SIG -PGID":
+// dash's kill rejects "--".
+func stopCommand(pgid, wd int, groups []int, grace time.Duration) string {
+	ticks := int(grace / (100 * time.Millisecond))
+	all := append([]int{pgid}, groups...)
+	var match, kill []string
+	for _, g := range all {
+		match = append(match, fmt.Sprintf("$1 == %d", g))
+		kill = append(kill, fmt.Sprintf("-%d", g))
+	}
+	cmd := ""
+	if wd > 1 {
+		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
+	}
+	// alive ignores zombies: they are dead, only not yet reaped (slow on
+	// some inits), and kill -0 would count them.
+	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk '(%[3]s) && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "+
+		"kill -TERM -%[4]d 2>/dev/null; i=0; "+
+		"while alive && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
+		"for g in %[1]s; do kill -KILL $g 2>/dev/null; done; i=0; "+
+		"while alive && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
+		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", strings.Join(kill, " "), ticks, strings.Join(match, " || "), pgid)
+	// The login shell may not be POSIX (fish, csh): run it under sh.
+	return "exec /bin/sh -c " + shellquote.Quote(script)
+}

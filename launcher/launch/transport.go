@@ -1,0 +1,155 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// A transport reaches one host of a job to start its agent and to run the
+// stop command there: over SSH (a pool's connection), or on this very
+// machine without SSH (a job whose only host is this machine, torchrun's
+// way). Everything else (the agent script, its control lines, supervision,
+// output, the failure summary, stopping, restarts) is the same for both;
+// Slurm has its own attempt (one srun step for all hosts) around the same
+// agent and supervisor.
+type transport interface {
+	// start runs cmd (a /bin/sh command line) with stdin piped; it must
+	// outlive any caller's context: stopping goes through it.
+	start(cmd string, stdout, stderr io.Writer) (agentSession, error)
+	// run runs a one-off command line to its end (the stop command).
+	run(ctx context.Context, cmd string) error
+	// keepAlive keeps the host and us in touch while sess lasts, timeout
+	// being the silence after which either side gives the other up;
+	// heartbeats reports whether it does (the agent's watchdog then
+	// expects a byte at least every timeout).
+	keepAlive(sess agentSession, timeout time.Duration)
+	heartbeats() bool
+}
+
+// agentSession is a started agent: an SSH session or a local process.
+type agentSession interface {
+	WriteStdin(p []byte) error
+	CloseStdin() error
+	Done() <-chan struct{}
+	Wait() error
+	Close() error
+}
+
+// sshTransport is a host reached over the launch's SSH connection.
+type sshTransport struct {
+	conn   *remote.Conn
+	target remote.HostTarget
+	opts   remote.SSHOptions
+}
+
+func (t sshTransport) start(cmd string, stdout, stderr io.Writer) (agentSession, error) {
+	sess, err := t.conn.Start(context.Background(), cmd, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// unreachableError: the stop command could not even be sent.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+
+func (t sshTransport) run(ctx context.Context, cmd string) error {
+	c := t.conn
+	if c.Err() != nil {
+		// The connection that started the ranks is gone; a new one may
+		// still get through (sshd restarted, a network blip).
+		nc, err := remote.Dial(ctx, t.target, t.opts)
+		if err != nil {
+			return &unreachableError{err}
+		}
+		defer nc.Close()
+		c = nc
+	}
+	_, _, err := c.Run(ctx, cmd)
+	return err
+}
+
+func (t sshTransport) keepAlive(sess agentSession, timeout time.Duration) {
+	remote.Heartbeat(t.conn, sess, timeout)
+}
+
+func (t sshTransport) heartbeats() bool { return true }
+
+// localTransport is this machine: the agent is a child process of ours
+// started by /bin/sh, as sshd would start it (the same command line). Its
+// stdin is our pipe: when we end, however we end, the kernel closes it and
+// the agent's watchdog stops the ranks, so no heartbeat is needed.
+type localTransport struct{}
+
+func (localTransport) start(cmd string, stdout, stderr io.Writer) (agentSession, error) {
+	s, err := remote.StartLocal(cmd, stdout, stderr)
+	if err != nil {
+		return nil, fmt.Errorf("start the agent: %w", err)
+	}
+	return s, nil
+}
+
+func (localTransport) run(ctx context.Context, cmd string) error { return remote.RunLocal(ctx, cmd) }
+
+func (localTransport) keepAlive(agentSession, time.Duration) {}
+
+func (localTransport) heartbeats() bool { return false }
+
+// launchLocal is Launch on this machine without SSH: the job's files are
+// written here, and the agent, the very one SSH starts, runs as our child.
+func launchLocal(ctx context.Context, job job.Job, opts LaunchOptions) error {
+	if len(job.Hosts) != 1 {
+		return fmt.Errorf("job %s: a local launch runs one host (this machine), not %d", job.Name, len(job.Hosts))
+	}
+	if job.WorkDir == "" {
+		job.WorkDir = DefaultWorkDir(job.Name)
+	}
+	if err := writeFilesLocal(job); err != nil {
+		return fmt.Errorf("job %s: %w", job.Name, err)
+	}
+	targets := []remote.HostTarget{{Name: job.Hosts[0].Name, User: job.Hosts[0].User, Port: job.Hosts[0].Port}}
+	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
+		return runAgents(ctx, job, targets, []transport{localTransport{}}, eachInTurn, opts, out, attempt)
+	})
+}
+
+// writeFilesLocal writes the job's files into its work directory, each
+// complete or not at all (a temp file renamed into place), as Upload does.
+func writeFilesLocal(job job.Job) error {
+	for _, f := range job.Files {
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		dst := filepath.Join(job.WorkDir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+		if err := atomicfile.Write(dst, f.Content, fsMode(mode)); err != nil {
+			return fmt.Errorf("job file %s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// eachInTurn runs fn for each target in turn, collecting failures per
+// host as Pool.Each does.
+func eachInTurn(ctx context.Context, targets []remote.HostTarget, fn func(ctx context.Context, t remote.HostTarget) error) error {
+	errs := &remote.HostErrors{}
+	for _, t := range targets {
+		if err := fn(ctx, t); err != nil {
+			errs.Add(remote.ErrorName(t), err)
+		}
+	}
+	return errs.ErrorOrNil()
+}

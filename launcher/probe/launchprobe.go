@@ -1,0 +1,219 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+)
+
+// LaunchProbe is what the quick pre-launch probe found: the address rank
+// 0's host is reached on (MASTER_ADDR) and, per host, the interface whose
+// address routes there (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) and
+// whether the launching machine's interpreter exists there. Without it,
+// gloo binds to whatever the host's own name resolves to: nothing, or
+// 127.0.1.1 in many containers and cloud images, and every rank then dies
+// with "connect [127.0.0.1]: Connection refused".
+type LaunchProbe struct {
+	// MasterAddr is rank 0's host's IPv4 address as the job reaches it.
+	MasterAddr string `json:"master_addr"`
+	// Hosts follow the targets' order.
+	Hosts []HostRoute `json:"hosts"`
+	// ProbedAt is when the probe ran.
+	ProbedAt time.Time `json:"probed_at"`
+}
+
+// HostRoute is one host's answer.
+type HostRoute struct {
+	Target   string `json:"target"` // HostTarget.String()
+	Hostname string `json:"hostname"`
+	// Ifname is the interface that reaches MasterAddr ("" when unknown:
+	// no `ip` on the host); Src its address.
+	Ifname string `json:"ifname,omitempty"`
+	Src    string `json:"src,omitempty"`
+	// Python is the interpreter path checked; PythonFound whether it is an
+	// executable file there.
+	Python      string `json:"python,omitempty"`
+	PythonFound bool   `json:"python_found,omitempty"`
+	// Problem says why Ifname is empty.
+	Problem string `json:"problem,omitempty"`
+}
+
+// launchProbeScript runs under sh with $1 = rank 0's address (empty on
+// rank 0's own host, which finds it from its SSH connection) and $2 = an
+// interpreter path to check (may be empty).
+const launchProbeScript = `m='` + probeMarker + `'
+sec() { printf '%s %s\n' "$m" "$*"; }
+sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
+sec ssh_connection; printf '%s\n' "$SSH_CONNECTION"
+if command -v ip >/dev/null 2>&1; then
+  sec ipaddr; ip -o -4 addr show 2>&1
+  [ -n "$1" ] && { sec route; ip -o -4 route get "$1" 2>&1; }
+else
+  sec noip
+fi
+if [ -n "$2" ]; then sec python; if [ -f "$2" ] && [ -x "$2" ]; then echo yes; else echo no; fi; fi
+sec end
+`
+
+// launchProbeCommand is the one remote command line of the launch probe.
+func launchProbeCommand(masterAddr, python string) string {
+	return "sh -c " + shellquote.Join([]string{launchProbeScript, "sh", masterAddr, python})
+}
+
+// ProbeLaunch runs the launch probe: first on rank 0's host (targets[rank0])
+// to learn the address it is reached on, then on every other host at once
+// to find the interface that routes there. Each host runs one command over
+// the pool's connection, which the launch then reuses. python, when not
+// empty, is an interpreter path whose presence every host reports.
+func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, rank0 int, python string) (*LaunchProbe, error) {
+	if rank0 < 0 || rank0 >= len(targets) {
+		return nil, fmt.Errorf("launch probe: rank 0's host index %d out of range", rank0)
+	}
+	if err := pool.DialAll(ctx, targets); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	lp := &LaunchProbe{Hosts: make([]HostRoute, len(targets)), ProbedAt: time.Now().UTC()}
+	run := func(ctx context.Context, i int, addr string) error {
+		c := pool.Conn(targets[i])
+		if c == nil {
+			return fmt.Errorf("not connected")
+		}
+		stdout, stderr, err := c.Run(ctx, launchProbeCommand(addr, python))
+		if err != nil {
+			return fmt.Errorf("launch probe: %w%s", err, remote.StderrSuffix(stderr))
+		}
+		hr, master, err := ParseLaunchProbe(string(stdout), addr)
+		if err != nil {
+			return fmt.Errorf("launch probe: %w", err)
+		}
+		hr.Target, hr.Python = targets[i].String(), python
+		lp.Hosts[i] = hr
+		if addr == "" {
+			lp.MasterAddr = master
+		}
+		return nil
+	}
+	if err := pool.Each(ctx, targets[rank0:rank0+1], func(ctx context.Context, _ remote.HostTarget) error {
+		return run(ctx, rank0, "")
+	}); err != nil {
+		return nil, err
+	}
+	if lp.MasterAddr == "" {
+		return nil, fmt.Errorf("launch probe: %s: no IPv4 address other hosts could reach rank 0 on", targets[rank0])
+	}
+	index := map[string]int{}
+	var others []remote.HostTarget
+	for i, t := range targets {
+		if i != rank0 {
+			index[t.String()] = i
+			others = append(others, t)
+		}
+	}
+	// Each run writes its own slot of lp.Hosts; index is only read.
+	if err := pool.Each(ctx, others, func(ctx context.Context, t remote.HostTarget) error {
+		return run(ctx, index[t.String()], lp.MasterAddr)
+	}); err != nil {
+		return nil, err
+	}
+	return lp, nil
+}
+
+// ParseLaunchProbe reads one host's launch-probe output. masterAddr is the
+// address the host was asked to route to; empty on rank 0's host, whose
+// own reach address (the SSH connection's, else its first global IPv4) is
+// returned as master.
+func ParseLaunchProbe(out, masterAddr string) (hr HostRoute, master string, err error) {
+	po, err := splitProbeOutput(out)
+	if err != nil {
+		return hr, "", err
+	}
+	hr.Hostname = strings.TrimSpace(po.sections["hostname"])
+	hr.PythonFound = strings.TrimSpace(po.sections["python"]) == "yes"
+	if _, ok := po.sections["noip"]; ok {
+		hr.Problem = "`ip` (iproute2) is not installed"
+		if masterAddr == "" {
+			master = sshServerAddr(po.sections["ssh_connection"])
+		}
+		return hr, master, nil
+	}
+	addrs, err := ParseIPAddr(po.sections["ipaddr"])
+	if err != nil {
+		return hr, "", err
+	}
+	if masterAddr == "" {
+		master, hr.Ifname = reachAddress(po.sections["ssh_connection"], addrs)
+		hr.Src = master
+		if hr.Ifname == "" {
+			hr.Problem = "no interface holds the address " + master
+		}
+		return hr, master, nil
+	}
+	// A host that holds the address itself (two targets on one machine)
+	// reaches it over loopback; its ranks must still bind the interface
+	// the other hosts reach.
+	for _, a := range addrs {
+		if a.Addr.String() == masterAddr {
+			hr.Ifname, hr.Src = a.Iface, masterAddr
+			return hr, "", nil
+		}
+	}
+	hr.Ifname, hr.Src, err = parseRouteGet(po.sections["route"])
+	if err != nil {
+		hr.Problem = err.Error()
+		hr.Ifname, hr.Src = "", ""
+	}
+	return hr, "", nil
+}
+
+// sshServerAddr is SSH_CONNECTION's server address when it is not loopback.
+func sshServerAddr(sshConnection string) string {
+	if f := strings.Fields(sshConnection); len(f) >= 3 {
+		if ip := net.ParseIP(f[2]); ip != nil && ip.To4() != nil && !ip.IsLoopback() {
+			return ip.String()
+		}
+	}
+	return ""
+}
+
+// parseRouteGet reads `ip -o -4 route get ADDR`:
+// "198.18.0.11 dev eth0 src 198.18.0.12 uid 0 \    cache".
+func parseRouteGet(out string) (dev, src string, err error) {
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		switch f[i] {
+		case "dev":
+			if dev == "" {
+				dev = f[i+1]
+			}
+		case "src":
+			if src == "" {
+				src = f[i+1]
+			}
+		}
+	}
+	if dev == "" {
+		return "", "", fmt.Errorf("no route to rank 0's host: ip route get says %q", strings.TrimSpace(out))
+	}
+	return dev, src, nil
+}
+
+// LocalLaunchProbe is the launch probe of a job run on this machine: its
+// ranks meet on loopback (torchrun's --standalone), so nothing leaves the
+// machine and nothing depends on what its host name resolves to.
+func LocalLaunchProbe(python string) *LaunchProbe {
+	hr := HostRoute{Target: remote.LocalHostName, Ifname: "lo", Src: "127.0.0.1", Python: python}
+	if python != "" {
+		st, err := os.Stat(python)
+		hr.PythonFound = err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+	}
+	if h, err := os.Hostname(); err == nil {
+		hr.Hostname = h
+	}
+	return &LaunchProbe{MasterAddr: "127.0.0.1", Hosts: []HostRoute{hr}}
+}

@@ -1,0 +1,205 @@
+package remote
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/hostlist"
+	"github.com/pipette-launch/pipette-launch/internal/hostname"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
+)
+
+// HostTarget is one host to connect to. Name is what the user wrote (and
+// what ~/.ssh/config is matched against); Addr is where to connect (Name
+// unless ~/.ssh/config's HostName or the job says otherwise). Empty User and
+// zero Port mean "decide from options, ~/.ssh/config, then defaults".
+type HostTarget struct {
+	Name string
+	User string
+	Addr string
+	Port int
+}
+
+// HostSpec is a host from a host list or hostfile with its slot count
+// (0 when the source gave none).
+type HostSpec struct {
+	HostTarget
+	Slots int
+}
+
+// String returns the target as user@name:port, leaving out unset parts.
+func (t HostTarget) String() string {
+	s := t.Name
+	if strings.Contains(s, ":") {
+		s = "[" + s + "]"
+	}
+	if t.User != "" {
+		s = t.User + "@" + s
+	}
+	if t.Port != 0 {
+		s += ":" + strconv.Itoa(t.Port)
+	}
+	return s
+}
+
+// ParseHostTarget parses "host", "user@host", "host:port", "user@host:port"
+// and bracketed IPv6 forms such as "[fe80::1]:2222" with the rule every
+// host source shares (internal/hostname).
+func ParseHostTarget(s string) (HostTarget, error) {
+	t, err := hostname.ParseTarget(s)
+	return HostTarget{Name: t.Host, User: t.User, Port: t.Port}, err
+}
+
+// ParseHostList expands a --hosts value: comma-separated hosts, each may use
+// Slurm hostlist brackets and user@/:port, e.g. "root@node[01-04]:2222,gpu7".
+func ParseHostList(expr string) ([]HostSpec, error) {
+	names, err := hostlist.Expand(expr)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HostSpec, 0, len(names))
+	seen := map[string]bool{}
+	for _, n := range names {
+		t, err := ParseHostTarget(n)
+		if err != nil {
+			return nil, fmt.Errorf("--hosts: %w", err)
+		}
+		if seen[t.String()] {
+			return nil, fmt.Errorf("--hosts %q: host %s is listed twice", expr, t)
+		}
+		seen[t.String()] = true
+		out = append(out, HostSpec{HostTarget: t})
+	}
+	return out, nil
+}
+
+// dsHostLine is DeepSpeed's hostfile regex (deepspeed/launcher/runner.py).
+var dsHostLine = regexp.MustCompile(`^(\S+)\s+slots=(\d+)`)
+
+// ReadHostfile reads a hostfile from disk; see ParseHostfile.
+func ReadHostfile(path string) ([]HostSpec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--hostfile: %w", err)
+	}
+	defer f.Close()
+	return ParseHostfile(path, io.LimitReader(f, limits.MaxFileBytes+1))
+}
+
+// ParseHostfile reads a DeepSpeed hostfile ("host slots=N" lines) or a plain
+// list of one host per line. Blank lines and lines starting with # are
+// skipped; line order is node-rank order. It fails like DeepSpeed does on a
+// duplicate host, a malformed entry (including "slots = 4") and a file
+// naming no hosts, and on more hosts, slots or bytes than the limits
+// allow. name is used in error messages.
+func ParseHostfile(name string, r io.Reader) ([]HostSpec, error) {
+	var out []HostSpec
+	seen := map[string]int{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), limits.MaxHostfileLine)
+	read := 0
+	for ln := 1; sc.Scan(); ln++ {
+		read += len(sc.Bytes()) + 1
+		if read > limits.MaxFileBytes {
+			return nil, fmt.Errorf("hostfile %s: larger than %d MiB", name, limits.MaxFileBytes>>20)
+		}
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		spec, err := parseHostfileLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("hostfile %s:%d: bad entry %q: %w", name, ln, line, err)
+		}
+		key := spec.HostTarget.String()
+		if prev, dup := seen[key]; dup {
+			return nil, fmt.Errorf("hostfile %s:%d: duplicate host %s (first on line %d)", name, ln, key, prev)
+		}
+		if len(out) == limits.MaxHosts {
+			return nil, fmt.Errorf("hostfile %s:%d: more than %d hosts (the limit of one job)", name, ln, limits.MaxHosts)
+		}
+		seen[key] = ln
+		out = append(out, spec)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("hostfile %s: a line longer than %d bytes: not a hostfile", name, limits.MaxHostfileLine)
+		}
+		return nil, fmt.Errorf("hostfile %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("hostfile %s is empty: it names no hosts (write one \"host slots=N\" or \"host\" per line)", name)
+	}
+	return out, nil
+}
+
+func parseHostfileLine(line string) (HostSpec, error) {
+	fields := strings.Fields(line)
+	if len(fields) == 1 {
+		t, err := ParseHostTarget(fields[0])
+		return HostSpec{HostTarget: t}, err
+	}
+	m := dsHostLine.FindStringSubmatch(line)
+	if m == nil {
+		return HostSpec{}, fmt.Errorf(`want "host slots=N" (no spaces around '=') or a single host`)
+	}
+	t, err := ParseHostTarget(m[1])
+	if err != nil {
+		return HostSpec{}, err
+	}
+	slots, err := strconv.Atoi(m[2])
+	if err != nil || slots < 1 || slots > limits.MaxGPUsPerHost {
+		return HostSpec{}, fmt.Errorf("slots=%s: want a number from 1 to %d (GPUs per host)", m[2], limits.MaxGPUsPerHost)
+	}
+	return HostSpec{HostTarget: t, Slots: slots}, nil
+}
+
+// HostSources are the places hosts may come from, in order of preference.
+type HostSources struct {
+	Hosts    string // --hosts expression
+	Hostfile string // --hostfile path
+	// Getenv reads SLURM_JOB_NODELIST when neither flag is given
+	// (os.Getenv when nil).
+	Getenv func(string) string
+}
+
+// ResolveHosts returns the hosts from --hosts, else --hostfile, else
+// SLURM_JOB_NODELIST. Giving both flags is an error: which one wins would
+// be a guess.
+func ResolveHosts(src HostSources) ([]HostSpec, error) {
+	getenv := src.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	switch {
+	case src.Hosts != "" && src.Hostfile != "":
+		return nil, fmt.Errorf("give either --hosts or --hostfile, not both")
+	case src.Hosts != "":
+		return ParseHostList(src.Hosts)
+	case src.Hostfile != "":
+		return ReadHostfile(src.Hostfile)
+	}
+	if nl := strings.TrimSpace(getenv("SLURM_JOB_NODELIST")); nl != "" {
+		hosts, err := ParseHostList(nl)
+		if err != nil {
+			return nil, fmt.Errorf("SLURM_JOB_NODELIST: %w", err)
+		}
+		return hosts, nil
+	}
+	return nil, fmt.Errorf("no hosts: pass --hosts node[1-4], --hostfile FILE, or run inside a Slurm allocation (SLURM_JOB_NODELIST)")
+}
+
+// Targets returns the HostTarget of each spec.
+func Targets(specs []HostSpec) []HostTarget {
+	out := make([]HostTarget, len(specs))
+	for i, s := range specs {
+		out[i] = s.HostTarget
+	}
+	return out
+}
