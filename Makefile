@@ -18,8 +18,8 @@ test: deps check
 # fuzzing). A crash leaves its input under the package's testdata/fuzz/,
 # which plain `go test` then runs as a regression test: commit it.
 FUZZTIME ?= 15s
-FUZZ_TARGETS = ./internal/hostlist:FuzzExpand ./launcher/remote:FuzzParseHostfile ./planner:FuzzParseClusterFile \
-	./planner:FuzzParseModelFile ./planner:FuzzModelFromMegatronArgs ./templates:FuzzPlannedDSConfig \
+FUZZ_TARGETS = ./internal/hostlist:FuzzExpand ./launcher/remote:FuzzParseHostfile ./planner/cluster:FuzzParseClusterFile \
+	./planner/cluster:FuzzParseModelFile ./planner/cluster:FuzzModelFromMegatronArgs ./templates:FuzzPlannedDSConfig \
 	./internal/shellquote:FuzzQuoteRoundTrip
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
