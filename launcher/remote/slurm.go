@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -96,4 +97,59 @@ func (r slurmRunner) Run(ctx context.Context, cmd string) (stdout, stderr []byte
 		return o.Bytes(), e.Bytes(), fmt.Errorf("srun on %s: %w", r.node, err)
 	}
 	return o.Bytes(), e.Bytes(), nil
+}
+
+// nodeMarker starts the line each task of RunEach prints first: its Slurm
+// node name, which maps srun's task labels to nodes whatever order Slurm
+// numbered them in.
+const nodeMarker = "::pipette-node::"
+
+// RunEach runs script with /bin/sh on every node in one srun step, one
+// task per node, and returns each node's output by node name. stderr is
+// the step's (all tasks'), runErr srun's own failure; a node missing from
+// byNode did not answer. err is output that cannot be told apart by node.
+func (s Slurm) RunEach(ctx context.Context, nodes []string, script string) (byNode map[string]string, stderr []byte, runErr, err error) {
+	args := append(s.StepArgs(nodes), "/bin/sh", "-c", `printf '%s %s\n' '`+nodeMarker+`' "$SLURMD_NODENAME"`+"\n"+script)
+	c := exec.CommandContext(ctx, s.Program(), args...)
+	c.Env = s.Environ()
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	runErr = c.Run()
+	byNode, err = splitByNode(o.String())
+	return byNode, e.Bytes(), runErr, err
+}
+
+// splitByNode sorts srun --label output ("  3: text") into each task's
+// text, and names each task by the node marker line it printed first.
+func splitByNode(out string) (map[string]string, error) {
+	tasks := map[int][]string{}
+	node := map[int]string{}
+	for _, line := range strings.Split(out, "\n") {
+		label, text, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		task, err := strconv.Atoi(strings.TrimSpace(label))
+		if err != nil {
+			continue
+		}
+		if name, ok := strings.CutPrefix(text, nodeMarker+" "); ok && node[task] == "" {
+			node[task] = strings.TrimSpace(name)
+			continue
+		}
+		tasks[task] = append(tasks[task], text)
+	}
+	ids := make([]int, 0, len(node))
+	for id := range node {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	byNode := map[string]string{}
+	for _, id := range ids {
+		if _, dup := byNode[node[id]]; dup {
+			return nil, fmt.Errorf("two tasks ran on node %s: the step must have one task per node", node[id])
+		}
+		byNode[node[id]] = strings.Join(tasks[id], "\n")
+	}
+	return byNode, nil
 }
