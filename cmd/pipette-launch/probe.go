@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -162,7 +163,7 @@ func runProbe(opts *ProbeOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	progress := probe.NewProgress(opts.IO.ErrOut)
+	progress := progress.New(opts.IO.ErrOut)
 	reach, err := newHostReach(opts)
 	if err != nil {
 		return err
@@ -235,7 +236,7 @@ func printProbeJSON(opts *ProbeOptions, probes []*probe.HostProbe, data []byte) 
 }
 
 func measureHosts(ctx context.Context, opts *ProbeOptions, runner func(remote.HostTarget) remote.Runner, targets []remote.HostTarget,
-	probes []*probe.HostProbe, progress *probe.Progress) (*cluster.MeasuredBandwidth, error) {
+	probes []*probe.HostProbe, progress *progress.Line) (*cluster.MeasuredBandwidth, error) {
 	if len(targets) < 2 {
 		fmt.Fprintln(opts.IO.ErrOut, "measure: one host, no links to measure")
 		return nil, nil

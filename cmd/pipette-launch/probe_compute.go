@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -15,7 +16,7 @@ import (
 // per GPU, or per --nproc-per-node slot on GPU-less hosts (whose CPU
 // threads are shared out among the slots, as torchrun's OMP rule does).
 func measureCompute(ctx context.Context, opts *ProbeOptions, runner func(remote.HostTarget) remote.Runner, targets []remote.HostTarget,
-	probes []*probe.HostProbe, progress *probe.Progress) (*cluster.MeasuredCompute, error) {
+	probes []*probe.HostProbe, progress *progress.Line) (*cluster.MeasuredCompute, error) {
 	if opts.ComputeSeconds <= 0 {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -98,7 +99,7 @@ func slurmNodesChosen(nodes []string, hosts, hostfile string) ([]string, error) 
 	return out, nil
 }
 
-func (r *hostReach) probe(ctx context.Context, progress *probe.Progress) ([]*probe.HostProbe, error) {
+func (r *hostReach) probe(ctx context.Context, progress *progress.Line) ([]*probe.HostProbe, error) {
 	if r.slurm != nil {
 		names := make([]string, len(r.targets))
 		for i, t := range r.targets {

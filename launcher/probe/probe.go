@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
@@ -48,7 +49,7 @@ func ProbeHost(ctx context.Context, target string, r remote.Runner) (*HostProbe,
 // once) and probes it. Results keep the targets' order, each HostProbe's
 // Target being the target's Name; hosts that failed are nil and named in
 // the returned *HostErrors.
-func ProbeHosts(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, progress *Progress) ([]*HostProbe, error) {
+func ProbeHosts(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, progress *progress.Line) ([]*HostProbe, error) {
 	errs := &remote.HostErrors{}
 	addHostErrors := func(err error) error {
 		var he *remote.HostErrors

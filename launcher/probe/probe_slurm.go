@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 )
@@ -21,7 +22,7 @@ export SSH_CONNECTION
 // with the same probe script and parser as over SSH. Results follow nodes'
 // order, each Target being the node's name; nodes that did not answer are
 // nil and named in the returned *HostErrors.
-func ProbeHostsSlurm(ctx context.Context, s remote.Slurm, nodes []string, progress *Progress) ([]*HostProbe, error) {
+func ProbeHostsSlurm(ctx context.Context, s remote.Slurm, nodes []string, progress *progress.Line) ([]*HostProbe, error) {
 	progress.Update("probe: srun on %d nodes of Slurm job %s", len(nodes), s.JobID)
 	byNode, stderr, runErr, err := s.RunEach(ctx, nodes, reachWrapper+"exec "+ProbeCommand())
 	progress.Done()

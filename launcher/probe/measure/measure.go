@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
@@ -94,7 +94,7 @@ type MeasureOptions struct {
 	// a pipeline's concurrent stage-to-stage traffic sees; 1 measures each
 	// pair alone.
 	PairsAtOnce int
-	Progress    *probe.Progress
+	Progress    *progress.Line
 }
 
 // MeasureTool names the tool in MeasuredBandwidth.Tool.

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/model"
@@ -204,7 +204,7 @@ type ComputeHost struct {
 // machines; on a shared test-bed machine this is also how a job's ranks
 // share its CPUs) and collects the results; a failed host is named in the
 // error and left out.
-func MeasureCompute(ctx context.Context, hosts []ComputeHost, progress *probe.Progress) (*cluster.MeasuredCompute, error) {
+func MeasureCompute(ctx context.Context, hosts []ComputeHost, progress *progress.Line) (*cluster.MeasuredCompute, error) {
 	mc := &cluster.MeasuredCompute{MeasuredAt: time.Now().UTC().Truncate(time.Second)}
 	results := make([]*cluster.HostCompute, len(hosts))
 	tools := make([]string, len(hosts))

@@ -1,4 +1,4 @@
-package probe
+package progress
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 
 func TestProgressPlainLines(t *testing.T) {
 	var b bytes.Buffer
-	p := NewProgress(&b)
+	p := New(&b)
 	p.Update("probe: %d/%d hosts", 1, 2)
 	p.Update("probe: %d/%d hosts", 1, 2) // repeated: shown once
 	p.Update("probe: %d/%d hosts", 2, 2)
@@ -15,14 +15,14 @@ func TestProgressPlainLines(t *testing.T) {
 	if got, want := b.String(), "probe: 1/2 hosts\nprobe: 2/2 hosts\n"; got != want {
 		t.Errorf("plain progress %q, want %q", got, want)
 	}
-	var none *Progress
-	none.Update("ignored %d", 1) // a nil Progress shows nothing and does not panic
+	var none *Line
+	none.Update("ignored %d", 1) // a nil Line shows nothing and does not panic
 	none.Done()
 }
 
 func TestProgressInPlaceOnTerminal(t *testing.T) {
 	var b bytes.Buffer
-	p := &Progress{w: &b, tty: true}
+	p := &Line{w: &b, tty: true}
 	p.Update("measure: round %d/%d", 1, 3)
 	p.Update("measure: round %d/%d", 2, 3)
 	p.Done()

@@ -1,4 +1,6 @@
-package probe
+// Package progress shows how far a long step (probing, measuring) is on
+// the user's terminal or log.
+package progress
 
 import (
 	"fmt"
@@ -7,19 +9,19 @@ import (
 	"sync"
 )
 
-// Progress shows how far a long step is. On a terminal it rewrites one line
+// Line shows how far a long step is. On a terminal it rewrites one line
 // in place; elsewhere (logs, CI) it prints each distinct message on its own
-// line. A nil *Progress shows nothing.
-type Progress struct {
+// line. A nil *Line shows nothing.
+type Line struct {
 	w    io.Writer
 	tty  bool
 	mu   sync.Mutex
 	last string
 }
 
-// NewProgress writes progress to w, in place when w is a terminal.
-func NewProgress(w io.Writer) *Progress {
-	return &Progress{w: w, tty: isTerminal(w)}
+// New writes progress to w, in place when w is a terminal.
+func New(w io.Writer) *Line {
+	return &Line{w: w, tty: isTerminal(w)}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -32,7 +34,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 // Update shows a new status message.
-func (p *Progress) Update(format string, args ...any) {
+func (p *Line) Update(format string, args ...any) {
 	if p == nil || p.w == nil {
 		return
 	}
@@ -52,7 +54,7 @@ func (p *Progress) Update(format string, args ...any) {
 }
 
 // Done ends the in-place line so later output starts on a fresh one.
-func (p *Progress) Done() {
+func (p *Line) Done() {
 	if p == nil || p.w == nil {
 		return
 	}
