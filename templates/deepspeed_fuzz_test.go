@@ -16,7 +16,7 @@ import (
 // tests use and DeepSpeed's documented shapes.
 func FuzzPlannedDSConfig(f *testing.F) {
 	for _, name := range []string{"my_ds_config.json", "zero2_offload.json", "ds_micro_batch.json"} {
-		if b, err := os.ReadFile("../cmd/pipette-launch/testdata/" + name); err == nil {
+		if b, err := os.ReadFile("../cmd/internal/testdata/" + name); err == nil {
 			f.Add(string(b))
 		}
 	}

@@ -28,7 +28,7 @@ func addFiles(f *testing.F, patterns ...string) {
 // most limits.MaxHosts hosts and survives a marshal round trip. Seeds: the
 // example and test cluster files.
 func FuzzParseClusterFile(f *testing.F) {
-	addFiles(f, "../../examples/*.yaml", "../../cmd/pipette-launch/testdata/*.yaml", "../../bench/crosscluster/*.yaml")
+	addFiles(f, "../../examples/*.yaml", "../../cmd/internal/testdata/*.yaml", "../../bench/crosscluster/*.yaml")
 	f.Add("clusters:\n  - name: a\n    hosts: node[1-20000]\n    gpus_per_host: 8\n    gpu: {model: H100}\n")
 	f.Add("clusters: [{name: a, hosts: [\"[::1]:2222\"], gpus_per_host: 8.5, gpu: {model: H100}}]\n")
 	f.Fuzz(func(t *testing.T, doc string) {

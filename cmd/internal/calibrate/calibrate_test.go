@@ -1,0 +1,154 @@
+package calibrate
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/plan"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+)
+
+const calibrateCluster = `# a hand-written cluster: this comment must survive calibrate
+clusters:
+  - name: a
+    hosts: [a1, a2]
+    gpus_per_host: 2
+    gpu: {model: cpu, memory_gib: 4, peak_bf16_tflops: 1}
+    nics: [{type: ethernet, count: 1, rate_gbit_per_s: 10}]
+`
+
+const calibrateModel = `name: tiny
+num_layers: 8
+hidden_size: 256
+num_attention_heads: 4
+seq_length: 128
+vocab_size: 1024
+`
+
+// A run observed 30% slower than predicted: calibrate records it, the
+// factors move the prediction onto it, the file keeps its comment, and
+// plan reports the calibration and uses it.
+func TestCalibrateFromPlanAndMegatronLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cluster := filepath.Join(dir, "cluster.yaml")
+	model := filepath.Join(dir, "tiny.yaml")
+	for p, s := range map[string]string{cluster: calibrateCluster, model: calibrateModel} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	planFlags := plan.Options{ClusterFile: cluster, Model: model, GlobalBatch: 8, Top: 1, Seed: 1,
+		Fixed: parallel.Constraints{TP: 2, PP: 2, VPP: 1, ZeroStage: -1}, NCCLMode: "auto"}
+	var planOut bytes.Buffer
+	po := planFlags
+	po.IO, po.JSON = &cmdutil.IOStreams{Out: &planOut, ErrOut: &planOut}, true
+	if err := plan.Run(&po); err != nil {
+		t.Fatalf("plan: %v\n%s", err, planOut.String())
+	}
+	planFile := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(planFile, planOut.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pj, err := targetFromPlanFile(planFile, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	predicted := predictTarget(t, cluster, pj)
+	observed := 1.3 * predicted
+	var log strings.Builder
+	for i := 1; i <= 5; i++ {
+		ms := observed * 1000
+		if i == 1 {
+			ms *= 3 // warm-up, dropped by --skip 1
+		}
+		fmt.Fprintf(&log, " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | learning rate: 1.0E-04 |\n", i, 5, 8*i, ms)
+	}
+	logFile := filepath.Join(dir, "rank3.log")
+	if err := os.WriteFile(logFile, []byte(log.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	opts := &Options{IO: &cmdutil.IOStreams{Out: &out, ErrOut: &out}, ClusterFile: cluster, Logs: []string{logFile},
+		PlanFile: planFile, NCCLMode: "auto", Skip: 1, Now: func() time.Time { return time.Unix(1.8e9, 0) }}
+	if err := Run(opts); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, out.String())
+	}
+	t.Logf("calibrate:\n%s", out.String())
+	// The log has milliseconds to one decimal: the error is against that.
+	logged := math.Round(observed*1e4) / 1e4
+	errPct := fmt.Sprintf("%.1f%%", 100*math.Abs(predicted/logged-1))
+	for _, want := range []string{"median of 4 iterations", "error -" + errPct, "wrote the calibration"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	data, _ := os.ReadFile(cluster)
+	if !strings.HasPrefix(string(data), "# a hand-written cluster") {
+		t.Errorf("comment lost:\n%s", data)
+	}
+	after := predictTarget(t, cluster, pj)
+	if math.Abs(after/observed-1) > 0.03 {
+		t.Errorf("calibrated prediction %.4f s, observed %.4f s", after, observed)
+	}
+	var table bytes.Buffer
+	po = planFlags
+	po.IO = &cmdutil.IOStreams{Out: &table, ErrOut: &table}
+	if err := plan.Run(&po); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "calibrated from 1 runs, last error "+errPct) {
+		t.Errorf("plan does not report the calibration:\n%s", table.String())
+	}
+}
+
+func predictTarget(t *testing.T, cluster string, target calibrateTarget) float64 {
+	t.Helper()
+	c, err := plan.LoadCluster(cluster, fabric.TransportAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := search.Search(c, target.model, target.so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Plans[0].Predicted.IterationSeconds
+}
+
+func TestCalibrateBadInputExit2(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cluster := filepath.Join(dir, "cluster.yaml")
+	os.WriteFile(cluster, []byte(calibrateCluster), 0o644)
+	empty := filepath.Join(dir, "empty.log")
+	os.WriteFile(empty, []byte("nothing here\n"), 0o644)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no cluster", Options{ClusterFile: filepath.Join(dir, "nope.yaml")}, "--cluster"},
+		{"nothing says what ran", Options{ClusterFile: cluster, Logs: []string{empty}}, "say what ran"},
+		{"no iteration lines", Options{ClusterFile: cluster, Logs: []string{empty}, Model: "gpt3-125m", GlobalBatch: 8,
+			Fixed: parallel.Constraints{TP: 1, PP: 1, ZeroStage: -1}}, "no iteration times"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			tc.opts.IO, tc.opts.NCCLMode = &cmdutil.IOStreams{Out: &out, ErrOut: &out}, "auto"
+			err := Run(&tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || cmdtest.ExitCode(err) != 2 {
+				t.Errorf("err %v (exit %d), want %q and exit 2", err, cmdtest.ExitCode(err), tc.want)
+			}
+		})
+	}
+}

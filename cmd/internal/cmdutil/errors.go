@@ -1,0 +1,53 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pipette-launch/pipette-launch/planner/search"
+	"github.com/urfave/cli/v2"
+)
+
+// InputError marks bad input: the CLI exits 2 for it.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+func InputErrorf(format string, a ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, a...)}
+}
+
+// ExitFor maps errors to exit codes: 2 for bad input, 3 for a job that
+// does not fit the cluster, 1 otherwise.
+func ExitFor(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *InputError
+	var nf *search.NoFitError
+	switch {
+	case errors.As(err, &ue):
+		return cli.Exit("pipette-launch: "+err.Error(), ExitInput)
+	case errors.As(err, &nf):
+		return cli.Exit("pipette-launch: "+err.Error(), ExitNoFit)
+	}
+	return cli.Exit("pipette-launch: "+err.Error(), ExitFailure)
+}
+
+// Exit codes (README "Exit codes"): 0 ok, 1 job or host failure, 2 bad
+// input, 3 the job does not fit the cluster.
+const (
+	ExitFailure = 1
+	ExitInput   = 2
+	ExitNoFit   = 3
+)
+
+// UsageError is bad input: the CLI exits 2.
+func UsageError(format string, a ...any) error { return cli.Exit(fmt.Sprintf(format, a...), 2) }
+
+func AsInputError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &InputError{Msg: err.Error()}
+}

@@ -1,0 +1,44 @@
+package plan
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPlanShowsTransportPerGroupType: on the two-cluster example with the
+// hosts' versions recorded, plan 1 keeps RDMA inside the InfiniBand island
+// for TP and DP and names sockets for the pipeline; without versions it
+// says why everything runs on sockets.
+func TestPlanShowsTransportPerGroupType(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../../examples/two-clusters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := "    software: {nccl: 2.21.5, torch: 2.4.0, megatron_core: 0.12.0}\n"
+	withVersions := strings.NewReplacer("    pcie_gen: 5\n", "    pcie_gen: 5\n"+sw, "    pcie_gen: 4\n", "    pcie_gen: 4\n"+sw).Replace(string(src))
+	if withVersions == string(src) {
+		t.Fatal("could not add software fields to the example")
+	}
+	path := filepath.Join(t.TempDir(), "two-clusters-versions.yaml")
+	if err := os.WriteFile(path, []byte(withVersions), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{path, "plan 1 NCCL transport (--nccl-mode auto): one NCCL network per group type (ib: tp IB, cp IB, dp IB, pp Socket, embd Socket; eth: tp Socket"},
+		{"../../../examples/two-clusters.yaml", "plan 1 NCCL transport (--nccl-mode auto): TCP sockets for every group\n  (RDMA is not kept inside islands: versions unknown (NCCL on ib"},
+	} {
+		var out bytes.Buffer
+		if err := Run(planOpts(&out, func(o *Options) {
+			o.ClusterFile, o.Model, o.GlobalBatch, o.NCCLMode = tc.file, "llama2-7b", 64, "auto"
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%s: output lacks %q:\n%s", tc.file, tc.want, out.String())
+		}
+	}
+}

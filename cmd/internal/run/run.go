@@ -1,0 +1,686 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// Options are the inputs of `pipette-launch run` (and of the bare
+// torchrun-style `pipette-launch script.py ...`).
+type Options struct {
+	IO *cmdutil.IOStreams
+	// Preflight runs the collective test before the job; PreflightOnly
+	// (pipette-launch preflight) runs only the test.
+	Preflight, PreflightOnly bool
+	PreflightTimeout         time.Duration
+	PreflightMinShare        float64
+	// socketsOnly prices the plan on sockets everywhere: set when the plan
+	// priced with one network per group type cannot keep RDMA in islands.
+	socketsOnly bool
+	// Env is the environment pipette-launch was started in (KEY=VALUE).
+	Env []string
+
+	NProcPerNode, NNodes  string
+	MasterAddr            string
+	MasterPort            int
+	MaxRestarts           int
+	NoPython, Module      bool
+	LogDir, RunID, Python string
+	ClusterFile           string
+	Hosts, Hostfile       string
+	Framework             string
+	PlanIndex             int
+	Model                 string
+	GlobalBatch           int
+	DryRun                bool
+	// JSON, with DryRun, prints the job as one JSON object.
+	JSON      bool
+	OutputDir string
+	NCCLMode  string
+	// Launcher is --launcher: auto, ssh or slurm.
+	Launcher string
+	// SequenceParallel is on, off or auto ("": auto = the script's own
+	// --sequence-parallel decides).
+	SequenceParallel string
+	WorkDir          string
+	NoCheckScript    bool
+	// PlanOverridesConfig lets the plan change the user's DeepSpeed
+	// config (printed as a diff) instead of keeping it as constraints.
+	PlanOverridesConfig bool
+	// Include/Exclude are DeepSpeed's host:slot filters; NoLocalRank is
+	// --no_local_rank / --use_env.
+	Include, Exclude string
+	NoLocalRank      bool
+	// devices are the filtered hosts' slots as CUDA_VISIBLE_DEVICES.
+	devices []string
+	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.
+	EnvFlags []string
+	EnvFile  string
+	// Role is ROLE_NAME; Ignored lists torchrun flags given that mean
+	// nothing here (warned about).
+	Role       string
+	Ignored    []string
+	Script     string
+	ScriptArgs []string
+
+	// Launching: SSH connection, output filters and stopping.
+	SSH                          remote.SSHOptions
+	Fanout                       int
+	LocalRanksFilter, QuietRanks []int
+	StopGrace, HeartbeatTimeout  time.Duration
+
+	// Report draws the plans; searched is what ChoosePlan's search found.
+	Report   cmdutil.ReportOptions
+	searched *searchedPlans
+	// slurm is the allocation the job starts in when --launcher picks Slurm.
+	slurm *remote.Slurm
+	// pool holds the launch probe's connections for the launch to reuse.
+	pool *remote.Pool
+	// standalone is --standalone; local: the job runs on this machine
+	// without SSH (runlocal.go).
+	standalone, local bool
+	// filesDir is the job's own directory for its files (jobFilesDir).
+	filesDir string
+	// Reprobe (--reprobe) runs the launch probe for a dry run or
+	// --output-dir; ProbeMaxAge bounds the age of a cached one they show;
+	// probeNote says which they used.
+	Reprobe     bool
+	ProbeMaxAge time.Duration
+	probeNote   string
+
+	// The steps that reach hosts or the clock, nil for the real ones:
+	// tests set them (NewCmd's adjust) instead of package variables, so
+	// they need not run one at a time. Launch starts and supervises the
+	// job (launchJob); LaunchPreflight starts the preflight job, its
+	// output to out (launchPreflight); ProbeLaunch is the pre-launch
+	// probe (probeLaunch); NewJobID names one launch (realJobID).
+	Launch          func(ctx context.Context, job *job.Job, opts *Options) error
+	LaunchPreflight func(ctx context.Context, job *job.Job, opts *Options, out io.Writer) error
+	ProbeLaunch     func(ctx context.Context, targets []remote.HostTarget, rank0 int, python string, opts *Options) (*probe.LaunchProbe, *remote.Pool, error)
+	NewJobID        func(name string) string
+}
+
+func (o *Options) launch() func(context.Context, *job.Job, *Options) error {
+	if o.Launch != nil {
+		return o.Launch
+	}
+	return launchJob
+}
+
+func (o *Options) launchPreflight() func(context.Context, *job.Job, *Options, io.Writer) error {
+	if o.LaunchPreflight != nil {
+		return o.LaunchPreflight
+	}
+	return launchPreflight
+}
+
+func (o *Options) probeLaunch() func(context.Context, []remote.HostTarget, int, string, *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+	if o.ProbeLaunch != nil {
+		return o.ProbeLaunch
+	}
+	return probeLaunch
+}
+
+func (o *Options) newJobID() func(string) string {
+	if o.NewJobID != nil {
+		return o.NewJobID
+	}
+	return realJobID
+}
+
+// launchJob starts a rendered job on its hosts and supervises it with the
+// launcher package: Options.Launch when nil.
+func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
+	return launch.Launch(ctx, *job, launch.LaunchOptions{
+		Slurm:            opts.slurm,
+		Local:            opts.local,
+		SSH:              opts.SSH,
+		Fanout:           opts.Fanout,
+		Pool:             opts.pool,
+		Out:              opts.IO.Out,
+		LogDir:           opts.LogDir,
+		LocalRanksFilter: opts.LocalRanksFilter,
+		QuietRanks:       opts.QuietRanks,
+		Grace:            opts.StopGrace,
+		HeartbeatTimeout: opts.HeartbeatTimeout,
+		MaxRestarts:      opts.MaxRestarts,
+	})
+}
+
+// NewCmd is `pipette-launch run`. adjust, when not nil, changes the
+// options read from the command line before the run uses them (tests set
+// the Launch, ProbeLaunch and NewJobID steps there).
+func NewCmd(io *cmdutil.IOStreams, adjust func(*Options)) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "plan, render and start a training job (torchrun's replacement)",
+		ArgsUsage: "script.py [script args...]",
+		Flags:     Flags(),
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("pipette-launch run: %s (see pipette-launch run --help)", cmdutil.DidYouMean(err, c.Command.Flags)), 2)
+		},
+		Action: func(c *cli.Context) error {
+			return runAction(c, io, adjust)
+		},
+	}
+}
+
+func runAction(c *cli.Context, io *cmdutil.IOStreams, adjust func(*Options)) error {
+	opts, err := OptionsFromCLI(c, io, os.Environ())
+	if err != nil {
+		return cmdutil.ExitFor(err)
+	}
+	if adjust != nil {
+		adjust(opts)
+	}
+	// SIGINT/SIGTERM/SIGHUP stop every rank on every host before exiting,
+	// as torchrun's agent forwards them to its workers.
+	ctx := c.Context
+	if sigs := stopSignals(); len(sigs) > 0 { // none would mean every signal
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, sigs...)
+		defer stop()
+	}
+	return cmdutil.ExitFor(Run(ctx, opts))
+}
+
+// stopSignals are the signals that stop the job (torchrun's agent forwards
+// INT, TERM, HUP and QUIT to its workers), leaving out those this
+// process was started ignoring: under nohup (SIGHUP) or in a script's
+// background job (SIGINT) the user asked for them not to stop it, and
+// catching them would undo that (torchrun's "SIGHUP death under nohup").
+func stopSignals() []os.Signal {
+	var sigs []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
+}
+
+// Run plans (or takes torchrun's order), renders and then prints,
+// writes or launches the job.
+func Run(ctx context.Context, opts *Options) error {
+	if err := CheckOptions(opts); err != nil {
+		return err
+	}
+	for _, f := range opts.Ignored {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: pipette-launch starts every host itself with a static rendezvous\n", f)
+	}
+	fw := ChooseFramework(opts)
+	mode, err := fabric.ParseMode(opts.NCCLMode)
+	if err != nil {
+		return &cmdutil.InputError{Msg: err.Error()}
+	}
+	cluster, planned, err := LoadCluster(opts)
+	if err != nil {
+		return err
+	}
+	ch, err := ChoosePlan(opts, cluster, fw, planned)
+	if err != nil {
+		return err
+	}
+	if planned && mode.TransportFor(fw) == fabric.TransportIslands && len(cluster.Islands) > 1 &&
+		templates.IslandsFallback(cluster, ch.Plan, templates.Options{Script: opts.Script, Args: ch.Args, Env: opts.Env}) != "" {
+		// The plan cannot keep RDMA inside islands: price it again the way
+		// it will run, on sockets everywhere (Render says why).
+		opts.socketsOnly = true
+		if cluster, planned, err = LoadCluster(opts); err != nil {
+			return err
+		}
+		if ch, err = ChoosePlan(opts, cluster, fw, planned); err != nil {
+			return err
+		}
+	}
+	summary := ch.Summary
+	if err := writeRunReport(opts, cluster); err != nil {
+		return err
+	}
+	explicit, sources, err := explicitEnv(opts)
+	if err != nil {
+		return err
+	}
+	for _, s := range sources {
+		names := make([]string, len(s.vars))
+		for i, v := range s.vars {
+			names[i] = v.Name
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: environment from %s: %s\n", s.name, strings.Join(names, " "))
+	}
+	renderOptions := func(facts *launchFacts) templates.Options {
+		return templates.Options{
+			Name:           opts.RunID,
+			Role:           opts.Role,
+			Script:         opts.Script,
+			Args:           ch.Args,
+			Python:         facts.python,
+			Rendezvous:     facts.rendezvous,
+			NodeRankPinned: slices.Contains(opts.Ignored, "--node-rank"),
+			NoPython:       opts.NoPython,
+			Module:         opts.Module,
+			MasterAddr:     opts.MasterAddr,
+			MasterPort:     opts.MasterPort,
+			MaxRestarts:    opts.MaxRestarts,
+			NCCLMode:       mode,
+			WorkDir:        opts.WorkDir,
+			FilesDir:       jobFilesDir(opts),
+			LogDir:         opts.LogDir,
+			Env:            opts.Env,
+			ExplicitEnv:    explicit,
+			HostDevices:    opts.devices,
+			NoLocalRank:    opts.NoLocalRank,
+			DSUser:         ch.DS,
+			DSPassThrough:  !planned,
+			DSOverride:     opts.PlanOverridesConfig,
+		}
+	}
+	render := func(facts *launchFacts) (*job.Job, error) {
+		job, err := templates.Render(ch.Plan, cluster, renderOptions(facts))
+		if err != nil {
+			return nil, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
+		}
+		job.Warnings = append(slices.Clone(ch.Warnings), job.Warnings...)
+		return job, nil
+	}
+	// Rendered once before connecting anywhere, so bad input fails first.
+	facts := &launchFacts{python: opts.Python}
+	job, err := render(facts)
+	if err != nil {
+		return err
+	}
+	if opts.local = runsHere(opts, jobTargets(job)); !opts.local {
+		if opts.slurm, err = slurmFor(opts, job); err != nil {
+			return err
+		}
+	}
+	if err := checkRankFilters(opts, job); err != nil {
+		return err
+	}
+	if opts.DryRun || opts.OutputDir != "" {
+		if job, err = withCachedProbe(ctx, opts, cluster, ch.Plan, render, job); err != nil {
+			return err
+		}
+	}
+	switch {
+	case opts.DryRun && opts.JSON:
+		return printDryRunJSON(opts, summary, ch.Plan, job)
+	case opts.DryRun:
+		if onExample(opts) {
+			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
+		}
+		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
+		if opts.local {
+			fmt.Fprintf(opts.IO.Out, "# runs on this machine without SSH, as torchrun does; its ranks meet on loopback (MASTER_ADDR=127.0.0.1)\n")
+		}
+		if opts.probeNote != "" {
+			fmt.Fprintf(opts.IO.Out, "# %s\n", opts.probeNote)
+		}
+		if opts.slurm != nil {
+			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, launch.SrunCommand(*opts.slurm, *job))
+		}
+		return templates.Describe(opts.IO.Out, job)
+	case opts.OutputDir != "":
+		for _, w := range job.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+		}
+		return writeOutputDir(opts, job, summary)
+	}
+	// A quick probe (over SSH, or srun steps in a Slurm allocation) finds
+	// where the ranks meet and the interpreter.
+	if facts, err = probeForLaunch(ctx, opts, cluster, ch.Plan); err != nil {
+		return err
+	}
+	if opts.pool != nil {
+		defer opts.pool.Close()
+	}
+	if job, err = render(facts); err != nil {
+		return err
+	}
+	for _, w := range append(facts.warnings, job.Warnings...) {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
+	if err := WriteRunPlan(opts, ch.Plan); err != nil {
+		return err
+	}
+	if job.WorkDir == "" {
+		// torchrun's behaviour: ranks start in the directory pipette-launch
+		// runs in (the same path on every host, as on a shared filesystem),
+		// so a relative script path means the same thing here and there.
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("launch directory: %w (give --workdir)", err)
+		}
+		job.WorkDir = wd
+	}
+	if opts.Preflight || opts.PreflightOnly {
+		o := renderOptions(facts)
+		if err := runPreflight(ctx, job, cluster, ch.Plan, o, opts); err != nil || opts.PreflightOnly {
+			return err
+		}
+	}
+	return opts.launch()(ctx, job, opts)
+}
+
+// CheckOptions rejects contradictory flags and a missing script.
+func CheckOptions(o *Options) error {
+	switch {
+	case o.JSON && !o.DryRun:
+		return cmdutil.InputErrorf("--json works only with --dry-run (or plan --json, probe --json): a launched job's output is its ranks' own")
+	case o.Script == "":
+		return cmdutil.InputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
+	case o.NoPython && o.Module:
+		return cmdutil.InputErrorf("--no-python and --module (-m) cannot be used together: pick how the script runs")
+	case o.ClusterFile != "" && (o.Hosts != "" || o.Hostfile != ""):
+		return cmdutil.InputErrorf("--cluster cannot be combined with --hosts/--hostfile: the cluster file already lists the hosts")
+	case o.Hosts != "" && o.Hostfile != "":
+		return cmdutil.InputErrorf("--hosts and --hostfile both list hosts: give one")
+	case o.PlanIndex < 1:
+		return cmdutil.InputErrorf("--plan %d: plans are numbered from 1", o.PlanIndex)
+	case o.MasterPort < 1 || o.MasterPort > 65535:
+		return cmdutil.InputErrorf("--master-port %d: want 1-65535", o.MasterPort)
+	case o.MaxRestarts < 0:
+		return cmdutil.InputErrorf("--max-restarts %d: want >= 0", o.MaxRestarts)
+	}
+	if o.Framework != "" && !slices.Contains([]string{"megatron", "deepspeed", "torch"}, o.Framework) {
+		return cmdutil.InputErrorf("--framework %q: want megatron, deepspeed or torch", o.Framework)
+	}
+	if err := checkScript(o); err != nil {
+		if !o.DryRun {
+			return err
+		}
+		// A dry run starts nothing, so it still shows the launch (the README
+		// example works on a machine without Megatron checked out).
+		fmt.Fprintf(o.IO.ErrOut, "pipette-launch: warning: %v\n", err)
+	}
+	return nil
+}
+
+// checkScript requires a script path to exist here. torchrun checks nothing,
+// but a typo then fails on every host after the launch; the same path is
+// used on every host, so a job started from a shared or synced directory
+// sees it here too. --no-check-script is for scripts that exist only on the
+// hosts; modules and bare program names (found on PATH there) are not checked.
+func checkScript(o *Options) error {
+	if o.NoCheckScript || o.Module {
+		return nil
+	}
+	if o.NoPython && !strings.Contains(o.Script, "/") {
+		return nil
+	}
+	path := o.Script
+	if o.WorkDir != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(o.WorkDir, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return cmdutil.InputErrorf("script %s not found here (%v); it runs under the same path on every host: fix the path, or pass --no-check-script if it exists only on the hosts", o.Script, err)
+	}
+	return nil
+}
+
+// ChooseFramework applies --framework or guesses from the script.
+func ChooseFramework(o *Options) parallel.Framework {
+	if o.Framework != "" {
+		return parallel.Framework(o.Framework)
+	}
+	for _, a := range o.ScriptArgs {
+		if a == "--deepspeed" || a == "--deepspeed_config" || strings.HasPrefix(a, "--deepspeed_config=") {
+			return parallel.FrameworkDeepSpeed
+		}
+	}
+	if megatron.LooksLike(o.Script, o.ScriptArgs) {
+		return parallel.FrameworkMegatron
+	}
+	return parallel.FrameworkTorch
+}
+
+// LoadCluster resolves the cluster: a cluster file (or the embedded
+// example) is planned on; --hosts/--hostfile only lists hosts, so ranks go
+// in torchrun's order. --nnodes and --nproc-per-node cap what is used.
+func LoadCluster(o *Options) (c *cluster.Cluster, planned bool, err error) {
+	nnodes, err := ParseNNodes(o.NNodes)
+	if err != nil {
+		return nil, false, err
+	}
+	nproc, allGPUs, err := parseNProc(o.NProcPerNode)
+	if err != nil {
+		return nil, false, err
+	}
+	// Hosts come from --hosts/--hostfile, else (without a cluster file)
+	// Slurm's node list, for a dry run and --output-dir as for a launch;
+	// the embedded example is never launched on or written out.
+	listed := o.Hosts != "" || o.Hostfile != "" || fromSlurm(o)
+	if o.ClusterFile == "" && !o.DryRun && !listed {
+		what := "no hosts to launch on"
+		if o.OutputDir != "" {
+			what = "--output-dir: no hosts to write launch scripts for"
+		}
+		return nil, false, cmdutil.InputErrorf("%s: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or run inside a Slurm allocation; the embedded example cluster is only for --dry-run and plan", what)
+	}
+	if listed {
+		hosts, err := listedHosts(o, nproc, allGPUs)
+		if err != nil {
+			return nil, false, err
+		}
+		if o.Include != "" || o.Exclude != "" {
+			if o.NNodes != "" || o.NProcPerNode != "" {
+				return nil, false, cmdutil.InputErrorf("--include/--exclude cannot be combined with --num_nodes/--num_gpus (--nnodes/--nproc-per-node), as in DeepSpeed")
+			}
+			var slots [][]int
+			if hosts, slots, err = filterResources(hosts, o.Include, o.Exclude); err != nil {
+				return nil, false, err
+			}
+			for _, s := range slots {
+				o.devices = append(o.devices, deviceList(s))
+			}
+		}
+		if nnodes > 0 {
+			if nnodes > len(hosts) {
+				return nil, false, cmdutil.InputErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
+			}
+			hosts = hosts[:nnodes]
+		}
+		return hostsCluster(hosts), false, nil
+	}
+	if o.Include != "" || o.Exclude != "" {
+		return nil, false, cmdutil.InputErrorf("--include/--exclude filter the hosts of --hostfile/--hosts (DeepSpeed's syntax host:slot,slot@host); a cluster file is planned on as a whole: use --nnodes/--nproc-per-node")
+	}
+	data, name := examples.DefaultCluster, "embedded example cluster (examples/cluster.yaml)"
+	if o.ClusterFile != "" {
+		data, err = os.ReadFile(o.ClusterFile)
+		if err != nil {
+			return nil, false, cmdutil.InputErrorf("cluster file: %v", err)
+		}
+		name = o.ClusterFile
+	}
+	f, err := cluster.Parse(data)
+	if err != nil {
+		return nil, false, cmdutil.InputErrorf("%s: %v", name, err)
+	}
+	if err := capCluster(f, nnodes, nproc); err != nil {
+		return nil, false, err
+	}
+	mode, _ := fabric.ParseMode(o.NCCLMode) // checked by Run
+	t := mode.TransportFor(ChooseFramework(o))
+	if o.socketsOnly {
+		t = fabric.TransportSockets
+	}
+	c, err = f.ResolveFor(t)
+	if err != nil {
+		return nil, false, cmdutil.InputErrorf("%s: %v", name, err)
+	}
+	return c, true, nil
+}
+
+// fromSlurm: the hosts are the Slurm allocation's (no cluster file, no
+// --hosts/--hostfile, SLURM_JOB_NODELIST set).
+func fromSlurm(o *Options) bool {
+	return o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && cmdutil.EnvLookup(o.Env)("SLURM_JOB_NODELIST") != ""
+}
+
+// onExample: the job is planned on the embedded example cluster's made-up
+// hosts (only a dry run gets that far).
+func onExample(o *Options) bool {
+	return o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && !fromSlurm(o)
+}
+
+// capCluster keeps the first nnodes hosts (file order) and at most nproc
+// GPUs per host, torchrun's meaning of those flags.
+func capCluster(f *cluster.File, nnodes, nproc int) error {
+	total := 0
+	for _, is := range f.Clusters {
+		total += len(is.Hosts)
+		if nproc > is.GPUsPerHost {
+			return cmdutil.InputErrorf("--nproc-per-node %d, but the hosts of island %s have %d GPUs", nproc, is.Name, is.GPUsPerHost)
+		}
+	}
+	if nnodes > total {
+		return cmdutil.InputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
+	}
+	left := nnodes
+	var kept []cluster.IslandSpec
+	for _, is := range f.Clusters {
+		if nproc > 0 {
+			is.GPUsPerHost = nproc
+		}
+		if nnodes > 0 {
+			if left == 0 {
+				continue
+			}
+			if len(is.Hosts) > left {
+				is.Hosts = is.Hosts[:left]
+			}
+			left -= len(is.Hosts)
+		}
+		kept = append(kept, is)
+	}
+	f.Clusters = kept
+	cmdutil.DropOrphanLinks(f)
+	return nil
+}
+
+// listedHosts reads --hosts, --hostfile (DeepSpeed's `HOST slots=N` or one
+// host per line) or SLURM_JOB_NODELIST. --nproc-per-node caps a hostfile's
+// slots and gives the rank count where none is listed (torchrun's default 1).
+func listedHosts(o *Options, nproc int, allGPUs bool) ([]remote.HostSpec, error) {
+	hosts, err := remote.ResolveHosts(remote.HostSources{Hosts: o.Hosts, Hostfile: o.Hostfile, Getenv: cmdutil.EnvLookup(o.Env)})
+	if err != nil {
+		return nil, &cmdutil.InputError{Msg: err.Error()}
+	}
+	if allGPUs {
+		if !runsHere(o, remote.Targets(hosts)) {
+			return nil, cmdutil.InputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has (or a job on this machine alone, counted here); give a number with --hosts/--hostfile", o.NProcPerNode)
+		}
+		if nproc, err = localRanksPerNode(o); err != nil {
+			return nil, err
+		}
+	}
+	if nproc == 0 && o.Hosts == "" && o.Hostfile == "" {
+		// Hosts from the Slurm allocation: one rank per GPU Slurm gave each
+		// node, where it says (--gpus-per-node), else torchrun's default 1.
+		nproc, _ = strconv.Atoi(cmdutil.EnvLookup(o.Env)("SLURM_GPUS_ON_NODE"))
+	}
+	ranks := 0
+	for i := range hosts {
+		switch {
+		case hosts[i].Slots == 0:
+			hosts[i].Slots = max(nproc, 1)
+		case nproc > 0:
+			hosts[i].Slots = min(hosts[i].Slots, nproc)
+		}
+		ranks += hosts[i].Slots
+	}
+	if ranks > limits.MaxRanks {
+		return nil, cmdutil.InputErrorf("%d hosts x ranks per host = %d ranks; at most %d in one job", len(hosts), ranks, limits.MaxRanks)
+	}
+	return hosts, nil
+}
+
+// hostsCluster is a cluster of listed hosts with nothing probed: no NICs
+// (NCCL keeps its own detection) and unknown GPUs.
+func hostsCluster(hosts []remote.HostSpec) *cluster.Cluster {
+	island := cluster.Island{Spec: cluster.IslandSpec{Name: "hosts"}}
+	var hs []cluster.Host
+	for i, h := range hosts {
+		island.Hosts = append(island.Hosts, i)
+		entry := cluster.HostEntry{Name: h.Name, Address: cmp.Or(h.Addr, h.Name), User: h.User, Port: h.Port}
+		hs = append(hs, cluster.Host{HostEntry: entry, GPUs: h.Slots})
+	}
+	n := len(hs)
+	bw, lat := make([][]float64, n), make([][]float64, n)
+	for i := range bw {
+		bw[i], lat[i] = make([]float64, n), make([]float64, n)
+	}
+	return cluster.NewCluster([]cluster.Island{island}, hs, bw, lat)
+}
+
+// checkRankFilters rejects --local-ranks-filter and --quiet-ranks entries
+// that name no rank of the job: a filter that matches nothing would hide
+// all output without a word.
+func checkRankFilters(o *Options, job *job.Job) error {
+	perHost, world := 0, 0
+	for _, h := range job.Hosts {
+		perHost = max(perHost, len(h.Ranks))
+		world += len(h.Ranks)
+	}
+	for _, r := range o.LocalRanksFilter {
+		if r >= perHost {
+			return cmdutil.InputErrorf("--local-ranks-filter %d: local ranks of this job are 0..%d", r, perHost-1)
+		}
+	}
+	for _, r := range o.QuietRanks {
+		if r >= world {
+			return cmdutil.InputErrorf("--quiet-ranks %d: ranks of this job are 0..%d", r, world-1)
+		}
+	}
+	return nil
+}
+
+// printDryRunJSON is --dry-run --json: one JSON object with the summary,
+// the job (secrets masked as in the text form) and the chosen plan, as
+// `plan --json` prints one.
+func printDryRunJSON(opts *Options, summary string, plan *search.Plan, job *job.Job) error {
+	out := struct {
+		Summary        string `json:"summary"`
+		ExampleCluster bool   `json:"example_cluster,omitempty"`
+		RunsHere       bool   `json:"runs_here_without_ssh,omitempty"`
+		SrunCommand    string `json:"srun_command,omitempty"`
+		LaunchProbe    string `json:"launch_probe,omitempty"`
+		templates.JobView
+		Plan *search.Plan `json:"plan,omitempty"`
+	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan}
+	if opts.slurm != nil {
+		out.SrunCommand = launch.SrunCommand(*opts.slurm, *job)
+	}
+	enc := json.NewEncoder(opts.IO.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

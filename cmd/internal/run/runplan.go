@@ -1,0 +1,519 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+	"github.com/pipette-launch/pipette-launch/tokenizer"
+)
+
+// PlanChoice is what ChoosePlan decides: the placed plan, the one-line
+// summary, the script's arguments as the ranks get them (with the shape
+// flags of --model added when the script lacks them), the user's own
+// DeepSpeed config and the warnings to print before the job.
+type PlanChoice struct {
+	Plan     *search.Plan
+	Summary  string
+	Args     []string
+	DS       *deepspeed.UserConfig
+	Warnings []string
+}
+
+// ChoosePlan returns the placed plan to render. With a cluster file
+// (planned) and a known model the planner searches, with the script's own
+// settings (Megatron flags, the user's DeepSpeed config) as constraints;
+// plain torch jobs, and jobs on listed hosts, use torchrun's rank order
+// with the parallel sizes the script's own arguments fix.
+func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned bool) (*PlanChoice, error) {
+	ch := &PlanChoice{Args: o.ScriptArgs}
+	ds, err := userDSConfig(o, fw)
+	if err != nil {
+		return nil, err
+	}
+	ch.DS = ds
+	megatronArgs := megatron.LooksLike(o.Script, o.ScriptArgs)
+	vocab := tokenizer.Reader{Dir: o.WorkDir}
+	m, fixed, found, err := megatron.ModelFromArgsVocab(o.ScriptArgs, vocab.Vocab)
+	if found && err != nil && fw != parallel.FrameworkTorch {
+		return nil, cmdutil.InputErrorf("%v", err)
+	}
+	if megatronArgs && fw != parallel.FrameworkTorch {
+		ch.Warnings = append(ch.Warnings, megatron.UnmodelledFeatures(o.ScriptArgs)...)
+	}
+	micro, global, err := megatron.BatchArgs(o.ScriptArgs)
+	if err != nil && fw != parallel.FrameworkTorch {
+		return nil, cmdutil.InputErrorf("%v", err)
+	}
+	if o.GlobalBatch > 0 {
+		if global > 0 && global != o.GlobalBatch {
+			return nil, cmdutil.InputErrorf("--global-batch-size %d contradicts the script's --global-batch-size %d: give one", o.GlobalBatch, global)
+		}
+		global = o.GlobalBatch
+	}
+	if !found {
+		fixed = parallel.Constraints{ZeroStage: -1}
+		if !megatronArgs && fw == parallel.FrameworkDeepSpeed {
+			// A plain DeepSpeed script only does data parallelism (+ ZeRO).
+			fixed.TP, fixed.PP, fixed.CP = 1, 1, 1
+		}
+	}
+	if err := applySequenceParallel(o.SequenceParallel, &fixed, found); err != nil {
+		return nil, err
+	}
+	if megatronArgs && fw != parallel.FrameworkTorch {
+		// The user's own layer split stands: rendered as given without
+		// planning, a constraint on the search with it.
+		stages, vpp, err := megatron.StageLayers(o.ScriptArgs)
+		if err != nil {
+			return nil, cmdutil.InputErrorf("script arguments: %v", err)
+		}
+		if stages != nil || vpp > 1 {
+			fixed.VPP, fixed.StageLayers = max(fixed.VPP, vpp), stages
+		}
+	}
+	if fw == parallel.FrameworkTorch || !planned {
+		ch.Plan, ch.Summary, err = torchrunOrderPlan(c, fw, fixed, micro, global, ds)
+		return ch, err
+	}
+	if !found || m.NumLayers == 0 {
+		if o.Model == "" {
+			if fw == parallel.FrameworkMegatron {
+				return nil, cmdutil.InputErrorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(model.PresetNames(), ", "))
+			}
+			ch.Plan, ch.Summary, err = torchrunOrderPlan(c, fw, fixed, micro, global, ds)
+			return ch, err
+		}
+		m, err = cmdutil.LoadModel(o.Model, 0)
+		if err != nil {
+			return nil, &cmdutil.InputError{Msg: err.Error()}
+		}
+		if t := megatron.Tokenizer(o.ScriptArgs); t.Type != "" {
+			// Megatron sizes the embedding by the script's tokenizer, whatever
+			// the model file says.
+			if n, _, err := vocab.Vocab(t); err == nil && n > 0 {
+				m.Vocab, found = n, true
+			}
+		}
+		if megatronArgs || fw == parallel.FrameworkMegatron {
+			// The job must train the model that was planned.
+			ch.Args = append(append([]string(nil), o.ScriptArgs...), templates.ModelShapeArgs(m, fw == parallel.FrameworkDeepSpeed, o.ScriptArgs)...)
+		}
+	}
+	if err := checkFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
+		return nil, err
+	}
+	p, n, err := searchPlan(o, c, m, fw, fixed, micro, global, ds)
+	if err != nil {
+		return nil, err
+	}
+	ch.Plan = p
+	ch.Summary = planSummary(p, o.PlanIndex, n) + vocabNote(m, p.TP, vocab, o.ScriptArgs, found)
+	return ch, nil
+}
+
+// searchPlan runs the search with the user's DeepSpeed config as
+// constraints (unless --plan-overrides-config). When no plan keeps the
+// config, the error names the keys the best plan without them changes.
+func searchPlan(o *Options, c *cluster.Cluster, m model.Model, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *deepspeed.UserConfig) (*search.Plan, int, error) {
+	free := fixed
+	keep := ds != nil && !o.PlanOverridesConfig
+	if ds != nil {
+		var err error
+		if global, err = dsGlobalBatch(ds, global); err != nil {
+			return nil, 0, err
+		}
+		if keep {
+			if err := dsConstraints(ds, &fixed, micro, global); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	if global == 0 {
+		return nil, 0, cmdutil.InputErrorf("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
+	}
+	search := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
+		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, o.PlanIndex), Seed: 1})
+		var noFit *search.NoFitError
+		if errors.As(err, &noFit) {
+			// Not bad input: the model does not fit this cluster (exit 3, as
+			// `plan` does), and the message says what would help.
+			return nil, fmt.Errorf("plan %s for %s: %w", m.Name, fw, noFit)
+		}
+		if err != nil {
+			return nil, cmdutil.InputErrorf("plan %s for %s: %v", m.Name, fw, err)
+		}
+		var keep []search.Plan
+		for _, p := range res.Plans {
+			if !keepConfig || len(ds.PlanChanges(p.Config)) == 0 {
+				keep = append(keep, p)
+			}
+		}
+		kept := *res
+		kept.Plans = keep
+		o.searched = &searchedPlans{model: m, result: &kept}
+		return keep, nil
+	}
+	plans, err := search(fixed, keep)
+	if keep && len(plans) == 0 {
+		free.MicroBatch = max(free.MicroBatch, micro)
+		alt, altErr := search(free, false)
+		return nil, 0, dsConfigConflict(ds, alt, altErr, err)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if o.PlanIndex > len(plans) {
+		return nil, 0, cmdutil.InputErrorf("--plan %d: only %d plans were found", o.PlanIndex, len(plans))
+	}
+	p := plans[o.PlanIndex-1]
+	p.Framework = fw
+	return &p, len(plans), nil
+}
+
+// dsConfigConflict explains why no plan keeps the user's DeepSpeed config:
+// the keys the best plan without its constraints changes (exit 2).
+func dsConfigConflict(ds *deepspeed.UserConfig, plans []search.Plan, err, cause error) error {
+	if err != nil || len(plans) == 0 {
+		if cause == nil {
+			cause = err
+		}
+		return cmdutil.InputErrorf("no plan keeps the settings of your DeepSpeed config %s (%s): %v", ds.Path, dsSettings(ds), cause)
+	}
+	var keys []string
+	for _, c := range ds.PlanChanges(plans[0].Config) {
+		keys = append(keys, fmt.Sprintf("%s %v (the plan needs %v)", c.Key, c.User, c.Plan))
+	}
+	return cmdutil.InputErrorf("no plan keeps your DeepSpeed config %s: the plan must change %s; change the config or pass --plan-overrides-config to use the plan's values", ds.Path, strings.Join(keys, ", "))
+}
+
+// checkFixedSizes names the user's own parallel flag when it cannot work,
+// before the search reports that nothing is valid.
+func checkFixedSizes(m model.Model, f parallel.Constraints, gpus int) error {
+	tp, pp, cp := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1)
+	switch {
+	case m.Heads%tp != 0:
+		return cmdutil.InputErrorf("--tensor-model-parallel-size %d does not divide --num-attention-heads %d: Megatron needs heads %% TP == 0", tp, m.Heads)
+	case m.Groups()%tp != 0 && tp%m.Groups() != 0:
+		return cmdutil.InputErrorf("--tensor-model-parallel-size %d and --num-query-groups %d: one must divide the other", tp, m.Groups())
+	case tp*pp*cp > gpus:
+		return cmdutil.InputErrorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
+	case f.PP > 0 && m.NumLayers < f.PP:
+		return cmdutil.InputErrorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
+	}
+	return nil
+}
+
+// torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
+// and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1) and
+// the batch, ZeRO stage and offload the user's DeepSpeed config gives.
+func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *deepspeed.UserConfig) (*search.Plan, string, error) {
+	world := c.TotalGPUs()
+	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
+	if world%(tp*pp*cp) != 0 {
+		return nil, "", cmdutil.InputErrorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
+	}
+	dp := world / (tp * pp * cp)
+	if ds != nil {
+		if err := dsUnplanned(ds, &fixed, &micro, &global, dp); err != nil {
+			return nil, "", err
+		}
+	}
+	micro = max(micro, 1)
+	if global == 0 {
+		global = micro * dp
+	}
+	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
+		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
+	if fixed.SequenceParallel != nil {
+		cfg.SequenceParallel = *fixed.SequenceParallel
+	}
+	if fixed.DistributedOptimizer != nil {
+		cfg.DistributedOptimizer = *fixed.DistributedOptimizer
+	}
+	if fixed.ForceOffload {
+		cfg.Offload.OptimizerFraction = 1
+	}
+	if ds != nil && ds.OffloadParam != "" && ds.OffloadParam != "none" {
+		cfg.Offload.Params = true
+	}
+	p := &search.Plan{Framework: fw, Config: cfg}
+	for hi, h := range c.Hosts {
+		for l := range h.GPUs {
+			p.Placement = append(p.Placement, search.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
+		}
+	}
+	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
+}
+
+// dsUnplanned takes the batch sizes, ZeRO stage and offload of the user's
+// DeepSpeed config as DeepSpeed derives them for dp ranks; the script's
+// own Megatron-DeepSpeed flags must agree with them.
+func dsUnplanned(ds *deepspeed.UserConfig, fixed *parallel.Constraints, micro, global *int, dp int) error {
+	m, _, t, err := ds.Batch(dp)
+	if err != nil {
+		return &cmdutil.InputError{Msg: err.Error()}
+	}
+	if *micro > 0 && *micro != m {
+		return cmdutil.InputErrorf("the script's --micro-batch-size %d contradicts %s %s: train_micro_batch_size_per_gpu is %d for %d data-parallel ranks", *micro, ds.Flag, ds.Path, m, dp)
+	}
+	if *global > 0 && *global != t {
+		return cmdutil.InputErrorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", *global, ds.Flag, ds.Path, t)
+	}
+	*micro, *global = m, t
+	if ds.Stage >= 0 {
+		if fixed.ZeroStage >= 0 && fixed.ZeroStage != ds.Stage {
+			return cmdutil.InputErrorf("the script's --zero-stage %d contradicts %s %s: zero_optimization.stage is %d", fixed.ZeroStage, ds.Flag, ds.Path, ds.Stage)
+		}
+		fixed.ZeroStage = ds.Stage
+	}
+	if on := ds.Offloads(); on != nil {
+		fixed.ForceOffload = *on
+	}
+	return nil
+}
+
+// dsGlobalBatch is the global batch: the config's train_batch_size, which
+// --global-batch-size (or the script's) must agree with.
+func dsGlobalBatch(ds *deepspeed.UserConfig, global int) (int, error) {
+	switch {
+	case ds.TrainBatch == 0:
+		return global, nil
+	case global > 0 && global != ds.TrainBatch:
+		return 0, cmdutil.InputErrorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", global, ds.Flag, ds.Path, ds.TrainBatch)
+	}
+	return ds.TrainBatch, nil
+}
+
+// dsConstraints adds what the user's DeepSpeed config fixes to the search
+// constraints: micro-batch, ZeRO stage, offload and, with the accumulation
+// steps, the data-parallel size. An error names what contradicts.
+func dsConstraints(ds *deepspeed.UserConfig, fixed *parallel.Constraints, micro, global int) error {
+	name := ds.Flag + " " + ds.Path
+	if ds.Micro > 0 {
+		if micro > 0 && micro != ds.Micro {
+			return cmdutil.InputErrorf("the script's --micro-batch-size %d contradicts %s: train_micro_batch_size_per_gpu is %d", micro, name, ds.Micro)
+		}
+		fixed.MicroBatch = ds.Micro
+	}
+	if ds.Stage >= 0 {
+		if fixed.ZeroStage >= 0 && fixed.ZeroStage != ds.Stage {
+			return cmdutil.InputErrorf("the script's --zero-stage %d contradicts %s: zero_optimization.stage is %d", fixed.ZeroStage, name, ds.Stage)
+		}
+		fixed.ZeroStage = ds.Stage
+	}
+	if on := ds.Offloads(); on != nil {
+		fixed.ForceOffload, fixed.NoOffload = *on, !*on
+	}
+	if mb := max(fixed.MicroBatch, micro); mb > 0 && ds.Accum > 0 {
+		if global%(mb*ds.Accum) != 0 {
+			return cmdutil.InputErrorf("%s: train_batch_size %d is not divisible by micro-batch %d x gradient_accumulation_steps %d", name, global, mb, ds.Accum)
+		}
+		fixed.DP = global / (mb * ds.Accum)
+	}
+	return nil
+}
+
+// dsSettings lists the config's settings the plan must keep.
+func dsSettings(ds *deepspeed.UserConfig) string {
+	var s []string
+	for _, kv := range []struct {
+		key string
+		v   int
+	}{{"train_batch_size", ds.TrainBatch}, {"train_micro_batch_size_per_gpu", ds.Micro}, {"gradient_accumulation_steps", ds.Accum}} {
+		if kv.v > 0 {
+			s = append(s, fmt.Sprintf("%s %d", kv.key, kv.v))
+		}
+	}
+	if ds.Stage >= 0 {
+		s = append(s, fmt.Sprintf("zero_optimization.stage %d", ds.Stage))
+	}
+	if ds.OffloadOptimizer != "" {
+		s = append(s, "offload_optimizer "+ds.OffloadOptimizer)
+	}
+	if ds.OffloadParam != "" {
+		s = append(s, "offload_param "+ds.OffloadParam)
+	}
+	return strings.Join(s, ", ")
+}
+
+// vocabNote says where the planned vocabulary came from and how Megatron
+// pads it, for the plan's summary line.
+func vocabNote(m model.Model, tp int, r tokenizer.Reader, args []string, fromArgs bool) string {
+	src := "the model"
+	if fromArgs {
+		src = "--vocab-size"
+		if t := megatron.Tokenizer(args); t.Type != "" {
+			src = t.Type
+			if _, from, err := r.Vocab(t); err == nil && from != "" {
+				src += " " + from
+			}
+		}
+	}
+	return fmt.Sprintf("; vocabulary %d (%s), padded to %d", m.Vocab, src, m.PaddedVocab(tp))
+}
+
+// userDSConfig reads the config the user's own --deepspeed_config names:
+// its settings are the user's (see deepspeed.UserConfig).
+func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, error) {
+	if fw != parallel.FrameworkDeepSpeed {
+		return nil, nil
+	}
+	flag, path, file := userDSConfigFlag(o)
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, cmdutil.InputErrorf("%s %s: %v (pipette-launch plans with your config's settings, so it must be readable here)", flag, path, err)
+	}
+	ds, err := deepspeed.ParseUserConfig(flag, path, data)
+	if err != nil {
+		return nil, &cmdutil.InputError{Msg: err.Error()}
+	}
+	return ds, nil
+}
+
+// userDSConfigFlag finds the script's --deepspeed_config: the flag, the
+// path as given and the file it names here.
+func userDSConfigFlag(o *Options) (flag, path, file string) {
+	for i, a := range o.ScriptArgs {
+		for _, f := range []string{"--deepspeed_config", "--deepscale_config"} {
+			if a == f && i+1 < len(o.ScriptArgs) {
+				flag, path = f, o.ScriptArgs[i+1]
+			} else if v, ok := strings.CutPrefix(a, f+"="); ok {
+				flag, path = f, v
+			}
+		}
+	}
+	file = path
+	if o.WorkDir != "" && path != "" && !filepath.IsAbs(file) {
+		file = filepath.Join(o.WorkDir, file)
+	}
+	return flag, path, file
+}
+
+// planSummary is the one line printed before the job.
+func planSummary(p *search.Plan, idx, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %d of %d (%s): TP %d PP %d DP %d CP %d", idx, n, p.Framework, p.TP, p.PP, p.DP, max(p.CP, 1))
+	if p.VPP > 1 {
+		fmt.Fprintf(&b, " VPP %d", p.VPP)
+	}
+	if p.EP > 0 { // an MoE plan
+		ep, etp := p.ExpertParallel()
+		fmt.Fprintf(&b, " EP %d ETP %d", ep, etp)
+	}
+	fmt.Fprintf(&b, ", micro-batch %d, global batch %d", p.MicroBatch, p.GlobalBatch)
+	if len(p.StageLayers) > 0 {
+		fmt.Fprintf(&b, ", layers per stage %v", p.StageLayers)
+	}
+	if p.Recompute != "" && p.Recompute != parallel.RecomputeNone {
+		fmt.Fprintf(&b, ", recompute %s", p.Recompute)
+	}
+	if p.Framework == parallel.FrameworkDeepSpeed {
+		fmt.Fprintf(&b, ", ZeRO-%d", p.ZeroStage)
+	}
+	if p.DistributedOptimizer {
+		b.WriteString(", distributed optimizer")
+	}
+	if p.Offload.OptimizerFraction > 0 {
+		fmt.Fprintf(&b, ", optimizer offload %g", p.Offload.OptimizerFraction)
+	}
+	if p.Offload.Params {
+		b.WriteString(", parameter offload")
+	}
+	fmt.Fprintf(&b, "; predicted %.3f s/iteration, %.1f of %.1f GiB per GPU",
+		p.Predicted.IterationSeconds, p.Memory.PeakBytesPerGPU/(1<<30), p.Memory.GPUCapacityBytes/(1<<30))
+	return b.String()
+}
+
+// writeOutputDir writes <host>.sh per host plus the job's files. The
+// scripts are the owner's only (0700): they carry the ranks' environment,
+// secrets included. The files go into the directory itself, which the
+// scripts name by its absolute path; it never takes the place of the
+// user's own DeepSpeed config.
+func writeOutputDir(o *Options, j *job.Job, summary string) error {
+	if err := os.MkdirAll(o.OutputDir, 0o700); err != nil {
+		return fmt.Errorf("--output-dir: %w", err)
+	}
+	write := func(name string, data []byte, mode os.FileMode) error {
+		path := o.OutputDir + string(os.PathSeparator) + name
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil { // pipette_site/
+			return fmt.Errorf("--output-dir: %w", err)
+		}
+		if err := os.WriteFile(path, data, mode); err != nil {
+			return fmt.Errorf("--output-dir: %w", err)
+		}
+		// WriteFile keeps the mode of a file that was there.
+		if err := os.Chmod(path, mode); err != nil {
+			return fmt.Errorf("--output-dir: %w", err)
+		}
+		fmt.Fprintf(o.IO.Out, "wrote %s\n", path)
+		return nil
+	}
+	if flag, path, file := userDSConfigFlag(o); path != "" {
+		mine, _ := os.Stat(file)
+		for _, f := range j.Files {
+			if st, err := os.Stat(filepath.Join(o.OutputDir, f.Path)); err == nil && mine != nil && os.SameFile(st, mine) {
+				return cmdutil.InputErrorf("--output-dir %s: writing %s there would overwrite your %s %s: choose another directory", o.OutputDir, f.Path, flag, path)
+			}
+		}
+	}
+	labels := job.HostLabels(j.Hosts)
+	for i, h := range j.Hosts {
+		if strings.ContainsAny(h.Name, "/\x00") || h.Name == "." || h.Name == ".." {
+			return fmt.Errorf("--output-dir: host name %q cannot be a file name", h.Name)
+		}
+		// name:port becomes name_port: a colon is awkward in file names.
+		if err := write(strings.ReplaceAll(labels[i], ":", "_")+".sh", []byte(h.Script), 0o700); err != nil {
+			return err
+		}
+	}
+	for _, f := range j.Files {
+		if err := write(f.Path, f.Content, os.FileMode(f.Mode)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(o.IO.Out, "# %s\n", summary)
+	if o.probeNote != "" {
+		fmt.Fprintf(o.IO.Out, "# %s\n", o.probeNote)
+	}
+	fmt.Fprintf(o.IO.Out, "# run each host's script on its host, in the work directory")
+	if len(j.Files) > 0 {
+		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that path on every host (a shared filesystem) or copy it there", j.FilesDir)
+	}
+	fmt.Fprintf(o.IO.Out, "\n")
+	return nil
+}
+
+// applySequenceParallel applies run's --sequence-parallel to what the
+// script's flags fixed: auto keeps the script's choice (from its flags, or
+// the planner's when the script has no Megatron flags); on/off set it, and
+// contradicting the script is bad input.
+func applySequenceParallel(v string, fixed *parallel.Constraints, fromScript bool) error {
+	want, err := cmdutil.ParseSequenceParallel(v)
+	if err != nil {
+		return cmdutil.InputErrorf("%v", err)
+	}
+	if want == nil {
+		return nil
+	}
+	if fromScript && fixed.SequenceParallel != nil && *fixed.SequenceParallel != *want {
+		return cmdutil.InputErrorf("--sequence-parallel %s contradicts the script's arguments (they %s --sequence-parallel): change one", v,
+			map[bool]string{true: "pass", false: "do not pass"}[*fixed.SequenceParallel])
+	}
+	fixed.SequenceParallel = want
+	return nil
+}

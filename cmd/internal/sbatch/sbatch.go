@@ -1,0 +1,234 @@
+package sbatch
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// Options are `pipette-launch sbatch`'s inputs: its own flags, and the
+// run inside the allocation (every other flag is run's and is passed on).
+type Options struct {
+	IO                                *cmdutil.IOStreams
+	Time, Partition, Account, JobName string
+	// SignalBefore asks Slurm to send SIGTERM this long before the time
+	// limit, so pipette-launch stops the ranks with its grace period.
+	SignalBefore time.Duration
+	Extra        []string // more #SBATCH lines, verbatim
+	Write        string   // the batch script's path; "-" is stdout
+
+	// Run is the run the batch script starts, planned here to ask for its
+	// nodes; RunFlags are its flags as the user gave them, passed on.
+	Run      *run.Options
+	RunFlags []string
+	// Self is the pipette-launch the batch script runs (os.Executable when
+	// ""); Dir is where it starts (the launch directory when "").
+	Self, Dir string
+}
+
+// sbatchFlagNames are the flags not passed on to the inner run.
+var sbatchFlagNames = []string{"time", "partition", "account", "job-name", "signal-before", "sbatch-arg", "write", "launcher"}
+
+func sbatchFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "time", Usage: "#SBATCH --time (e.g. 2:00:00)"},
+		&cli.StringFlag{Name: "partition", Usage: "#SBATCH --partition"},
+		&cli.StringFlag{Name: "account", Usage: "#SBATCH --account"},
+		&cli.StringFlag{Name: "job-name", Usage: "#SBATCH --job-name (default: --run-id)"},
+		&cli.DurationFlag{Name: "signal-before", Value: 2 * time.Minute, Usage: "with --time: Slurm sends SIGTERM this long before the limit, and pipette-launch stops every rank with its grace period"},
+		&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "another #SBATCH option, verbatim (repeatable, e.g. --sbatch-arg=--exclusive)"},
+		&cli.StringFlag{Name: "write", Value: "-", Usage: "where to write the batch script (- for stdout)"},
+	}
+}
+
+// NewCmd is `pipette-launch sbatch`.
+func NewCmd(io *cmdutil.IOStreams) *cli.Command {
+	return &cli.Command{
+		Name:      "sbatch",
+		Usage:     "write a Slurm batch script that runs the job with pipette-launch inside its allocation",
+		ArgsUsage: "script.py [script args...]",
+		Description: `Takes run's flags and the training command line, and writes a batch script with
+#SBATCH --nodes/--ntasks-per-node/--gpus-per-node/--nodelist from the plan (or from
+--hosts/--hostfile, or --nnodes) and --time/--partition/--account, whose body runs
+'pipette-launch run --launcher slurm' with the same flags inside the allocation.
+Submit it with sbatch.`,
+		Flags: append(run.Flags(), sbatchFlags()...),
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return cli.Exit(fmt.Sprintf("pipette-launch sbatch: %v (see pipette-launch sbatch --help)", err), 2)
+		},
+		Action: func(c *cli.Context) error { return cmdutil.ExitFor(sbatchAction(c, io)) },
+	}
+}
+
+func sbatchAction(c *cli.Context, io *cmdutil.IOStreams) error {
+	ro, err := run.OptionsFromCLI(c, io, os.Environ())
+	if err != nil {
+		return err
+	}
+	return Run(&Options{IO: io, Time: c.String("time"), Partition: c.String("partition"), Account: c.String("account"),
+		JobName: c.String("job-name"), SignalBefore: c.Duration("signal-before"), Extra: c.StringSlice("sbatch-arg"), Write: c.String("write"),
+		Run: ro, RunFlags: passedFlags(c, run.Flags(), sbatchFlagNames)})
+}
+
+// Run plans the job as run would and writes the batch script.
+func Run(so *Options) error {
+	opts := so.Run
+	if opts.JSON { // the batch job would fail on it at start (run --json needs --dry-run)
+		return cmdutil.InputErrorf("sbatch: --json is for run --dry-run, plan and probe, not for a batch script")
+	}
+	if so.JobName == "" {
+		so.JobName = opts.RunID
+	}
+	nodes, err := sbatchNodes(opts)
+	if err != nil {
+		return err
+	}
+	self, wd := so.Self, so.Dir
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return fmt.Errorf("sbatch: find pipette-launch itself: %w", err)
+		}
+	}
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return fmt.Errorf("sbatch: launch directory: %w", err)
+		}
+	}
+	inner := append([]string{self, "run", "--launcher", cmdutil.LauncherSlurm}, so.RunFlags...)
+	inner = append(append(inner, opts.Script), opts.ScriptArgs...)
+	text := batchScript(*so, nodes, wd, inner)
+	if so.Write == "-" {
+		_, err := so.IO.Out.Write([]byte(text))
+		return err
+	}
+	if err := os.WriteFile(so.Write, []byte(text), 0o755); err != nil {
+		return fmt.Errorf("sbatch: write %s: %w", so.Write, err)
+	}
+	fmt.Fprintf(so.IO.ErrOut, "pipette-launch: wrote %s; submit it with: sbatch %s\n", so.Write, shellquote.Quote(so.Write))
+	return nil
+}
+
+// batchNodes is what the allocation must hold.
+type batchNodes struct {
+	Count       int
+	Names       []string // empty: any nodes
+	GPUsPerNode int      // 0: do not ask for GPUs (CPU hosts, or unknown)
+}
+
+// sbatchNodes plans (with --cluster, --hosts or --hostfile) as a run would
+// and asks for exactly the job's hosts; with none of them, --nnodes says how
+// many nodes, and the run inside the allocation takes them as Slurm gives
+// them.
+func sbatchNodes(o *run.Options) (batchNodes, error) {
+	if err := run.CheckOptions(o); err != nil {
+		return batchNodes{}, err
+	}
+	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" {
+		n, err := run.ParseNNodes(o.NNodes)
+		if err != nil {
+			return batchNodes{}, err
+		}
+		if n <= 0 {
+			return batchNodes{}, cmdutil.InputErrorf("sbatch: say which nodes to ask for: --nnodes N, or --cluster/--hosts/--hostfile")
+		}
+		return batchNodes{Count: n}, nil
+	}
+	fw := run.ChooseFramework(o)
+	cluster, planned, err := run.LoadCluster(o)
+	if err != nil {
+		return batchNodes{}, err
+	}
+	ch, err := run.ChoosePlan(o, cluster, fw, planned)
+	if err != nil {
+		return batchNodes{}, err
+	}
+	job, err := templates.Render(ch.Plan, cluster, templates.Options{Name: o.RunID, Script: o.Script, Args: ch.Args,
+		Python: o.Python, NoPython: o.NoPython, Module: o.Module, MasterPort: o.MasterPort,
+		DSUser: ch.DS, DSPassThrough: !planned, DSOverride: o.PlanOverridesConfig})
+	if err != nil {
+		return batchNodes{}, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
+	}
+	b := batchNodes{Count: len(job.Hosts)}
+	gpus := planned
+	for _, h := range job.Hosts {
+		b.Names = append(b.Names, h.Name)
+		b.GPUsPerNode = max(b.GPUsPerNode, len(h.Ranks))
+	}
+	for _, h := range cluster.Hosts {
+		if h.GPU.Model == probe.CPUModel {
+			gpus = false
+		}
+	}
+	if !gpus {
+		b.GPUsPerNode = 0
+	}
+	return b, nil
+}
+
+// passedFlags re-renders the flags the user set, except skip, as
+// command-line words for the run inside the allocation.
+func passedFlags(c *cli.Context, flags []cli.Flag, skip []string) []string {
+	var out []string
+	for _, f := range flags {
+		name := f.Names()[0]
+		if slices.Contains(skip, name) || !c.IsSet(name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.BoolFlag:
+			out = append(out, fmt.Sprintf("--%s=%t", name, c.Bool(name)))
+		case *cli.StringSliceFlag:
+			for _, v := range c.StringSlice(name) {
+				out = append(out, "--"+name, v)
+			}
+		default:
+			out = append(out, "--"+name, fmt.Sprint(c.Value(name)))
+		}
+	}
+	return out
+}
+
+func batchScript(o Options, n batchNodes, wd string, inner []string) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n# Written by pipette-launch sbatch: submit with sbatch. The job runs as one\n" +
+		"# srun step started by pipette-launch inside the allocation (one task per node).\n")
+	line := func(opt string) { fmt.Fprintf(&b, "#SBATCH %s\n", opt) }
+	line("--job-name=" + o.JobName)
+	line(fmt.Sprintf("--nodes=%d", n.Count))
+	line("--ntasks-per-node=1")
+	if len(n.Names) > 0 {
+		line("--nodelist=" + strings.Join(n.Names, ","))
+	}
+	if n.GPUsPerNode > 0 {
+		line(fmt.Sprintf("--gpus-per-node=%d", n.GPUsPerNode))
+	}
+	if o.Time != "" {
+		line("--time=" + o.Time)
+		if o.SignalBefore > 0 {
+			line(fmt.Sprintf("--signal=B:TERM@%d", int(o.SignalBefore.Seconds())))
+		}
+	}
+	if o.Partition != "" {
+		line("--partition=" + o.Partition)
+	}
+	if o.Account != "" {
+		line("--account=" + o.Account)
+	}
+	for _, e := range o.Extra {
+		line(e)
+	}
+	fmt.Fprintf(&b, "cd %s || exit 1\n", shellquote.Quote(filepath.Clean(wd)))
+	fmt.Fprintf(&b, "exec %s\n", shellquote.Join(inner))
+	return b.String()
+}
