@@ -19,14 +19,12 @@ func testApp(io *cmdutil.IOStreams) *cli.App {
 
 // runAppBuffers runs the CLI where the test is.
 func runAppBuffers(args ...string) (code int, stdout, stderr string) {
-	return cmdtest.Exec(testApp, append([]string{"pipette-launch"}, args...)...)
+	return cmdtest.Run(testApp, args...)
 }
 
 // runCLI runs the CLI in the commands' shared testdata with a clean
 // environment.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	t.Chdir(cmdtest.Testdata)
-	cmdtest.CleanEnv(t)
-	return runAppBuffers(args...)
+	return cmdtest.RunInTestdata(t, testApp, args...)
 }

@@ -79,3 +79,17 @@ func ExitCode(err error) int {
 	}
 	return 0
 }
+
+// Run runs `pipette-launch args...` through the app newApp builds, where
+// the test is.
+func Run(newApp func(*cmdutil.IOStreams) *cli.App, args ...string) (int, string, string) {
+	return Exec(newApp, append([]string{"pipette-launch"}, args...)...)
+}
+
+// RunInTestdata is Run in Testdata with a clean environment (CleanEnv).
+func RunInTestdata(t *testing.T, newApp func(*cmdutil.IOStreams) *cli.App, args ...string) (int, string, string) {
+	t.Helper()
+	t.Chdir(Testdata)
+	CleanEnv(t)
+	return Run(newApp, args...)
+}

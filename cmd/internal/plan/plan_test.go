@@ -498,13 +498,11 @@ func testApp(io *cmdutil.IOStreams) *cli.App {
 
 // runAppBuffers runs plan's CLI where the test is.
 func runAppBuffers(args ...string) (code int, stdout, stderr string) {
-	return cmdtest.Exec(testApp, append([]string{"pipette-launch"}, args...)...)
+	return cmdtest.Run(testApp, args...)
 }
 
 // runCLI runs plan's CLI in the shared testdata with a clean environment.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	t.Chdir(cmdtest.Testdata)
-	cmdtest.CleanEnv(t)
-	return cmdtest.Exec(testApp, append([]string{"pipette-launch"}, args...)...)
+	return cmdtest.RunInTestdata(t, testApp, args...)
 }

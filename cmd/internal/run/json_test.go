@@ -149,5 +149,5 @@ func TestDryRunJSONFiles(t *testing.T) {
 // runAppBuffers runs run's CLI where the test is (no change of directory
 // or environment).
 func runAppBuffers(args ...string) (code int, stdout, stderr string) {
-	return cmdtest.Exec(testApp(nil), append([]string{"pipette-launch"}, args...)...)
+	return cmdtest.Run(testApp(nil), args...)
 }

@@ -76,9 +76,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 // runCLIWith is runCLI with steps of the run replaced (testApp).
 func runCLIWith(t *testing.T, adjust func(*Options), args ...string) (int, string, string) {
 	t.Helper()
-	t.Chdir(testdataDir)
-	cmdtest.CleanEnv(t)
-	return cmdtest.Exec(testApp(adjust), append([]string{"pipette-launch"}, args...)...)
+	return cmdtest.RunInTestdata(t, testApp(adjust), args...)
 }
 
 // predictionRE matches the planner's predicted numbers, which change with
