@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -45,9 +44,7 @@ func restrictToListed(f *cluster.File, hosts, hostfile string) ([]string, error)
 		names = append(names, h.Name)
 	}
 	kept := map[string]bool{}
-	var islands []cluster.IslandSpec
-	for _, is := range f.Clusters {
-		var hs cluster.HostEntries
+	for i, is := range f.Clusters {
 		perHost := 0
 		for _, h := range is.Hosts {
 			n, ok := slots[h.Name]
@@ -62,17 +59,11 @@ func restrictToListed(f *cluster.File, hosts, hostfile string) ([]string, error)
 			case n > 0:
 				perHost = n
 			}
-			hs = append(hs, h)
 			kept[h.Name] = true
 		}
-		if len(hs) == 0 {
-			continue
-		}
-		is.Hosts = hs
 		if perHost > 0 {
-			is.GPUsPerHost = perHost
+			f.Clusters[i].GPUsPerHost = perHost
 		}
-		islands = append(islands, is)
 	}
 	var missing []string
 	for _, n := range names {
@@ -83,51 +74,8 @@ func restrictToListed(f *cluster.File, hosts, hostfile string) ([]string, error)
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("host(s) %s are not in the cluster file: probe them (pipette-launch probe --hostfile ...) or fix the names", strings.Join(missing, ", "))
 	}
-	f.Clusters = islands
-	restrictLinksAndMeasured(f, kept)
+	f.Subset(kept)
 	return names, nil
-}
-
-// restrictLinksAndMeasured drops the links of removed islands and the
-// measured matrix's rows and columns of removed hosts.
-func restrictLinksAndMeasured(f *cluster.File, kept map[string]bool) {
-	cmdutil.DropOrphanLinks(f)
-	if mc := f.MeasuredCompute; mc != nil {
-		keep := *mc
-		keep.Hosts = nil
-		for _, h := range mc.Hosts {
-			if kept[h.Host] {
-				keep.Hosts = append(keep.Hosts, h)
-			}
-		}
-		f.MeasuredCompute = &keep
-	}
-	m := f.Measured
-	if m == nil {
-		return
-	}
-	var idx []int
-	for i, h := range m.Hosts {
-		if kept[h] {
-			idx = append(idx, i)
-		}
-	}
-	out := &cluster.MeasuredBandwidth{}
-	*out = *m
-	out.Hosts = nil
-	out.GbitPerS = nil
-	for _, i := range idx {
-		out.Hosts = append(out.Hosts, m.Hosts[i])
-		row := make([]float64, 0, len(idx))
-		for _, j := range idx {
-			row = append(row, m.GbitPerS[i][j])
-		}
-		out.GbitPerS = append(out.GbitPerS, row)
-	}
-	if len(idx) == 0 {
-		out = nil
-	}
-	f.Measured = out
 }
 
 // hostOrder maps host names to the resolved cluster's host indices.

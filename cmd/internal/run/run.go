@@ -565,25 +565,22 @@ func capCluster(f *cluster.File, nnodes, nproc int) error {
 	if nnodes > total {
 		return cmdutil.InputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
 	}
-	left := nnodes
-	var kept []cluster.IslandSpec
-	for _, is := range f.Clusters {
-		if nproc > 0 {
-			is.GPUsPerHost = nproc
+	if nproc > 0 {
+		for i := range f.Clusters {
+			f.Clusters[i].GPUsPerHost = nproc
 		}
-		if nnodes > 0 {
-			if left == 0 {
-				continue
-			}
-			if len(is.Hosts) > left {
-				is.Hosts = is.Hosts[:left]
-			}
-			left -= len(is.Hosts)
-		}
-		kept = append(kept, is)
 	}
-	f.Clusters = kept
-	cmdutil.DropOrphanLinks(f)
+	if nnodes > 0 { // the first nnodes hosts, in the file's order
+		kept := map[string]bool{}
+		for _, is := range f.Clusters {
+			for _, h := range is.Hosts {
+				if len(kept) < nnodes {
+					kept[h.Name] = true
+				}
+			}
+		}
+		f.Subset(kept)
+	}
 	return nil
 }
 
