@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -152,27 +153,34 @@ func Run(opts *Options) error {
 	if err != nil {
 		return cmdutil.UsageError("%v", err)
 	}
-	t := mode.TransportFor(so.Framework)
-	c, order, err := loadListedCluster(opts.ClusterFile, t, opts.Hosts, opts.Hostfile)
-	if err != nil {
-		return cmdutil.UsageError("%v", err)
-	}
-	res, err := search.Search(c, m, so)
-	if err == nil && t == fabric.TransportIslands && len(c.Islands) > 1 && len(res.Plans) > 0 &&
-		templates.IslandsFallback(c, &res.Plans[0], templates.Options{}) != "" {
-		// Plan 1 cannot keep RDMA inside islands: price plans the way
-		// they will run, on sockets everywhere.
-		if c, _, err = loadListedCluster(opts.ClusterFile, fabric.TransportSockets, opts.Hosts, opts.Hostfile); err != nil {
-			return cmdutil.UsageError("%v", err)
+	var order []string // the listed hosts in the order ranks fill them
+	resolve := func(t fabric.Transport) (*cluster.Cluster, error) {
+		c, listed, err := loadListedCluster(opts.ClusterFile, t, opts.Hosts, opts.Hostfile)
+		if err != nil {
+			return nil, cmdutil.UsageError("%v", err)
 		}
-		res, err = search.Search(c, m, so)
+		order = listed
+		return c, nil
 	}
-	if err != nil {
+	plan := func(c *cluster.Cluster) (*search.Result, *search.Plan, error) {
+		res, err := search.Search(c, m, so)
 		var nf *search.NoFitError
-		if errors.As(err, &nf) {
-			return cli.Exit("plan: "+nf.Message, cmdutil.ExitNoFit)
+		switch {
+		case errors.As(err, &nf):
+			return nil, nil, cli.Exit("plan: "+nf.Message, cmdutil.ExitNoFit)
+		case err != nil:
+			return nil, nil, cmdutil.UsageError("plan: %v", err)
+		case len(res.Plans) == 0:
+			return res, nil, nil
 		}
-		return cmdutil.UsageError("plan: %v", err)
+		return res, &res.Plans[0], nil
+	}
+	fallback := func(c *cluster.Cluster, p *search.Plan) string {
+		return templates.IslandsFallback(c, p, templates.Options{})
+	}
+	c, res, err := planner.OnFabric(mode.TransportFor(so.Framework), resolve, plan, fallback)
+	if err != nil {
+		return err
 	}
 	var naive *search.Plan
 	var asIs *asIsLayout

@@ -23,6 +23,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
@@ -41,9 +42,6 @@ type Options struct {
 	Preflight, PreflightOnly bool
 	PreflightTimeout         time.Duration
 	PreflightMinShare        float64
-	// socketsOnly prices the plan on sockets everywhere: set when the plan
-	// priced with one network per group type cannot keep RDMA in islands.
-	socketsOnly bool
 	// Env is the environment pipette-launch was started in (KEY=VALUE).
 	Env []string
 
@@ -240,25 +238,9 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return &cmdutil.InputError{Msg: err.Error()}
 	}
-	cluster, planned, err := LoadCluster(opts)
+	cluster, ch, planned, err := PlanJob(opts, fw, mode)
 	if err != nil {
 		return err
-	}
-	ch, err := ChoosePlan(opts, cluster, fw, planned)
-	if err != nil {
-		return err
-	}
-	if planned && mode.TransportFor(fw) == fabric.TransportIslands && len(cluster.Islands) > 1 &&
-		templates.IslandsFallback(cluster, ch.Plan, templates.Options{Script: opts.Script, Args: ch.Args, Env: opts.Env}) != "" {
-		// The plan cannot keep RDMA inside islands: price it again the way
-		// it will run, on sockets everywhere (Render says why).
-		opts.socketsOnly = true
-		if cluster, planned, err = LoadCluster(opts); err != nil {
-			return err
-		}
-		if ch, err = ChoosePlan(opts, cluster, fw, planned); err != nil {
-			return err
-		}
 	}
 	summary := ch.Summary
 	if err := writeRunReport(opts, cluster); err != nil {
@@ -462,10 +444,40 @@ func ChooseFramework(o *Options) parallel.Framework {
 	return parallel.FrameworkTorch
 }
 
+// PlanJob loads the cluster and chooses the plan, priced for the network
+// the job's NCCL settings will use (planner.OnFabric: under --nccl-mode
+// auto a Megatron job across islands is priced with one network per group
+// type, and on sockets everywhere when the renderer cannot keep RDMA
+// inside islands for it). planned says the cluster came from a cluster
+// file (not listed hosts).
+func PlanJob(o *Options, fw parallel.Framework, mode fabric.Mode) (c *cluster.Cluster, ch *PlanChoice, planned bool, err error) {
+	resolve := func(t fabric.Transport) (*cluster.Cluster, error) {
+		c, p, err := LoadCluster(o, t)
+		planned = p
+		return c, err
+	}
+	plan := func(c *cluster.Cluster) (*PlanChoice, *search.Plan, error) {
+		var err error
+		if ch, err = ChoosePlan(o, c, fw, planned); err != nil {
+			return nil, nil, err
+		}
+		return ch, ch.Plan, nil
+	}
+	fallback := func(c *cluster.Cluster, p *search.Plan) string { // after plan: ch is its choice
+		if !planned {
+			return ""
+		}
+		return templates.IslandsFallback(c, p, templates.Options{Script: o.Script, Args: ch.Args, Env: o.Env})
+	}
+	c, ch, err = planner.OnFabric(mode.TransportFor(fw), resolve, plan, fallback)
+	return c, ch, planned, err
+}
+
 // LoadCluster resolves the cluster: a cluster file (or the embedded
 // example) is planned on; --hosts/--hostfile only lists hosts, so ranks go
-// in torchrun's order. --nnodes and --nproc-per-node cap what is used.
-func LoadCluster(o *Options) (c *cluster.Cluster, planned bool, err error) {
+// in torchrun's order. --nnodes and --nproc-per-node cap what is used. A
+// cluster file is priced for transport t (PlanJob says which).
+func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bool, err error) {
 	nnodes, err := ParseNNodes(o.NNodes)
 	if err != nil {
 		return nil, false, err
@@ -527,11 +539,6 @@ func LoadCluster(o *Options) (c *cluster.Cluster, planned bool, err error) {
 	}
 	if err := capCluster(f, nnodes, nproc); err != nil {
 		return nil, false, err
-	}
-	mode, _ := fabric.ParseMode(o.NCCLMode) // checked by Run
-	t := mode.TransportFor(ChooseFramework(o))
-	if o.socketsOnly {
-		t = fabric.TransportSockets
 	}
 	c, err = f.ResolveFor(t)
 	if err != nil {

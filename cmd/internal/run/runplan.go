@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
@@ -111,8 +112,8 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 			ch.Args = append(append([]string(nil), o.ScriptArgs...), templates.ModelShapeArgs(m, fw == parallel.FrameworkDeepSpeed, o.ScriptArgs)...)
 		}
 	}
-	if err := checkFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
-		return nil, err
+	if err := planner.CheckFixedSizes(m, fixed, c.TotalGPUs()); err != nil {
+		return nil, &cmdutil.InputError{Msg: err.Error()}
 	}
 	p, n, err := searchPlan(o, c, m, fw, fixed, micro, global, ds)
 	if err != nil {
@@ -198,63 +199,26 @@ func dsConfigConflict(ds *deepspeed.UserConfig, plans []search.Plan, err, cause 
 	return cmdutil.InputErrorf("no plan keeps your DeepSpeed config %s: the plan must change %s; change the config or pass --plan-overrides-config to use the plan's values", ds.Path, strings.Join(keys, ", "))
 }
 
-// checkFixedSizes names the user's own parallel flag when it cannot work,
-// before the search reports that nothing is valid.
-func checkFixedSizes(m model.Model, f parallel.Constraints, gpus int) error {
-	tp, pp, cp := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1)
-	switch {
-	case m.Heads%tp != 0:
-		return cmdutil.InputErrorf("--tensor-model-parallel-size %d does not divide --num-attention-heads %d: Megatron needs heads %% TP == 0", tp, m.Heads)
-	case m.Groups()%tp != 0 && tp%m.Groups() != 0:
-		return cmdutil.InputErrorf("--tensor-model-parallel-size %d and --num-query-groups %d: one must divide the other", tp, m.Groups())
-	case tp*pp*cp > gpus:
-		return cmdutil.InputErrorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
-	case f.PP > 0 && m.NumLayers < f.PP:
-		return cmdutil.InputErrorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
-	}
-	return nil
-}
-
-// torchrunOrderPlan places ranks host by host, local rank = GPU, as torchrun
-// and DeepSpeed do, with TP/PP/CP as the script fixes them (default 1) and
-// the batch, ZeRO stage and offload the user's DeepSpeed config gives.
+// torchrunOrderPlan is planner.TorchrunOrder with the batch sizes, ZeRO
+// stage and offload of the user's DeepSpeed config, as DeepSpeed derives
+// them for torchrun's data-parallel size.
 func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Constraints, micro, global int, ds *deepspeed.UserConfig) (*search.Plan, string, error) {
-	world := c.TotalGPUs()
-	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
-	if world%(tp*pp*cp) != 0 {
-		return nil, "", cmdutil.InputErrorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
-	}
-	dp := world / (tp * pp * cp)
+	offloadParams := false
 	if ds != nil {
+		dp, err := planner.TorchrunDP(c, fixed)
+		if err != nil {
+			return nil, "", &cmdutil.InputError{Msg: err.Error()}
+		}
 		if err := dsUnplanned(ds, &fixed, &micro, &global, dp); err != nil {
 			return nil, "", err
 		}
+		offloadParams = ds.OffloadParam != "" && ds.OffloadParam != "none"
 	}
-	micro = max(micro, 1)
-	if global == 0 {
-		global = micro * dp
+	p, summary, err := planner.TorchrunOrder(c, fw, fixed, micro, global, offloadParams)
+	if err != nil {
+		return nil, "", &cmdutil.InputError{Msg: err.Error()}
 	}
-	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
-		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
-	if fixed.SequenceParallel != nil {
-		cfg.SequenceParallel = *fixed.SequenceParallel
-	}
-	if fixed.DistributedOptimizer != nil {
-		cfg.DistributedOptimizer = *fixed.DistributedOptimizer
-	}
-	if fixed.ForceOffload {
-		cfg.Offload.OptimizerFraction = 1
-	}
-	if ds != nil && ds.OffloadParam != "" && ds.OffloadParam != "none" {
-		cfg.Offload.Params = true
-	}
-	p := &search.Plan{Framework: fw, Config: cfg}
-	for hi, h := range c.Hosts {
-		for l := range h.GPUs {
-			p.Placement = append(p.Placement, search.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
-		}
-	}
-	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
+	return p, summary, nil
 }
 
 // dsUnplanned takes the batch sizes, ZeRO stage and offload of the user's

@@ -14,6 +14,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/templates"
 )
 
@@ -145,11 +146,11 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 		return batchNodes{Count: n}, nil
 	}
 	fw := run.ChooseFramework(o)
-	cluster, planned, err := run.LoadCluster(o)
+	mode, err := fabric.ParseMode(o.NCCLMode)
 	if err != nil {
-		return batchNodes{}, err
+		return batchNodes{}, &cmdutil.InputError{Msg: err.Error()}
 	}
-	ch, err := run.ChoosePlan(o, cluster, fw, planned)
+	cluster, ch, planned, err := run.PlanJob(o, fw, mode)
 	if err != nil {
 		return batchNodes{}, err
 	}

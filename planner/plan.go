@@ -1,0 +1,105 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+)
+
+// OnFabric plans on the cluster priced for transport t, the way the job's
+// NCCL settings will carry it, and is the one place that decides which
+// transport a plan is priced on. resolve gives the cluster priced for a
+// transport; plan plans on it and returns its result and the plan the job
+// would run. Under fabric.TransportIslands (one network per communicator
+// type) a job across islands keeps RDMA inside islands only if its groups
+// allow it: fallback says why they do not ("" when they do; the renderer
+// decides, see templates.IslandsFallback), and then the cluster is priced
+// on sockets everywhere and planned again, as the job will run.
+func OnFabric[R any](t fabric.Transport, resolve func(fabric.Transport) (*cluster.Cluster, error),
+	plan func(*cluster.Cluster) (R, *search.Plan, error), fallback func(*cluster.Cluster, *search.Plan) string) (*cluster.Cluster, R, error) {
+	var none R
+	c, err := resolve(t)
+	if err != nil {
+		return nil, none, err
+	}
+	res, best, err := plan(c)
+	if err != nil || t != fabric.TransportIslands || len(c.Islands) < 2 || best == nil || fallback(c, best) == "" {
+		return c, res, err
+	}
+	if c, err = resolve(fabric.TransportSockets); err != nil {
+		return nil, none, err
+	}
+	res, _, err = plan(c)
+	return c, res, err
+}
+
+// CheckFixedSizes names the user's own parallel size when it cannot work
+// for model m on gpus GPUs, before a search reports only that nothing is
+// valid. The message names Megatron's flag.
+func CheckFixedSizes(m model.Model, f parallel.Constraints, gpus int) error {
+	tp, pp, cp := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1)
+	switch {
+	case m.Heads%tp != 0:
+		return fmt.Errorf("--tensor-model-parallel-size %d does not divide --num-attention-heads %d: Megatron needs heads %% TP == 0", tp, m.Heads)
+	case m.Groups()%tp != 0 && tp%m.Groups() != 0:
+		return fmt.Errorf("--tensor-model-parallel-size %d and --num-query-groups %d: one must divide the other", tp, m.Groups())
+	case tp*pp*cp > gpus:
+		return fmt.Errorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
+	case f.PP > 0 && m.NumLayers < f.PP:
+		return fmt.Errorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
+	}
+	return nil
+}
+
+// TorchrunOrder places ranks host by host, local rank = GPU, as torchrun
+// and DeepSpeed do, with TP/PP/CP as fixed says (default 1), micro and
+// global batch as given (micro default 1, global default micro x DP), and
+// the ZeRO stage, recompute, layer split and offload fixed gives;
+// offloadParams also offloads parameters (DeepSpeed's offload_param). It
+// returns the plan and a one-line summary.
+func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Constraints, micro, global int, offloadParams bool) (*search.Plan, string, error) {
+	dp, err := TorchrunDP(c, fixed)
+	if err != nil {
+		return nil, "", err
+	}
+	world := c.TotalGPUs()
+	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
+	micro = max(micro, 1)
+	if global == 0 {
+		global = micro * dp
+	}
+	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
+		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
+	if fixed.SequenceParallel != nil {
+		cfg.SequenceParallel = *fixed.SequenceParallel
+	}
+	if fixed.DistributedOptimizer != nil {
+		cfg.DistributedOptimizer = *fixed.DistributedOptimizer
+	}
+	if fixed.ForceOffload {
+		cfg.Offload.OptimizerFraction = 1
+	}
+	cfg.Offload.Params = offloadParams
+	p := &search.Plan{Framework: fw, Config: cfg}
+	for hi, h := range c.Hosts {
+		for l := range h.GPUs {
+			p.Placement = append(p.Placement, search.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
+		}
+	}
+	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
+}
+
+// TorchrunDP is the data-parallel size of torchrun's order on c: every GPU
+// a rank, divided by the TP x PP x CP that fixed gives (default 1).
+func TorchrunDP(c *cluster.Cluster, fixed parallel.Constraints) (int, error) {
+	world := c.TotalGPUs()
+	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
+	if world%(tp*pp*cp) != 0 {
+		return 0, fmt.Errorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
+	}
+	return world / (tp * pp * cp), nil
+}

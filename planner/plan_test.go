@@ -1,0 +1,114 @@
+package planner
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
+)
+
+func twoIslands(t *testing.T) *cluster.File {
+	t.Helper()
+	b, err := os.ReadFile("../examples/two-clusters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := cluster.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// OnFabric prices again on sockets only when one network per group type
+// was asked for, the job spans islands, and the renderer cannot keep it.
+func TestOnFabric(t *testing.T) {
+	t.Parallel()
+	f := twoIslands(t)
+	for _, tc := range []struct {
+		name     string
+		t        fabric.Transport
+		oneIsle  bool
+		fallback string
+		want     []fabric.Transport
+	}{
+		{"islands kept", fabric.TransportIslands, false, "", []fabric.Transport{fabric.TransportIslands}},
+		{"islands fall back", fabric.TransportIslands, false, "no NCCL version", []fabric.Transport{fabric.TransportIslands, fabric.TransportSockets}},
+		{"one island", fabric.TransportIslands, true, "no NCCL version", []fabric.Transport{fabric.TransportIslands}},
+		{"auto", fabric.TransportAuto, false, "no NCCL version", []fabric.Transport{fabric.TransportAuto}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var resolved []fabric.Transport
+			resolve := func(tr fabric.Transport) (*cluster.Cluster, error) {
+				resolved = append(resolved, tr)
+				g := *f
+				if tc.oneIsle {
+					g.Clusters = g.Clusters[:1]
+					g.Links = nil
+				}
+				return g.ResolveFor(tr)
+			}
+			plans := 0
+			plan := func(c *cluster.Cluster) (int, *search.Plan, error) {
+				plans++
+				return plans, &search.Plan{}, nil
+			}
+			c, n, err := OnFabric(tc.t, resolve, plan, func(*cluster.Cluster, *search.Plan) string { return tc.fallback })
+			if err != nil || c == nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(resolved, tc.want) || n != len(tc.want) {
+				t.Errorf("priced on %v (%d plans), want %v", resolved, n, tc.want)
+			}
+		})
+	}
+}
+
+func TestTorchrunOrder(t *testing.T) {
+	t.Parallel()
+	c, err := twoIslands(t).Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, summary, err := TorchrunOrder(c, parallel.FrameworkMegatron, parallel.Constraints{TP: 4, PP: 2}, 0, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.TP != 4 || p.PP != 2 || p.DP != 4 || p.MicroBatch != 1 || p.GlobalBatch != 4 || !p.Offload.Params || len(p.Placement) != 32 {
+		t.Errorf("plan %+v", p.Config)
+	}
+	if r := p.Placement[9]; r.HostIndex != 1 || r.LocalRank != 1 {
+		t.Errorf("rank 9 on host %d local rank %d, want host 1 local rank 1", r.HostIndex, r.LocalRank)
+	}
+	if !strings.Contains(summary, "32 ranks on 4 host(s), TP 4 PP 2 CP 1 DP 4") {
+		t.Errorf("summary %q", summary)
+	}
+	if _, _, err := TorchrunOrder(c, parallel.FrameworkMegatron, parallel.Constraints{TP: 3}, 0, 0, false); err == nil {
+		t.Error("TP 3 on 32 ranks accepted")
+	}
+}
+
+func TestCheckFixedSizes(t *testing.T) {
+	t.Parallel()
+	m := model.Model{NumLayers: 4, Heads: 8}
+	for _, tc := range []struct {
+		fixed parallel.Constraints
+		want  string
+	}{
+		{parallel.Constraints{TP: 2, PP: 2}, ""},
+		{parallel.Constraints{TP: 3}, "does not divide --num-attention-heads 8"},
+		{parallel.Constraints{TP: 8, PP: 4}, "needs 32 GPUs, the cluster has 16"},
+		{parallel.Constraints{PP: 8}, "more than the 4 layers"},
+	} {
+		err := CheckFixedSizes(m, tc.fixed, 16)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.fixed, err, tc.want)
+		}
+	}
+}
