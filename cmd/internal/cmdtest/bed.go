@@ -21,11 +21,17 @@ import (
 func SlurmBed(t *testing.T, names string) (*testbed.Testbed, string, string) {
 	t.Helper()
 	tb, dir := Bed(t, testbed.Spec{Slurm: true, Names: names})
+	return tb, dir, Build(t, dir)
+}
+
+// Build builds cmd/pipette-launch into dir and returns the binary's path.
+func Build(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "pipette-launch")
 	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(Testdata, "..", "..", "pipette-launch")).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return tb, dir, bin
+	return bin
 }
 
 // SlurmJobArgs is the torch all-reduce job's flags and script on port.

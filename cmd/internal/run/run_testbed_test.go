@@ -220,10 +220,7 @@ func TestRunCLISIGTERM(t *testing.T) {
 // 30 s; it returns the process's stderr.
 func signalRun(t *testing.T, args []string, n int, sig syscall.Signal) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pipette-launch")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := cmdtest.Build(t, t.TempDir())
 	cmd := exec.Command(bin, args[1:]...)
 	var out, errOut syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -132,12 +132,12 @@ func searchPlan(o *Options, c *cluster.Cluster, m model.Model, fw parallel.Frame
 	keep := ds != nil && !o.PlanOverridesConfig
 	if ds != nil {
 		var err error
-		if global, err = dsGlobalBatch(ds, global); err != nil {
-			return nil, 0, err
+		if global, err = ds.GlobalBatch(global); err != nil {
+			return nil, 0, &cmdutil.InputError{Msg: err.Error()}
 		}
 		if keep {
-			if err := dsConstraints(ds, &fixed, micro, global); err != nil {
-				return nil, 0, err
+			if err := ds.Constrain(&fixed, micro, global); err != nil {
+				return nil, 0, &cmdutil.InputError{Msg: err.Error()}
 			}
 		}
 	}
@@ -170,7 +170,13 @@ func searchPlan(o *Options, c *cluster.Cluster, m model.Model, fw parallel.Frame
 	if keep && len(plans) == 0 {
 		free.MicroBatch = max(free.MicroBatch, micro)
 		alt, altErr := search(free, false)
-		return nil, 0, dsConfigConflict(ds, alt, altErr, err)
+		var best *parallel.Config
+		if altErr == nil && len(alt) > 0 {
+			best = &alt[0].Config
+		} else if err == nil {
+			err = altErr
+		}
+		return nil, 0, &cmdutil.InputError{Msg: ds.Conflict(best, err).Error()}
 	}
 	if err != nil {
 		return nil, 0, err
@@ -183,22 +189,6 @@ func searchPlan(o *Options, c *cluster.Cluster, m model.Model, fw parallel.Frame
 	return &p, len(plans), nil
 }
 
-// dsConfigConflict explains why no plan keeps the user's DeepSpeed config:
-// the keys the best plan without its constraints changes (exit 2).
-func dsConfigConflict(ds *deepspeed.UserConfig, plans []search.Plan, err, cause error) error {
-	if err != nil || len(plans) == 0 {
-		if cause == nil {
-			cause = err
-		}
-		return cmdutil.InputErrorf("no plan keeps the settings of your DeepSpeed config %s (%s): %v", ds.Path, dsSettings(ds), cause)
-	}
-	var keys []string
-	for _, c := range ds.PlanChanges(plans[0].Config) {
-		keys = append(keys, fmt.Sprintf("%s %v (the plan needs %v)", c.Key, c.User, c.Plan))
-	}
-	return cmdutil.InputErrorf("no plan keeps your DeepSpeed config %s: the plan must change %s; change the config or pass --plan-overrides-config to use the plan's values", ds.Path, strings.Join(keys, ", "))
-}
-
 // torchrunOrderPlan is planner.TorchrunOrder with the batch sizes, ZeRO
 // stage and offload of the user's DeepSpeed config, as DeepSpeed derives
 // them for torchrun's data-parallel size.
@@ -209,107 +199,16 @@ func torchrunOrderPlan(c *cluster.Cluster, fw parallel.Framework, fixed parallel
 		if err != nil {
 			return nil, "", &cmdutil.InputError{Msg: err.Error()}
 		}
-		if err := dsUnplanned(ds, &fixed, &micro, &global, dp); err != nil {
-			return nil, "", err
+		if err := ds.Unplanned(&fixed, &micro, &global, dp); err != nil {
+			return nil, "", &cmdutil.InputError{Msg: err.Error()}
 		}
-		offloadParams = ds.OffloadParam != "" && ds.OffloadParam != "none"
+		offloadParams = ds.OffloadsParams()
 	}
 	p, summary, err := planner.TorchrunOrder(c, fw, fixed, micro, global, offloadParams)
 	if err != nil {
 		return nil, "", &cmdutil.InputError{Msg: err.Error()}
 	}
 	return p, summary, nil
-}
-
-// dsUnplanned takes the batch sizes, ZeRO stage and offload of the user's
-// DeepSpeed config as DeepSpeed derives them for dp ranks; the script's
-// own Megatron-DeepSpeed flags must agree with them.
-func dsUnplanned(ds *deepspeed.UserConfig, fixed *parallel.Constraints, micro, global *int, dp int) error {
-	m, _, t, err := ds.Batch(dp)
-	if err != nil {
-		return &cmdutil.InputError{Msg: err.Error()}
-	}
-	if *micro > 0 && *micro != m {
-		return cmdutil.InputErrorf("the script's --micro-batch-size %d contradicts %s %s: train_micro_batch_size_per_gpu is %d for %d data-parallel ranks", *micro, ds.Flag, ds.Path, m, dp)
-	}
-	if *global > 0 && *global != t {
-		return cmdutil.InputErrorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", *global, ds.Flag, ds.Path, t)
-	}
-	*micro, *global = m, t
-	if ds.Stage >= 0 {
-		if fixed.ZeroStage >= 0 && fixed.ZeroStage != ds.Stage {
-			return cmdutil.InputErrorf("the script's --zero-stage %d contradicts %s %s: zero_optimization.stage is %d", fixed.ZeroStage, ds.Flag, ds.Path, ds.Stage)
-		}
-		fixed.ZeroStage = ds.Stage
-	}
-	if on := ds.Offloads(); on != nil {
-		fixed.ForceOffload = *on
-	}
-	return nil
-}
-
-// dsGlobalBatch is the global batch: the config's train_batch_size, which
-// --global-batch-size (or the script's) must agree with.
-func dsGlobalBatch(ds *deepspeed.UserConfig, global int) (int, error) {
-	switch {
-	case ds.TrainBatch == 0:
-		return global, nil
-	case global > 0 && global != ds.TrainBatch:
-		return 0, cmdutil.InputErrorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", global, ds.Flag, ds.Path, ds.TrainBatch)
-	}
-	return ds.TrainBatch, nil
-}
-
-// dsConstraints adds what the user's DeepSpeed config fixes to the search
-// constraints: micro-batch, ZeRO stage, offload and, with the accumulation
-// steps, the data-parallel size. An error names what contradicts.
-func dsConstraints(ds *deepspeed.UserConfig, fixed *parallel.Constraints, micro, global int) error {
-	name := ds.Flag + " " + ds.Path
-	if ds.Micro > 0 {
-		if micro > 0 && micro != ds.Micro {
-			return cmdutil.InputErrorf("the script's --micro-batch-size %d contradicts %s: train_micro_batch_size_per_gpu is %d", micro, name, ds.Micro)
-		}
-		fixed.MicroBatch = ds.Micro
-	}
-	if ds.Stage >= 0 {
-		if fixed.ZeroStage >= 0 && fixed.ZeroStage != ds.Stage {
-			return cmdutil.InputErrorf("the script's --zero-stage %d contradicts %s: zero_optimization.stage is %d", fixed.ZeroStage, name, ds.Stage)
-		}
-		fixed.ZeroStage = ds.Stage
-	}
-	if on := ds.Offloads(); on != nil {
-		fixed.ForceOffload, fixed.NoOffload = *on, !*on
-	}
-	if mb := max(fixed.MicroBatch, micro); mb > 0 && ds.Accum > 0 {
-		if global%(mb*ds.Accum) != 0 {
-			return cmdutil.InputErrorf("%s: train_batch_size %d is not divisible by micro-batch %d x gradient_accumulation_steps %d", name, global, mb, ds.Accum)
-		}
-		fixed.DP = global / (mb * ds.Accum)
-	}
-	return nil
-}
-
-// dsSettings lists the config's settings the plan must keep.
-func dsSettings(ds *deepspeed.UserConfig) string {
-	var s []string
-	for _, kv := range []struct {
-		key string
-		v   int
-	}{{"train_batch_size", ds.TrainBatch}, {"train_micro_batch_size_per_gpu", ds.Micro}, {"gradient_accumulation_steps", ds.Accum}} {
-		if kv.v > 0 {
-			s = append(s, fmt.Sprintf("%s %d", kv.key, kv.v))
-		}
-	}
-	if ds.Stage >= 0 {
-		s = append(s, fmt.Sprintf("zero_optimization.stage %d", ds.Stage))
-	}
-	if ds.OffloadOptimizer != "" {
-		s = append(s, "offload_optimizer "+ds.OffloadOptimizer)
-	}
-	if ds.OffloadParam != "" {
-		s = append(s, "offload_param "+ds.OffloadParam)
-	}
-	return strings.Join(s, ", ")
 }
 
 // vocabNote says where the planned vocabulary came from and how Megatron
