@@ -112,3 +112,18 @@ func TestCheckFixedSizes(t *testing.T) {
 		}
 	}
 }
+
+// The launcher's --sequence-parallel against the script's own choice: on
+// contradicts a script without it; auto (nil) keeps the script's.
+func TestApplySequenceParallel(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	fx := parallel.Constraints{SequenceParallel: &no}
+	if err := ApplySequenceParallel(&yes, "on", &fx, true); err == nil || !strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("--sequence-parallel on with a script without it: %v", err)
+	}
+	fx = parallel.Constraints{SequenceParallel: &yes}
+	if err := ApplySequenceParallel(nil, "auto", &fx, true); err != nil || !*fx.SequenceParallel {
+		t.Fatalf("auto changed the script's choice: %v", err)
+	}
+}

@@ -4,5 +4,6 @@
 // print it (--dry-run), write it (--output-dir) or launch and supervise it.
 // The steps that reach hosts (Launch, LaunchPreflight, ProbeLaunch) and the
 // job id are Options fields, so tests replace them per run. sbatch and
-// preflight build on its exported Options, Flags and ChoosePlan.
+// preflight build on its exported Options, Flags and PlanJob. Choosing the
+// plan is planner.Choose; run only gathers its inputs.
 package run
