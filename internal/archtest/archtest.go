@@ -1,0 +1,299 @@
+// Package archtest checks the package layout that docs/architecture.md
+// describes: which project packages may import which, and which packages may
+// grow past the size limit. Its tests run it on the repository itself; the
+// checks are plain functions over an import graph so that tests can also feed
+// them made-up graphs and prove that a forbidden arrow is caught.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Package is one package of the module as the checks see it: its path
+// relative to the module root ("planner/search"), what it imports from the
+// module (also relative), what its tests import from the module, and how many
+// lines its non-test Go files have.
+type Package struct {
+	Path        string
+	Imports     []string
+	TestImports []string
+	Lines       int
+}
+
+// Graph maps a module-relative package path to its package.
+type Graph map[string]*Package
+
+// Rule forbids imports. A package matching From (and none of FromExcept)
+// may not depend, directly or through other packages, on a package matching
+// To unless that package matches Except. With Tests the package's test files
+// are held to the rule too (their direct imports and everything below them).
+//
+// Patterns are module-relative: "planner/..." matches planner and every
+// package below it, anything else matches exactly one package.
+type Rule struct {
+	From       string
+	FromExcept []string
+	To         []string
+	Except     []string
+	Tests      bool
+	Why        string
+}
+
+// Match reports whether a module-relative package path matches pattern.
+func Match(pattern, path string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == base || strings.HasPrefix(path, base+"/")
+	}
+	return path == pattern
+}
+
+func matchAny(patterns []string, path string) bool {
+	for _, p := range patterns {
+		if Match(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// Violations returns one line per forbidden arrow, naming the chain of
+// imports that reaches it ("planner/search -> templates/job: planner must not
+// ..."), sorted. A chain stops at the first forbidden package it reaches, so
+// one bad import is reported once per package that depends on it, by the
+// shortest chain.
+func Violations(g Graph, rules []Rule) []string {
+	var out []string
+	for _, from := range sortedKeys(g) {
+		for _, r := range rules {
+			if !Match(r.From, from) || matchAny(r.FromExcept, from) {
+				continue
+			}
+			for _, chain := range forbiddenChains(g, from, g[from].Imports, r) {
+				out = append(out, fmt.Sprintf("%s: %s", strings.Join(chain, " -> "), r.Why))
+			}
+			if r.Tests {
+				for _, chain := range forbiddenChains(g, from, g[from].TestImports, r) {
+					chain[0] += " (tests)"
+					out = append(out, fmt.Sprintf("%s: %s", strings.Join(chain, " -> "), r.Why))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// forbiddenChains walks breadth first from the given first imports of
+// package from and returns the shortest chain to each forbidden package.
+func forbiddenChains(g Graph, from string, first []string, r Rule) [][]string {
+	parent := map[string]string{from: ""}
+	var queue []string
+	for _, p := range first {
+		if _, seen := parent[p]; !seen {
+			parent[p] = from
+			queue = append(queue, p)
+		}
+	}
+	var out [][]string
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if matchAny(r.To, p) && !matchAny(r.Except, p) {
+			out = append(out, chainTo(parent, p))
+			continue
+		}
+		pkg := g[p]
+		if pkg == nil {
+			continue
+		}
+		for _, next := range pkg.Imports {
+			if _, seen := parent[next]; !seen {
+				parent[next] = p
+				queue = append(queue, next)
+			}
+		}
+	}
+	return out
+}
+
+func chainTo(parent map[string]string, p string) []string {
+	var chain []string
+	for ; p != ""; p = parent[p] {
+		chain = append([]string{p}, chain...)
+	}
+	return chain
+}
+
+// Oversized returns one line per package over limit non-test lines that
+// allowed does not name, and one per name in allowed that is not over the
+// limit (or no longer exists), so that the list in the document cannot go
+// stale in either direction.
+func Oversized(g Graph, allowed map[string]string, limit int) []string {
+	var out []string
+	for _, path := range sortedKeys(g) {
+		n := g[path].Lines
+		if _, ok := allowed[path]; n > limit && !ok {
+			out = append(out, fmt.Sprintf("%s has %d non-test lines (limit %d): split it, or name it with a reason in docs/architecture.md's %q table", path, n, limit, SizeSection))
+		}
+	}
+	for _, path := range sortedKeys(allowed) {
+		switch pkg := g[path]; {
+		case pkg == nil:
+			out = append(out, fmt.Sprintf("docs/architecture.md's %q table names %s, which is not a package of the module: remove the row", SizeSection, path))
+		case pkg.Lines <= limit:
+			out = append(out, fmt.Sprintf("docs/architecture.md's %q table names %s, which has only %d non-test lines (limit %d): remove the row", SizeSection, path, pkg.Lines, limit))
+		}
+	}
+	return out
+}
+
+// SizeSection is the heading of the table in docs/architecture.md that names
+// the packages allowed over the size limit.
+const SizeSection = "Packages over 2,000 lines"
+
+var rowPackage = regexp.MustCompile("^\\|\\s*`([^`]+)`\\s*\\|(.*)\\|\\s*$")
+
+// AllowedLarge reads the table under the "## Packages over 2,000 lines"
+// heading of a markdown document: every row whose first cell is a package
+// path in backticks, mapped to the rest of the row (the reason). A row
+// without a reason is an error: the exception exists to be explained.
+func AllowedLarge(doc []byte) (map[string]string, error) {
+	allowed := map[string]string{}
+	in, found := false, false
+	sc := bufio.NewScanner(bytes.NewReader(doc))
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if strings.HasPrefix(text, "#") {
+			in = strings.TrimSpace(strings.TrimLeft(text, "#")) == SizeSection
+			found = found || in
+			continue
+		}
+		if !in {
+			continue
+		}
+		m := rowPackage.FindStringSubmatch(text)
+		if m == nil {
+			continue
+		}
+		why := strings.TrimSpace(strings.ReplaceAll(m[2], "|", " "))
+		if why == "" {
+			return nil, fmt.Errorf("line %d: %s names no reason", line, m[1])
+		}
+		allowed[m[1]] = why
+	}
+	if !found {
+		return nil, fmt.Errorf("no %q heading", "## "+SizeSection)
+	}
+	return allowed, sc.Err()
+}
+
+// listed is the part of `go list -json` output that Load reads.
+type listed struct {
+	ImportPath   string
+	Dir          string
+	Module       *struct{ Path string }
+	GoFiles      []string
+	CgoFiles     []string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// Load runs `go list -deps -json ./...` in the module root dir and returns
+// the module's own packages with their module-internal imports (test imports
+// included) and line counts.
+func Load(goTool, dir string) (Graph, error) {
+	cmd := exec.Command(goTool, "list", "-deps", "-json", "./...")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -deps -json ./... in %s: %w: %s", dir, err, stderr.Bytes())
+	}
+	var module string
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("reading go list output: %w", err)
+		}
+		if p.Module == nil || p.Dir == "" || !strings.HasPrefix(p.Dir, dir) {
+			continue // the standard library or a dependency
+		}
+		module = p.Module.Path
+		pkgs = append(pkgs, p)
+	}
+	if module == "" {
+		return nil, fmt.Errorf("go list -deps -json ./... in %s listed no package of the module", dir)
+	}
+	rel := func(importPath string) (string, bool) {
+		if importPath == module {
+			return ".", true
+		}
+		r, ok := strings.CutPrefix(importPath, module+"/")
+		return r, ok
+	}
+	own := func(imports []string) []string {
+		var out []string
+		for _, imp := range imports {
+			if r, ok := rel(imp); ok {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	g := Graph{}
+	for _, p := range pkgs {
+		path, ok := rel(p.ImportPath)
+		if !ok {
+			continue
+		}
+		lines, err := countLines(p.Dir, append(p.GoFiles, p.CgoFiles...))
+		if err != nil {
+			return nil, err
+		}
+		g[path] = &Package{
+			Path:        path,
+			Imports:     own(p.Imports),
+			TestImports: own(append(p.TestImports, p.XTestImports...)),
+			Lines:       lines,
+		}
+	}
+	return g, nil
+}
+
+func countLines(dir string, files []string) (int, error) {
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return 0, fmt.Errorf("counting lines: %w", err)
+		}
+		n += bytes.Count(b, []byte("\n"))
+	}
+	return n, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,212 @@
+package archtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// rules are the import rules of docs/architecture.md ("Allowed imports").
+// Change them together with that page.
+var rules = []Rule{
+	{From: "planner/...", To: []string{"templates/...", "launcher/...", "cmd/..."}, Tests: true,
+		Why: "planner is pure planning: it must not reach rendering, host access or the CLI"},
+	{From: "templates/...", To: []string{"launcher/...", "cmd/..."}, Tests: true,
+		Why: "templates renders without host access: it must not reach launcher or the CLI"},
+	{From: "launcher/launch", To: []string{"planner/...", "templates/..."}, Except: []string{"templates/job"},
+		Why: "launcher/launch starts what templates/job describes and must not see plans, costs or rendering"},
+	{From: "launcher/probe", To: []string{"planner/search/...", "planner/cost/..."},
+		Why: "probing writes cluster specs and must not depend on the search or the cost model"},
+}
+
+// sizeLimit is the number of non-test lines a package may have without a
+// reason written in docs/architecture.md.
+const sizeLimit = 2000
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Clean(filepath.Join(wd, "..", ".."))
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root %s: %v", root, err)
+	}
+	return root
+}
+
+// goTool finds the go command the test runs under.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no go command on PATH or in GOROOT (%s): add Go's bin directory to PATH", p)
+	}
+	return p
+}
+
+func loadRepo(t *testing.T) Graph {
+	t.Helper()
+	g, err := Load(goTool(t), repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test would pass vacuously on a graph without the packages the
+	// rules are about.
+	for _, p := range []string{"planner", "templates", "cmd/pipette-launch"} {
+		if g[p] == nil {
+			t.Fatalf("go list found no package %s: the loader is broken", p)
+		}
+	}
+	return g
+}
+
+// TestLayoutImports fails, naming the chain of imports, when a package of
+// the repository depends on one the layout forbids it.
+func TestLayoutImports(t *testing.T) {
+	for _, v := range Violations(loadRepo(t), rules) {
+		t.Error("forbidden import: " + v)
+	}
+}
+
+// TestLayoutPackageSizes fails when a package is over the size limit without
+// a reason in docs/architecture.md, or the page names one that is not.
+func TestLayoutPackageSizes(t *testing.T) {
+	root := repoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, err := AllowedLarge(doc)
+	if err != nil {
+		t.Fatalf("docs/architecture.md: %v", err)
+	}
+	for _, v := range Oversized(loadRepo(t), allowed, sizeLimit) {
+		t.Error(v)
+	}
+}
+
+// graph builds a synthetic graph from "pkg: imp imp | testimp" lines.
+func graph(lines ...string) Graph {
+	g := Graph{}
+	for _, l := range lines {
+		name, rest, _ := strings.Cut(l, ":")
+		prod, test, _ := strings.Cut(rest, "|")
+		g[name] = &Package{Path: name, Imports: strings.Fields(prod), TestImports: strings.Fields(test)}
+	}
+	return g
+}
+
+// TestViolationsCatchForbiddenArrows proves the check can fail: each case is
+// a made-up graph with one forbidden arrow (direct, through another package,
+// or only in tests) or an allowed one, and the exact report expected.
+func TestViolationsCatchForbiddenArrows(t *testing.T) {
+	layered := []string{
+		"planner:", "planner/cluster:", "planner/search: planner/cluster", "planner/cost: planner/cluster",
+		"templates: planner templates/job", "templates/job:", "launcher/remote:",
+		"launcher/probe: launcher/remote planner/cluster", "launcher/launch: launcher/remote templates/job",
+		"cmd/internal/run: planner templates launcher/launch", "internal/atomicfile:",
+	}
+	tests := []struct {
+		name  string
+		extra []string
+		want  []string
+	}{
+		{"the target layout is clean", nil, nil},
+		{"planner imports templates directly",
+			[]string{"planner/search: planner/cluster templates"},
+			[]string{"planner/search -> templates: " + rules[0].Why}},
+		{"planner reaches launcher through a helper",
+			[]string{"planner/cost: planner/cluster planner/fabric", "planner/fabric: launcher/remote"},
+			[]string{
+				"planner/cost -> planner/fabric -> launcher/remote: " + rules[0].Why,
+				"planner/fabric -> launcher/remote: " + rules[0].Why,
+			}},
+		{"a planner test imports templates",
+			[]string{"planner/cluster: | templates"},
+			[]string{"planner/cluster (tests) -> templates: " + rules[0].Why}},
+		{"templates opens a host connection",
+			[]string{"templates: planner templates/job launcher/remote"},
+			[]string{"templates -> launcher/remote: " + rules[1].Why}},
+		{"launcher/launch imports the renderer",
+			[]string{"launcher/launch: launcher/remote templates/job templates"},
+			[]string{"launcher/launch -> templates: " + rules[2].Why}},
+		{"launcher/launch reaches the planner through the job contract",
+			[]string{"templates/job: planner/cluster"},
+			[]string{"launcher/launch -> templates/job -> planner/cluster: " + rules[2].Why}},
+		{"launcher/launch's tests may use the planner",
+			[]string{"launcher/launch: launcher/remote templates/job | planner templates"},
+			nil},
+		{"launcher/probe imports the search",
+			[]string{"launcher/probe: launcher/remote planner/cluster planner/search"},
+			[]string{"launcher/probe -> planner/search: " + rules[3].Why}},
+		{"launcher/probe may import the cluster spec", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Violations(graph(append(append([]string{}, layered...), tt.extra...)...), rules)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
+
+func TestMatch(t *testing.T) {
+	tests := []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"planner/...", "planner", true},
+		{"planner/...", "planner/search/placement", true},
+		{"planner/...", "plannerx", false},
+		{"templates/job", "templates/job", true},
+		{"templates/job", "templates", false},
+		{"templates/job", "templates/job/x", false},
+	}
+	for _, tt := range tests {
+		if got := Match(tt.pattern, tt.path); got != tt.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestOversizedReadsTheDoc proves the size check can fail in both
+// directions, with the exceptions read from a page as the repository's is.
+func TestOversizedReadsTheDoc(t *testing.T) {
+	doc := "# Architecture\n\n## " + SizeSection + "\n\n| package | why |\n| --- | --- |\n" +
+		"| `planner/search` | search, cost and placement share 84 unexported names |\n" +
+		"| `report` | draws every figure |\n\n## Next\n\n| `testbed` | not in the table |\n"
+	allowed, err := AllowedLarge([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"planner/search", "report"}; !reflect.DeepEqual(sortedKeys(allowed), want) {
+		t.Fatalf("allowed = %v, want %v (rows outside the section must not count)", sortedKeys(allowed), want)
+	}
+	g := Graph{
+		"planner/search": {Path: "planner/search", Lines: 3900},
+		"report":         {Path: "report", Lines: 1500},
+		"testbed":        {Path: "testbed", Lines: 2158},
+		"tokenizer":      {Path: "tokenizer", Lines: 321},
+	}
+	got := Oversized(g, allowed, 2000)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "testbed has 2158 non-test lines") ||
+		!strings.Contains(got[1], "names report, which has only 1500 non-test lines") {
+		t.Errorf("Oversized = %q, want testbed over the limit and report's row stale", got)
+	}
+	for _, bad := range []string{"# Architecture\n", "## " + SizeSection + "\n| `x` |  |\n"} {
+		if _, err := AllowedLarge([]byte(bad)); err == nil {
+			t.Errorf("AllowedLarge(%q) gave no error", bad)
+		}
+	}
+}
