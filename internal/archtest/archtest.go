@@ -21,9 +21,10 @@ import (
 )
 
 // Package is one package of the module as the checks see it: its path
-// relative to the module root ("planner/search"), what it imports from the
-// module (also relative), what its tests import from the module, and how many
-// lines its non-test Go files have.
+// relative to the module root ("planner/search"), what it imports and what
+// its tests import (module packages relative to the root as well, others by
+// their import path: "os/exec", "golang.org/x/crypto/ssh"), and how many lines
+// its non-test Go files have.
 type Package struct {
 	Path        string
 	Imports     []string
@@ -39,8 +40,9 @@ type Graph map[string]*Package
 // To unless that package matches Except. With Tests the package's test files
 // are held to the rule too (their direct imports and everything below them).
 //
-// Patterns are module-relative: "planner/..." matches planner and every
-// package below it, anything else matches exactly one package.
+// Patterns are module-relative for the module's packages and import paths
+// for others ("os/exec"): "planner/..." matches planner and every package
+// below it, anything else matches exactly one package.
 type Rule struct {
 	From       string
 	FromExcept []string
@@ -68,10 +70,11 @@ func matchAny(patterns []string, path string) bool {
 }
 
 // Violations returns one line per forbidden arrow, naming the chain of
-// imports that reaches it ("planner/search -> templates/job: planner must not
-// ..."), sorted. A chain stops at the first forbidden package it reaches, so
-// one bad import is reported once per package that depends on it, by the
-// shortest chain.
+// imports that reaches it ("launcher/launch -> templates/job ->
+// planner/cluster: ..."), sorted. A chain is the shortest one, stops at the
+// first forbidden package it reaches, and is left out where it runs through
+// another package the same rule holds to (that one is reported instead), so
+// one bad import is reported once per rule.
 func Violations(g Graph, rules []Rule) []string {
 	var out []string
 	for _, from := range sortedKeys(g) {
@@ -80,18 +83,34 @@ func Violations(g Graph, rules []Rule) []string {
 				continue
 			}
 			for _, chain := range forbiddenChains(g, from, g[from].Imports, r) {
-				out = append(out, fmt.Sprintf("%s: %s", strings.Join(chain, " -> "), r.Why))
+				if !r.passesOther(chain) {
+					out = append(out, fmt.Sprintf("%s: %s", strings.Join(chain, " -> "), r.Why))
+				}
 			}
 			if r.Tests {
 				for _, chain := range forbiddenChains(g, from, g[from].TestImports, r) {
-					chain[0] += " (tests)"
-					out = append(out, fmt.Sprintf("%s: %s", strings.Join(chain, " -> "), r.Why))
+					if !r.passesOther(chain) {
+						chain[0] += " (tests)"
+						out = append(out, fmt.Sprintf("%s: %s", strings.Join(chain, " -> "), r.Why))
+					}
 				}
 			}
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// passesOther reports whether the chain runs through another package the
+// rule holds to: that package's own report names the import to change, so
+// the longer chain would only repeat it.
+func (r Rule) passesOther(chain []string) bool {
+	for _, p := range chain[1 : len(chain)-1] {
+		if Match(r.From, p) && !matchAny(r.FromExcept, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // forbiddenChains walks breadth first from the given first imports of
@@ -211,8 +230,9 @@ type listed struct {
 }
 
 // Load runs `go list -deps -json ./...` in the module root dir and returns
-// the module's own packages with their module-internal imports (test imports
-// included) and line counts.
+// the module's own packages with their imports (test imports included) and
+// line counts. Packages outside the module are not in the graph: a chain
+// ends at them, so a rule can name one ("os/exec") but not what it imports.
 func Load(goTool, dir string) (Graph, error) {
 	cmd := exec.Command(goTool, "list", "-deps", "-json", "./...")
 	cmd.Dir = dir
@@ -249,11 +269,12 @@ func Load(goTool, dir string) (Graph, error) {
 		return r, ok
 	}
 	own := func(imports []string) []string {
-		var out []string
+		out := make([]string, 0, len(imports))
 		for _, imp := range imports {
 			if r, ok := rel(imp); ok {
-				out = append(out, r)
+				imp = r
 			}
+			out = append(out, imp)
 		}
 		return out
 	}
