@@ -23,6 +23,9 @@ var rules = []Rule{
 		Why: "launcher/launch starts what templates/job describes and must not see plans, costs or rendering"},
 	{From: "launcher/probe", To: []string{"planner/search/...", "planner/cost/..."},
 		Why: "probing writes cluster specs and must not depend on the search or the cost model"},
+	{From: "internal/...", To: []string{"planner/...", "templates/...", "launcher/...", "cmd/...", "report/...",
+		"preflight/...", "tokenizer/...", "testbed/...", "examples/...", "bench/..."}, Tests: true,
+		Why: "internal helpers are shared by every layer and import nothing above them"},
 }
 
 // hostAccess are the packages that run commands or reach other hosts. Tests
@@ -154,6 +157,9 @@ func TestViolationsCatchForbiddenArrows(t *testing.T) {
 			[]string{"launcher/probe: launcher/remote planner/cluster planner/search"},
 			[]string{"launcher/probe -> planner/search: " + rules[5].Why}},
 		{"launcher/probe may import the cluster spec", nil, nil},
+		{"a shared helper imports the planner",
+			[]string{"internal/atomicfile: planner/cluster"},
+			[]string{"internal/atomicfile -> planner/cluster: " + rules[6].Why}},
 		{"templates runs a command",
 			[]string{"templates: planner templates/job os/exec"},
 			[]string{"templates -> os/exec: " + rules[3].Why}},
