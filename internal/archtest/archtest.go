@@ -154,6 +154,44 @@ func chainTo(parent map[string]string, p string) []string {
 	return chain
 }
 
+// Layers orders the packages under one folder (Root, "planner/..."): a
+// package's code may import only packages of the folder in a lower layer
+// (Layers[0] is the lowest). Tests may use any layer: a test of one stage
+// may build its input with a sibling. Every package under the folder must
+// sit in a layer, so a new package is placed on purpose.
+type Layers struct {
+	Root   string
+	Layers [][]string
+}
+
+// Check returns one line per import against the order and per package of
+// the folder that no layer names, sorted.
+func (l Layers) Check(g Graph) []string {
+	level := map[string]int{}
+	for i, layer := range l.Layers {
+		for _, p := range layer {
+			level[p] = i
+		}
+	}
+	var out []string
+	for _, from := range sortedKeys(g) {
+		if !Match(l.Root, from) {
+			continue
+		}
+		own, ok := level[from]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s is in no layer of %s: place it in docs/architecture.md's layer table and in archtest's", from, l.Root))
+			continue
+		}
+		for _, to := range g[from].Imports {
+			if lv, ok := level[to]; ok && Match(l.Root, to) && lv >= own {
+				out = append(out, fmt.Sprintf("%s -> %s: layer %d imports layer %d of %s; only lower layers", from, to, own, lv, l.Root))
+			}
+		}
+	}
+	return out
+}
+
 // Oversized returns one line per package over limit non-test lines that
 // allowed does not name, and one per name in allowed that is not over the
 // limit (or no longer exists), so that the list in the document cannot go

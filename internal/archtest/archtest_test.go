@@ -33,6 +33,18 @@ var rules = []Rule{
 var hostAccess = []string{"os/exec", "net/http", "golang.org/x/crypto/ssh/...", "github.com/melbahja/goph/...",
 	"github.com/kevinburke/ssh_config"}
 
+// plannerLayers is the order of the planner's stages (docs/architecture.md,
+// "Layers of planner/"); a stage imports only stages below it.
+var plannerLayers = Layers{Root: "planner/...", Layers: [][]string{
+	{"planner/gpu", "planner/schedule"},
+	{"planner/model", "planner/parallel"},
+	{"planner/fabric"},
+	{"planner/cluster", "planner/megatron"},
+	{"planner/deepspeed", "planner/memory"},
+	{"planner/search"},
+	{"planner"},
+}}
+
 // sizeLimit is the number of non-test lines a package may have without a
 // reason written in docs/architecture.md.
 const sizeLimit = 2000
@@ -85,6 +97,14 @@ func loadRepo(t *testing.T) Graph {
 func TestLayoutImports(t *testing.T) {
 	for _, v := range Violations(loadRepo(t), rules) {
 		t.Error("forbidden import: " + v)
+	}
+}
+
+// TestLayoutLayers fails when a planner stage imports one at its own layer
+// or above, or a planner package sits in no layer.
+func TestLayoutLayers(t *testing.T) {
+	for _, v := range plannerLayers.Check(loadRepo(t)) {
+		t.Error(v)
 	}
 }
 
@@ -175,6 +195,33 @@ func TestViolationsCatchForbiddenArrows(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Violations(graph(append(append([]string{}, layered...), tt.extra...)...), rules)
 			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
+
+// TestLayersCatchUpwardImports proves the layer check can fail.
+func TestLayersCatchUpwardImports(t *testing.T) {
+	l := Layers{Root: "planner/...", Layers: [][]string{{"planner/gpu"}, {"planner/model", "planner/parallel"}, {"planner"}}}
+	tests := []struct {
+		name  string
+		graph []string
+		want  []string
+	}{
+		{"downward only", []string{"planner: planner/model planner/gpu internal/text", "planner/model: planner/gpu",
+			"planner/parallel: planner/gpu", "planner/gpu: os"}, nil},
+		{"upward", []string{"planner: planner/model", "planner/model: planner/gpu", "planner/gpu: planner/model"},
+			[]string{"planner/gpu -> planner/model: layer 0 imports layer 1 of planner/...; only lower layers"}},
+		{"same layer", []string{"planner: ", "planner/model: planner/parallel", "planner/parallel:", "planner/gpu:"},
+			[]string{"planner/model -> planner/parallel: layer 1 imports layer 1 of planner/...; only lower layers"}},
+		{"tests may use any layer", []string{"planner:", "planner/model: | planner/parallel", "planner/gpu: | planner"}, nil},
+		{"a package in no layer", []string{"planner:", "planner/gpu:", "planner/extra: planner/gpu", "templates: planner/extra"},
+			[]string{"planner/extra is in no layer of planner/...: place it in docs/architecture.md's layer table and in archtest's"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := l.Check(graph(tt.graph...)); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
 			}
 		})
