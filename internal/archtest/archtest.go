@@ -42,7 +42,7 @@ type Graph map[string]*Package
 //
 // Patterns are module-relative for the module's packages and import paths
 // for others ("os/exec"): "planner/..." matches planner and every package
-// below it, anything else matches exactly one package.
+// below it, "..." every package, anything else exactly one package.
 type Rule struct {
 	From       string
 	FromExcept []string
@@ -54,6 +54,9 @@ type Rule struct {
 
 // Match reports whether a module-relative package path matches pattern.
 func Match(pattern, path string) bool {
+	if pattern == "..." {
+		return true
+	}
 	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
 		return path == base || strings.HasPrefix(path, base+"/")
 	}

@@ -19,14 +19,27 @@ var rules = []Rule{
 		Why: "templates renders without host access: it must not reach launcher or the CLI"},
 	{From: "planner/...", To: hostAccess, Why: "planner does no I/O on hosts"},
 	{From: "templates/...", To: hostAccess, Why: "templates renders without host access"},
-	{From: "launcher/launch", To: []string{"planner/...", "templates/..."}, Except: []string{"templates/job"},
-		Why: "launcher/launch starts what templates/job describes and must not see plans, costs or rendering"},
-	{From: "launcher/probe", To: []string{"planner/search/...", "planner/cost/..."},
-		Why: "probing writes cluster specs and must not depend on the search or the cost model"},
+	{From: "launcher/launch", To: []string{"planner/...", "templates/...", "launcher/probe/..."},
+		Except: []string{"templates/job"},
+		Why:    "launcher/launch starts what templates/job describes and must not see plans, costs or rendering"},
+	{From: "launcher/probe/...", To: []string{"planner/search/...", "launcher/launch"},
+		Why: "probing writes cluster specs and must not depend on the search, the cost model or the launch"},
 	{From: "internal/...", To: []string{"planner/...", "templates/...", "launcher/...", "cmd/...", "report/...",
 		"preflight/...", "tokenizer/...", "testbed/...", "examples/...", "bench/..."}, Tests: true,
 		Why: "internal helpers are shared by every layer and import nothing above them"},
+	{From: "templates/job", To: []string{"templates", "planner/...", "launcher/...", "cmd/..."},
+		Why: "templates/job is the launch contract: free of planning and rendering, so the launch can import it"},
+	{From: "launcher/remote/...", To: []string{"planner/...", "templates/...", "launcher/probe/...", "launcher/launch"},
+		Why: "launcher/remote reaches hosts and knows nothing of plans, probes or jobs"},
+	{From: "cmd/internal/cmdutil", To: commands,
+		Why: "cmdutil is what the commands share: commands import it, never the reverse"},
+	{From: "...", To: []string{"cmd/internal/cmdtest", "launcher/remote/remotetest"},
+		Why: "test helpers are for tests only"},
 }
+
+// commands are the packages of pipette-launch's commands.
+var commands = []string{"cmd/internal/plan", "cmd/internal/run", "cmd/internal/probe", "cmd/internal/calibrate",
+	"cmd/internal/sbatch", "cmd/internal/preflight"}
 
 // hostAccess are the packages that run commands or reach other hosts. Tests
 // may use them (a template's script is run by its tests); code may not.
@@ -169,7 +182,27 @@ func TestViolationsCatchForbiddenArrows(t *testing.T) {
 			[]string{"launcher/launch -> templates: " + rules[4].Why}},
 		{"launcher/launch reaches the planner through the job contract",
 			[]string{"templates/job: planner/cluster"},
-			[]string{"launcher/launch -> templates/job -> planner/cluster: " + rules[4].Why}},
+			[]string{
+				"launcher/launch -> templates/job -> planner/cluster: " + rules[4].Why,
+				"templates/job -> planner/cluster: " + rules[7].Why,
+			}},
+		{"launcher/remote reads a cluster spec",
+			[]string{"launcher/remote: planner/cluster"},
+			[]string{
+				"launcher/launch -> launcher/remote -> planner/cluster: " + rules[4].Why,
+				"launcher/remote -> planner/cluster: " + rules[8].Why,
+			}},
+		{"cmdutil imports a command, code imports a test helper",
+			[]string{"cmd/internal/cmdutil: cmd/internal/run", "cmd/internal/run: planner launcher/remote/remotetest",
+				"launcher/remote/remotetest: launcher/remote"},
+			[]string{
+				"cmd/internal/cmdutil -> cmd/internal/run: " + rules[9].Why,
+				"cmd/internal/run -> launcher/remote/remotetest: " + rules[10].Why,
+			}},
+		{"tests may import the test helpers",
+			[]string{"cmd/internal/run: planner | cmd/internal/cmdtest", "cmd/internal/cmdtest: cmd/internal/cmdutil",
+				"cmd/internal/cmdutil:"},
+			nil},
 		{"launcher/launch's tests may use the planner",
 			[]string{"launcher/launch: launcher/remote templates/job | planner templates"},
 			nil},
