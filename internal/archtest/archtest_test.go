@@ -310,3 +310,47 @@ func TestOversizedReadsTheDoc(t *testing.T) {
 		}
 	}
 }
+
+// TestMakefileFuzzTargetsExist fails when a fuzz target `make fuzz` names is
+// not in its package: `go test -fuzz` on a package without the target fuzzes
+// nothing and passes, so a moved target would silently stop being fuzzed.
+func TestMakefileFuzzTargetsExist(t *testing.T) {
+	root := repoRoot(t)
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(mk), "\nFUZZ_TARGETS =")
+	if !ok {
+		t.Fatal("Makefile has no FUZZ_TARGETS")
+	}
+	var targets []string
+	for line := range strings.Lines(rest) {
+		targets = append(targets, strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), "\\"))...)
+		if !strings.HasSuffix(strings.TrimSpace(line), "\\") {
+			break
+		}
+	}
+	if len(targets) == 0 {
+		t.Fatal("Makefile's FUZZ_TARGETS is empty")
+	}
+	for _, target := range targets {
+		pkg, fn, ok := strings.Cut(target, ":")
+		if !ok {
+			t.Errorf("FUZZ_TARGETS entry %q: want ./package:FuzzName", target)
+			continue
+		}
+		tests, _ := filepath.Glob(filepath.Join(root, pkg, "*_test.go"))
+		found := false
+		for _, f := range tests {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(src), "\nfunc "+fn+"(f *testing.F)")
+		}
+		if !found {
+			t.Errorf("Makefile's FUZZ_TARGETS names %s, but no test file of %s defines func %s(f *testing.F)", target, pkg, fn)
+		}
+	}
+}
