@@ -2,7 +2,7 @@
 // training plans. It is the planning API (request in, ranked plans out); the
 // stages live in its sub-packages, each pure Go with no I/O (callers pass
 // bytes and get values). Each imports only the layers below it
-// (layering_test.go checks it):
+// (internal/archtest checks it; docs/architecture.md explains the map):
 //
 //	0  gpu, schedule        GPU catalog and efficiency curves; pipeline schedule simulator, layer split
 //	1  model, parallel      model shape; the search-space point (Config) and the user's pins (Constraints)

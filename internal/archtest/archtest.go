@@ -195,6 +195,33 @@ func (l Layers) Check(g Graph) []string {
 	return out
 }
 
+// Allowlist names, for some packages, every package of the module their
+// code may import directly besides internal/...: what the package map of
+// docs/architecture.md gives as their only neighbours. It is stricter than a
+// Rule, which names what is forbidden.
+type Allowlist map[string][]string
+
+// Check returns one line per direct import outside a package's list, and
+// one per listed package the graph lacks (moved or renamed: update the
+// list), sorted.
+func (a Allowlist) Check(g Graph) []string {
+	var out []string
+	for _, from := range sortedKeys(a) {
+		pkg := g[from]
+		if pkg == nil {
+			out = append(out, fmt.Sprintf("%s is not a package of the module (moved? update the allowlist)", from))
+			continue
+		}
+		for _, imp := range pkg.Imports {
+			if g[imp] == nil || Match("internal/...", imp) || matchAny(a[from], imp) {
+				continue // outside the module, a shared helper, or allowed
+			}
+			out = append(out, fmt.Sprintf("%s -> %s: %s may import only internal/... and %v", from, imp, from, a[from]))
+		}
+	}
+	return out
+}
+
 // Oversized returns one line per package over limit non-test lines that
 // allowed does not name, and one per name in allowed that is not over the
 // limit (or no longer exists), so that the list in the document cannot go

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -45,6 +46,20 @@ var commands = []string{"cmd/internal/plan", "cmd/internal/run", "cmd/internal/p
 // may use them (a template's script is run by its tests); code may not.
 var hostAccess = []string{"os/exec", "net/http", "golang.org/x/crypto/ssh/...", "github.com/melbahja/goph/...",
 	"github.com/kevinburke/ssh_config"}
+
+// neighbours is what the launcher's packages and the launch contract may
+// import of the module besides internal/...: launch sees only the contract
+// and the transport; probing may use the planner's descriptions of a
+// cluster, never its search; remote, which both share, knows nothing of
+// either (docs/architecture.md, package map).
+var neighbours = Allowlist{
+	"launcher/remote":            nil,
+	"launcher/remote/remotetest": {"launcher/remote", "testbed"},
+	"launcher/probe":             {"launcher/remote", "planner/cluster", "planner/gpu", "planner/model"},
+	"launcher/probe/measure":     {"launcher/remote", "launcher/probe", "planner/cluster", "planner/gpu", "planner/model"},
+	"launcher/launch":            {"launcher/remote", "templates/job"},
+	"templates/job":              nil,
+}
 
 // plannerLayers is the order of the planner's stages (docs/architecture.md,
 // "Layers of planner/"); a stage imports only stages below it.
@@ -89,9 +104,18 @@ func goTool(t *testing.T) string {
 	return p
 }
 
+var repoGraph struct {
+	once sync.Once
+	g    Graph
+	err  error
+}
+
+// loadRepo loads the repository's graph once for all tests.
 func loadRepo(t *testing.T) Graph {
 	t.Helper()
-	g, err := Load(goTool(t), repoRoot(t))
+	tool, root := goTool(t), repoRoot(t)
+	repoGraph.once.Do(func() { repoGraph.g, repoGraph.err = Load(tool, root) })
+	g, err := repoGraph.g, repoGraph.err
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +142,42 @@ func TestLayoutImports(t *testing.T) {
 func TestLayoutLayers(t *testing.T) {
 	for _, v := range plannerLayers.Check(loadRepo(t)) {
 		t.Error(v)
+	}
+}
+
+// TestLayoutNeighbours fails when a launcher package or the launch contract
+// imports a package of the module its list does not name.
+func TestLayoutNeighbours(t *testing.T) {
+	for _, v := range neighbours.Check(loadRepo(t)) {
+		t.Error(v)
+	}
+}
+
+// TestAllowlistCatchesOtherImports proves the allowlist check can fail.
+func TestAllowlistCatchesOtherImports(t *testing.T) {
+	a := Allowlist{"launcher/launch": {"launcher/remote", "templates/job"}, "templates/job": nil}
+	tests := []struct {
+		name  string
+		graph []string
+		want  []string
+	}{
+		{"only its neighbours, helpers and outside packages",
+			[]string{"launcher/launch: launcher/remote templates/job internal/text os/exec", "launcher/remote:",
+				"templates/job: internal/shellquote", "internal/text:", "internal/shellquote:"}, nil},
+		{"a package the list does not name",
+			[]string{"launcher/launch: launcher/remote templates/job preflight", "launcher/remote:", "templates/job:",
+				"preflight:"},
+			[]string{"launcher/launch -> preflight: launcher/launch may import only internal/... and [launcher/remote templates/job]"}},
+		{"a listed package that moved",
+			[]string{"launcher/launch: launcher/remote", "launcher/remote:"},
+			[]string{"templates/job is not a package of the module (moved? update the allowlist)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := a.Check(graph(tt.graph...)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
 	}
 }
 
