@@ -156,11 +156,7 @@ func TestLayoutNeighbours(t *testing.T) {
 // TestAllowlistCatchesOtherImports proves the allowlist check can fail.
 func TestAllowlistCatchesOtherImports(t *testing.T) {
 	a := Allowlist{"launcher/launch": {"launcher/remote", "templates/job"}, "templates/job": nil}
-	tests := []struct {
-		name  string
-		graph []string
-		want  []string
-	}{
+	tests := []graphCase{
 		{"only its neighbours, helpers and outside packages",
 			[]string{"launcher/launch: launcher/remote templates/job internal/text os/exec", "launcher/remote:",
 				"templates/job: internal/shellquote", "internal/text:", "internal/shellquote:"}, nil},
@@ -172,13 +168,7 @@ func TestAllowlistCatchesOtherImports(t *testing.T) {
 			[]string{"launcher/launch: launcher/remote", "launcher/remote:"},
 			[]string{"templates/job is not a package of the module (moved? update the allowlist)"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := a.Check(graph(tt.graph...)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
-		})
-	}
+	runGraphCases(t, nil, tests, a.Check)
 }
 
 // TestLayoutPackageSizes fails when a package is over the size limit without
@@ -209,6 +199,26 @@ func graph(lines ...string) Graph {
 	return g
 }
 
+// graphCase is a made-up graph (graph's "pkg: imp imp | testimp" lines on
+// top of a base) and the exact report a check must give on it.
+type graphCase struct {
+	name  string
+	graph []string
+	want  []string
+}
+
+func runGraphCases(t *testing.T, base []string, cases []graphCase, check func(Graph) []string) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got := check(graph(append(append([]string{}, base...), tt.graph...)...))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
+
 // TestViolationsCatchForbiddenArrows proves the check can fail: each case is
 // a made-up graph with one forbidden arrow (direct, through another package,
 // or only in tests) or an allowed one, and the exact report expected.
@@ -219,11 +229,7 @@ func TestViolationsCatchForbiddenArrows(t *testing.T) {
 		"launcher/probe: launcher/remote planner/cluster", "launcher/launch: launcher/remote templates/job",
 		"cmd/internal/run: planner templates launcher/launch", "internal/atomicfile:",
 	}
-	tests := []struct {
-		name  string
-		extra []string
-		want  []string
-	}{
+	tests := []graphCase{
 		{"the target layout is clean", nil, nil},
 		{"planner imports templates directly",
 			[]string{"planner/search: planner/cluster templates"},
@@ -284,24 +290,13 @@ func TestViolationsCatchForbiddenArrows(t *testing.T) {
 					rules[3].Why,
 			}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Violations(graph(append(append([]string{}, layered...), tt.extra...)...), rules)
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
-		})
-	}
+	runGraphCases(t, layered, tests, func(g Graph) []string { return Violations(g, rules) })
 }
 
 // TestLayersCatchUpwardImports proves the layer check can fail.
 func TestLayersCatchUpwardImports(t *testing.T) {
 	l := Layers{Root: "planner/...", Layers: [][]string{{"planner/gpu"}, {"planner/model", "planner/parallel"}, {"planner"}}}
-	tests := []struct {
-		name  string
-		graph []string
-		want  []string
-	}{
+	tests := []graphCase{
 		{"downward only", []string{"planner: planner/model planner/gpu internal/text", "planner/model: planner/gpu",
 			"planner/parallel: planner/gpu", "planner/gpu: os"}, nil},
 		{"upward", []string{"planner: planner/model", "planner/model: planner/gpu", "planner/gpu: planner/model"},
@@ -312,13 +307,7 @@ func TestLayersCatchUpwardImports(t *testing.T) {
 		{"a package in no layer", []string{"planner:", "planner/gpu:", "planner/extra: planner/gpu", "templates: planner/extra"},
 			[]string{"planner/extra is in no layer of planner/...: place it in docs/architecture.md's layer table and in archtest's"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := l.Check(graph(tt.graph...)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
-			}
-		})
-	}
+	runGraphCases(t, nil, tests, l.Check)
 }
 
 func TestMatch(t *testing.T) {
