@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 
 	"github.com/pipette-launch/pipette-launch/planner/memory"
@@ -80,10 +81,13 @@ func DeepSpeedConfig(cfg parallel.Config, fp16 bool) DSConfig {
 		},
 		GradientClipping: 1.0,
 	}
-	if fp16 {
+	switch {
+	case cfg.Precision == gpu.PrecisionFP32:
+		// fp32 plans: no bf16/fp16 section, DeepSpeed trains in fp32.
+	case fp16:
 		zero, power := 0, 16
 		c.FP16 = &DSPrecision{Enabled: true, LossScale: &zero, InitialScalePower: &power}
-	} else {
+	default:
 		c.BF16 = &DSPrecision{Enabled: true}
 	}
 	if f := cfg.Offload.OptimizerFraction; f > 0 {

@@ -119,7 +119,9 @@ func TestFitCalibrationRelativeToFactorsAtRun(t *testing.T) {
 	r := CalibrationRun{ObservedS: 3, PredictedS: 2, PartsS: map[string]float64{ComputeFactorKey: 2},
 		Factors: map[string]float64{ComputeFactorKey: 2}}
 	cal := FitCalibration([]CalibrationRun{r}, time.Unix(0, 0))
-	if math.Abs(cal.Compute.Factor/3-1) > 0.03 || cal.Compute.Observations != 1 {
+	// One run's correction is shrunk by 1 - 2 x 8%^2 / 67%^2 in log space
+	// (FitCalibration: a single run's error may be its own scatter): ~2.9.
+	if math.Abs(cal.Compute.Factor/3-1) > 0.05 || cal.Compute.Observations != 1 {
 		t.Errorf("compute %+v, want ~3 (raw part 1 s, observed 3 s)", cal.Compute)
 	}
 }

@@ -155,8 +155,11 @@ func (f *File) applyMeasuredCompute(islands []Island, hosts []Host) {
 	}
 }
 
-// scaleCompute makes g's tensor-core work s times faster. (i11model's
-// gpu.Spec.ComputeScale16/FP8 take this over when they land.)
+// scaleCompute makes g's tensor-core work s times faster, FP8 GEMMs
+// included (a calibration's compute factor fitted on FP8 runs must move
+// their GEMMs too).
 func scaleCompute(g *gpu.Spec, s float64) {
 	g.PeakTFLOPS = gpu.PeakFLOPS(*g) / 1e12 * s
+	g.PeakFP32TFLOPS *= s
+	g.PeakFP8TFLOPS *= s
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // CatalogEntry is one GPU model the planner knows. Figures are the
-// vendor datasheet values: dense (no sparsity) bf16 tensor TFLOP/s (fp16 for
+// vendor datasheet values (fp32: see CatalogEntry.fp32): dense (no sparsity) bf16 tensor TFLOP/s (fp16 for
 // V100, which has no bf16; fp32-accumulate rate for GeForce cards, which is
 // what mixed-precision training uses), dense FP8 tensor TFLOP/s where the
 // GPU has FP8 tensor cores (Hopper, Ada, Blackwell, MI300; see fp8), memory
@@ -21,6 +21,14 @@ type CatalogEntry struct {
 	IntraType string
 	IntraGBps float64
 	PCIeGen   int
+}
+
+// fp32 sets the rate fp32 GEMMs run at (Spec.PeakFP32TFLOPS): the
+// datasheet's dense TF32 tensor TFLOP/s (half its "with sparsity" figure),
+// or the FP32 TFLOP/s on GPUs without TF32 (Volta, Turing, CDNA2).
+func (e CatalogEntry) fp32(tflops float64) CatalogEntry {
+	e.spec.PeakFP32TFLOPS = tflops
+	return e
 }
 
 // fp8 sets the dense FP8 tensor-core TFLOP/s (datasheet, no sparsity).
@@ -44,37 +52,56 @@ func gpu(model string, memGiB, tflops, tbps float64, match, intra string, intraG
 // smaller-memory variant (A100 -> 40GB, V100 -> 16GB) so that an ambiguous
 // name never overstates capacity.
 var gpuCatalog = []CatalogEntry{
+	// TF32 dense per GPU: GB200 NVL72 datasheet 5 PFLOP/s sparse per
+	// superchip (two GPUs) -> 1.25; HGX B200 datasheet 18 PFLOP/s sparse for
+	// eight -> 1.125. Hopper (H100/H200/GH200 datasheets): 989/835/756
+	// sparse -> 494.7 (SXM, GH200, H200), 417.5 (NVL), 378 (PCIe). A100:
+	// 156. V100 (no TF32): fp32 15.7 SXM2, 14 PCIe. L40S 183, L40 90.5,
+	// L4 60, A10 62.5, RTX A6000 77.4 (datasheets, dense). GeForce (Ampere
+	// GA102 and Ada whitepapers): RTX 3090 35.6, 4090 82.6, 4080 SUPER
+	// 52.2. MI250X (no TF32): fp32 matrix 95.7 per package -> 47.9 per
+	// GCD; MI300X TF32 653.7 dense.
 	// B200 (HGX B200, 1000 W): 180 GB HBM3e as nvidia-smi reports it
 	// (183359 MiB), dense bf16 2.25 PFLOP/s, fp8 4.5, 8 TB/s, NVLink 5 at
 	// 900 GB/s per GPU each way. GB200 before B200 ("gb200" contains
 	// "b200"): the NVL72 part, 186 GB, 2.5/5 PFLOP/s.
-	gpu("GB200", 184.0, 2500, 8.0, `gb200`, "nvswitch", 900, 6).fp8(5000),
-	gpu("B200", 179.1, 2250, 8.0, `b200`, "nvswitch", 900, 6).fp8(4500),
+	gpu("GB200", 184.0, 2500, 8.0, `gb200`, "nvswitch", 900, 6).fp8(5000).fp32(1250),
+	gpu("B200", 179.1, 2250, 8.0, `b200`, "nvswitch", 900, 6).fp8(4500).fp32(1125),
 	// GH200 before H200 ("gh200" contains "h200"); the 96 GB HBM3 variant.
-	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5).fp8(1979),
-	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5).fp8(1979),
-	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5).fp8(1671),
-	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5).fp8(1513),
-	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5).fp8(1979),
-	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4),
-	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4),
-	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4),
-	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4),
-	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3),
-	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3),
-	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3),
-	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3),
-	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4).fp8(733),
-	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4),
-	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4).fp8(242),
-	gpu("A10", 22.5, 125, 0.6, `(^|[^0-9])a10($|[^0-9])|a10g`, "pcie", 0, 4),
-	gpu("RTX-A6000", 48, 154.8, 0.768, `a6000`, "pcie", 0, 4),
-	gpu("RTX-4090", 24, 165.2, 1.008, `4090`, "pcie", 0, 4).fp8(330.3),
-	gpu("RTX-4080-SUPER", 16, 104.4, 0.736, `4080super`, "pcie", 0, 4),
-	gpu("RTX-3090", 24, 71, 0.936, `3090`, "pcie", 0, 4),
+	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5).fp8(1979).fp32(494.7),
+	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5).fp8(1979).fp32(494.7),
+	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5).fp8(1671).fp32(417.5),
+	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5).fp8(1513).fp32(378),
+	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5).fp8(1979).fp32(494.7),
+	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4).fp32(156),
+	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4).fp32(156),
+	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4).fp32(156),
+	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4).fp32(156),
+	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3).fp32(14),
+	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3).fp32(15.7),
+	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3).fp32(14),
+	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3).fp32(15.7),
+	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4).fp8(733).fp32(183),
+	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4).fp32(90.5),
+	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4).fp8(242).fp32(60),
+	gpu("A10", 22.5, 125, 0.6, `(^|[^0-9])a10($|[^0-9])|a10g`, "pcie", 0, 4).fp32(62.5),
+	gpu("RTX-A6000", 48, 154.8, 0.768, `a6000`, "pcie", 0, 4).fp32(77.4),
+	gpu("RTX-4090", 24, 165.2, 1.008, `4090`, "pcie", 0, 4).fp8(330.3).fp32(82.6),
+	gpu("RTX-4080-SUPER", 16, 104.4, 0.736, `4080super`, "pcie", 0, 4).fp32(52.2),
+	gpu("RTX-3090", 24, 71, 0.936, `3090`, "pcie", 0, 4).fp32(35.6),
+	// Turing (TU102) has no bf16 and no TF32: the 16-bit figure is fp16
+	// with fp32 accumulate, fp32 GEMMs run on CUDA cores. TITAN RTX: NVIDIA
+	// TITAN RTX datasheet, 130.5 TFLOP/s fp16 tensor (full-rate fp32
+	// accumulate on TITAN), 16.3 TFLOP/s fp32, 24 GB GDDR6 at 672 GB/s,
+	// PCIe 3 (the two-way NVLink bridge is not modelled). RTX 2080 Ti:
+	// Turing architecture whitepaper (Founders Edition), 53.8 TFLOP/s fp16
+	// tensor with fp32 accumulate (GeForce: half rate), 13.4 fp32,
+	// 11 GB at 616 GB/s, PCIe 3.
+	gpu("TITAN-RTX", 24, 130.5, 0.672, `titanrtx`, "pcie", 0, 3).fp32(16.3),
+	gpu("RTX-2080-Ti", 11, 53.8, 0.616, `2080ti`, "pcie", 0, 3).fp32(13.4),
 	// AMD: each MI250X GCD is its own device (64 GiB, half the package).
-	gpu("MI250X", 64, 191.5, 1.6, `mi250x`, "nvlink", 100, 4),
-	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5).fp8(2615),
+	gpu("MI250X", 64, 191.5, 1.6, `mi250x`, "nvlink", 100, 4).fp32(47.9),
+	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5).fp8(2615).fp32(653.7),
 }
 
 var nonAlnum = regexp.MustCompile(`[^a-z0-9]+`)
@@ -135,6 +162,9 @@ func Resolve(s Spec) (Spec, CatalogEntry, bool) {
 		}
 		if out.PeakFP8TFLOPS == 0 {
 			out.PeakFP8TFLOPS = e.spec.PeakFP8TFLOPS
+		}
+		if out.PeakFP32TFLOPS == 0 {
+			out.PeakFP32TFLOPS = e.spec.PeakFP32TFLOPS
 		}
 	} else if out.MemoryBandwidthTBPerS == 0 {
 		out.MemoryBandwidthTBPerS = defaultGPUMemoryBandwidthTBPerS

@@ -57,10 +57,10 @@ var Curves = map[string]Curve{
 	"hopper": {GEMMMax: 0.602, GEMMRamp: 333, GEMMRampPow: 1, FP8Max: 0.741, AttnMax: 0.446, AttnHeadRamp: 30.5, ElemScale: 1.52},
 }
 
-// gpuArch is the generation whose curve prices g: Hopper and Blackwell
+// Arch is the generation (key of Curves) whose curve prices g: Hopper and Blackwell
 // data-centre parts (and MI300X, a peer of H100 in achieved efficiency)
 // use "hopper", everything else "ampere".
-func gpuArch(g Spec) string {
+func Arch(g Spec) string {
 	n := compactGPUName(g.Model)
 	for _, k := range []string{"h100", "h200", "gh200", "b200", "gb200", "gb300", "b300", "mi300", "mi325", "mi355"} {
 		if strings.Contains(n, k) {
@@ -70,7 +70,7 @@ func gpuArch(g Spec) string {
 	return "ampere"
 }
 
-func CurveOf(g Spec) Curve { return Curves[gpuArch(g)] }
+func CurveOf(g Spec) Curve { return Curves[Arch(g)] }
 
 const (
 	defaultPeakTFLOPS = 100.0
@@ -92,7 +92,20 @@ func GEMMPeakFLOPS(g Spec, cv Curve, p Precision) float64 {
 	if p == PrecisionFP8 && g.PeakFP8TFLOPS > 0 {
 		return g.PeakFP8TFLOPS * 1e12 * scaleOr1(g.ComputeScaleFP8) * cv.FP8Max
 	}
+	if p == PrecisionFP32 {
+		return fp32PeakFLOPS(g) * scaleOr1(g.ComputeScale16) * cv.GEMMMax
+	}
 	return PeakFLOPS(g) * scaleOr1(g.ComputeScale16) * cv.GEMMMax
+}
+
+// fp32PeakFLOPS is g's fp32 GEMM rate (TF32 tensor cores where it has
+// them); without one, a quarter of the 16-bit rate (no GPU in the catalog
+// is faster; the search refuses fp32 plans on such GPUs before pricing).
+func fp32PeakFLOPS(g Spec) float64 {
+	if g.PeakFP32TFLOPS > 0 {
+		return g.PeakFP32TFLOPS * 1e12
+	}
+	return PeakFLOPS(g) / 4
 }
 
 func scaleOr1(x float64) float64 {
@@ -158,7 +171,7 @@ func CurveGEMMSeconds(g Spec, cv Curve, p Precision, m, n, k float64) float64 {
 	}
 	flops := 2 * m * n * k
 	compute := flops / (GEMMPeakFLOPS(g, cv, p) * cv.ShapeEfficiency(m, n, k))
-	elem := BytesPerElem
+	elem := ElemBytes(p)
 	if p == PrecisionFP8 {
 		elem = 1
 	}

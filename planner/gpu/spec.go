@@ -9,6 +9,11 @@ type Spec struct {
 	// PeakFP8TFLOPS is the dense FP8 tensor-core rate (0: the GPU has no
 	// FP8 tensor cores, and fp8 plans are not offered on it).
 	PeakFP8TFLOPS float64 `yaml:"peak_fp8_tflops,omitempty" json:"peak_fp8_tflops,omitempty"`
+	// PeakFP32TFLOPS is the rate fp32 GEMMs run at: the dense TF32
+	// tensor-core rate on GPUs that have one (Ampere and later; NGC PyTorch
+	// containers enable TF32 for matmuls), else the FP32 CUDA-core rate
+	// (Volta, Turing). 0: unknown, and fp32 plans are refused on the GPU.
+	PeakFP32TFLOPS float64 `yaml:"peak_fp32_tflops,omitempty" json:"peak_fp32_tflops,omitempty"`
 	// ComputeScale16 and ComputeScaleFP8 multiply the cost model's GEMM
 	// rates on this GPU (0 = 1): set when a cluster file is resolved, from
 	// GEMMs measured on the host and the calibration of past runs.

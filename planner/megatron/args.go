@@ -317,6 +317,7 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 		ForceOffload: a.Has("--optimizer-cpu-offload"),
 	}
 	c.VPP = vppFromArgs(a, layers, c.PP, errs)
+	c.StageLayers = unevenStagesFromArgs(a, layers, c.PP, c.VPP, errs)
 	// The user's flags decide sequence parallelism and precision: a run
 	// without --sequence-parallel gets none.
 	c.SequenceParallel = boolPtr(a.Has("--sequence-parallel"))
@@ -348,6 +349,61 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 		}
 	}
 	return c
+}
+
+// unevenStagesFromArgs is the layer split --decoder-first-pipeline-num-layers
+// and --decoder-last-pipeline-num-layers ask for, as StageLayers (nil
+// without them): the first (last) pipeline rank holds that many layers, the
+// others share the rest evenly, and each rank's layers are split evenly
+// over its virtual stages (Megatron-Core's get_num_layers_to_build, whose
+// divisibility rules it checks).
+func unevenStagesFromArgs(a Args, layers, pp, vpp int, errs *yamlcheck.Problems) []int {
+	const firstFlag, lastFlag = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
+	if !a.Has(firstFlag) && !a.Has(lastFlag) {
+		return nil
+	}
+	if pp < 2 || layers <= 0 {
+		errs.Add(firstFlag, "an uneven first/last stage needs --pipeline-model-parallel-size > 1 and --num-layers")
+		return nil
+	}
+	perRank := make([]int, pp)
+	rest, left := layers, pp
+	fixed := map[int]int{}
+	for _, f := range []struct {
+		flag string
+		rank int
+	}{{firstFlag, 0}, {lastFlag, pp - 1}} {
+		if !a.Has(f.flag) {
+			continue
+		}
+		n := a.positive(f.flag, errs)
+		if n <= 0 {
+			return nil
+		}
+		fixed[f.rank] = n
+		rest -= n
+		left--
+	}
+	if rest < 0 || (left > 0 && rest%left != 0) || (left == 0 && rest != 0) {
+		errs.Add(firstFlag, "%d layers: the first/last stage counts leave %d for %d other stages, which must divide evenly", layers, rest, left)
+		return nil
+	}
+	v := max(vpp, 1)
+	out := make([]int, pp*v)
+	for r := range perRank {
+		perRank[r] = rest / max(left, 1)
+		if n, ok := fixed[r]; ok {
+			perRank[r] = n
+		}
+		if perRank[r]%v != 0 {
+			errs.Add(firstFlag, "pipeline rank %d's %d layers do not split over %d virtual stages", r, perRank[r], v)
+			return nil
+		}
+		for ch := range v {
+			out[ch*pp+r] = perRank[r] / v
+		}
+	}
+	return out
 }
 
 // vppFromArgs converts either virtual-pipeline flag into stages per rank.

@@ -219,9 +219,15 @@ func megatronStates(cfg parallel.Config, p, pe float64) modelStates {
 		eshards = float64(cfg.ExpertDP())
 	}
 	frac := clamp01(cfg.Offload.OptimizerFraction)
-	opt := 12*(p-pe)/shards + 12*pe/eshards
+	// Adam's fp32 master weights and moments: 12 B; in fp32 the weights are
+	// the master copy, so only the moments (8 B) are optimizer state.
+	optB, weightB := 12.0, 2.0
+	if cfg.Precision == gpu.PrecisionFP32 {
+		optB, weightB = 8, 4
+	}
+	opt := optB*(p-pe)/shards + optB*pe/eshards
 	return modelStates{
-		weights:   2 * p,
+		weights:   weightB * p,
 		grads:     4 * p,
 		optimizer: opt * (1 - frac),
 		host:      (opt + cpuGradBytes*((p-pe)/shards+pe/eshards)) * frac,
@@ -242,11 +248,18 @@ func deepSpeedStates(m model.Model, cfg parallel.Config, p float64) modelStates 
 		weightShards = n
 	}
 	frac := clamp01(cfg.Offload.OptimizerFraction)
+	// fp32 (no fp16/bf16 section in ds_config): 4 B weights and gradients,
+	// and the optimizer holds only Adam's moments (8 B), the weights being
+	// the master copy.
+	wB, optB := 2.0, 12.0
+	if cfg.Precision == gpu.PrecisionFP32 {
+		wB, optB = 4, 8
+	}
 	s := modelStates{
-		weights:   2 * p / weightShards,
-		grads:     2 * p / gradShards,
-		optimizer: 12 * p / optShards * (1 - frac),
-		host:      (12 + cpuGradBytes) * p / optShards * frac,
+		weights:   wB * p / weightShards,
+		grads:     wB * p / gradShards,
+		optimizer: optB * p / optShards * (1 - frac),
+		host:      (optB + cpuGradBytes) * p / optShards * frac,
 	}
 	if z >= 2 {
 		// ZeRO-Offload streams the reduced gradient partition to host memory.
@@ -395,8 +408,18 @@ func outputActivationBytes(m model.Model, cfg parallel.Config) float64 {
 	return 4 * s * b * (h + float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
 }
 
-// stageActivationBytes sums the activations pipeline rank r holds.
+// stageActivationBytes sums the activations pipeline rank r holds. In
+// fp32 every element is 4 bytes instead of 2 and attention is unfused (no
+// flash kernel takes fp32), so the scores are stored too: the 16-bit
+// count of a materialized-attention model, doubled (the 1-byte dropout
+// masks are overcounted by this, a few percent).
 func stageActivationBytes(m model.Model, cfg parallel.Config, r int) float64 {
+	if cfg.Precision == gpu.PrecisionFP32 {
+		m.MaterializedAttention = true
+		c := cfg
+		c.Precision = ""
+		return 2 * stageActivationBytes(m, c, r)
+	}
 	perLayer := layerActivationBytes(m, cfg)
 	work := recomputeWorkingSet(m, cfg)
 	if dense, moe := rankLayerKinds(m, cfg, r); moe > 0 {

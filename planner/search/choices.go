@@ -17,9 +17,11 @@ func checkPrecision(c *cluster.Cluster, o Options) error {
 	switch o.Fixed.Precision {
 	case "", gpu.PrecisionBF16, gpu.PrecisionFP16:
 		return nil
+	case gpu.PrecisionFP32:
+		return checkFP32(c)
 	case gpu.PrecisionFP8:
 	default:
-		return fmt.Errorf("precision %q: use bf16, fp16 or fp8", o.Fixed.Precision)
+		return fmt.Errorf("precision %q: use bf16, fp16, fp8 or fp32", o.Fixed.Precision)
 	}
 	if o.Framework == parallel.FrameworkDeepSpeed {
 		return fmt.Errorf("FP8 training is planned for Megatron-LM with Transformer Engine (--fp8-format hybrid); DeepSpeed plans use bf16 or fp16")
@@ -34,6 +36,22 @@ func checkPrecision(c *cluster.Cluster, o Options) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell), and %s has none; plan with --precision bf16, or give the GPU's peak_fp8_tflops in the cluster file", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// checkFP32 refuses fp32 plans on GPUs whose fp32 GEMM rate is unknown.
+func checkFP32(c *cluster.Cluster) error {
+	var missing []string
+	seen := map[string]bool{}
+	for _, h := range c.Hosts {
+		if h.GPU.PeakFP32TFLOPS <= 0 && !seen[h.GPU.Model] {
+			seen[h.GPU.Model] = true
+			missing = append(missing, h.GPU.Model)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("fp32 needs the GPU's fp32 GEMM rate, which the catalog does not have for %s: give peak_fp32_tflops in the cluster file's gpu section (the datasheet's dense TF32 tensor TFLOP/s, or FP32 TFLOP/s on GPUs without TF32)", strings.Join(missing, ", "))
 	}
 	return nil
 }

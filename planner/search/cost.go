@@ -57,7 +57,7 @@ func newLayerShape(m model.Model, cfg parallel.Config) layerShape {
 		tp:      tp, cp: cp, mb: float64(max(cfg.MicroBatch, 1)),
 		swiglu:       m.SwiGLU,
 		sp:           cfg.SequenceParallel && tp > 1,
-		materialized: m.MaterializedAttention,
+		materialized: m.MaterializedAttention || cfg.Precision == gpu.PrecisionFP32,
 		prec:         cfg.Precision,
 	}
 }
@@ -121,13 +121,26 @@ func (s layerShape) attnSeconds(g gpu.Spec, cv gpu.Curve) float64 {
 		batch := s.heads / s.tp * s.mb
 		sl := s.tokens / s.mb
 		// One batched-GEMM kernel each: the launch is paid once.
-		one := gpu.CurveGEMMSeconds(g, cv, gpu.PrecisionBF16, sl, s.seq, s.headDim) + gpu.CurveGEMMSeconds(g, cv, gpu.PrecisionBF16, sl, s.headDim, s.seq) - 2*gpu.GEMMLaunchS
+		p := s.attnPrecision()
+		one := gpu.CurveGEMMSeconds(g, cv, p, sl, s.seq, s.headDim) + gpu.CurveGEMMSeconds(g, cv, p, sl, s.headDim, s.seq) - 2*gpu.GEMMLaunchS
 		t := batch*one + 2*gpu.GEMMLaunchS
-		return t + scoreBytesPerElem*batch*sl*s.seq/gpu.HBMBytesPerS(g)
+		return t + scoreBytesPerElem*gpu.ElemBytes(p)/2*batch*sl*s.seq/gpu.HBMBytesPerS(g)
 	}
 	eff := s.headDim / (s.headDim + cv.AttnHeadRamp) * cv.Ramp(s.tokens)
 	return s.attnFLOPs() / (gpu.AttnPeakFLOPS(g, cv) * eff)
 }
+
+// attnPrecision is what the attention core computes in: 16-bit even in
+// FP8 training, fp32 in fp32 training.
+func (s layerShape) attnPrecision() gpu.Precision {
+	if s.prec == gpu.PrecisionFP32 {
+		return gpu.PrecisionFP32
+	}
+	return gpu.PrecisionBF16
+}
+
+// elem is the bytes of one activation element.
+func (s layerShape) elem() float64 { return gpu.ElemBytes(s.prec) }
 
 func (s layerShape) elemwiseSeconds(g gpu.Spec, cv gpu.Curve) float64 {
 	return s.elemwiseSecondsFFN(g, cv, s.ffn)
@@ -146,7 +159,7 @@ func (s layerShape) elemwiseSecondsFFN(g gpu.Spec, cv gpu.Curve, ffnCols float64
 		// the proj and FC2 inputs (s*b*h/t and s*b*ffn/t).
 		cast = 3 * (2*s.tokens*s.hidden + s.tokens*s.q/s.tp + s.tokens*ffnCols/s.tp)
 	}
-	return (cv.ElemScale*gpu.BytesPerElem*(hid+ffn) + cast) / gpu.HBMBytesPerS(g)
+	return (cv.ElemScale*s.elem()*(hid+ffn) + cast) / gpu.HBMBytesPerS(g)
 }
 
 // computeCost is the per-layer, per-micro-batch compute of one GPU.
@@ -183,7 +196,7 @@ func logitsCompute(m model.Model, cfg parallel.Config, g gpu.Spec) computeCost {
 	s := newLayerShape(m, cfg)
 	cv := gpu.CurveOf(g)
 	v := float64(m.Vocab)
-	fwd := gpu.CurveGEMMSeconds(g, cv, gpu.PrecisionBF16, s.tokens, v/s.tp, s.hidden) + 3*gpu.BytesPerElem*s.tokens*v/s.tp/gpu.HBMBytesPerS(g)
+	fwd := gpu.CurveGEMMSeconds(g, cv, s.attnPrecision(), s.tokens, v/s.tp, s.hidden) + 3*s.elem()*s.tokens*v/s.tp/gpu.HBMBytesPerS(g)
 	return computeCost{Fwd: fwd, Bwd: 2 * fwd}
 }
 
@@ -253,7 +266,7 @@ func tpCommPerLayer(m model.Model, cfg parallel.Config, link cluster.Link) (fwd,
 		return 0, 0
 	}
 	s := newLayerShape(m, cfg)
-	bytes := s.tokens * s.hidden * gpu.BytesPerElem
+	bytes := s.tokens * s.hidden * s.elem()
 	var one float64
 	if s.sp {
 		one = 2*AllGatherSeconds(bytes, cfg.TP, link) + 2*AllGatherSeconds(bytes, cfg.TP, link)
@@ -276,7 +289,7 @@ func cpCommPerLayer(m model.Model, cfg parallel.Config, link cluster.Link, attnF
 		return 0, 0
 	}
 	s := newLayerShape(m, cfg)
-	kvBytes := 2 * s.tokens * s.kv / s.tp * gpu.BytesPerElem
+	kvBytes := 2 * s.tokens * s.kv / s.tp * s.elem()
 	steps := float64(cfg.CP - 1)
 	f := steps * P2PSeconds(kvBytes, link)
 	fwd = max(0, f-0.5*attnFwd)
@@ -288,7 +301,7 @@ func cpCommPerLayer(m model.Model, cfg parallel.Config, link cluster.Link, attnF
 // consecutive pipeline stages: s*b*h/cp, divided by t with SP.
 func P2PBytes(m model.Model, cfg parallel.Config) float64 {
 	s := newLayerShape(m, cfg)
-	b := s.tokens * s.hidden * gpu.BytesPerElem
+	b := s.tokens * s.hidden * s.elem()
 	if s.sp {
 		b /= s.tp
 	}
@@ -321,13 +334,14 @@ func dpCommSeconds(cfg parallel.Config, f parallel.Framework, params float64, al
 	if n <= 1 {
 		return 0, 0, 0
 	}
-	gather := allReduce(params*gpu.BytesPerElem) / 2 // a bf16 all-gather (or reduce-scatter)
+	gather := allReduce(params*gpu.ElemBytes(cfg.Precision)) / 2 // a 16-bit (fp32) all-gather or reduce-scatter
 	// Megatron with --bf16 accumulates and reduces gradients in fp32
 	// (arguments.py sets accumulate_allreduce_grads_in_fp32), and torch DDP
-	// under autocast keeps fp32 gradients; DeepSpeed reduces 16-bit ones.
+	// under autocast keeps fp32 gradients; DeepSpeed reduces them in the
+	// training precision.
 	gradBytes := 4.0
 	if f == parallel.FrameworkDeepSpeed {
-		gradBytes = gpu.BytesPerElem
+		gradBytes = gpu.ElemBytes(cfg.Precision)
 	}
 	total = allReduce(params * gradBytes)
 	if f == parallel.FrameworkMegatron && cfg.DistributedOptimizer {
@@ -920,7 +934,7 @@ func (e *planEval) embeddingShardBytes() float64 {
 	}
 	gradBytes := 4.0
 	if e.f == parallel.FrameworkDeepSpeed {
-		gradBytes = gpu.BytesPerElem
+		gradBytes = gpu.ElemBytes(e.cfg.Precision)
 	}
 	return gradBytes * float64(e.m.PaddedVocab(e.cfg.TP)) / float64(e.cfg.TP) * float64(e.m.Hidden)
 }

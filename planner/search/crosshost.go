@@ -14,10 +14,17 @@ import (
 // all-reduces then cross the NIC. The planner prices it by merging every k
 // consecutive hosts (file order, same island, same GPUs) into one "host"
 // of k*g GPUs whose internal link is what a TP ring spanning them gets per
-// GPU, min(bus, NIC/g), at the NIC's latency, and whose links to other
+// hop, min(bus, NIC), at the NIC's latency, and whose links to other
 // merged hosts carry k hosts' NICs; the ordinary search then runs on the
 // merged cluster with TP pinned to k*g, and the placement is mapped back
 // to the real hosts (rank order is unchanged: host by host, GPU by GPU).
+//
+// A ring crosses each host boundary once: of the g ranks on a host only
+// one sends over the NIC, and NCCL splits the ring's buffer over as many
+// channels as the host has NICs, so the crossing hop runs at the host's
+// whole NIC rate, not a g-th of it (nccl-tests on two DGX A100: all-reduce
+// bus bandwidth about the hosts' 8x200 Gbit/s). Pricing it at NIC/g made
+// TP16 over two 8xA100 hosts 4-13x slower than TP8 where it measures ~2x.
 //
 // It is priced whenever --tp pins it, and searched otherwise only where it
 // could win: when nothing fits inside hosts, or when the NIC gives a GPU at

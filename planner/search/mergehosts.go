@@ -56,7 +56,7 @@ func mergeHosts(c *cluster.Cluster, k int) (*cluster.Cluster, [][]int, error) {
 			tpBW = math.Min(tpBW, x.IntraBytesPerS)
 			for _, o := range grp {
 				if o != r {
-					tpBW = math.Min(tpBW, c.LinkBetween(r, o).BytesPerS/float64(g))
+					tpBW = math.Min(tpBW, c.LinkBetween(r, o).BytesPerS)
 				}
 			}
 		}

@@ -103,40 +103,84 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 }
 
 // publishedCluster is the row's system: DGX A100 (NVSwitch 300 GB/s per
-// GPU, 8x200 Gbit/s HDR) or DGX H100 (450 GB/s, 8x400 Gbit/s NDR).
-func publishedCluster(gpu string, gpus int) *cluster.Cluster {
+// GPU, 8x200 Gbit/s HDR; "a100-40" the 40 GB part's 1.555 TB/s HBM) or
+// DGX H100 (450 GB/s, 8x400 Gbit/s NDR).
+func publishedCluster(kind string, gpus int) *cluster.Cluster {
 	d := islandDef{hosts: (gpus + 7) / 8, gpus: min(gpus, 8), gpu: gpuA100, intraGBs: 300, nicGbit: 1600}
-	if gpu == "h100" {
+	switch kind {
+	case "h100":
 		d.gpu, d.intraGBs, d.nicGbit = gpuH100, 450, 3200
 		d.gpu.PeakFP8TFLOPS = 1979
+	case "a100-40":
+		d.gpu = gpu.Spec{Model: "A100-SXM4-40GB", MemoryGiB: 40, PeakTFLOPS: 312, MemoryBandwidthTBPerS: 1.555}
 	}
 	return testCluster([]islandDef{d}, 0)
 }
 
-// pricePublished predicts the row's metric.
-func pricePublished(t *testing.T, r publishedRow) float64 {
-	t.Helper()
+// calibrateTestCluster applies cal to a cluster built by testCluster the
+// way cluster.File's resolution applies it to a resolved one.
+func calibrateTestCluster(c *cluster.Cluster, cal *cluster.Calibration) {
+	factors := cal.Factors()
+	for i := range c.Hosts {
+		cal.ScaleHost(&c.Hosts[i], c.Islands[c.Hosts[i].Island].Spec.Name)
+	}
+	bw, lat := c.Matrices()
+	for a := range bw {
+		for b := range bw[a] {
+			k := factors[cluster.InterHostKey(c.Islands[c.Hosts[a].Island].Spec.Name, c.Islands[c.Hosts[b].Island].Spec.Name)]
+			if k > 0 {
+				bw[a][b] /= k
+				lat[a][b] *= k
+			}
+		}
+	}
+}
+
+// publishedSeconds predicts the row's iteration time on its system with
+// the calibration cal (nil: none).
+func publishedSeconds(r publishedRow, cal *cluster.Calibration) (float64, error) {
 	c := publishedCluster(r.gpu, r.gpus)
+	calibrateTestCluster(c, cal)
 	cfg := r.cfg
 	cfg.StageLayers = evenLayers(r.m.NumLayers, cfg.PP*max(cfg.VPP, 1))
 	if err := validate(r.m, cfg, r.framework, c.TotalGPUs()); err != nil {
-		t.Fatalf("%s/%s: %v", r.table, r.name, err)
+		return 0, fmt.Errorf("%s/%s: %w", r.table, r.name, err)
 	}
 	e := newPlanEval(c, r.m, cfg, r.framework)
 	pl := newPlacer(e, cluster.HostSymmetry(c), startOrders(c))
 	bh := make([]int, e.nBlocks)
 	pl.blocks(identity(len(c.Hosts)), bh)
-	p := e.predict(bh)
+	return e.predict(bh).IterationSeconds, nil
+}
+
+// secondsToMetric turns an iteration time into the row's metric: TFLOP/s
+// per GPU (SC21's hardware-FLOPs formula), seconds, or tokens/s/GPU. The
+// conversion is its own inverse in the seconds <-> metric sense: the
+// measured iteration time is secondsToMetric(r, r.value).
+func secondsToMetric(r publishedRow, s float64) (float64, error) {
 	switch r.metric {
 	case "hw_tflops_sc21":
-		return HardwareFLOPsPerIteration(r.m, cfg.GlobalBatch, parallel.RecomputeFull) / p.IterationSeconds / float64(r.gpus) / 1e12
+		return HardwareFLOPsPerIteration(r.m, r.cfg.GlobalBatch, parallel.RecomputeFull) / s / float64(r.gpus) / 1e12, nil
 	case "iter_s":
-		return p.IterationSeconds
+		return s, nil
 	case "tokens_per_gpu":
-		return float64(cfg.GlobalBatch*r.m.SeqLength) / p.IterationSeconds / float64(r.gpus)
+		return float64(r.cfg.GlobalBatch*r.m.SeqLength) / s / float64(r.gpus), nil
 	}
-	t.Fatalf("%s/%s: unknown metric %q", r.table, r.name, r.metric)
-	return 0
+	return 0, fmt.Errorf("%s/%s: unknown metric %q", r.table, r.name, r.metric)
+}
+
+// pricePublished predicts the row's metric.
+func pricePublished(t *testing.T, r publishedRow) float64 {
+	t.Helper()
+	s, err := publishedSeconds(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secondsToMetric(r, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // calibrationBounds are the per-table limits (mean, worst row) on the
@@ -161,6 +205,14 @@ var calibrationBounds = map[string][2]float64{
 	// 1-96): 52 rows, the worst (7B, seq 1024, micro-batch 64, -15.4%)
 	// just over 15%; 18% keeps the test meaningful without over-fitting.
 	"llmfoundry_h100_bf16": {0.08, 0.18},
+	// Held out of the fit (TestLeaveOneTableOut scores them): the same FSDP
+	// analogy on A100. 30b-s8192-g8-mb1 is 26% slow in throughput (the
+	// model prices its 8k-sequence step 20% too fast) and 70b on 64
+	// A100-40GB at micro-batch 2 measures 28% below the 128-GPU run at
+	// micro-batch 4, which the model does not see (likely FSDP
+	// rematerialisation under memory pressure at 40 GB).
+	"llmfoundry_a100_80_bf16": {0.08, 0.30},
+	"llmfoundry_a100_40_bf16": {0.08, 0.45},
 }
 
 // tableErrors prices every row of every table and returns per table the

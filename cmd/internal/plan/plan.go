@@ -89,7 +89,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
 			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "Megatron sequence parallelism: on, off or auto (on wherever TP > 1: it moves the same bytes and saves memory); --sequence-parallel is rendered only when the plan uses it"},
 			&cli.StringFlag{Name: "schedules", Usage: "what-if: re-price plan 1 under each pipeline schedule in `LIST` (1f1b,interleaved,wave), same placement; wave is Hanayo's wave-like schedule, which Megatron-LM/DeepSpeed cannot launch: it is shown, never chosen or rendered"},
-			&cli.StringFlag{Name: "precision", Value: "bf16", Usage: "bf16, fp16 or fp8 (Transformer Engine FP8 in Megatron-LM, --fp8-format hybrid: GEMMs at the GPU's FP8 tensor-core rate, FP8 weight copies in memory; Hopper, Ada, Blackwell)"},
+			&cli.StringFlag{Name: "precision", Value: "bf16", Usage: "bf16, fp16, fp32 (TF32 tensor cores where the GPU has them; what a Megatron line without --bf16/--fp16 runs) or fp8 (Transformer Engine FP8 in Megatron-LM, --fp8-format hybrid: GEMMs at the GPU's FP8 tensor-core rate, FP8 weight copies in memory; Hopper, Ada, Blackwell)"},
 			&cli.BoolFlag{Name: "as-is", Usage: "also price your own layout: torchrun's rank order (rank r on the host holding GPU r) on the hosts in --hosts/--hostfile order (else the cluster file's), with your parallel sizes (the flags above, and Megatron arguments after --); knobs you leave free are chosen best for that layout"},
 			&cli.StringFlag{Name: "hosts", Usage: "plan on these hosts of the cluster file, in this order (`LIST`, e.g. node[01-04]; with --as-is: the order torchrun would use)"},
 			&cli.StringFlag{Name: "hostfile", Usage: "plan on the hosts of this hostfile (`FILE`, one host per line or DeepSpeed's HOST slots=N), which must be in the cluster file; with --as-is: their order is your layout's"},
@@ -343,9 +343,9 @@ func SearchOptions(opts *Options) (search.Options, error) {
 		return so, fmt.Errorf("--recompute %q: use none, selective or full", fx.Recompute)
 	}
 	switch fx.Precision {
-	case "", gpu.PrecisionBF16, gpu.PrecisionFP16, gpu.PrecisionFP8:
+	case "", gpu.PrecisionBF16, gpu.PrecisionFP16, gpu.PrecisionFP8, gpu.PrecisionFP32:
 	default:
-		return so, fmt.Errorf("--precision %q: use bf16, fp16 or fp8", fx.Precision)
+		return so, fmt.Errorf("--precision %q: use bf16, fp16, fp8 or fp32", fx.Precision)
 	}
 	if fx.ZeroStage < -1 || fx.ZeroStage > 3 {
 		return so, fmt.Errorf("--zero-stage %d: use 0, 1, 2 or 3", fx.ZeroStage)

@@ -1,0 +1,416 @@
+package search
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+)
+
+// Validation on data the model was not fitted to (issue 22).
+//
+// TestLeaveOneTableOut prices every published table (testdata/published)
+// three ways and prints one table:
+//
+//   - fitted: with the constants in cost.go (gpu.Curves), which were
+//     fitted to the tables of fittedTables: an in-sample score for those;
+//   - leave-one-table-out: the generation's compute curve is refitted from a
+//     neutral start (neutralCurve) on every other fitted table of that
+//     generation, then the table is scored with it; a table that is not
+//     fitted is scored with the fit on all fitted tables (also from the
+//     neutral start), so no table is ever scored by constants fitted to it;
+//   - calibrated: inside each table, `calibrate`'s fit (Linearize's split
+//     and FitCalibration) is run on k of its rows (k = 1, 3; every row, or
+//     drawsPerK seeded draws) under the leave-one-out constants, and the
+//     other rows are priced with the fitted factors.
+//
+// Per table it prints MAPE of the iteration time and the worst row, the
+// Spearman rank correlation of predicted vs measured time per token within
+// each (model, GPU count) group of at least three rows (the lowest group),
+// the top-1 regret per group (measured time per token of the row predicted
+// fastest over the measured fastest, minus 1; the largest), and for k = 1, 3
+// the MAPE of the rest before and after calibrating, with the number of
+// draws that calibrating made worse.
+//
+// Run it with
+//
+//	go test -run TestLeaveOneTableOut -v ./planner/
+//
+// Targets (issue 22): leave-one-out MAPE <= 10% on every table, Spearman
+// >= 0.85 per group, after calibrating on 3 runs <= 6% on the rest and never
+// worse than before. The test fails when a table misses a bound of
+// validationBounds (the targets, or a wider bound with its reason).
+
+// fittedTables are the tables each generation's compute curve is fitted to
+// (TestFitComputeCurves); the others are held out entirely.
+var fittedTables = map[string][]string{
+	"ampere": {"sc21_table1", "korthikanti_table4", "llmfoundry_a100_80_bf16", "llmfoundry_a100_40_bf16"},
+	"hopper": {"nemo_2407_fp8", "llmfoundry_h100_bf16"},
+}
+
+// neutralCurve is where every fit starts: round figures of the kind a
+// datasheet and a GEMM benchmark give (70% of dense peak for large GEMMs,
+// half speed at 128, flash attention at 60%), not fitted to any table.
+var neutralCurve = gpu.Curve{GEMMMax: 0.7, GEMMRamp: 128, GEMMRampPow: 1.5, FP8Max: 0.7, AttnMax: 0.6, AttnHeadRamp: 32, ElemScale: 2}
+
+// tableArch is the generation whose curve prices the table's rows.
+func tableArch(rows []publishedRow) string {
+	return gpu.Arch(publishedCluster(rows[0].gpu, 1).Hosts[0].GPU)
+}
+
+// measuredSeconds is the row's measured iteration time.
+func measuredSeconds(r publishedRow) float64 {
+	s, err := secondsToMetric(r, r.value) // the conversion is its own inverse
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// predictAll prices rows (in parallel: pricing only reads gpu.Curves)
+// and returns the predicted iteration seconds.
+func predictAll(rows []publishedRow, cal *cluster.Calibration) ([]float64, error) {
+	out := make([]float64, len(rows))
+	errs := make([]error, len(rows))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, r := range rows {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = publishedSeconds(r, cal)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// timeErrors are the signed relative errors of the predicted iteration
+// times (+ is too slow).
+func timeErrors(rows []publishedRow, pred []float64) []float64 {
+	out := make([]float64, len(rows))
+	for i, r := range rows {
+		out[i] = pred[i]/measuredSeconds(r) - 1
+	}
+	return out
+}
+
+func mape(errs []float64) (mean float64, worst int) {
+	worst = -1
+	for i, e := range errs {
+		mean += math.Abs(e)
+		if worst < 0 || math.Abs(e) > math.Abs(errs[worst]) {
+			worst = i
+		}
+	}
+	return mean / float64(len(errs)), worst
+}
+
+// fitCurve fits arch's compute curve to tables by coordinate descent in
+// log space from start, minimising the sum over tables of mean + worst/2
+// absolute iteration-time error; no efficiency ceiling goes above
+// maxKernelEfficiency (what an isolated cuBLAS/cuDNN kernel reaches). It
+// leaves gpu.Curves as it found it.
+func fitCurve(arch string, tables [][]publishedRow, start gpu.Curve) (gpu.Curve, float64, error) {
+	saved := gpu.Curves[arch]
+	defer func() { gpu.Curves[arch] = saved }()
+	cv := start
+	params := []*float64{&cv.GEMMMax, &cv.GEMMRamp, &cv.GEMMRampPow, &cv.AttnMax, &cv.AttnHeadRamp, &cv.ElemScale}
+	fp8 := false
+	for _, rows := range tables {
+		for _, r := range rows {
+			fp8 = fp8 || r.cfg.Precision == gpu.PrecisionFP8
+		}
+	}
+	if fp8 {
+		params = append(params, &cv.FP8Max)
+	}
+	var lossErr error
+	loss := func() float64 {
+		gpu.Curves[arch] = cv
+		l := 0.0
+		for _, rows := range tables {
+			pred, err := predictAll(rows, nil)
+			if err != nil {
+				lossErr = err
+				return math.Inf(1)
+			}
+			m, w := mape(timeErrors(rows, pred))
+			l += m + math.Abs(timeErrors(rows, pred)[w])/2
+		}
+		return l
+	}
+	best := loss()
+	for step := 0.3; step > 0.01; step /= 2 {
+		for improved := true; improved; {
+			improved = false
+			for _, p := range params {
+				for _, f := range []float64{math.Exp(step), math.Exp(-step)} {
+					old := *p
+					*p = old * f
+					if *p > maxKernelEfficiency && (p == &cv.GEMMMax || p == &cv.AttnMax || p == &cv.FP8Max) {
+						*p = old
+						continue
+					}
+					if l := loss(); l < best-1e-6 {
+						best, improved = l, true
+					} else {
+						*p = old
+					}
+				}
+			}
+		}
+	}
+	return cv, best, lossErr
+}
+
+// spearman is the rank correlation of a and b (average ranks for ties).
+func spearman(a, b []float64) float64 {
+	ra, rb := ranks(a), ranks(b)
+	n := float64(len(a))
+	ma, mb := (n-1)/2, (n-1)/2
+	var sab, saa, sbb float64
+	for i := range ra {
+		sab += (ra[i] - ma) * (rb[i] - mb)
+		saa += (ra[i] - ma) * (ra[i] - ma)
+		sbb += (rb[i] - mb) * (rb[i] - mb)
+	}
+	if saa == 0 || sbb == 0 {
+		return 1
+	}
+	return sab / math.Sqrt(saa*sbb)
+}
+
+func ranks(x []float64) []float64 {
+	idx := make([]int, len(x))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool { return x[idx[i]] < x[idx[j]] })
+	r := make([]float64, len(x))
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && x[idx[j+1]] == x[idx[i]] {
+			j++
+		}
+		for k := i; k <= j; k++ {
+			r[idx[k]] = float64(i+j) / 2
+		}
+		i = j + 1
+	}
+	return r
+}
+
+// groupScores returns, over the (model, GPU count) groups of at least
+// three rows, the lowest Spearman correlation of predicted vs measured time
+// per token, the largest top-1 regret, and the number of groups.
+func groupScores(rows []publishedRow, pred []float64) (minRho, maxRegret float64, groups int) {
+	byGroup := map[string][]int{}
+	for i, r := range rows {
+		k := fmt.Sprintf("%dx%d/%d", r.m.NumLayers, r.m.Hidden, r.gpus)
+		byGroup[k] = append(byGroup[k], i)
+	}
+	minRho = math.NaN()
+	for _, idx := range byGroup {
+		if len(idx) < 3 {
+			continue
+		}
+		groups++
+		var p, m []float64
+		for _, i := range idx {
+			tokens := float64(rows[i].cfg.GlobalBatch * rows[i].m.SeqLength)
+			p = append(p, pred[i]/tokens)
+			m = append(m, measuredSeconds(rows[i])/tokens)
+		}
+		if rho := spearman(p, m); math.IsNaN(minRho) || rho < minRho {
+			minRho = rho
+		}
+		maxRegret = max(maxRegret, m[slices.Index(p, slices.Min(p))]/slices.Min(m)-1)
+	}
+	return minRho, maxRegret, groups
+}
+
+// kfoldScore calibrates on k rows of a table (every row for k = 1, else
+// drawsPerK seeded draws of k rows) and returns the mean MAPE of the other
+// rows before and after, and how many draws calibrating made worse.
+const drawsPerK = 12
+
+type kfold struct {
+	before, after float64
+	worse, draws  int
+}
+
+func kfoldScore(rows []publishedRow, pred []float64, k int) (kfold, error) {
+	runs := make([]cluster.CalibrationRun, len(rows))
+	for i, r := range rows {
+		run, err := cluster.LinearizeFunc(nil, []string{cluster.ComputeFactorKey, cluster.IntraHostKey("a"), cluster.InterHostKey("a", "a")},
+			func(cal *cluster.Calibration) (float64, error) { return publishedSeconds(r, cal) })
+		if err != nil {
+			return kfold{}, err
+		}
+		run.ObservedS = measuredSeconds(r)
+		runs[i] = run
+	}
+	var draws [][]int
+	rng := rand.New(rand.NewPCG(22, uint64(k)))
+	if k == 1 {
+		for i := range rows {
+			draws = append(draws, []int{i})
+		}
+	} else {
+		for range drawsPerK {
+			draws = append(draws, rng.Perm(len(rows))[:k])
+		}
+	}
+	var out kfold
+	for _, d := range draws {
+		var fit []cluster.CalibrationRun
+		var rest []publishedRow
+		var restPred []float64
+		for i := range rows {
+			if slices.Contains(d, i) {
+				fit = append(fit, runs[i])
+			} else {
+				rest = append(rest, rows[i])
+				restPred = append(restPred, pred[i])
+			}
+		}
+		cal := cluster.FitCalibration(fit, runs[0].At)
+		after, err := predictAll(rest, cal)
+		if err != nil {
+			return kfold{}, err
+		}
+		b, _ := mape(timeErrors(rest, restPred))
+		a, _ := mape(timeErrors(rest, after))
+		out.before += b
+		out.after += a
+		if a > b+1e-9 {
+			out.worse++
+		}
+		out.draws++
+	}
+	out.before /= float64(out.draws)
+	out.after /= float64(out.draws)
+	return out, nil
+}
+
+// validationBounds are per table: leave-one-out MAPE, lowest group
+// Spearman, MAPE of the rest after calibrating on 3 runs. Tables not listed
+// get the issue's targets (10%, 0.85, 6%).
+var validationBounds = map[string][3]float64{}
+
+func TestLeaveOneTableOut(t *testing.T) {
+	all := loadAllPublished(t)
+	var names []string
+	only := os.Getenv("PIPETTE_VALIDATION_TABLES") // comma-separated subset, for quick runs
+	for n := range all {
+		if only == "" || slices.Contains(strings.Split(only, ","), n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	// The fit on every fitted table of a generation, for tables not fitted.
+	fitOf := func(arch, leaveOut string) gpu.Curve {
+		var tables [][]publishedRow
+		for _, n := range fittedTables[arch] {
+			if n != leaveOut {
+				tables = append(tables, all[n])
+			}
+		}
+		cv, _, err := fitCurve(arch, tables, neutralCurve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cv
+	}
+	fullFit := map[string]gpu.Curve{}
+	var report strings.Builder
+	fmt.Fprintf(&report, "%-24s %4s %6s %6s  %-38s %6s %7s %7s  %-22s %-22s\n", "table", "rows", "fitted", "LOO", "LOO worst row", "groups", "min rho", "regret", "k=1 before->after (worse)", "k=3 before->after (worse)")
+	for _, name := range names {
+		rows := all[name]
+		arch := tableArch(rows)
+		fittedPred, err := predictAll(rows, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fittedMAPE, _ := mape(timeErrors(rows, fittedPred))
+		var cv gpu.Curve
+		if os.Getenv("PIPETTE_VALIDATION_NOFIT") == "1" {
+			cv = gpu.Curves[arch] // quick runs: cost.go's constants, not leave-one-out
+		} else if slices.Contains(fittedTables[arch], name) {
+			cv = fitOf(arch, name)
+		} else {
+			if _, ok := fullFit[arch]; !ok {
+				fullFit[arch] = fitOf(arch, "")
+			}
+			cv = fullFit[arch]
+		}
+		saved := gpu.Curves[arch]
+		gpu.Curves[arch] = cv
+		pred, err := predictAll(rows, nil)
+		if err != nil {
+			gpu.Curves[arch] = saved
+			t.Fatal(err)
+		}
+		errs := timeErrors(rows, pred)
+		loo, w := mape(errs)
+		if os.Getenv("PIPETTE_VALIDATION_ROWS") == "1" {
+			for i, r := range rows {
+				t.Logf("%s %-22s measured %9.4g s predicted %9.4g s (in-sample %+6.1f%%, leave-one-out %+6.1f%%)", name, r.name, measuredSeconds(r), pred[i], 100*(fittedPred[i]/measuredSeconds(r)-1), 100*errs[i])
+			}
+		}
+		rho, regret, groups := groupScores(rows, pred)
+		var kf [2]kfold
+		for i, k := range []int{1, 3} {
+			if kf[i], err = kfoldScore(rows, pred, k); err != nil {
+				gpu.Curves[arch] = saved
+				t.Fatal(err)
+			}
+		}
+		gpu.Curves[arch] = saved
+		rhoText := "-"
+		if groups > 0 {
+			rhoText = fmt.Sprintf("%.2f", rho)
+		}
+		fmt.Fprintf(&report, "%-24s %4d %5.1f%% %5.1f%%  %-38s %6d %7s %6.1f%%  %5.1f%% -> %5.1f%% (%2d/%2d)  %5.1f%% -> %5.1f%% (%2d/%2d)\n",
+			name, len(rows), 100*fittedMAPE, 100*loo, fmt.Sprintf("%s %+.1f%%", rows[w].name, 100*errs[w]), groups, rhoText, 100*regret,
+			100*kf[0].before, 100*kf[0].after, kf[0].worse, kf[0].draws, 100*kf[1].before, 100*kf[1].after, kf[1].worse, kf[1].draws)
+		b, ok := validationBounds[name]
+		if !ok {
+			b = [3]float64{0.10, 0.85, 0.06}
+		}
+		if loo > b[0] {
+			t.Errorf("%s: leave-one-out MAPE %.1f%% > %.0f%% (worst %s %+.1f%%)", name, 100*loo, 100*b[0], rows[w].name, 100*errs[w])
+		}
+		if groups > 0 && rho < b[1] {
+			t.Errorf("%s: lowest group Spearman %.2f < %.2f", name, rho, b[1])
+		}
+		if kf[1].after > b[2] {
+			t.Errorf("%s: after calibrating on 3 runs the rest is off by %.1f%% > %.0f%%", name, 100*kf[1].after, 100*b[2])
+		}
+	}
+	for arch, cv := range fullFit {
+		t.Logf("%s fitted from the neutral start on %v: %#v", arch, fittedTables[arch], cv)
+	}
+	t.Log("\n" + report.String())
+	if path := os.Getenv("PIPETTE_VALIDATION_OUT"); path != "" {
+		if err := os.WriteFile(path, []byte(report.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
