@@ -200,7 +200,11 @@ func Run(opts *Options) error {
 	if err := cmdutil.WriteReport(opts.Report, in, opts.ClusterFile, opts.IO); err != nil {
 		return cmdutil.UsageError("%v", err)
 	}
-	calibrated := calibrationSummary(opts.ClusterFile)
+	calibrated, corrected := calibrationSummary(opts.ClusterFile)
+	var assumptions []string
+	if len(res.Plans) > 0 {
+		assumptions = search.Assumptions(c, m, &res.Plans[0], corrected)
+	}
 	var whatIf []search.ScheduleWhatIf
 	if len(opts.Schedules) > 0 && len(res.Plans) > 0 {
 		whatIf = search.WhatIfSchedules(c, m, &res.Plans[0], opts.Schedules)
@@ -211,8 +215,9 @@ func Run(opts *Options) error {
 			IgnoringIslands *search.Plan `json:"ignoring_islands,omitempty"`
 			*asIsJSON
 			Calibration     string                  `json:"calibration,omitempty"`
+			Assumptions     []string                `json:"assumptions,omitempty"`
 			WhatIfSchedules []search.ScheduleWhatIf `json:"what_if_schedules,omitempty"`
-		}{res, naive, asIsView(asIs, &res.Plans[0]), calibrated, whatIf}
+		}{res, naive, asIsView(asIs, &res.Plans[0]), calibrated, assumptions, whatIf}
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
@@ -221,6 +226,12 @@ func Run(opts *Options) error {
 		fmt.Fprintln(opts.IO.Out, calibrated)
 	}
 	printPlans(opts, c, res, naive, asIs)
+	if len(assumptions) > 0 {
+		fmt.Fprintln(opts.IO.Out)
+	}
+	for _, a := range assumptions {
+		fmt.Fprintf(opts.IO.Out, "assumes: %s\n", a)
+	}
 	printWhatIfSchedules(opts.IO.Out, &res.Plans[0], whatIf)
 	return nil
 }
@@ -257,20 +268,26 @@ func yesNo(ok bool, note string) string {
 }
 
 // calibrationSummary is "calibrated from N runs, last error X% (...)" when
-// the cluster file has a calibration section (the planner applies it).
-func calibrationSummary(path string) string {
+// the cluster file has a calibration section (the planner applies it), and
+// whether the file corrects the model's compute at all (a calibration or
+// probe --measure's measured compute).
+func calibrationSummary(path string) (summary string, corrected bool) {
 	if path == "" {
-		return ""
+		return "", false
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	f, err := cluster.Parse(b)
-	if err != nil || f.Calibration == nil {
-		return ""
+	if err != nil {
+		return "", false
 	}
-	return f.Calibration.Summary()
+	corrected = f.Calibration != nil || f.MeasuredCompute != nil
+	if f.Calibration == nil {
+		return "", corrected
+	}
+	return f.Calibration.Summary(), corrected
 }
 
 // LoadCluster reads a cluster file (the embedded example when path is "").

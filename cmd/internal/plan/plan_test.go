@@ -45,6 +45,27 @@ func TestPlanTableDefaultCluster(t *testing.T) {
 	}
 }
 
+// Issue 22: plan says which attention kernel it priced (JSON too).
+func TestPlanSaysAttentionKernel(t *testing.T) {
+	var out bytes.Buffer
+	if err := runPlan(planOpts(&out, func(o *PlanOptions) {})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "assumes: attention priced as a fused flash-attention kernel") {
+		t.Fatalf("plan does not say which attention it priced:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runPlan(planOpts(&out, func(o *PlanOptions) { o.JSON = true })); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Assumptions []string `json:"assumptions"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Assumptions) == 0 || !strings.Contains(doc.Assumptions[0], "flash-attention") {
+		t.Fatalf("JSON assumptions %q (err %v)", doc.Assumptions, err)
+	}
+}
+
 func TestPlanJSONKeys(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer

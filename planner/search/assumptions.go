@@ -1,0 +1,53 @@
+package search
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+)
+
+// fittedGPUs are the GPU models whose published runs the compute curves
+// were fitted to (docs/cost-model.md, "Fitted curves"): every other GPU is
+// priced with its generation's curve at its datasheet rates only.
+var fittedGPUs = []string{"A100-80GB-SXM", "A100-40GB-SXM", "H100-SXM"}
+
+// Assumptions says what a prediction of plan p for m on c leans on that the
+// model does not see or was not fitted to: the attention kernel it priced
+// (fused flash attention unless the model says materialized_attention, or
+// the plan is fp32, for which no flash kernel exists) and every GPU whose
+// rates come only from a datasheet and a curve fitted to other GPUs, when
+// calibrated is false (no `calibrate` run and no `probe --measure` in the
+// cluster file).
+func Assumptions(c *cluster.Cluster, m model.Model, p *Plan, calibrated bool) []string {
+	var out []string
+	switch {
+	case p != nil && p.Precision == gpu.PrecisionFP32:
+		out = append(out, "attention priced unfused (materialized scores): fp32 has no flash-attention kernel")
+	case m.MaterializedAttention:
+		out = append(out, "attention priced unfused (materialized scores), as the model file says (materialized_attention: true)")
+	default:
+		out = append(out, "attention priced as a fused flash-attention kernel; if the job runs it unfused (Megatron-DeepSpeed without --use-flash-attn, --transformer-impl local without a fused backend) add materialized_attention: true to the model file: unfused attention takes 15-25% more time on these models")
+	}
+	if calibrated {
+		return out
+	}
+	var unfitted []string
+	for _, h := range c.Hosts {
+		name := h.GPU.Model
+		if e, ok := gpu.Lookup(name); ok {
+			name = e.Model
+		}
+		if !slices.Contains(fittedGPUs, name) && !slices.Contains(unfitted, name) {
+			unfitted = append(unfitted, name)
+		}
+	}
+	if len(unfitted) > 0 {
+		out = append(out, fmt.Sprintf("%s: compute priced from datasheet rates with a curve fitted to other GPUs' runs (%s); run `pipette-launch calibrate` after a job, or `probe --measure`, to correct it",
+			strings.Join(unfitted, ", "), strings.Join(fittedGPUs, ", ")))
+	}
+	return out
+}
