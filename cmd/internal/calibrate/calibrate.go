@@ -22,6 +22,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -85,18 +86,37 @@ calibrate --cluster FILE --log-dir DIR needs nothing else), or --model and
 			&cli.IntFlag{Name: "micro-batch-size", Usage: "micro-batch size that ran"},
 			&cli.StringFlag{Name: "recompute", Usage: "recomputation that ran: none, selective or full"},
 			&cli.IntFlag{Name: "zero-stage", Value: -1, Usage: "DeepSpeed ZeRO stage that ran"},
+			&cli.BoolFlag{Name: "distributed-optimizer", Usage: "Megatron's distributed optimizer ran (=false: it did not)"},
+			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "sequence parallelism that ran: on, off or auto (searched)"},
+			&cli.BoolFlag{Name: "no-offload", Usage: "no CPU offload ran"},
+			&cli.BoolFlag{Name: "offload", Usage: "CPU offload ran"},
+			&cli.StringFlag{Name: "precision", Usage: "precision that ran: bf16, fp16, fp8 or fp32 (default: the plan's, else bf16)"},
 			&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "as run --nccl-mode rendered the job"},
 			&cli.IntFlag{Name: "skip", Value: 1, Usage: "leading iterations of each log to drop as warm-up"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the fit, do not rewrite --cluster"},
 		},
 		Action: func(c *cli.Context) error {
+			logs, err := cmdutil.InterspersedArgs(c)
+			if err != nil {
+				return cmdutil.UsageError("%v", err)
+			}
 			opts := &Options{
-				IO: io, ClusterFile: c.String("cluster"), Logs: c.Args().Slice(), LogDir: c.String("log-dir"),
+				IO: io, ClusterFile: c.String("cluster"), Logs: logs, LogDir: c.String("log-dir"),
 				PlanFile: c.String("plan"), PlanIndex: c.Int("plan-index"), Model: c.String("model"),
 				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"), Framework: c.String("framework"),
 				NCCLMode: c.String("nccl-mode"), Skip: c.Int("skip"), DryRun: c.Bool("dry-run"),
 				Fixed: parallel.Constraints{TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
-					MicroBatch: c.Int("micro-batch-size"), Recompute: parallel.Recompute(c.String("recompute")), ZeroStage: c.Int("zero-stage")},
+					MicroBatch: c.Int("micro-batch-size"), Recompute: parallel.Recompute(c.String("recompute")), ZeroStage: c.Int("zero-stage"),
+					NoOffload: c.Bool("no-offload"), ForceOffload: c.Bool("offload"), Precision: gpu.Precision(c.String("precision"))},
+			}
+			// The flags form pins what ran, "off" included: a flag left
+			// unset is searched, which would price another configuration.
+			if c.IsSet("distributed-optimizer") {
+				v := c.Bool("distributed-optimizer")
+				opts.Fixed.DistributedOptimizer = &v
+			}
+			if opts.Fixed.SequenceParallel, err = cmdutil.ParseSequenceParallel(c.String("sequence-parallel")); err != nil {
+				return cmdutil.UsageError("%v", err)
 			}
 			return Run(opts)
 		},
@@ -204,8 +224,30 @@ func calibrateTargetFrom(opts *Options) (calibrateTarget, error) {
 		return calibrateTarget{}, err
 	}
 	fx := opts.Fixed
-	label := fmt.Sprintf("%s %s TP%d PP%d DP%s mb%s gbs%d", so.Framework, m.Name, fx.TP, fx.PP, orAny(fx.DP), orAny(fx.MicroBatch), so.GlobalBatch)
+	label := fmt.Sprintf("%s %s TP%d PP%d DP%s mb%s gbs%d distopt=%s sp=%s offload=%s", so.Framework, m.Name, fx.TP, fx.PP, orAny(fx.DP),
+		orAny(fx.MicroBatch), so.GlobalBatch, pinnedBool(fx.DistributedOptimizer), pinnedBool(fx.SequenceParallel), pinnedOffload(fx))
 	return calibrateTarget{model: m, so: so, label: label}, nil
+}
+
+// pinnedBool says a pinned switch's state, or that the search picks it.
+func pinnedBool(b *bool) string {
+	switch {
+	case b == nil:
+		return "searched"
+	case *b:
+		return "on"
+	}
+	return "off"
+}
+
+func pinnedOffload(fx parallel.Constraints) string {
+	switch {
+	case fx.NoOffload:
+		return "off"
+	case fx.ForceOffload:
+		return "on"
+	}
+	return "searched"
 }
 
 func orAny(v int) string {

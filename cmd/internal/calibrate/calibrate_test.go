@@ -16,6 +16,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
+	"github.com/urfave/cli/v2"
 )
 
 const calibrateCluster = `# a hand-written cluster: this comment must survive calibrate
@@ -154,4 +155,34 @@ func TestCalibrateBadInputExit2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 22: flags after the first LOG are flags (they were read as log
+// files: "open --dp"), and the flags form pins what ran, "off" included
+// (--distributed-optimizer=false, --no-offload), instead of searching it.
+func TestCalibrateFlagsAfterLogsAndPinnedOff(t *testing.T) {
+	dir := t.TempDir()
+	clusterFile := filepath.Join(dir, "cluster.yaml")
+	modelFile := filepath.Join(dir, "model.yaml")
+	logFile := filepath.Join(dir, "r0.log")
+	os.WriteFile(clusterFile, []byte(calibrateCluster), 0o644)
+	os.WriteFile(modelFile, []byte(calibrateModel), 0o644)
+	var log strings.Builder
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&log, " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | learning rate: 1.0E-04 |\n", i, 4, 8*i, 50.0)
+	}
+	os.WriteFile(logFile, []byte(log.String()), 0o644)
+	var out, errb bytes.Buffer
+	app := &cli.App{Name: "pipette-launch", Commands: []*cli.Command{NewCmd(&cmdutil.IOStreams{Out: &out, ErrOut: &errb})}}
+	args := []string{"pipette-launch", "calibrate", "--cluster", clusterFile, logFile, "--model", modelFile, "--global-batch-size", "8",
+		"--tp", "1", "--pp", "2", "--dp", "2", "--micro-batch-size", "1", "--recompute", "none",
+		"--distributed-optimizer=false", "--sequence-parallel", "off", "--no-offload", "--dry-run"}
+	if err := app.Run(args); err != nil {
+		t.Fatalf("calibrate %v: %v\n%s%s", args[2:], err, out.String(), errb.String())
+	}
+	s := out.String()
+	if !strings.Contains(s, "TP1 PP2 DP2 mb1 gbs8 distopt=off sp=off offload=off") {
+		t.Errorf("calibrate priced another configuration than the pinned one:\n%s", s)
+	}
+	t.Log(s)
 }

@@ -48,14 +48,14 @@ func TestPlanTableDefaultCluster(t *testing.T) {
 // Issue 22: plan says which attention kernel it priced (JSON too).
 func TestPlanSaysAttentionKernel(t *testing.T) {
 	var out bytes.Buffer
-	if err := runPlan(planOpts(&out, func(o *PlanOptions) {})); err != nil {
+	if err := Run(planOpts(&out, func(o *Options) {})); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "assumes: attention priced as a fused flash-attention kernel") {
 		t.Fatalf("plan does not say which attention it priced:\n%s", out.String())
 	}
 	out.Reset()
-	if err := runPlan(planOpts(&out, func(o *PlanOptions) { o.JSON = true })); err != nil {
+	if err := Run(planOpts(&out, func(o *Options) { o.JSON = true })); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
