@@ -215,22 +215,6 @@ var calibrationBounds = map[string][2]float64{
 	"llmfoundry_a100_40_bf16": {0.08, 0.45},
 }
 
-// tableErrors prices every row of every table and returns per table the
-// mean and worst absolute relative error.
-func tableErrors(t *testing.T, tables map[string][]publishedRow) map[string][2]float64 {
-	out := map[string][2]float64{}
-	for name, rows := range tables {
-		sum, worst := 0.0, 0.0
-		for _, r := range rows {
-			e := math.Abs(pricePublished(t, r)-r.value) / r.value
-			sum += e
-			worst = max(worst, e)
-		}
-		out[name] = [2]float64{sum / float64(len(rows)), worst}
-	}
-	return out
-}
-
 func loadAllPublished(t *testing.T) map[string][]publishedRow {
 	files, err := filepath.Glob("testdata/published/*.tsv")
 	if err != nil || len(files) == 0 {
@@ -244,61 +228,28 @@ func loadAllPublished(t *testing.T) map[string][]publishedRow {
 	return out
 }
 
-// TestFitComputeCurves refits computeCurves by coordinate descent in log
-// space on the tables of each generation, minimising the sum over its
-// tables of mean + worst/2 error, and prints the result to paste into
-// cost.go. It only runs with PIPETTE_FIT=1 (a minute or two).
+// maxKernelEfficiency: no fitted ceiling goes above what an isolated
+// cuBLAS/cuDNN kernel reaches (~85% of dense peak on A100 and H100).
 const maxKernelEfficiency = 0.85
 
+// TestFitComputeCurves refits each generation's curve on its fittedTables
+// (validate_test.go's fitCurve, from the curve in force) and prints the
+// result to paste into gpu/efficiency.go. It only runs with PIPETTE_FIT=1.
 func TestFitComputeCurves(t *testing.T) {
 	if os.Getenv("PIPETTE_FIT") != "1" {
 		t.Skip("set PIPETTE_FIT=1 to refit the compute curves")
 	}
 	all := loadAllPublished(t)
-	byArch := map[string][]string{"ampere": {"sc21_table1", "korthikanti_table4"}, "hopper": {"nemo_2407_fp8", "llmfoundry_h100_bf16"}}
-	for arch, names := range byArch {
-		tables := map[string][]publishedRow{}
+	for arch, names := range fittedTables {
+		var tables [][]publishedRow
 		for _, n := range names {
-			tables[n] = all[n]
+			tables = append(tables, all[n])
 		}
-		cv := gpu.Curves[arch]
-		params := []*float64{&cv.GEMMMax, &cv.GEMMRamp, &cv.GEMMRampPow, &cv.AttnMax, &cv.AttnHeadRamp, &cv.ElemScale}
-		if arch == "hopper" {
-			params = append(params, &cv.FP8Max)
+		cv, loss, err := fitCurve(arch, tables, gpu.Curves[arch])
+		if err != nil {
+			t.Fatal(err)
 		}
-		loss := func() float64 {
-			gpu.Curves[arch] = cv
-			l := 0.0
-			for _, e := range tableErrors(t, tables) {
-				l += e[0] + e[1]/2
-			}
-			return l
-		}
-		best := loss()
-		for step := 0.3; step > 0.005; step /= 2 {
-			for improved := true; improved; {
-				improved = false
-				for _, p := range params {
-					for _, f := range []float64{math.Exp(step), math.Exp(-step)} {
-						old := *p
-						*p = old * f
-						// No ceiling above what an isolated cuBLAS/cuDNN kernel
-						// reaches (~85% of dense peak on A100 and H100).
-						if *p > maxKernelEfficiency && (p == &cv.GEMMMax || p == &cv.AttnMax || p == &cv.FP8Max) {
-							*p = old
-							continue
-						}
-						if l := loss(); l < best-1e-6 {
-							best, improved = l, true
-						} else {
-							*p = old
-						}
-					}
-				}
-			}
-		}
-		gpu.Curves[arch] = cv
-		t.Logf("%s: loss %.4f: %#v", arch, best, cv)
+		t.Logf("%s: loss %.4f: %#v", arch, loss, cv)
 	}
 }
 
