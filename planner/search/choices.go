@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
@@ -26,15 +27,7 @@ func checkPrecision(c *cluster.Cluster, o Options) error {
 	if o.Framework == parallel.FrameworkDeepSpeed {
 		return fmt.Errorf("FP8 training is planned for Megatron-LM with Transformer Engine (--fp8-format hybrid); DeepSpeed plans use bf16 or fp16")
 	}
-	var missing []string
-	seen := map[string]bool{}
-	for _, h := range c.Hosts {
-		if h.GPU.PeakFP8TFLOPS <= 0 && !seen[h.GPU.Model] {
-			seen[h.GPU.Model] = true
-			missing = append(missing, h.GPU.Model)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := gpusWithout(c, func(g gpu.Spec) float64 { return g.PeakFP8TFLOPS }); len(missing) > 0 {
 		return fmt.Errorf("FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell), and %s has none; plan with --precision bf16, or give the GPU's peak_fp8_tflops in the cluster file", strings.Join(missing, ", "))
 	}
 	return nil
@@ -42,18 +35,21 @@ func checkPrecision(c *cluster.Cluster, o Options) error {
 
 // checkFP32 refuses fp32 plans on GPUs whose fp32 GEMM rate is unknown.
 func checkFP32(c *cluster.Cluster) error {
-	var missing []string
-	seen := map[string]bool{}
-	for _, h := range c.Hosts {
-		if h.GPU.PeakFP32TFLOPS <= 0 && !seen[h.GPU.Model] {
-			seen[h.GPU.Model] = true
-			missing = append(missing, h.GPU.Model)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := gpusWithout(c, func(g gpu.Spec) float64 { return g.PeakFP32TFLOPS }); len(missing) > 0 {
 		return fmt.Errorf("fp32 needs the GPU's fp32 GEMM rate, which the catalog does not have for %s: give peak_fp32_tflops in the cluster file's gpu section (the datasheet's dense TF32 tensor TFLOP/s, or FP32 TFLOP/s on GPUs without TF32)", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// gpusWithout names, once each, the GPU models of c whose rate is not set.
+func gpusWithout(c *cluster.Cluster, rate func(gpu.Spec) float64) []string {
+	var missing []string
+	for _, h := range c.Hosts {
+		if rate(h.GPU) <= 0 && !slices.Contains(missing, h.GPU.Model) {
+			missing = append(missing, h.GPU.Model)
+		}
+	}
+	return missing
 }
 
 // precisionOf is the run's precision: the user's, else bf16.
