@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,5 +178,34 @@ func TestRestrictToListedMeasured(t *testing.T) {
 	order, err := hostOrder(c, names)
 	if err != nil || len(order) != 3 || c.Hosts[order[0]].Name != "node04" {
 		t.Fatalf("order %v, %v", order, err)
+	}
+}
+
+// Issue 22: plan --as-is prices the user's own layer split
+// (--decoder-first/last-pipeline-num-layers), not an even one.
+func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
+	base := []string{"plan", "--json", "--cluster", "../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "4", "--micro-batch-size", "1", "--bf16"}
+	asIs := func(extra ...string) *search.Plan {
+		t.Helper()
+		code, js, errOut := runAppBuffers(append(slices.Clone(base), extra...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var doc struct {
+			AsIs *search.Plan `json:"as_is"`
+		}
+		if err := json.Unmarshal([]byte(js), &doc); err != nil || doc.AsIs == nil {
+			t.Fatalf("no as_is plan (%v):\n%s", err, js)
+		}
+		return doc.AsIs
+	}
+	even := asIs()
+	uneven := asIs("--decoder-first-pipeline-num-layers", "5", "--decoder-last-pipeline-num-layers", "9")
+	if !slices.Equal(even.StageLayers, []int{8, 8, 8, 8}) || !slices.Equal(uneven.StageLayers, []int{5, 9, 9, 9}) {
+		t.Fatalf("as-is stage layers %v and %v, want [8 8 8 8] and [5 9 9 9]", even.StageLayers, uneven.StageLayers)
+	}
+	if uneven.Predicted.IterationSeconds == even.Predicted.IterationSeconds {
+		t.Fatalf("the uneven split is priced as the even one (%v s)", even.Predicted.IterationSeconds)
 	}
 }
