@@ -156,7 +156,7 @@ func fitCurve(arch string, tables [][]publishedRow, start gpu.Curve) (gpu.Curve,
 		return l
 	}
 	best := loss()
-	for step := 0.3; step > 0.01; step /= 2 {
+	for step := 0.3; step > 0.02; step /= 2 {
 		for improved := true; improved; {
 			improved = false
 			for _, p := range params {
