@@ -2,6 +2,7 @@ package megatron
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -196,4 +197,18 @@ func LooksLike(script string, args []string) bool {
 		}
 	}
 	return false
+}
+
+// UnpricedFlags are the flags of argv, once each in order, that Flags does
+// not know: the planner neither reads nor writes them (kernel fusions,
+// communication overlaps it has no term for, logging, data), so a
+// prediction assumes they do not change the step time.
+func UnpricedFlags(argv []string) []string {
+	var out []string
+	for _, o := range Parse(argv).Occurrences() {
+		if !isKnown(o.Name) && !slices.Contains(out, o.Name) {
+			out = append(out, o.Name)
+		}
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/memory"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -204,6 +205,10 @@ func Run(opts *Options) error {
 	var assumptions []string
 	if len(res.Plans) > 0 {
 		assumptions = search.Assumptions(c, m, &res.Plans[0], corrected)
+	}
+	if flags := megatron.UnpricedFlags(opts.MegatronArgs); opts.AsIs && len(flags) > 0 {
+		assumptions = append(assumptions, fmt.Sprintf("your layout's %s passed through, not priced: the prediction assumes they do not change the step time",
+			strings.Join(flags, ", ")))
 	}
 	var whatIf []search.ScheduleWhatIf
 	if len(opts.Schedules) > 0 && len(res.Plans) > 0 {

@@ -209,3 +209,17 @@ func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
 		t.Fatalf("the uneven split is priced as the even one (%v s)", even.Predicted.IterationSeconds)
 	}
 }
+
+// Issue 22: plan says which of the user's flags it passes through without
+// pricing them.
+func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
+	code, out, errOut := runAppBuffers("plan", "--cluster", "../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
+		"--tp-comm-overlap", "--log-interval", "10", "--use-distributed-optimizer")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "assumes: your layout's --tp-comm-overlap, --log-interval passed through, not priced") {
+		t.Fatalf("plan does not name the flags it passes through:\n%s", out)
+	}
+}
