@@ -22,9 +22,8 @@ import (
 // A ring crosses each host boundary once: of the g ranks on a host only
 // one sends over the NIC, and NCCL splits the ring's buffer over as many
 // channels as the host has NICs, so the crossing hop runs at the host's
-// whole NIC rate, not a g-th of it (nccl-tests on two DGX A100: all-reduce
-// bus bandwidth about the hosts' 8x200 Gbit/s). Pricing it at NIC/g made
-// TP16 over two 8xA100 hosts 4-13x slower than TP8 where it measures ~2x.
+// whole NIC rate, not a g-th of it. Pricing it at NIC/g made TP16 over two
+// 8xA100 hosts 4-13x slower than TP8 where it measures about 2x (issue 22).
 //
 // It is priced whenever --tp pins it, and searched otherwise only where it
 // could win: when nothing fits inside hosts, or when the NIC gives a GPU at
