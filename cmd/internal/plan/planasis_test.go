@@ -184,7 +184,7 @@ func TestRestrictToListedMeasured(t *testing.T) {
 // Issue 22: plan --as-is prices the user's own layer split
 // (--decoder-first/last-pipeline-num-layers), not an even one.
 func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
-	base := []string{"plan", "--json", "--cluster", "../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+	base := []string{"plan", "--json", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
 		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "4", "--micro-batch-size", "1", "--bf16"}
 	asIs := func(extra ...string) *search.Plan {
 		t.Helper()
@@ -213,7 +213,7 @@ func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
 // Issue 22: plan says which of the user's flags it passes through without
 // pricing them.
 func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
-	code, out, errOut := runAppBuffers("plan", "--cluster", "../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+	code, out, errOut := runAppBuffers("plan", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
 		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
 		"--tp-comm-overlap", "--log-interval", "10", "--use-distributed-optimizer")
 	if code != 0 {
