@@ -9,6 +9,7 @@
 //	2  fabric               --nccl-mode, NCCL transport, which islands share an RDMA fabric
 //	3  cluster, megatron    cluster file and its links, calibration; Megatron arguments: parse, read, check
 //	4  memory, deepspeed    per-GPU/host memory and offload estimate; DeepSpeed config: read, check
+//	4  calibration          fitting calibration factors to the iteration times of real runs
 //	5  search               cost evaluator, search over TP/PP/DP/CP/..., placement, timeline
 //
 // Nothing under planner/ imports templates/, launcher/ or cmd/.

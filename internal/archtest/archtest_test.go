@@ -68,7 +68,7 @@ var plannerLayers = Layers{Root: "planner/...", Layers: [][]string{
 	{"planner/model", "planner/parallel"},
 	{"planner/fabric"},
 	{"planner/cluster", "planner/megatron"},
-	{"planner/deepspeed", "planner/memory"},
+	{"planner/deepspeed", "planner/memory", "planner/calibration"},
 	{"planner/search"},
 	{"planner"},
 }}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
@@ -97,31 +96,5 @@ func TestMeasuredComputeRoundTripsAndValidates(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
 		}
-	}
-}
-
-// One run: the fit moves the prediction onto the observation.
-func TestFitCalibrationOneRun(t *testing.T) {
-	r := CalibrationRun{ObservedS: 2, PredictedS: 1, PartsS: map[string]float64{ComputeFactorKey: 0.8, "inter_host a": 0.2}}
-	cal := FitCalibration([]CalibrationRun{r}, time.Unix(0, 0))
-	pred := 0.8*cal.Compute.Factor + 0.2*cal.Factors()["inter_host a"]
-	if math.Abs(pred/2-1) > 0.05 {
-		t.Errorf("calibrated prediction %g s, observed 2 s (%s)", pred, cal.Summary())
-	}
-	if got := cal.Summary(); !strings.HasPrefix(got, "calibrated from 1 runs, last error 50.0%") {
-		t.Errorf("summary %q", got)
-	}
-}
-
-// A run recorded under a calibration: its parts are scaled by the factors
-// then in force, and the refit is relative to them.
-func TestFitCalibrationRelativeToFactorsAtRun(t *testing.T) {
-	r := CalibrationRun{ObservedS: 3, PredictedS: 2, PartsS: map[string]float64{ComputeFactorKey: 2},
-		Factors: map[string]float64{ComputeFactorKey: 2}}
-	cal := FitCalibration([]CalibrationRun{r}, time.Unix(0, 0))
-	// One run's correction is shrunk by 1 - 2 x 8%^2 / 67%^2 in log space
-	// (FitCalibration: a single run's error may be its own scatter): ~2.9.
-	if math.Abs(cal.Compute.Factor/3-1) > 0.05 || cal.Compute.Observations != 1 {
-		t.Errorf("compute %+v, want ~3 (raw part 1 s, observed 3 s)", cal.Compute)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/planner/calibration"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/model"
@@ -108,7 +109,7 @@ func TestFitCalibrationRecoversFactors(t *testing.T) {
 		run.ObservedS = observe(fx)
 		runs = append(runs, run)
 	}
-	cal := cluster.FitCalibration(runs, time.Unix(0, 0))
+	cal := calibration.Fit(runs, time.Unix(0, 0))
 	g := *f
 	g.Calibration = cal
 	c, err := g.Resolve()

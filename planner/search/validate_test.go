@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/planner/calibration"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
@@ -29,7 +30,7 @@ import (
 //     fitted is scored with the fit on all fitted tables (also from the
 //     neutral start), so no table is ever scored by constants fitted to it;
 //   - calibrated: inside each table, `calibrate`'s fit (Linearize's split
-//     and FitCalibration) is run on k of its rows (k = 1, 3; every row, or
+//     and calibration.Fit) is run on k of its rows (k = 1, 3; every row, or
 //     drawsPerK seeded draws) under the leave-one-out constants, and the
 //     other rows are priced with the fitted factors.
 //
@@ -290,7 +291,7 @@ func kfoldScore(rows []publishedRow, pred []float64, k int) (kfold, error) {
 				restPred = append(restPred, pred[i])
 			}
 		}
-		cal := cluster.FitCalibration(fit, runs[0].At)
+		cal := calibration.Fit(fit, runs[0].At)
 		after, err := predictAll(rest, cal)
 		if err != nil {
 			return kfold{}, err

@@ -20,6 +20,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
+	"github.com/pipette-launch/pipette-launch/planner/calibration"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -172,7 +173,7 @@ func Run(opts *Options) error {
 	if f.Calibration != nil {
 		runs = append(runs, f.Calibration.Runs...)
 	}
-	cal := cluster.FitCalibration(append(runs, run), run.At)
+	cal := calibration.Fit(append(runs, run), run.At)
 	g := *f
 	g.Calibration = cal
 	c, err := g.ResolveFor(mode.Transport())

@@ -99,7 +99,7 @@ func TestCalibrateFromPlanAndMegatronLog(t *testing.T) {
 		t.Errorf("comment lost:\n%s", data)
 	}
 	// One run's correction is shrunk by 1 - 2 x 8%^2 / 23%^2 in log space
-	// (planner.FitCalibration: a single run's error may be the model's own
+	// (planner/calibration.Fit: a single run's error may be the model's own
 	// per-configuration scatter): the fitted run comes within ~6-7%.
 	after := predictTarget(t, cluster, pj)
 	if math.Abs(after/observed-1) > 0.08 || math.Abs(after/observed-1) > math.Abs(predicted/observed-1)/3 {

@@ -1,0 +1,113 @@
+package calibration
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+)
+
+// predictedWith is run r's prediction under cal (the linearisation).
+func predictedWith(r cluster.CalibrationRun, cal *cluster.Calibration) float64 {
+	f := cal.Factors()
+	t := r.FixedS
+	for k, part := range r.PartsS {
+		x := f[k]
+		if x <= 0 {
+			x = 1
+		}
+		t += part / r.FactorAtRun(k) * x
+	}
+	return t
+}
+
+// Issue 22: two runs of one model whose link parts are small gave
+// "inter_host 0.050, intra_host 0.050" and a 29% error on the run the
+// factors were fitted to. Factors no run gives 5% of its time are left as
+// they were; the others are fitted, and the fitted runs come out right.
+func TestFitCalibrationLeavesUnconstrainedFactors(t *testing.T) {
+	runs := []cluster.CalibrationRun{
+		{ObservedS: 13, PredictedS: 10, FixedS: 0.5, PartsS: map[string]float64{cluster.ComputeFactorKey: 9, "intra_host a": 0.4, "inter_host a": 0.1}},
+		{ObservedS: 6.2, PredictedS: 5, FixedS: 0.2, PartsS: map[string]float64{cluster.ComputeFactorKey: 4.6, "intra_host a": 0.1, "inter_host a": 0.1}},
+	}
+	cal := Fit(runs, time.Unix(0, 0))
+	f := cal.Factors()
+	for _, k := range []string{"intra_host a", "inter_host a"} {
+		if f[k] != 1 {
+			t.Errorf("%s = %.3f: no run gives it 5%% of its time, want it untouched (1)", k, f[k])
+		}
+	}
+	for i, r := range runs {
+		if e := predictedWith(r, cal)/r.ObservedS - 1; math.Abs(e) > 0.05 {
+			t.Errorf("run %d: fitted prediction off by %+.1f%% (%s)", i, 100*e, cal.Summary())
+		}
+	}
+}
+
+// Issue 22: one outlier run (measured 2x its neighbour) moved the NVSwitch
+// factor to 5-6x, making the other TP8 runs 64-81% too slow. With Huber
+// weights the consistent runs decide.
+func TestFitCalibrationDownWeightsOutlier(t *testing.T) {
+	mk := func(compute, intra, observed float64) cluster.CalibrationRun {
+		return cluster.CalibrationRun{ObservedS: observed, PredictedS: compute + intra, PartsS: map[string]float64{cluster.ComputeFactorKey: compute, "intra_host a": intra}}
+	}
+	// The true system is 10% slower in compute, 20% on the bus.
+	truth := func(c, i float64) float64 { return 1.1*c + 1.2*i }
+	runs := []cluster.CalibrationRun{
+		mk(8, 2, truth(8, 2)), mk(6, 3, truth(6, 3)), mk(10, 1.5, truth(10, 1.5)), mk(5, 2.5, truth(5, 2.5)),
+		mk(3, 3, 2*truth(3, 3)), // the outlier, bus-heavy like a TP8 run
+	}
+	cal := Fit(runs, time.Unix(0, 0))
+	for i, r := range runs[:4] {
+		if e := predictedWith(r, cal)/r.ObservedS - 1; math.Abs(e) > 0.05 {
+			t.Errorf("consistent run %d: off by %+.1f%% after calibrating (%s)", i, 100*e, cal.Summary())
+		}
+	}
+	if x := cal.Factors()["intra_host a"]; x > 1.5 {
+		t.Errorf("intra_host factor %.2f: the outlier moved it", x)
+	}
+}
+
+// A correction as small as the runs' own scatter is not applied (calibrating
+// must not make predictions worse); a large consistent one is.
+func TestFitCalibrationShrinksNoise(t *testing.T) {
+	mk := func(observed float64) cluster.CalibrationRun {
+		return cluster.CalibrationRun{ObservedS: observed, PredictedS: 10, PartsS: map[string]float64{cluster.ComputeFactorKey: 10}}
+	}
+	noisy := Fit([]cluster.CalibrationRun{mk(10.6), mk(9.3), mk(10.2)}, time.Unix(0, 0))
+	if x := noisy.Compute.Factor; x != 1 {
+		t.Errorf("runs at +6%%, -7%%, +2%% moved compute to %.3f, want 1", x)
+	}
+	off := Fit([]cluster.CalibrationRun{mk(13.1), mk(12.7), mk(13.3)}, time.Unix(0, 0))
+	if x := off.Compute.Factor; math.Abs(x/1.3-1) > 0.03 {
+		t.Errorf("runs 27-33%% slow moved compute to %.3f, want ~1.30", x)
+	}
+}
+
+// One run: the fit moves the prediction onto the observation.
+func TestFitCalibrationOneRun(t *testing.T) {
+	r := cluster.CalibrationRun{ObservedS: 2, PredictedS: 1, PartsS: map[string]float64{cluster.ComputeFactorKey: 0.8, "inter_host a": 0.2}}
+	cal := Fit([]cluster.CalibrationRun{r}, time.Unix(0, 0))
+	pred := 0.8*cal.Compute.Factor + 0.2*cal.Factors()["inter_host a"]
+	if math.Abs(pred/2-1) > 0.05 {
+		t.Errorf("calibrated prediction %g s, observed 2 s (%s)", pred, cal.Summary())
+	}
+	if got := cal.Summary(); !strings.HasPrefix(got, "calibrated from 1 runs, last error 50.0%") {
+		t.Errorf("summary %q", got)
+	}
+}
+
+// A run recorded under a calibration: its parts are scaled by the factors
+// then in force, and the refit is relative to them.
+func TestFitCalibrationRelativeToFactorsAtRun(t *testing.T) {
+	r := cluster.CalibrationRun{ObservedS: 3, PredictedS: 2, PartsS: map[string]float64{cluster.ComputeFactorKey: 2},
+		Factors: map[string]float64{cluster.ComputeFactorKey: 2}}
+	cal := Fit([]cluster.CalibrationRun{r}, time.Unix(0, 0))
+	// One run's correction is shrunk by 1 - 2 x 8%^2 / 67%^2 in log space
+	// (Fit: a single run's error may be its own scatter): ~2.9.
+	if math.Abs(cal.Compute.Factor/3-1) > 0.05 || cal.Compute.Observations != 1 {
+		t.Errorf("compute %+v, want ~3 (raw part 1 s, observed 3 s)", cal.Compute)
+	}
+}
