@@ -68,12 +68,16 @@ func newApp(out, errOut io.Writer) *cli.App {
 					&cli.StringFlag{Name: "prefix", Value: "node", Usage: "host name prefix (hosts are PREFIX01, PREFIX02, ...)"},
 					&cli.BoolFlag{Name: "slurm", Usage: "also run a real Slurm cluster on the hosts (slurmctld on the first, slurmd on each; needs munge, slurmctld, slurmd, slurm-client)"},
 					&cli.StringFlag{Name: "names", Usage: "how host names resolve on the hosts: none (no name resolves, as in many containers) or loopback (a host's own name is 127.0.1.1); default: every host's /etc/hosts names them all"},
+					kubernetesFlag("start a single-machine Kubernetes instead (testbed/kube): `MODE` kwok (fake GPU nodes), kubelet (one real node) or both"),
 					stateRoot,
 				},
 				OnUsageError: usageOnly,
 				Action: func(c *cli.Context) error {
 					if c.Args().Len() > 0 {
 						return usagef("up: unexpected arguments %q", c.Args().Slice())
+					}
+					if c.IsSet("kubernetes") {
+						return runKubernetesUp(c.Context, c.String("kubernetes"), out, errOut)
 					}
 					o := upOptions{
 						Name: c.String("name"), Hosts: c.Int("hosts"), Groups: c.String("groups"),
@@ -93,12 +97,16 @@ func newApp(out, errOut io.Writer) *cli.App {
 					&cli.StringFlag{Name: "dir", Usage: "remove the test-bed whose state dir this is"},
 					&cli.BoolFlag{Name: "all", Usage: "remove every test-bed not in use by a running test"},
 					&cli.BoolFlag{Name: "force", Usage: "with --all: also those owned by a running process"},
+					&cli.BoolFlag{Name: "kubernetes", Usage: "stop the Kubernetes stack `up --kubernetes` started"},
 					stateRoot,
 				},
 				OnUsageError: usageOnly,
 				Action: func(c *cli.Context) error {
 					if c.Args().Len() > 0 {
 						return usagef("down: unexpected arguments %q", c.Args().Slice())
+					}
+					if c.Bool("kubernetes") {
+						return runKubernetesDown(c.Context, out)
 					}
 					o := downOptions{Name: c.String("name"), Dir: c.String("dir"), All: c.Bool("all"), Force: c.Bool("force"), StateRoot: c.String("state-root")}
 					return runDown(o, out)
@@ -116,6 +124,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 					return runStatus(statusOptions{Hosts: c.Bool("hosts"), StateRoot: c.String("state-root")}, out)
 				},
 			},
+			buildCommand(out, errOut),
 		},
 	}
 }

@@ -1,0 +1,237 @@
+package k8s
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// llamaArgs are Megatron-LM arguments for llama3-8b's shape.
+var llamaArgs = []string{"--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32",
+	"--group-query-attention", "--num-query-groups", "8", "--ffn-hidden-size", "14336",
+	"--seq-length", "8192", "--max-position-embeddings", "8192", "--bf16", "--swiglu"}
+
+// Example is a real plan on examples/two-clusters.yaml (2 x 8 H100 on
+// InfiniBand, 2 x 8 L40S on Ethernet): llama3-8b, TP 8, PP 2, DP 2, ranks
+// in torchrun's order, so pipeline stage 0 is the H100 island and stage 1
+// the L40S island.
+func exampleJob(t testing.TB, env []string, explicit []templates.EnvVar) (*templates.Job, []Island) {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/two-clusters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := planner.ParseClusterFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := planner.Preset("llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := planner.Config{TP: 8, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64,
+		Recompute: planner.RecomputeFull, DistributedOptimizer: true, SequenceParallel: true, StageLayers: []int{16, 16}}
+	p, err := planner.PriceOrder(c, m, cfg, planner.FrameworkMegatron, []int{0, 1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := templates.Render(&p, c, templates.Options{Name: "llama-two-islands", Script: "pretrain_gpt.py", Args: llamaArgs,
+		WorkDir: "/workspace", Env: env, ExplicitEnv: explicit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job, IslandsOf(c)
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run go test ./templates/k8s -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from golden file %s (rerun with -update if the change is intended)\n--- got ---\n%s", name, path, got)
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	secretEnv := []templates.EnvVar{{Name: "WANDB_API_KEY", Value: "wandb-secret-value"}, {Name: "DATA_ROOT", Value: "/data"}}
+	cases := []struct {
+		name     string
+		env      []string
+		explicit []templates.EnvVar
+		opts     Options
+	}{
+		{name: "jobset_two_islands.yaml", opts: Options{Image: "registry.example/train/megatron:24.09"}},
+		{name: "jobset_options.yaml", env: []string{"NCCL_DEBUG=INFO", "HOME=/root"}, explicit: secretEnv, opts: Options{
+			Name: "llama", Namespace: "ml", Image: "registry.example/train/megatron:24.09", ServiceAccount: "trainer",
+			PriorityClass: "high", Queue: "team-a", SchedulerName: "volcano", Labels: map[string]string{"team": "a"},
+			Affinity: AffinityGPUProduct, GPUProducts: map[string]string{"eth": "NVIDIA-L40S"},
+			PodPatch: map[string]any{"tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}},
+				"terminationGracePeriodSeconds": 60}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job, islands := exampleJob(t, tc.env, tc.explicit)
+			m, err := Render(job, islands, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := m.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(out, []byte("wandb-secret-value")) {
+				t.Fatalf("the printed manifests hold a secret's value:\n%s", out)
+			}
+			checkGolden(t, tc.name, out)
+		})
+	}
+}
+
+// TestRenderPodsFollowPlan checks each pod's node rank, ranks and
+// environment against the job the SSH path runs.
+func TestRenderPodsFollowPlan(t *testing.T) {
+	job, islands := exampleJob(t, nil, []templates.EnvVar{{Name: "HF_TOKEN", Value: "hf-secret"}})
+	m, err := Render(job, islands, Options{Image: "train:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMaster := "llama-two-islands-ib-0-0.llama-two-islands"
+	if m.MasterAddr != wantMaster {
+		t.Errorf("MasterAddr = %q, want %q", m.MasterAddr, wantMaster)
+	}
+	wantPods := []string{"llama-two-islands-ib-0-0", "llama-two-islands-ib-0-1", "llama-two-islands-eth-0-0", "llama-two-islands-eth-0-1"}
+	cm := m.Objects[1]["data"].(Object)
+	entry := cm["entrypoint.sh"].(string)
+	for nr, p := range m.Pods {
+		if p.NodeRank != nr || p.Name != wantPods[nr] || p.Host != job.Hosts[nr].Name {
+			t.Errorf("pod %d = %+v, want node rank %d, name %s, host %s", nr, p, nr, wantPods[nr], job.Hosts[nr].Name)
+		}
+		for i, r := range job.Hosts[nr].Ranks {
+			if p.Ranks[i] != r.Rank {
+				t.Errorf("pod %s local rank %d is rank %d, the plan has %d", p.Name, i, p.Ranks[i], r.Rank)
+			}
+		}
+		// The entrypoint maps this pod's replicated job and index to its node rank.
+		line := regexp.MustCompile(`(?m)^` + p.RJob + `/` + itoa(p.Index) + `\) r=(\d+) ;;`).FindStringSubmatch(entry)
+		if line == nil || line[1] != itoa(nr) {
+			t.Errorf("entrypoint does not map %s/%d to node rank %d:\n%s", p.RJob, p.Index, nr, entry)
+		}
+		script := cm["host-"+itoa(nr)+".sh"].(string)
+		if !strings.Contains(script, "MASTER_ADDR="+wantMaster) {
+			t.Errorf("host script %d lacks MASTER_ADDR=%s", nr, wantMaster)
+		}
+		if strings.Contains(script, "hf-secret") {
+			t.Errorf("host script %d holds the secret's value", nr)
+		}
+		// The rest of the script is the SSH path's, rank by rank.
+		for _, r := range job.Hosts[nr].Ranks {
+			for _, e := range r.Env {
+				if e.Name == "MASTER_ADDR" || templates.Secret(e.Name) {
+					continue
+				}
+				if !strings.Contains(script, e.Name+"=") {
+					t.Errorf("host script %d lacks %s", nr, e.Name)
+				}
+			}
+		}
+	}
+	if m.Secret == nil || m.Secret["stringData"].(Object)["HF_TOKEN"] != "hf-secret" {
+		t.Errorf("Secret = %v, want HF_TOKEN in it", m.Secret)
+	}
+}
+
+func TestRenderTrainJob(t *testing.T) {
+	job, islands := exampleJob(t, nil, nil)
+	if _, err := Render(job, islands, Options{Image: "train:1", Format: FormatTrainJob}); err == nil || !strings.Contains(err.Error(), "2 islands") {
+		t.Fatalf("two-island TrainJob: err = %v, want the one-island limit", err)
+	}
+	// One island: the H100 hosts alone (node ranks 0 and 1).
+	one := *job
+	one.Hosts = job.Hosts[:2]
+	for i := range one.Hosts {
+		one.Hosts[i].Ranks = one.Hosts[i].Ranks[:8]
+	}
+	m, err := Render(&one, islands[:1], Options{Image: "train:1", Format: FormatTrainJob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "trainjob_one_island.yaml", out)
+	if _, err := Render(&one, islands[:1], Options{Image: "train:1", Format: FormatTrainJob, PriorityClass: "high"}); err == nil {
+		t.Errorf("TrainJob with a priority class rendered; Trainer's runtime patch cannot carry it")
+	}
+}
+
+// TestRenderRefusesBadInput: what Kubernetes would refuse is an error
+// naming the input, before anything exists to apply.
+func TestRenderRefusesBadInput(t *testing.T) {
+	job, islands := exampleJob(t, nil, nil)
+	cases := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no image", Options{}, "image: required"},
+		{"image with space", Options{Image: "Bad Image!"}, `image "Bad Image!"`},
+		{"image upper case", Options{Image: "Registry/Train"}, `image "Registry/Train"`},
+		{"namespace", Options{Image: "a:1", Namespace: "ML_Team"}, `namespace "ML_Team"`},
+		{"label value", Options{Image: "a:1", Labels: map[string]string{"team": "a b"}}, `label team="a b"`},
+		{"label key", Options{Image: "a:1", Labels: map[string]string{"-team": "a"}}, `label "-team"`},
+		{"name", Options{Image: "a:1", Name: "3train"}, `name "3train"`},
+		{"name too long for pods", Options{Image: "a:1", Name: strings.Repeat("x", 58)}, "longer than 63"},
+		{"queue", Options{Image: "a:1", Queue: "team a"}, `queue "team a"`},
+		{"service account", Options{Image: "a:1", ServiceAccount: "Trainer"}, `service account "Trainer"`},
+		{"pull policy", Options{Image: "a:1", ImagePullPolicy: "Sometimes"}, "image pull policy"},
+		{"format", Options{Image: "a:1", Format: "pytorchjob"}, `format "pytorchjob"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Render(job, islands, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMergePatch(t *testing.T) {
+	got := mergePatch(map[string]any{"a": 1, "b": map[string]any{"c": 2, "d": 3}, "e": []any{1}},
+		map[string]any{"a": nil, "b": map[string]any{"c": 5}, "e": []any{2, 3}, "f": "x"})
+	want := map[string]any{"b": map[string]any{"c": 5, "d": 3}, "e": []any{2, 3}, "f": "x"}
+	g, _ := ObjectYAML(got.(map[string]any))
+	w, _ := ObjectYAML(want)
+	if !bytes.Equal(g, w) {
+		t.Errorf("merge patch:\n%s\nwant\n%s", g, w)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

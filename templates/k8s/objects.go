@@ -1,0 +1,281 @@
+package k8s
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/templates"
+)
+
+// configMapLimit is the apiserver's limit on a ConfigMap's data.
+const configMapLimit = 1 << 20
+
+// service is the headless Service that gives each pod its stable DNS name
+// (<pod hostname>.<service>) before it is ready: rank 0 serves the
+// rendezvous store before anything is ready.
+func service(o Options) Object {
+	return Object{
+		"apiVersion": "v1",
+		"kind":       "Service",
+		"metadata":   meta(o, serviceName(o.Name), nil),
+		"spec": Object{
+			"clusterIP":                "None",
+			"publishNotReadyAddresses": true,
+			"selector":                 Object{"jobset.sigs.k8s.io/jobset-name": o.Name},
+		},
+	}
+}
+
+// configMap holds each host's script, the pod entrypoint that picks one by
+// replicated job and completion index, and the job's generated files.
+func configMap(job *templates.Job, pods []Pod, o Options) (Object, error) {
+	data := Object{"entrypoint.sh": entrypoint(job, pods)}
+	size := len(data["entrypoint.sh"].(string))
+	for _, p := range pods {
+		s := job.Hosts[p.NodeRank].Script
+		data[hostScriptKey(p.NodeRank)] = s
+		size += len(s)
+	}
+	for i, f := range job.Files {
+		data[fileKey(i)] = string(f.Content)
+		size += len(f.Content)
+	}
+	if size > configMapLimit {
+		return nil, fmt.Errorf("kubernetes: the job's scripts and files take %d bytes, more than a ConfigMap holds (%d)", size, configMapLimit)
+	}
+	return Object{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata":   meta(o, configMapName(o.Name), nil),
+		"data":       data,
+	}, nil
+}
+
+func configMapName(name string) string { return name + "-scripts" }
+
+// SecretName is the Secret holding the variables that are not printed.
+func SecretName(name string) string { return name + "-env" }
+
+func hostScriptKey(nodeRank int) string { return fmt.Sprintf("host-%d.sh", nodeRank) }
+func fileKey(i int) string              { return fmt.Sprintf("file-%d", i) }
+
+// entrypoint is the container's command: node rank from the replicated job
+// and completion index, the generated files put where the ranks' argv names
+// them, then that host's script (which stops its ranks on SIGTERM).
+func entrypoint(job *templates.Job, pods []Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch: pod entrypoint of job %s. The replicated job and completion\n", shellquote.Quote(job.Name))
+	b.WriteString("# index pick this pod's node rank (pod k of an island runs its k-th host in\n# node-rank order); the job's files are copied into place; the host script runs.\n")
+	b.WriteString("set -eu\ncase \"$PIPETTE_RJOB/$PIPETTE_INDEX\" in\n")
+	for _, p := range pods {
+		fmt.Fprintf(&b, "%s/%d) r=%d ;; # host %s\n", p.RJob, p.Index, p.NodeRank, p.Host)
+	}
+	b.WriteString("*) echo \"pipette-launch: pod $PIPETTE_RJOB/$PIPETTE_INDEX is not in the plan\" >&2; exit 2 ;;\nesac\n")
+	for i, f := range job.Files {
+		p := filePath(job, f)
+		fmt.Fprintf(&b, "mkdir -p %s && cp %s %s && chmod %o %s\n", shellquote.Quote(path.Dir(p)),
+			shellquote.Quote(mountDir+"/"+fileKey(i)), shellquote.Quote(p), f.Mode, shellquote.Quote(p))
+	}
+	fmt.Fprintf(&b, "exec /bin/sh %s/host-$r.sh\n", mountDir)
+	return b.String()
+}
+
+func secretObject(o Options, values map[string]string) Object {
+	data := Object{}
+	for k, v := range values {
+		data[k] = v
+	}
+	return Object{
+		"apiVersion": "v1",
+		"kind":       "Secret",
+		"metadata":   meta(o, SecretName(o.Name), nil),
+		"type":       "Opaque",
+		"stringData": data,
+	}
+}
+
+// jobSet has one replicated job per island: an Indexed Job of one pod per
+// host, none restarted (a failed rank ends the job, as on SSH).
+func jobSet(islands []Island, rjobs []rjob, o Options, hasSecret bool) (Object, error) {
+	var rjs []any
+	for _, r := range rjobs {
+		spec, err := podSpec(islands[r.island], r, o, hasSecret)
+		if err != nil {
+			return nil, err
+		}
+		labels := Object{LabelIsland: dnsLabel(islands[r.island].Name)}
+		n := len(r.pods)
+		rjs = append(rjs, Object{
+			"name":     r.name,
+			"replicas": 1,
+			"template": Object{
+				"metadata": Object{"labels": labels},
+				"spec": Object{
+					"parallelism":    n,
+					"completions":    n,
+					"completionMode": "Indexed",
+					"backoffLimit":   0,
+					"template": Object{
+						"metadata": Object{"labels": mergeLabels(o, labels)},
+						"spec":     spec,
+					},
+				},
+			},
+		})
+	}
+	md := meta(o, o.Name, nil)
+	if o.Queue != "" {
+		md["labels"].(Object)["kueue.x-k8s.io/queue-name"] = o.Queue
+	}
+	return Object{
+		"apiVersion": "jobset.x-k8s.io/v1alpha2",
+		"kind":       "JobSet",
+		"metadata":   md,
+		"spec": Object{
+			"network": Object{
+				"enableDNSHostnames":       true,
+				"subdomain":                serviceName(o.Name),
+				"publishNotReadyAddresses": true,
+			},
+			"failurePolicy":  Object{"maxRestarts": 0},
+			"replicatedJobs": rjs,
+		},
+	}, nil
+}
+
+// podSpec is one island's pod: the entrypoint, its GPUs, node affinity,
+// the scripts' volume, and the user's scheduling settings and patch.
+func podSpec(isl Island, r rjob, o Options, hasSecret bool) (Object, error) {
+	c := Object{
+		"name":            container,
+		"image":           o.Image,
+		"imagePullPolicy": o.ImagePullPolicy,
+		"command":         []any{"/bin/sh", mountDir + "/entrypoint.sh"},
+		"env":             podEnv(r.name),
+		"volumeMounts":    []any{Object{"name": "pipette-launch", "mountPath": mountDir, "readOnly": true}},
+	}
+	if hasSecret {
+		c["envFrom"] = []any{Object{"secretRef": Object{"name": SecretName(o.Name)}}}
+	}
+	if isl.GPUs > 0 {
+		n := strconv.Itoa(isl.GPUs)
+		c["resources"] = Object{"limits": Object{o.GPUResource: n}, "requests": Object{o.GPUResource: n}}
+	}
+	spec := Object{
+		"restartPolicy": "Never",
+		// The host script stops its ranks on SIGTERM: SIGKILL 30 s later
+		// (PIPETTE_STOP_GRACE_S); the pod gets that and a margin.
+		"terminationGracePeriodSeconds": 45,
+		"containers":                    []any{c},
+		"volumes": []any{Object{"name": "pipette-launch", "configMap": Object{
+			"name": configMapName(o.Name), "defaultMode": 0o555}}},
+	}
+	if a := affinity(isl, r, o); a != nil {
+		spec["affinity"] = a
+	}
+	if o.ServiceAccount != "" {
+		spec["serviceAccountName"] = o.ServiceAccount
+	}
+	if o.PriorityClass != "" {
+		spec["priorityClassName"] = o.PriorityClass
+	}
+	if o.SchedulerName != "" {
+		spec["schedulerName"] = o.SchedulerName
+	}
+	if o.PodPatch != nil {
+		patched, ok := mergePatch(spec, o.PodPatch).(Object)
+		if !ok {
+			return nil, fmt.Errorf("kubernetes: the pod patch must be a mapping of pod spec fields")
+		}
+		spec = patched
+	}
+	return spec, nil
+}
+
+// podEnv tells the entrypoint which replicated job and completion index
+// it runs as.
+func podEnv(rjobName string) []any {
+	return []any{
+		Object{"name": "PIPETTE_RJOB", "value": rjobName},
+		Object{"name": "PIPETTE_INDEX", "valueFrom": Object{"fieldRef": Object{
+			"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+	}
+}
+
+// affinity pins the island's pods to its nodes.
+func affinity(isl Island, r rjob, o Options) Object {
+	var expr Object
+	switch o.Affinity {
+	case AffinityNone:
+		return nil
+	case AffinityGPUProduct:
+		product := isl.GPUProduct
+		if v, ok := o.GPUProducts[isl.Name]; ok {
+			product = v
+		}
+		expr = Object{"key": o.ProductLabel, "operator": "In", "values": []any{product}}
+	default:
+		var names []any
+		for _, p := range r.pods {
+			names = append(names, p.Host)
+		}
+		expr = Object{"key": "kubernetes.io/hostname", "operator": "In", "values": names}
+	}
+	return Object{"nodeAffinity": Object{"requiredDuringSchedulingIgnoredDuringExecution": Object{
+		"nodeSelectorTerms": []any{Object{"matchExpressions": []any{expr}}}}}}
+}
+
+func meta(o Options, name string, extra Object) Object {
+	labels := Object{LabelJob: o.Name}
+	for k, v := range o.Labels {
+		labels[k] = v
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return Object{"name": name, "namespace": o.Namespace, "labels": labels}
+}
+
+func mergeLabels(o Options, extra Object) Object {
+	return meta(o, "", extra)["labels"].(Object)
+}
+
+// mergePatch applies an RFC 7386 JSON merge patch: mappings merge, null
+// deletes, anything else replaces.
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	} else {
+		t = cloneMap(t)
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if p[k] == nil {
+			delete(t, k)
+			continue
+		}
+		t[k] = mergePatch(t[k], p[k])
+	}
+	return t
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
