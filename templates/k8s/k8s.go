@@ -88,6 +88,10 @@ type Options struct {
 	// PodPatch is a JSON merge patch (RFC 7386) applied to every pod spec
 	// last (tolerations, volumes, resources ...).
 	PodPatch map[string]any `yaml:"podPatch"`
+	// Control, set by run (never for --dry-run), turns on the host
+	// scripts' reports to the launcher (templates.WithControl) and keeps
+	// each container's stdin open, which the scripts' watchdog waits on.
+	Control *templates.Control `yaml:"-"`
 	// Runtime is the ClusterTrainingRuntime a TrainJob names (default
 	// torch-distributed).
 	Runtime string `yaml:"runtime"`
@@ -101,6 +105,8 @@ type Manifests struct {
 	Secret     Object
 	SecretKeys []string
 	Warnings   []string
+	// Kind, Namespace and Name identify the JobSet or TrainJob.
+	Kind, Namespace, Name string
 	// MasterAddr is node rank 0's pod's DNS name, as every rank gets it.
 	MasterAddr string
 	// Pods lists, in node-rank order, the pod each host's script runs in.
@@ -148,9 +154,15 @@ func Render(job *templates.Job, islands []Island, o Options) (*Manifests, error)
 	if err := checkPodNames(o, pods); err != nil {
 		return nil, err
 	}
-	m := &Manifests{Pods: pods, Warnings: slices.Clone(job.Warnings)}
+	m := &Manifests{Pods: pods, Warnings: slices.Clone(job.Warnings), Kind: "JobSet", Namespace: o.Namespace, Name: o.Name}
+	if o.Format == FormatTrainJob {
+		m.Kind = "TrainJob"
+		if o.Control != nil {
+			return nil, fmt.Errorf("kubernetes: run needs the JobSet format (a TrainJob's container patch cannot keep stdin open for the scripts' watchdog); use --k8s-format trainjob with --dry-run or --output-dir")
+		}
+	}
 	m.MasterAddr = pods[0].Name + "." + serviceName(o.Name)
-	job, secret, err := podJob(job, m.MasterAddr)
+	job, secret, err := podJob(job, m.MasterAddr, o.Control)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +290,7 @@ func serviceName(name string) string { return name }
 // scripts set each rank's variables on top of the inherited ones, so the
 // container's environment carries them), and the scripts are rendered
 // again from that.
-func podJob(in *templates.Job, master string) (*templates.Job, map[string]string, error) {
+func podJob(in *templates.Job, master string, control *templates.Control) (*templates.Job, map[string]string, error) {
 	job := *in
 	job.Hosts = slices.Clone(in.Hosts)
 	secret := map[string]string{}
@@ -308,6 +320,9 @@ func podJob(in *templates.Job, master string) (*templates.Job, map[string]string
 		s, err := templates.HostScript(&job, i)
 		if err != nil {
 			return nil, nil, err
+		}
+		if control != nil {
+			s = templates.WithControl(s, *control)
 		}
 		job.Hosts[i].Script = s
 	}

@@ -158,6 +158,11 @@ func podSpec(isl Island, r rjob, o Options, hasSecret bool) (Object, error) {
 		"env":             podEnv(r.name),
 		"volumeMounts":    []any{Object{"name": "pipette-launch", "mountPath": mountDir, "readOnly": true}},
 	}
+	if o.Control != nil {
+		// The scripts' watchdog stops the ranks at EOF on stdin: an open
+		// stdin nobody writes to (the pod's end stops them by SIGTERM).
+		c["stdin"] = true
+	}
 	if hasSecret {
 		c["envFrom"] = []any{Object{"secretRef": Object{"name": SecretName(o.Name)}}}
 	}

@@ -305,3 +305,19 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return strings.TrimSpace(string(t.b)) }
+
+// ImportImage builds image ref from this machine's installed Debian
+// packages (with their dependencies and the tools the host script uses)
+// and imports it into the kubelet's containerd; the tar is cached in
+// CacheRoot/images keyed by ref and the packages' versions. Pods name it
+// with imagePullPolicy Never or IfNotPresent: nothing can be pulled.
+func (s *Stack) ImportImage(ctx context.Context, ref string, packages ...string) error {
+	if !s.Mode.RealPods() {
+		return fmt.Errorf("import image %s: the %s stack runs no containers", ref, s.Mode)
+	}
+	env := append(s.env(), "IMAGES="+filepath.Join(CacheRoot(), "images"))
+	if err := runScript(ctx, "image.sh", append([]string{ref}, packages...), env, s.log); err != nil {
+		return fmt.Errorf("import image %s: %w", ref, err)
+	}
+	return nil
+}
