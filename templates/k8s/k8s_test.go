@@ -235,3 +235,28 @@ func TestMergePatch(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestReadOptionsAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "k8s.yaml")
+	os.WriteFile(file, []byte("image: a:1\nnamespace: ml\nlabels: {team: a}\npodPatch:\n  tolerations: [{key: x, operator: Exists}]\n"), 0o644)
+	o, err := ReadOptions(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, err := ParseLabels([]string{"run=7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = o.Over(Options{Image: "b:2", Labels: labels})
+	if o.Image != "b:2" || o.Namespace != "ml" || o.Labels["team"] != "a" || o.Labels["run"] != "7" || o.PodPatch["tolerations"] == nil {
+		t.Errorf("options = %+v", o)
+	}
+	os.WriteFile(file, []byte("image: a:1\nimagePulPolicy: Never\n"), 0o644)
+	if _, err := ReadOptions(file); err == nil || !strings.Contains(err.Error(), "imagePulPolicy") {
+		t.Errorf("misspelt field: err = %v", err)
+	}
+	if _, err := ParseLabels([]string{"novalue"}); err == nil {
+		t.Errorf("label without = accepted")
+	}
+}
