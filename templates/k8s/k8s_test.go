@@ -207,7 +207,7 @@ func TestRenderRefusesBadInput(t *testing.T) {
 		{"label value", Options{Image: "a:1", Labels: map[string]string{"team": "a b"}}, `label team="a b"`},
 		{"label key", Options{Image: "a:1", Labels: map[string]string{"-team": "a"}}, `label "-team"`},
 		{"name", Options{Image: "a:1", Name: "3train"}, `name "3train"`},
-		{"name too long for pods", Options{Image: "a:1", Name: strings.Repeat("x", 58)}, "longer than 63"},
+		{"name too long for pods", Options{Image: "a:1", Name: strings.Repeat("x", 50)}, "longer than 63"},
 		{"queue", Options{Image: "a:1", Queue: "team a"}, `queue "team a"`},
 		{"service account", Options{Image: "a:1", ServiceAccount: "Trainer"}, `service account "Trainer"`},
 		{"pull policy", Options{Image: "a:1", ImagePullPolicy: "Sometimes"}, "image pull policy"},

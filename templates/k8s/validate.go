@@ -113,12 +113,13 @@ func checkLabelValue(v string) error {
 	return nil
 }
 
-// checkPodNames refuses a name whose pods' host names would pass 63
-// characters (JobSet refuses it at apply; say which option to shorten).
+// checkPodNames refuses a name whose pods' names, their hostname plus the
+// Job controller's 6-character suffix, would pass 63 characters (JobSet's
+// webhook refuses it at apply; say which option to shorten).
 func checkPodNames(o Options, pods []Pod) error {
 	for _, p := range pods {
-		if len(p.Name) > 63 {
-			return fmt.Errorf("kubernetes: pod name %s is longer than 63 characters: give a shorter --k8s-name (now %q) or island name", p.Name, o.Name)
+		if len(p.Name)+len("-abcde") > 63 {
+			return fmt.Errorf("kubernetes: pod names like %s-xxxxx are longer than 63 characters: give a shorter --k8s-name (now %q) or island name", p.Name, o.Name)
 		}
 	}
 	return nil
