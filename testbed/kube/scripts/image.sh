@@ -17,7 +17,7 @@ missing=$(for p in $base "$@"; do dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>
 pkgs=$(apt-cache depends --recurse --installed --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances $base "$@" 2>/dev/null |
   grep -v '^ ' | tr -d '<>' | sort -u |
   while read -r p; do dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package} ${Version}\n' "$p" 2>/dev/null; done | awk '$1 == "ii" {print $2, $3}' | sort -u)
-key=$(printf '%s\n%s\n' "$ref" "$pkgs" | sha256sum | cut -c1-16)
+key=$(printf 'recipe 2\n%s\n%s\n' "$ref" "$pkgs" | sha256sum | cut -c1-16)   # bump the recipe number when this script changes
 tarfile=$IMAGES/$(echo "$ref" | tr '/:@' '___')-$key.tar
 if [ ! -s "$tarfile" ]; then
   echo "$pkgs" | awk '{print $1}' | xargs dpkg-query -L 2>/dev/null | sort -u > "$IMAGES/files.$$"
@@ -32,6 +32,15 @@ for line in open(listing):
         continue
     d, b = os.path.split(p)
     paths.add(os.path.join(os.path.realpath(d), b))
+# Commands Debian provides through alternatives (awk -> /etc/alternatives/awk -> mawk) are no package's files.
+for d in ("/usr/bin", "/usr/sbin"):
+    for name in os.listdir(d):
+        p = os.path.join(d, name)
+        if p in paths or not os.path.islink(p) or not os.readlink(p).startswith("/etc/alternatives/"):
+            continue
+        if os.path.realpath(p) in paths:
+            paths.add(p)
+            paths.add(os.readlink(p))
 links = [d for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") if os.path.islink(d)]
 for p in list(paths):  # every parent directory, so the layer is complete on its own
     d = os.path.dirname(p)
