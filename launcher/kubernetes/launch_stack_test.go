@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 	"github.com/pipette-launch/pipette-launch/testbed/kube"
 )
@@ -25,20 +25,20 @@ const TorchImage = "pipette/torch:test"
 // allreduceJob builds what the render step would for hosts x perHost ranks
 // of examples/torch_allreduce.py (gloo, CPU) with torchrun's environment;
 // MASTER_ADDR is replaced by Render with rank 0's pod.
-func allreduceJob(t *testing.T, name string, hosts []string, perHost int, args ...string) *templates.Job {
+func allreduceJob(t *testing.T, name string, hosts []string, perHost int, args ...string) *job.Job {
 	t.Helper()
 	script, err := os.ReadFile("../../examples/torch_allreduce.py")
 	if err != nil {
 		t.Fatal(err)
 	}
 	world := len(hosts) * perHost
-	job := &templates.Job{Name: name, WorkDir: "/tmp/" + name, FilesDir: ".pipette-launch/jobs/" + name,
-		Files: []templates.File{{Path: "torch_allreduce.py", Mode: 0o644, Content: script}}}
+	j := &job.Job{Name: name, WorkDir: "/tmp/" + name, FilesDir: ".pipette-launch/jobs/" + name,
+		Files: []job.File{{Path: "torch_allreduce.py", Mode: 0o644, Content: script}}}
 	for n, h := range hosts {
-		hj := templates.HostJob{Name: h, NodeRank: n}
+		hj := job.HostJob{Name: h, NodeRank: n}
 		for l := 0; l < perHost; l++ {
 			rank := n*perHost + l
-			env := []templates.EnvVar{
+			env := []job.EnvVar{
 				{Name: "GLOO_SOCKET_IFNAME", Value: "eth0"}, {Name: "GROUP_RANK", Value: strconv.Itoa(n)},
 				{Name: "LOCAL_RANK", Value: strconv.Itoa(l)}, {Name: "LOCAL_WORLD_SIZE", Value: strconv.Itoa(perHost)},
 				{Name: "MASTER_ADDR", Value: hosts[0]}, {Name: "MASTER_PORT", Value: "29500"},
@@ -46,11 +46,11 @@ func allreduceJob(t *testing.T, name string, hosts []string, perHost int, args .
 				{Name: "WORLD_SIZE", Value: strconv.Itoa(world)},
 			}
 			argv := append([]string{"/usr/bin/python3", ".pipette-launch/jobs/" + name + "/torch_allreduce.py", "--expect-world", strconv.Itoa(world)}, args...)
-			hj.Ranks = append(hj.Ranks, templates.RankJob{Rank: rank, LocalRank: l, Env: env, Argv: argv})
+			hj.Ranks = append(hj.Ranks, job.RankJob{Rank: rank, LocalRank: l, Env: env, Argv: argv})
 		}
-		job.Hosts = append(job.Hosts, hj)
+		j.Hosts = append(j.Hosts, hj)
 	}
-	return job
+	return j
 }
 
 // TestLaunchGlooJobOnKubelet: on a real kubelet, the rendered JobSet's two
@@ -72,7 +72,7 @@ func TestLaunchGlooJobOnKubelet(t *testing.T) {
 	launch := func(name string, args ...string) (string, error) {
 		tag := Nonce()
 		m, err := k8s.Render(allreduceJob(t, name, islands[0].Hosts, 2, args...), islands, k8s.Options{Name: name,
-			Image: TorchImage, ImagePullPolicy: "Never", Affinity: k8s.AffinityNone, Control: &templates.Control{Tag: tag, Grace: 5}})
+			Image: TorchImage, ImagePullPolicy: "Never", Affinity: k8s.AffinityNone, Control: &job.Control{Tag: tag, Grace: 5}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // TestLineSorting: a pod's log lines as the host script writes them under
-// run (templates.WithControl) become host:rank: output, rank exits, or
+// run (job.WithControl) become host:rank: output, rank exits, or
 // nothing (the script's own control lines).
 func TestLineSorting(t *testing.T) {
 	const tag = "@@pipette-0123456789abcdef"

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
 
 // Node labels probe reads: NVIDIA GPU feature discovery's, and node feature
@@ -46,7 +47,7 @@ type nodeInfo struct {
 // by GPU product, count and RDMA label: a cluster file whose hosts are node
 // names, which Render's node-name affinity pins pods to. Notes say what
 // was assumed.
-func ProbeNodes(ctx context.Context, k Kubectl, selector, gpuResource string) (*planner.ClusterFile, []string, error) {
+func ProbeNodes(ctx context.Context, k Kubectl, selector, gpuResource string) (*cluster.File, []string, error) {
 	if gpuResource == "" {
 		gpuResource = "nvidia.com/gpu"
 	}
@@ -65,14 +66,14 @@ func ProbeNodes(ctx context.Context, k Kubectl, selector, gpuResource string) (*
 	return islandsFromNodes(list.Items, gpuResource)
 }
 
-func islandsFromNodes(nodes []nodeInfo, gpuResource string) (*planner.ClusterFile, []string, error) {
+func islandsFromNodes(nodes []nodeInfo, gpuResource string) (*cluster.File, []string, error) {
 	type key struct {
 		product string
 		gpus    int
 		rdma    bool
 	}
 	var notes []string
-	byKey := map[key]*planner.IslandSpec{}
+	byKey := map[key]*cluster.IslandSpec{}
 	var order []key
 	for _, n := range nodes {
 		gpus, _ := strconv.Atoi(n.Status.Allocatable[gpuResource])
@@ -90,12 +91,12 @@ func islandsFromNodes(nodes []nodeInfo, gpuResource string) (*planner.ClusterFil
 			byKey[k] = isl
 			order = append(order, k)
 		}
-		isl.Hosts = append(isl.Hosts, planner.HostEntry{Name: n.Metadata.Name})
+		isl.Hosts = append(isl.Hosts, cluster.HostEntry{Name: n.Metadata.Name})
 	}
 	if len(order) == 0 {
 		return nil, nil, fmt.Errorf("probe nodes: no node has allocatable %s (is the NVIDIA device plugin running? give --k8s-gpu-resource for another resource)", gpuResource)
 	}
-	f := &planner.ClusterFile{}
+	f := &cluster.File{}
 	names := map[string]int{}
 	for _, k := range order {
 		isl := byKey[k]
@@ -112,16 +113,16 @@ func islandsFromNodes(nodes []nodeInfo, gpuResource string) (*planner.ClusterFil
 }
 
 // newIsland describes the island of node n from its labels and resources.
-func newIsland(n nodeInfo, gpus int, rdma bool, notes *[]string) *planner.IslandSpec {
+func newIsland(n nodeInfo, gpus int, rdma bool, notes *[]string) *cluster.IslandSpec {
 	product := n.Metadata.Labels[LabelGPUProduct]
 	model := strings.ReplaceAll(product, "-", " ")
-	gpu := planner.GPUSpec{Model: model}
-	if spec, ok := planner.LookupGPU(model); ok {
-		gpu.Model = spec.Model
+	g := gpu.Spec{Model: model}
+	if spec, ok := gpu.Lookup(model); ok {
+		g.Model = spec.Model
 	} else {
 		*notes = append(*notes, fmt.Sprintf("node %s: GPU product %q is not in the catalog: give gpu.memory_gib and gpu.peak_bf16_tflops", n.Metadata.Name, product))
 		if mib, err := strconv.ParseFloat(n.Metadata.Labels[LabelGPUMemory], 64); err == nil {
-			gpu.MemoryGiB = mib / 1024
+			g.MemoryGiB = mib / 1024
 		}
 	}
 	name := strings.ToLower(strings.Trim(strings.Map(func(r rune) rune {
@@ -130,13 +131,13 @@ func newIsland(n nodeInfo, gpus int, rdma bool, notes *[]string) *planner.Island
 		}
 		return '-'
 	}, cmpOr(product, "gpu")), "-"))
-	nic := planner.NICSpec{Type: planner.NICEthernet, Count: 1, RateGbitPerS: 25}
+	nic := cluster.NICSpec{Type: cluster.NICEthernet, Count: 1, RateGbitPerS: 25}
 	if rdma {
-		nic = planner.NICSpec{Type: planner.NICInfiniBand, Count: 1, RateGbitPerS: 200}
+		nic = cluster.NICSpec{Type: cluster.NICInfiniBand, Count: 1, RateGbitPerS: 200}
 		*notes = append(*notes, fmt.Sprintf("nodes like %s say RDMA (%s): assumed 1 InfiniBand NIC at 200 Gbit/s; whether it is InfiniBand or RoCE, how many and how fast needs the SSH probe", n.Metadata.Name, LabelRDMA))
 	}
-	isl := &planner.IslandSpec{Name: name, GPUsPerHost: gpus, GPU: gpu, IntraHost: planner.IntraHostBus{Type: "pcie"},
-		NICs: []planner.NICSpec{nic}}
+	isl := &cluster.IslandSpec{Name: name, GPUsPerHost: gpus, GPU: g, IntraHost: cluster.IntraHostBus{Type: "pcie"},
+		NICs: []cluster.NICSpec{nic}}
 	if mem, ok := parseQuantityGiB(n.Status.Allocatable["memory"]); ok {
 		isl.HostMemoryGiB = mem
 	}

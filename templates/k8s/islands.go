@@ -3,7 +3,7 @@ package k8s
 import (
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
 
 // IslandsOf groups a cluster's hosts by island, as Render takes them: the
@@ -11,7 +11,7 @@ import (
 // is the catalog model as NVIDIA's GPU feature discovery writes it (spaces
 // become '-'), and each pod requests all of its host's GPUs (the plan
 // places a rank on each of them by index).
-func IslandsOf(c *planner.Cluster) []Island {
+func IslandsOf(c *cluster.Cluster) []Island {
 	out := make([]Island, len(c.Islands))
 	for i, isl := range c.Islands {
 		out[i] = Island{Name: isl.Spec.Name, GPUs: isl.Spec.GPUsPerHost,

@@ -1,4 +1,4 @@
-// Package k8s renders a job (templates.Job, hosts in node-rank order) for
+// Package k8s renders a job (job.Job, hosts in node-rank order) for
 // Kubernetes: a JobSet with one replicated job per island (GPU type), a
 // headless Service for the pods' stable names, a ConfigMap with the host
 // scripts and generated files, and a Secret for the variables that must not
@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // Island is one replicated job: hosts of one GPU type.
@@ -89,9 +90,9 @@ type Options struct {
 	// last (tolerations, volumes, resources ...).
 	PodPatch map[string]any `yaml:"podPatch"`
 	// Control, set by run (never for --dry-run), turns on the host
-	// scripts' reports to the launcher (templates.WithControl) and keeps
+	// scripts' reports to the launcher (job.WithControl) and keeps
 	// each container's stdin open, which the scripts' watchdog waits on.
-	Control *templates.Control `yaml:"-"`
+	Control *job.Control `yaml:"-"`
 	// Runtime is the ClusterTrainingRuntime a TrainJob names (default
 	// torch-distributed).
 	Runtime string `yaml:"runtime"`
@@ -136,12 +137,12 @@ const (
 
 // Render turns a job into manifests. islands group job.Hosts (each host in
 // exactly one); the first host of job.Hosts is node rank 0.
-func Render(job *templates.Job, islands []Island, o Options) (*Manifests, error) {
-	o = withDefaults(o, job)
+func Render(j *job.Job, islands []Island, o Options) (*Manifests, error) {
+	o = withDefaults(o, j)
 	if err := checkOptions(o); err != nil {
 		return nil, err
 	}
-	pods, rjobs, err := placePods(job, islands, o.Name)
+	pods, rjobs, err := placePods(j, islands, o.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func Render(job *templates.Job, islands []Island, o Options) (*Manifests, error)
 	if err := checkPodNames(o, pods); err != nil {
 		return nil, err
 	}
-	m := &Manifests{Pods: pods, Warnings: slices.Clone(job.Warnings), Kind: "JobSet", Namespace: o.Namespace, Name: o.Name}
+	m := &Manifests{Pods: pods, Warnings: slices.Clone(j.Warnings), Kind: "JobSet", Namespace: o.Namespace, Name: o.Name}
 	if o.Format == FormatTrainJob {
 		m.Kind = "TrainJob"
 		if o.Control != nil {
@@ -162,11 +163,11 @@ func Render(job *templates.Job, islands []Island, o Options) (*Manifests, error)
 		}
 	}
 	m.MasterAddr = pods[0].Name + "." + serviceName(o.Name)
-	job, secret, err := podJob(job, m.MasterAddr, o.Control)
+	j, secret, err := podJob(j, m.MasterAddr, o.Control)
 	if err != nil {
 		return nil, err
 	}
-	cm, err := configMap(job, pods, o)
+	cm, err := configMap(j, pods, o)
 	if err != nil {
 		return nil, err
 	}
@@ -195,9 +196,9 @@ func Render(job *templates.Job, islands []Island, o Options) (*Manifests, error)
 	return m, nil
 }
 
-func withDefaults(o Options, job *templates.Job) Options {
+func withDefaults(o Options, j *job.Job) Options {
 	o.Format = cmp.Or(o.Format, FormatJobSet)
-	o.Name = cmp.Or(o.Name, dnsLabel(job.Name))
+	o.Name = cmp.Or(o.Name, dnsLabel(j.Name))
 	o.Namespace = cmp.Or(o.Namespace, "default")
 	o.ImagePullPolicy = cmp.Or(o.ImagePullPolicy, "IfNotPresent")
 	o.Affinity = cmp.Or(o.Affinity, AffinityNodeNames)
@@ -216,8 +217,8 @@ type rjob struct {
 
 // placePods maps each host (node rank) to its island's replicated job and
 // completion index: pod k of an island runs the island's k-th host.
-func placePods(job *templates.Job, islands []Island, name string) ([]Pod, []rjob, error) {
-	if len(job.Hosts) == 0 {
+func placePods(j *job.Job, islands []Island, name string) ([]Pod, []rjob, error) {
+	if len(j.Hosts) == 0 {
 		return nil, nil, fmt.Errorf("kubernetes: the job has no hosts")
 	}
 	islandOf := map[string]int{}
@@ -238,7 +239,7 @@ func placePods(job *templates.Job, islands []Island, name string) ([]Pod, []rjob
 		}
 	}
 	var pods []Pod
-	for nr, h := range job.Hosts {
+	for nr, h := range j.Hosts {
 		i, ok := islandOf[h.Name]
 		if !ok {
 			return nil, nil, fmt.Errorf("kubernetes: host %s (node rank %d) is in no island of the cluster", h.Name, nr)
@@ -290,16 +291,16 @@ func serviceName(name string) string { return name }
 // scripts set each rank's variables on top of the inherited ones, so the
 // container's environment carries them), and the scripts are rendered
 // again from that.
-func podJob(in *templates.Job, master string, control *templates.Control) (*templates.Job, map[string]string, error) {
-	job := *in
-	job.Hosts = slices.Clone(in.Hosts)
+func podJob(in *job.Job, master string, control *job.Control) (*job.Job, map[string]string, error) {
+	j := *in
+	j.Hosts = slices.Clone(in.Hosts)
 	secret := map[string]string{}
-	for i := range job.Hosts {
-		h := &job.Hosts[i]
+	for i := range j.Hosts {
+		h := &j.Hosts[i]
 		h.Ranks = slices.Clone(h.Ranks)
 		for j := range h.Ranks {
 			r := &h.Ranks[j]
-			var env []templates.EnvVar
+			var env []job.EnvVar
 			for _, e := range r.Env {
 				switch {
 				case e.Name == "MASTER_ADDR":
@@ -316,25 +317,25 @@ func podJob(in *templates.Job, master string, control *templates.Control) (*temp
 			r.Env = env
 		}
 	}
-	for i := range job.Hosts {
-		s, err := templates.HostScript(&job, i)
+	for i := range j.Hosts {
+		s, err := job.HostScript(&j, i)
 		if err != nil {
 			return nil, nil, err
 		}
 		if control != nil {
-			s = templates.WithControl(s, *control)
+			s = job.WithControl(s, *control)
 		}
-		job.Hosts[i].Script = s
+		j.Hosts[i].Script = s
 	}
-	return &job, secret, nil
+	return &j, secret, nil
 }
 
 // filePath is where a job file lands in the pod, relative to the
 // container's working directory unless absolute.
-func filePath(job *templates.Job, f templates.File) string {
-	p := job.FilePath(f)
-	if job.WorkDir != "" && !path.IsAbs(p) {
-		p = path.Join(job.WorkDir, p)
+func filePath(j *job.Job, f job.File) string {
+	p := j.FilePath(f)
+	if j.WorkDir != "" && !path.IsAbs(p) {
+		p = path.Join(j.WorkDir, p)
 	}
 	return p
 }

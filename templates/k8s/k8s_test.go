@@ -10,8 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -25,13 +29,13 @@ var llamaArgs = []string{"--num-layers", "32", "--hidden-size", "4096", "--num-a
 // InfiniBand, 2 x 8 L40S on Ethernet): llama3-8b, TP 8, PP 2, DP 2, ranks
 // in torchrun's order, so pipeline stage 0 is the H100 island and stage 1
 // the L40S island.
-func exampleJob(t testing.TB, env []string, explicit []templates.EnvVar) (*templates.Job, []Island) {
+func exampleJob(t testing.TB, env []string, explicit []job.EnvVar) (*job.Job, []Island) {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/two-clusters.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := planner.ParseClusterFile(data)
+	f, err := cluster.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,22 +43,22 @@ func exampleJob(t testing.TB, env []string, explicit []templates.EnvVar) (*templ
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := planner.Preset("llama3-8b")
+	m, err := model.Preset("llama3-8b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := planner.Config{TP: 8, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64,
-		Recompute: planner.RecomputeFull, DistributedOptimizer: true, SequenceParallel: true, StageLayers: []int{16, 16}}
-	p, err := planner.PriceOrder(c, m, cfg, planner.FrameworkMegatron, []int{0, 1, 2, 3})
+	cfg := parallel.Config{TP: 8, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64,
+		Recompute: parallel.RecomputeFull, DistributedOptimizer: true, SequenceParallel: true, StageLayers: []int{16, 16}}
+	p, err := search.PriceOrder(c, m, cfg, parallel.FrameworkMegatron, []int{0, 1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := templates.Render(&p, c, templates.Options{Name: "llama-two-islands", Script: "pretrain_gpt.py", Args: llamaArgs,
+	j, err := templates.Render(&p, c, templates.Options{Name: "llama-two-islands", Script: "pretrain_gpt.py", Args: llamaArgs,
 		WorkDir: "/workspace", Env: env, ExplicitEnv: explicit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return job, IslandsOf(c)
+	return j, IslandsOf(c)
 }
 
 func checkGolden(t *testing.T, name string, got []byte) {
@@ -79,11 +83,11 @@ func checkGolden(t *testing.T, name string, got []byte) {
 }
 
 func TestRenderGolden(t *testing.T) {
-	secretEnv := []templates.EnvVar{{Name: "WANDB_API_KEY", Value: "wandb-secret-value"}, {Name: "DATA_ROOT", Value: "/data"}}
+	secretEnv := []job.EnvVar{{Name: "WANDB_API_KEY", Value: "wandb-secret-value"}, {Name: "DATA_ROOT", Value: "/data"}}
 	cases := []struct {
 		name     string
 		env      []string
-		explicit []templates.EnvVar
+		explicit []job.EnvVar
 		opts     Options
 	}{
 		{name: "jobset_two_islands.yaml", opts: Options{Image: "registry.example/train/megatron:24.09"}},
@@ -96,8 +100,8 @@ func TestRenderGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			job, islands := exampleJob(t, tc.env, tc.explicit)
-			m, err := Render(job, islands, tc.opts)
+			j, islands := exampleJob(t, tc.env, tc.explicit)
+			m, err := Render(j, islands, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,8 +120,8 @@ func TestRenderGolden(t *testing.T) {
 // TestRenderPodsFollowPlan checks each pod's node rank, ranks and
 // environment against the job the SSH path runs.
 func TestRenderPodsFollowPlan(t *testing.T) {
-	job, islands := exampleJob(t, nil, []templates.EnvVar{{Name: "HF_TOKEN", Value: "hf-secret"}})
-	m, err := Render(job, islands, Options{Image: "train:1"})
+	j, islands := exampleJob(t, nil, []job.EnvVar{{Name: "HF_TOKEN", Value: "hf-secret"}})
+	m, err := Render(j, islands, Options{Image: "train:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +133,10 @@ func TestRenderPodsFollowPlan(t *testing.T) {
 	cm := m.Objects[1]["data"].(Object)
 	entry := cm["entrypoint.sh"].(string)
 	for nr, p := range m.Pods {
-		if p.NodeRank != nr || p.Name != wantPods[nr] || p.Host != job.Hosts[nr].Name {
-			t.Errorf("pod %d = %+v, want node rank %d, name %s, host %s", nr, p, nr, wantPods[nr], job.Hosts[nr].Name)
+		if p.NodeRank != nr || p.Name != wantPods[nr] || p.Host != j.Hosts[nr].Name {
+			t.Errorf("pod %d = %+v, want node rank %d, name %s, host %s", nr, p, nr, wantPods[nr], j.Hosts[nr].Name)
 		}
-		for i, r := range job.Hosts[nr].Ranks {
+		for i, r := range j.Hosts[nr].Ranks {
 			if p.Ranks[i] != r.Rank {
 				t.Errorf("pod %s local rank %d is rank %d, the plan has %d", p.Name, i, p.Ranks[i], r.Rank)
 			}
@@ -150,7 +154,7 @@ func TestRenderPodsFollowPlan(t *testing.T) {
 			t.Errorf("host script %d holds the secret's value", nr)
 		}
 		// The rest of the script is the SSH path's, rank by rank.
-		for _, r := range job.Hosts[nr].Ranks {
+		for _, r := range j.Hosts[nr].Ranks {
 			for _, e := range r.Env {
 				if e.Name == "MASTER_ADDR" || templates.Secret(e.Name) {
 					continue
@@ -167,13 +171,13 @@ func TestRenderPodsFollowPlan(t *testing.T) {
 }
 
 func TestRenderTrainJob(t *testing.T) {
-	job, islands := exampleJob(t, nil, nil)
-	if _, err := Render(job, islands, Options{Image: "train:1", Format: FormatTrainJob}); err == nil || !strings.Contains(err.Error(), "2 islands") {
+	j, islands := exampleJob(t, nil, nil)
+	if _, err := Render(j, islands, Options{Image: "train:1", Format: FormatTrainJob}); err == nil || !strings.Contains(err.Error(), "2 islands") {
 		t.Fatalf("two-island TrainJob: err = %v, want the one-island limit", err)
 	}
 	// One island: the H100 hosts alone (node ranks 0 and 1).
-	one := *job
-	one.Hosts = job.Hosts[:2]
+	one := *j
+	one.Hosts = j.Hosts[:2]
 	for i := range one.Hosts {
 		one.Hosts[i].Ranks = one.Hosts[i].Ranks[:8]
 	}
@@ -194,7 +198,7 @@ func TestRenderTrainJob(t *testing.T) {
 // TestRenderRefusesBadInput: what Kubernetes would refuse is an error
 // naming the input, before anything exists to apply.
 func TestRenderRefusesBadInput(t *testing.T) {
-	job, islands := exampleJob(t, nil, nil)
+	j, islands := exampleJob(t, nil, nil)
 	cases := []struct {
 		name string
 		opts Options
@@ -215,7 +219,7 @@ func TestRenderRefusesBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Render(job, islands, tc.opts)
+			_, err := Render(j, islands, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to name %q", err, tc.want)
 			}

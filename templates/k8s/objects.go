@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // configMapLimit is the apiserver's limit on a ConfigMap's data.
@@ -32,15 +32,15 @@ func service(o Options) Object {
 
 // configMap holds each host's script, the pod entrypoint that picks one by
 // replicated job and completion index, and the job's generated files.
-func configMap(job *templates.Job, pods []Pod, o Options) (Object, error) {
-	data := Object{"entrypoint.sh": entrypoint(job, pods)}
+func configMap(j *job.Job, pods []Pod, o Options) (Object, error) {
+	data := Object{"entrypoint.sh": entrypoint(j, pods)}
 	size := len(data["entrypoint.sh"].(string))
 	for _, p := range pods {
-		s := job.Hosts[p.NodeRank].Script
+		s := j.Hosts[p.NodeRank].Script
 		data[hostScriptKey(p.NodeRank)] = s
 		size += len(s)
 	}
-	for i, f := range job.Files {
+	for i, f := range j.Files {
 		data[fileKey(i)] = string(f.Content)
 		size += len(f.Content)
 	}
@@ -66,17 +66,17 @@ func fileKey(i int) string              { return fmt.Sprintf("file-%d", i) }
 // entrypoint is the container's command: node rank from the replicated job
 // and completion index, the generated files put where the ranks' argv names
 // them, then that host's script (which stops its ranks on SIGTERM).
-func entrypoint(job *templates.Job, pods []Pod) string {
+func entrypoint(j *job.Job, pods []Pod) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch: pod entrypoint of job %s. The replicated job and completion\n", shellquote.Quote(job.Name))
+	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch: pod entrypoint of job %s. The replicated job and completion\n", shellquote.Quote(j.Name))
 	b.WriteString("# index pick this pod's node rank (pod k of an island runs its k-th host in\n# node-rank order); the job's files are copied into place; the host script runs.\n")
 	b.WriteString("set -eu\ncase \"$PIPETTE_RJOB/$PIPETTE_INDEX\" in\n")
 	for _, p := range pods {
 		fmt.Fprintf(&b, "%s/%d) r=%d ;; # host %s\n", p.RJob, p.Index, p.NodeRank, p.Host)
 	}
 	b.WriteString("*) echo \"pipette-launch: pod $PIPETTE_RJOB/$PIPETTE_INDEX is not in the plan\" >&2; exit 2 ;;\nesac\n")
-	for i, f := range job.Files {
-		p := filePath(job, f)
+	for i, f := range j.Files {
+		p := filePath(j, f)
 		fmt.Fprintf(&b, "mkdir -p %s && cp %s %s && chmod %o %s\n", shellquote.Quote(path.Dir(p)),
 			shellquote.Quote(mountDir+"/"+fileKey(i)), shellquote.Quote(p), f.Mode, shellquote.Quote(p))
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/templates"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed/kube"
 )
 
@@ -54,7 +54,7 @@ func TestStackValidatesAndRunsJobSet(t *testing.T) {
 		}
 		return out
 	}
-	job, islands := exampleJob(t, nil, []templates.EnvVar{{Name: "HF_TOKEN", Value: "hf-secret"}})
+	j, islands := exampleJob(t, nil, []job.EnvVar{{Name: "HF_TOKEN", Value: "hf-secret"}})
 	kubectl(exampleNodes(islands), "apply", "-f", "-")
 	kubectl(nil, "wait", "--for=condition=Ready", "node", "-l", "type=kwok", "--timeout=60s")
 	kubectl(nil, "create", "namespace", "ml")
@@ -73,7 +73,7 @@ func TestStackValidatesAndRunsJobSet(t *testing.T) {
 		t.Logf("%s: %s", filepath.Base(g), strings.Join(strings.Fields(string(out)), " "))
 	}
 
-	m, err := Render(job, islands, Options{Image: "registry.example/train/megatron:24.09"})
+	m, err := Render(j, islands, Options{Image: "registry.example/train/megatron:24.09"})
 	if err != nil {
 		t.Fatal(err)
 	}
