@@ -81,10 +81,19 @@ func CacheRoot() string {
 // BinDir holds the binaries of the pinned versions.
 func BinDir() string { return filepath.Join(CacheRoot(), VersionKey(), "bin") }
 
-// Missing lists the binaries BinDir lacks.
-func Missing() []string {
+// realPodsOnly are needed only where containers run (kubelet, both).
+var realPodsOnly = map[string]bool{"kubelet": true, "coredns": true}
+
+// Missing lists the binaries BinDir lacks (for any mode).
+func Missing() []string { return missingFor(Both) }
+
+// missingFor lists the binaries mode needs that BinDir lacks.
+func missingFor(mode Mode) []string {
 	var out []string
 	for _, b := range Binaries {
+		if realPodsOnly[b] && !mode.RealPods() {
+			continue
+		}
 		if fi, err := os.Stat(filepath.Join(BinDir(), b)); err != nil || fi.Mode()&0o111 == 0 {
 			out = append(out, b)
 		}
@@ -146,7 +155,7 @@ type Stack struct {
 // a fresh, empty cluster every time. It fails when the binaries are not
 // built, naming what to run.
 func Up(ctx context.Context, o Options) (*Stack, error) {
-	if m := Missing(); len(m) > 0 {
+	if m := missingFor(o.Mode); len(m) > 0 {
 		return nil, fmt.Errorf("kubernetes stack not built (%s missing from %s): run `pipette-testbed build --kubernetes` or .ci/build-kubernetes first",
 			strings.Join(m, ", "), BinDir())
 	}

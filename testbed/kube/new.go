@@ -15,7 +15,7 @@ import (
 // skips. Its scripts' output goes to the test log only on failure.
 func New(t testing.TB, mode Mode) *Stack {
 	t.Helper()
-	if m := Missing(); len(m) > 0 {
+	if m := missingFor(mode); len(m) > 0 {
 		t.Fatalf("kubernetes test-bed: %s not built in %s: run .ci/build-kubernetes (or `pipette-testbed build --kubernetes`) first",
 			strings.Join(m, ", "), BinDir())
 	}
