@@ -1,0 +1,58 @@
+package kube
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseMode(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Mode
+		ok   bool
+	}{{"kwok", Kwok, true}, {"kubelet", Kubelet, true}, {"both", Both, true}, {"kind", "", false}, {"", "", false}} {
+		got, err := ParseMode(c.in)
+		if got != c.want || (err == nil) != c.ok {
+			t.Errorf("ParseMode(%q) = %q, %v", c.in, got, err)
+		}
+	}
+}
+
+// TestKwokStackUp: the stack starts, reports the pinned version, has the
+// JobSet and Trainer APIs and two Ready fake GPU nodes, and a second Up
+// while it runs is refused with a clear error.
+func TestKwokStackUp(t *testing.T) {
+	start := time.Now()
+	s := New(t, Kwok)
+	t.Logf("kwok stack up in %s", time.Since(start).Round(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := s.Kubectl(ctx, nil, "version", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"gitVersion": "`+Kubernetes+`"`) {
+		t.Errorf("server version is not %s:\n%s", Kubernetes, out)
+	}
+	out, err = s.Kubectl(ctx, nil, "get", "nodes", "-l", "type=kwok", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.allocatable.nvidia\.com/gpu} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "kwok-node-0 8 True\nkwok-node-1 8 True" {
+		t.Errorf("kwok nodes:\n%s", got)
+	}
+	out, err = s.Kubectl(ctx, nil, "api-resources", "-o", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"jobsets.jobset.x-k8s.io", "trainjobs.trainer.kubeflow.org", "clustertrainingruntimes.trainer.kubeflow.org"} {
+		if !strings.Contains(string(out), r) {
+			t.Errorf("API %s missing", r)
+		}
+	}
+	if _, err := Up(ctx, Options{Mode: Kwok, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "another kubernetes stack") {
+		t.Errorf("second Up: err = %v, want a refusal naming the running stack", err)
+	}
+}
