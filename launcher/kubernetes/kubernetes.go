@@ -31,7 +31,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 )
 
@@ -149,7 +149,7 @@ var failingWait = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true
 // Launch applies m (validated first), streams its pods' output and
 // supervises it until it succeeds, a rank fails, or ctx ends; then it
 // deletes what it applied and waits until no pod is left. The error is a
-// *launcher.JobFailure on a failure or interruption.
+// *launch.JobFailure on a failure or interruption.
 func Launch(ctx context.Context, m *k8s.Manifests, tag string, o Options) error {
 	if o.Poll == 0 {
 		o.Poll = time.Second
@@ -274,13 +274,13 @@ func newSupervisor(m *k8s.Manifests, tag string, o Options) *supervisor {
 
 // run polls the pods and reads the ranks' exits until the job succeeds,
 // fails, or ctx ends.
-func (s *supervisor) run(ctx context.Context) *launcher.JobFailure {
+func (s *supervisor) run(ctx context.Context) *launch.JobFailure {
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return &launcher.JobFailure{Job: s.m.Name, Time: time.Now(), Rank: -1, ExitCode: -1,
+			return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Rank: -1, ExitCode: -1,
 				Reason: "interrupted (" + context.Cause(ctx).Error() + "): the JobSet is deleted"}
 		case ev := <-s.events:
 			if f := s.failure(ev); f != nil {
@@ -332,7 +332,7 @@ func (s *supervisor) logEnded(pod string) bool {
 
 // failure turns an event into the job's failure, or nil (a rank that
 // succeeded or was stopped by us).
-func (s *supervisor) failure(ev event) *launcher.JobFailure {
+func (s *supervisor) failure(ev event) *launch.JobFailure {
 	if ev.rank >= 0 {
 		s.mu.Lock()
 		s.exits[ev.rank] = rankExit{ev.code, ev.byUs}
@@ -341,10 +341,10 @@ func (s *supervisor) failure(ev event) *launcher.JobFailure {
 			return nil
 		}
 		local := slices.Index(ev.pod.Ranks, ev.rank)
-		return &launcher.JobFailure{Job: s.m.Name, Time: time.Now(), Host: ev.pod.Name, Rank: ev.rank, LocalRank: local,
+		return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Host: ev.pod.Name, Rank: ev.rank, LocalRank: local,
 			ExitCode: ev.code, Reason: fmt.Sprintf("exited with status %d (pod %s, plan host %s)", ev.code, ev.pod.Name, ev.pod.Host)}
 	}
-	return &launcher.JobFailure{Job: s.m.Name, Time: time.Now(), Host: ev.pod.Name, Rank: -1, ExitCode: ev.code, Reason: ev.why}
+	return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Host: ev.pod.Name, Rank: -1, ExitCode: ev.code, Reason: ev.why}
 }
 
 func (s *supervisor) allExited(p k8s.Pod) bool {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 	"github.com/pipette-launch/pipette-launch/testbed/kube"
@@ -69,7 +69,7 @@ func TestLaunchGlooJobOnKubelet(t *testing.T) {
 	t.Logf("torch image imported in %s", time.Since(start).Round(time.Second))
 	islands := []k8s.Island{{Name: "cpu", Hosts: []string{"cpu-0", "cpu-1"}}}
 	kubectl := Kubectl{Path: s.Bin + "/kubectl", Kubeconfig: s.Kubeconfig}
-	launch := func(name string, args ...string) (string, error) {
+	run := func(name string, args ...string) (string, error) {
 		tag := Nonce()
 		m, err := k8s.Render(allreduceJob(t, name, islands[0].Hosts, 2, args...), islands, k8s.Options{Name: name,
 			Image: TorchImage, ImagePullPolicy: "Never", Affinity: k8s.AffinityNone, Control: &job.Control{Tag: tag, Grace: 5}})
@@ -87,7 +87,7 @@ func TestLaunchGlooJobOnKubelet(t *testing.T) {
 		return out.String(), err
 	}
 
-	out, err := launch("gloo-ok")
+	out, err := run("gloo-ok")
 	if err != nil {
 		t.Fatalf("gloo-ok: %v\noutput:\n%s", err, out)
 	}
@@ -101,8 +101,8 @@ func TestLaunchGlooJobOnKubelet(t *testing.T) {
 		t.Errorf("ranks did not get MASTER_ADDR=gloo-ok-cpu-0-0.gloo-ok:\n%s", out)
 	}
 
-	out, err = launch("gloo-fail", "--fail-rank", "3", "--exit-code", "7")
-	var f *launcher.JobFailure
+	out, err = run("gloo-fail", "--fail-rank", "3", "--exit-code", "7")
+	var f *launch.JobFailure
 	if !errors.As(err, &f) {
 		t.Fatalf("gloo-fail: err = %v, want a job failure\noutput:\n%s", err, out)
 	}
