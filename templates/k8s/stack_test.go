@@ -136,6 +136,31 @@ func TestStackValidatesAndRunsJobSet(t *testing.T) {
 	}
 	// kwok completes the pods: the JobSet completes.
 	kubectl(nil, "wait", "--for=condition=Completed", "jobset/llama-two-islands", "--timeout=120s")
+
+	// A TrainJob of the H100 island: Trainer's JobSet names its pods as
+	// MASTER_ADDR says, and they land on that island's nodes.
+	one := *j
+	one.Hosts = j.Hosts[:2]
+	tm, err := Render(&one, islands[:1], Options{Name: "llama-tj", Image: "registry.example/train/megatron:24.09", Format: FormatTrainJob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ty, err := tm.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(ty, "apply", "--server-side", "-f", "-")
+	tpods := waitPods(t, s, ctx, "llama-tj", 2)
+	for _, want := range tm.Pods {
+		i := slices.IndexFunc(tpods, func(p podInfo) bool { return p.Spec.Hostname == want.Name })
+		if i < 0 {
+			t.Errorf("TrainJob: no pod with hostname %s (MASTER_ADDR %s)", want.Name, tm.MasterAddr)
+			continue
+		}
+		if p := tpods[i]; p.Spec.Subdomain != "llama-tj" || !slices.Contains(islands[0].Hosts, p.Spec.NodeName) {
+			t.Errorf("TrainJob pod %s: subdomain %q, node %s", want.Name, p.Spec.Subdomain, p.Spec.NodeName)
+		}
+	}
 }
 
 type podInfo struct {

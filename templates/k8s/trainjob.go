@@ -5,6 +5,10 @@ import (
 	"strconv"
 )
 
+// patchManager owns the runtime patch (a domain-prefixed path, as
+// Trainer's webhook wants).
+const patchManager = "pipette-launch/render"
+
 // trainerNode is the replicated job and container a ClusterTrainingRuntime
 // for torch names (Trainer's constants.Node).
 const trainerNode = "node"
@@ -13,7 +17,7 @@ const trainerNode = "node"
 // Render refuses the first two and warns about the rest.
 var TrainJobLimits = []string{
 	"one island only: a TrainJob has one trainer node group (one image, one resourcesPerNode, one node affinity), so a plan over two GPU types needs the JobSet format",
-	"no priority class, scheduler name or arbitrary pod patch: its runtime patches allow only service account, volumes, env and mounts, node selector, affinity, tolerations, security context, scheduling gates and pull secrets; those belong to the ClusterTrainingRuntime",
+	"no priority class, scheduler name or arbitrary pod patch: its runtime patches allow only service account, volumes and mounts, node selector, affinity, tolerations, security context, scheduling gates and pull secrets; those belong to the ClusterTrainingRuntime",
 	"the runtime's own torch environment (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR ...) is set too; the host script's per-rank variables (RANK, MASTER_ADDR, ...) win, since it sets them on top of the inherited ones",
 }
 
@@ -45,10 +49,13 @@ func trainJob(islands []Island, rjobs []rjob, o Options, secretKeys []string) (O
 	for _, k := range secretKeys {
 		env = append(env, Object{"name": k, "valueFrom": Object{"secretKeyRef": Object{"name": SecretName(o.Name), "key": k}}})
 	}
+	// Trainer's webhook refuses env in a runtime patch of the node
+	// container: it goes in the trainer itself.
 	trainer := Object{
 		"image":    o.Image,
 		"command":  []any{"/bin/sh", mountDir + "/entrypoint.sh"},
 		"numNodes": len(r.pods),
+		"env":      env,
 	}
 	if isl.GPUs > 0 {
 		n := strconv.Itoa(isl.GPUs)
@@ -56,7 +63,7 @@ func trainJob(islands []Island, rjobs []rjob, o Options, secretKeys []string) (O
 	}
 	podPatch := Object{
 		"volumes": []any{Object{"name": "pipette-launch", "configMap": Object{"name": configMapName(o.Name), "defaultMode": 0o555}}},
-		"containers": []any{Object{"name": trainerNode, "env": env,
+		"containers": []any{Object{"name": trainerNode,
 			"volumeMounts": []any{Object{"name": "pipette-launch", "mountPath": mountDir, "readOnly": true}}}},
 	}
 	if a := affinity(isl, r, o); a != nil {
@@ -77,7 +84,7 @@ func trainJob(islands []Island, rjobs []rjob, o Options, secretKeys []string) (O
 			"runtimeRef": Object{"name": o.Runtime, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
 			"trainer":    trainer,
 			"runtimePatches": []any{Object{
-				"manager": "pipette-launch",
+				"manager": patchManager,
 				"trainingRuntimeSpec": Object{"template": Object{"spec": Object{"replicatedJobs": []any{Object{
 					"name": trainerNode,
 					"template": Object{"spec": Object{"template": Object{
