@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"bytes"
+	"sync"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
@@ -49,4 +51,22 @@ func TestLineSorting(t *testing.T) {
 			}
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the log streams' goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
