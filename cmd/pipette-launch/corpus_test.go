@@ -171,46 +171,16 @@ func fakeGPUs(t *testing.T, n int) {
 // dryRunCorpusLine runs one converted line with --dry-run --json in its
 // launch directory and compares every rank with the original launcher's.
 func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpus.Line) (err error) {
-	root := t.TempDir()
-	cleanup, err := placeAbsoluteFiles(l)
+	p, err := s.Prepare(corpusAbs, l, t.TempDir())
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	relFiles := map[string]string{}
-	for name, from := range l.Files {
-		if !filepath.IsAbs(name) {
-			relFiles[name] = from
-		}
-	}
-	lc := *l
-	lc.Files = relFiles
-	lc.Expect.Script = strings.ReplaceAll(l.Expect.Script, corpus.SandboxRoot, root)
-	if script := filepath.Clean(lc.Expect.Script); filepath.IsAbs(script) && strings.HasPrefix(script, root) {
-		if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(script, nil, 0o644); err != nil {
-			return err
-		}
-	}
-	lc.Converted = nil
-	for _, a := range l.Converted {
-		lc.Converted = append(lc.Converted, strings.ReplaceAll(a, corpus.SandboxRoot, root))
-	}
-	cwd, err := s.Setup(corpusAbs, &lc, root)
-	if err != nil {
-		return err
-	}
-	flags, scriptArgs, err := lc.Argv()
-	if err != nil {
-		return err
-	}
+	defer p.Cleanup()
 	prev, err := os.Getwd()
 	if err != nil {
 		return err
 	}
-	if err := os.Chdir(cwd); err != nil {
+	if err := os.Chdir(p.Dir); err != nil {
 		return err
 	}
 	defer func() {
@@ -226,9 +196,7 @@ func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpu
 		}
 		os.Setenv(k, v)
 	}
-	args := append(append([]string{"--dry-run", "--json"}, flags...), lc.Expect.Script)
-	args = append(args, scriptArgs...)
-	code, stdout, stderr := runAppBuffers(args...)
+	code, stdout, stderr := runAppBuffers(append([]string{"--dry-run", "--json"}, p.Args...)...)
 	if code != 0 {
 		return fmt.Errorf("exit %d: %s", code, firstLines(stderr, 3))
 	}
@@ -236,52 +204,7 @@ func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpu
 	if err := json.Unmarshal([]byte(stdout), &job); err != nil {
 		return fmt.Errorf("dry run's JSON: %v", err)
 	}
-	return checkCorpusJob(&lc, &job, scriptArgs)
-}
-
-// placeAbsoluteFiles writes the files a line reads at absolute paths (the
-// default hostfile /job/hostfile) where nothing is yet, and removes them
-// afterwards; a path already taken is left alone and fails the line.
-func placeAbsoluteFiles(l *corpus.Line) (func(), error) {
-	var files, dirs []string // dirs: deepest first
-	cleanup := func() {
-		for _, f := range files {
-			os.Remove(f)
-		}
-		for _, d := range dirs {
-			os.Remove(d)
-		}
-	}
-	for name, from := range l.Files {
-		if !filepath.IsAbs(name) {
-			continue
-		}
-		content, ok := strings.CutPrefix(from, "text:")
-		if !ok {
-			cleanup()
-			return nil, fmt.Errorf("file %s: an absolute path needs text:CONTENT", name)
-		}
-		if _, err := os.Stat(name); err == nil {
-			cleanup()
-			return nil, fmt.Errorf("file %s the line reads exists on this machine already: not overwritten", name)
-		}
-		for d := filepath.Dir(name); d != "/"; d = filepath.Dir(d) {
-			if _, err := os.Stat(d); err == nil {
-				break
-			}
-			dirs = append(dirs, d)
-		}
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			cleanup()
-			return nil, err
-		}
-		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-			cleanup()
-			return nil, err
-		}
-		files = append(files, name)
-	}
-	return cleanup, nil
+	return checkCorpusJob(&p.Line, &job, p.ScriptArgs)
 }
 
 // checkCorpusJob compares the rendered ranks with the original launcher's.

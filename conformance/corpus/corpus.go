@@ -439,3 +439,104 @@ func (s *Source) Setup(corpusDir string, l *Line, root string) (string, error) {
 	}
 	return cwd, nil
 }
+
+// Prepared is a line made ready to run in a launch directory.
+type Prepared struct {
+	// Dir is the directory to launch from; Args what pipette-launch is
+	// given there (launcher flags, script, script arguments), ScriptArgs
+	// the script's own; Line the line with SandboxRoot replaced by the
+	// launch directory's root.
+	Dir        string
+	Args       []string
+	ScriptArgs []string
+	Line       Line
+	// Cleanup removes the files placed at absolute paths.
+	Cleanup func()
+}
+
+// Prepare lays out a line's launch directory under root (see Setup), puts
+// the files it reads at absolute paths (DeepSpeed's default hostfile
+// /job/hostfile) where nothing is yet, and replaces SandboxRoot with root.
+// A file already at such a path is never overwritten: the line fails.
+func (s *Source) Prepare(corpusDir string, l *Line, root string) (*Prepared, error) {
+	lc := *l
+	lc.Files = map[string]string{}
+	abs := map[string]string{}
+	for name, from := range l.Files {
+		if filepath.IsAbs(name) {
+			abs[name] = from
+		} else {
+			lc.Files[name] = from
+		}
+	}
+	lc.Expect.Script = strings.ReplaceAll(l.Expect.Script, SandboxRoot, root)
+	if lc.Expect.DSConfig != "" {
+		lc.Expect.DSConfig = strings.ReplaceAll(l.Expect.DSConfig, SandboxRoot, root)
+	}
+	lc.Converted = nil
+	for _, a := range l.Converted {
+		lc.Converted = append(lc.Converted, strings.ReplaceAll(a, SandboxRoot, root))
+	}
+	if script := filepath.Clean(lc.Expect.Script); filepath.IsAbs(script) && strings.HasPrefix(script, root) {
+		if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(script, nil, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := s.Setup(corpusDir, &lc, root)
+	if err != nil {
+		return nil, err
+	}
+	flags, args, err := lc.Argv()
+	if err != nil {
+		return nil, err
+	}
+	cleanup, err := placeAbsoluteFiles(abs)
+	if err != nil {
+		return nil, fmt.Errorf("line %s: %w", l.Name, err)
+	}
+	return &Prepared{Dir: dir, Args: append(append(flags, lc.Expect.Script), args...), ScriptArgs: args, Line: lc, Cleanup: cleanup}, nil
+}
+
+// placeAbsoluteFiles writes text:CONTENT files at absolute paths, and
+// returns what removes them and the directories it made.
+func placeAbsoluteFiles(files map[string]string) (func(), error) {
+	var made, dirs []string // dirs: deepest first
+	cleanup := func() {
+		for _, f := range made {
+			os.Remove(f)
+		}
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+	}
+	for name, from := range files {
+		content, ok := strings.CutPrefix(from, "text:")
+		if !ok {
+			cleanup()
+			return nil, fmt.Errorf("file %s: an absolute path needs text:CONTENT", name)
+		}
+		if _, err := os.Stat(name); err == nil {
+			cleanup()
+			return nil, fmt.Errorf("file %s, which the line reads, exists on this machine already: not overwritten", name)
+		}
+		for d := filepath.Dir(name); d != "/"; d = filepath.Dir(d) {
+			if _, err := os.Stat(d); err == nil {
+				break
+			}
+			dirs = append(dirs, d)
+		}
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			cleanup()
+			return nil, err
+		}
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			cleanup()
+			return nil, err
+		}
+		made = append(made, name)
+	}
+	return cleanup, nil
+}

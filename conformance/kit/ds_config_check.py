@@ -1,0 +1,44 @@
+"""DeepSpeed's own config class on DeepSpeed config files, on the CPU (the DeepSpeed kit's environment).
+
+Input (stdin): one JSON request per line: {"id": ..., "path": FILE, "dp": data-parallel ranks}. Output: one
+JSON line per request: {"id", "ok", "error"} or the values DeepSpeed derived: train_batch_size,
+train_micro_batch_size_per_gpu, gradient_accumulation_steps, zero_stage, offload_optimizer, offload_param.
+The data-parallel size reaches DeepSpeedConfig through its mpu argument, as Megatron-DeepSpeed passes it.
+"""
+import json
+import sys
+
+from deepspeed.runtime.config import DeepSpeedConfig
+
+
+class DataParallel:
+    def __init__(self, n):
+        self.n = n
+
+    def get_data_parallel_world_size(self):
+        return self.n
+
+
+def device(off):
+    if off is None:
+        return "none"
+    d = getattr(off, "device", None)
+    return str(getattr(d, "value", d) or "none")
+
+
+for line in sys.stdin:
+    if not line.strip():
+        continue
+    req = json.loads(line)
+    out = {"id": req.get("id"), "path": req["path"]}
+    try:
+        c = DeepSpeedConfig(req["path"], mpu=DataParallel(int(req.get("dp") or 1)))
+        out.update(ok=True, train_batch_size=c.train_batch_size,
+                   train_micro_batch_size_per_gpu=c.train_micro_batch_size_per_gpu,
+                   gradient_accumulation_steps=c.gradient_accumulation_steps,
+                   zero_stage=int(c.zero_optimization_stage),
+                   offload_optimizer=device(c.zero_config.offload_optimizer),
+                   offload_param=device(c.zero_config.offload_param))
+    except BaseException as e:  # DeepSpeed's own refusal, word for word
+        out.update(ok=False, error=f"{type(e).__name__}: {e}")
+    print(json.dumps(out), flush=True)
