@@ -2,7 +2,7 @@
 # root: the test-bed builds network namespaces and starts sshd.
 GO ?= go
 
-.PHONY: test deps check bench fuzz
+.PHONY: test deps check bench fuzz conformance
 deps:
 	./.ci/install-deps
 
@@ -29,3 +29,18 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./planner/...
+
+# The real frameworks judge the corpus of public launch lines and real
+# DeepSpeed jobs (docs/conformance.md). The kits come from
+# PIPETTE_FRAMEWORKS (default: ../shared/frameworks beside the checkout);
+# their env dirs from the kits' own PIPETTE_DEEPSPEED_ENV and
+# PIPETTE_MEGATRON_ENV. Both set-ups run at once (a second run only checks).
+PIPETTE_FRAMEWORKS ?= $(abspath ../shared/frameworks)
+conformance:
+	@test -d "$(PIPETTE_FRAMEWORKS)/deepspeed" -a -d "$(PIPETTE_FRAMEWORKS)/megatron" || { echo "conformance: no framework kits at $(PIPETTE_FRAMEWORKS): set PIPETTE_FRAMEWORKS to the folder holding deepspeed/ and megatron/" >&2; exit 2; }
+	@start=$$(date +%s); \
+	PIPETTE_FRAMEWORKS="$(PIPETTE_FRAMEWORKS)" ./conformance/setup-kits.sh . || exit 1; \
+	echo "conformance: kits set up in $$(( $$(date +%s) - start )) s"; \
+	PIPETTE_CONFORMANCE=1 PIPETTE_FRAMEWORKS="$(PIPETTE_FRAMEWORKS)" $(GO) test -count=1 -timeout 20m -run 'TestConformance' -v ./conformance/ > conformance.log 2>&1; rc=$$?; \
+	grep -E '^(megatron|deepspeed|corpus)|^(---|FAIL|ok|panic)|    --- |expected failure|_test.go:[0-9]+: .*(fail|refus|differ|changed|passes now|no result)' conformance.log; \
+	echo "conformance: $$(( $$(date +%s) - start )) s in all (full log: conformance.log)"; exit $$rc

@@ -60,8 +60,17 @@ var corpusExpectedFailures = map[string]string{
 	"openrlhf-sft":                              itemNoHosts,
 	"pytorch-examples-fsdp2-explicit-prefetch":  itemNoHosts,
 	"pytorch-examples-fsdp2-mixed-precision":    itemNoHosts,
-	"ds-autotuning-bert-base-z1":                itemInjected,
-	"ds-autotuning-bert-base-z3":                itemInjected,
+	"ml-engineering-c10d-all-reduce-bench":      itemNoHosts,
+	"ml-engineering-no-python-numa-wrapper":     itemNoHosts,
+	"ml-engineering-no-python-python-c":         itemNoHosts,
+	"ml-engineering-role-tee":                   itemNoHosts,
+	"ds-data-efficiency-vit-random-ltd":         itemNoHosts,
+	"pytorch-examples-ddp":                      itemNoHosts,
+	"pytorch-examples-fsdp-t5":                  itemNoHosts,
+	"pytorch-examples-fsdp-tp":                  itemNoHosts,
+	"pytorch-examples-sequence-parallel":        itemNoHosts,
+	"ds-autotuning-bert-base-z1":                itemNoHosts + "; " + itemInjected,
+	"ds-autotuning-bert-base-z3":                itemNoHosts + "; " + itemInjected,
 	"deepspeed-doc-zeropp-4x16":                 itemSizing,
 	"mds-bert-pile":                             itemSizing,
 	"mds-llama2-7b-torchrun":                    itemSizing,
@@ -157,12 +166,7 @@ func corpusHasLine(sources []*corpus.Source, name string) bool {
 // machine the corpus lines were written for.
 func fakeGPUs(t *testing.T, n int) {
 	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\n")
-	for i := range n {
-		fmt.Fprintf(&b, "echo 'GPU %d: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-0000-0000-0000-00000000000%d)'\n", i, i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755); err != nil {
+	if err := corpus.FakeNvidiaSMI(dir, n); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -204,7 +208,35 @@ func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpu
 	if err := json.Unmarshal([]byte(stdout), &job); err != nil {
 		return fmt.Errorf("dry run's JSON: %v", err)
 	}
-	return checkCorpusJob(&p.Line, &job, p.ScriptArgs)
+	if err := checkCorpusJob(&p.Line, &job, p.ScriptArgs); err != nil {
+		return err
+	}
+	return checkThisMachine(p, &job)
+}
+
+// checkThisMachine: a one-node line that names no hosts runs on this
+// machine, as torchrun and DeepSpeed's launcher (without a hostfile) run it,
+// never on the embedded example cluster.
+func checkThisMachine(p *corpus.Prepared, job *dryRunJSON) error {
+	if p.Line.Expect.Nodes != 1 {
+		return nil
+	}
+	for _, a := range p.Args[:len(p.Args)-len(p.ScriptArgs)-1] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if slices.Contains([]string{"hosts", "hostfile", "H", "cluster", "include", "exclude"}, name) {
+			return nil
+		}
+	}
+	local := []string{"localhost", "127.0.0.1"}
+	if h, err := os.Hostname(); err == nil {
+		local = append(local, h)
+	}
+	for _, h := range job.Hosts {
+		if !slices.Contains(local, h.Name) && !slices.Contains(local, h.Address) {
+			return fmt.Errorf("the line names no hosts, so it runs on this machine; the job runs on host %s (address %s)", h.Name, h.Address)
+		}
+	}
+	return nil
 }
 
 // checkCorpusJob compares the rendered ranks with the original launcher's.

@@ -408,7 +408,7 @@ func (s *Source) Setup(corpusDir string, l *Line, root string) (string, error) {
 		}
 		return os.WriteFile(p, b, 0o644)
 	}
-	if !l.Expect.Module && !l.Expect.NoPython {
+	if !l.Expect.Module {
 		if err := write(l.Expect.Script, nil); err != nil {
 			return "", err
 		}
@@ -539,4 +539,16 @@ func placeAbsoluteFiles(files map[string]string) (func(), error) {
 		made = append(made, name)
 	}
 	return cleanup, nil
+}
+
+// FakeNvidiaSMI writes into dir an nvidia-smi that lists n GPUs (-L), as
+// on the 8-GPU machine the corpus lines were written for; callers put dir
+// first on PATH.
+func FakeNvidiaSMI(dir string, n int) error {
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n")
+	for i := range n {
+		fmt.Fprintf(&b, "echo 'GPU %d: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-0000-0000-0000-00000000000%d)'\n", i, i)
+	}
+	return os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(b.String()), 0o755)
 }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets up the DeepSpeed and Megatron kits of $PIPETTE_FRAMEWORKS for make conformance, overlapping them:
+# the Megatron kit (debootstrap, ~2.5 min) starts once the DeepSpeed kit is past its apt-get step (both
+# would take the dpkg lock), and builds while DeepSpeed compiles its ops (~3 min). A second run only checks.
+set -euo pipefail
+fw=${PIPETTE_FRAMEWORKS:?set PIPETTE_FRAMEWORKS to the folder holding deepspeed/ and megatron/}
+logs=${1:-.}
+"$fw/deepspeed/setup.sh" > "$logs/conformance-deepspeed-setup.log" 2>&1 &
+dpid=$!
+while kill -0 "$dpid" 2>/dev/null && ! grep -q 'extracted' "$logs/conformance-deepspeed-setup.log"; do
+  sleep 2
+done
+"$fw/megatron/setup.sh" > "$logs/conformance-megatron-setup.log" 2>&1 &
+mpid=$!
+rc=0
+wait "$dpid" || { echo "conformance: DeepSpeed kit set-up failed:" >&2; tail -20 "$logs/conformance-deepspeed-setup.log" >&2; rc=1; }
+wait "$mpid" || { echo "conformance: Megatron kit set-up failed:" >&2; tail -20 "$logs/conformance-megatron-setup.log" >&2; rc=1; }
+exit $rc
