@@ -13,8 +13,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
 // deepSpeedJobExpectedFailures are real jobs that fail today, with the
@@ -214,6 +217,10 @@ type dsJob struct {
 	// want: what the engine must have used.
 	train, micro, gas, stage int
 	offload                  string
+	// ranks that report (default 2); dir is the launch directory (default a
+	// fresh one; the test-bed's hosts need one under /var/tmp).
+	ranks int
+	dir   string
 }
 
 // deepSpeedJobs launches real DeepSpeed training through pipette-launch:
@@ -248,6 +255,7 @@ func (h *harness) deepSpeedJobs(t *testing.T) {
 			flags: []string{"--hosts", "localhost", "--nproc-per-node", "2"}, script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
 			train: 4, micro: 1, gas: 2, stage: 1, offload: "none"},
 	}
+	jobs = append(jobs, h.testbedJobs(t, opt)...)
 	passed := 0
 	for k, j := range jobs {
 		err := h.runDSJob(t, j, python, envList, 29611+k)
@@ -269,7 +277,13 @@ func (h *harness) deepSpeedJobs(t *testing.T) {
 }
 
 func (h *harness) runDSJob(t *testing.T, j dsJob, python, envList string, port int) error {
-	dir := t.TempDir()
+	dir := j.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if j.ranks == 0 {
+		j.ranks = 2
+	}
 	if err := os.WriteFile(filepath.Join(dir, "ds.json"), []byte(j.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -303,8 +317,8 @@ func (h *harness) runDSJob(t *testing.T, j dsJob, python, envList string, port i
 	if before != after {
 		return fmt.Errorf("the launch directory changed (files created or changed by the launch)")
 	}
-	if len(reports) != 2 {
-		return fmt.Errorf("%d ranks reported DS_ENGINE, want 2", len(reports))
+	if len(reports) != j.ranks {
+		return fmt.Errorf("%d ranks reported DS_ENGINE, want %d", len(reports), j.ranks)
 	}
 	for _, r := range reports {
 		got := fmt.Sprintf("train %v micro %v gas %v ZeRO-%v offload %v", r["train_batch_size"], r["train_micro_batch_size_per_gpu"], r["gradient_accumulation_steps"], r["zero_stage"], r["offload_optimizer_device"])
@@ -322,4 +336,62 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// testbedJobs are the jobs on the 4-host test-bed (network namespaces with
+// their own sshd, 2 ranks per host): DeepSpeed's hostfile, and a plan made
+// on a cluster file naming the same hosts. PIPETTE_TESTBED_LOCK, when set,
+// names a lock file held while the test-bed is up (helpers sharing one
+// machine serialize test-bed use on it).
+func (h *harness) testbedJobs(t *testing.T, opt string) []dsJob {
+	if lock := os.Getenv("PIPETTE_TESTBED_LOCK"); lock != "" {
+		f, err := os.OpenFile(lock, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+	}
+	var spec testbed.Spec
+	for i := 1; i <= 4; i++ {
+		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
+	}
+	tb := testbed.New(t, spec)
+	ssh := []string{"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile}
+	launchDir := func() string {
+		d, err := os.MkdirTemp("/var/tmp", "pipette-conformance-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
+	}
+	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(cluster, []byte(`clusters:
+  - name: bed
+    hosts: node[1-4]
+    gpus_per_host: 2
+    gpu:
+      model: A100-80GB-SXM
+    nics:
+      - type: ethernet
+        count: 1
+        rate_gbit_per_s: 10
+    host_memory_gib: 64
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, ` + opt + `, "zero_optimization": {"stage": 1}}`
+	return []dsJob{
+		{name: "testbed-hostfile-4x2", config: cfg, dir: launchDir(), ranks: 8,
+			flags:  append([]string{"--hostfile", tb.HostsFile, "--nproc-per-node", "2"}, ssh...),
+			script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
+			train: 16, micro: 2, gas: 1, stage: 1, offload: "none"},
+		{name: "testbed-planned-cluster-file", config: cfg, dir: launchDir(), ranks: 8,
+			flags:  append([]string{"--cluster", cluster}, ssh...),
+			script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
+			train: 16, micro: 2, gas: 1, stage: 1, offload: "none"},
+	}
 }
