@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -94,7 +93,7 @@ func (h *harness) dryRun(p *corpus.Prepared) (*job, error) {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("dry run: %v: %s", err, lastLine(errOut.String()))
+		return nil, fmt.Errorf("dry run: %v: %s", err, lastLines(errOut.String(), 1))
 	}
 	var j job
 	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
@@ -296,7 +295,7 @@ func (h *harness) runMegatron(reqs []map[string]any) (map[string]*megatronResult
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("Megatron checks: %v: %s", err, lastLine(errOut.String()))
+		return nil, fmt.Errorf("Megatron checks: %v: %s", err, lastLines(errOut.String(), 1))
 	}
 	res := map[string]*megatronResult{}
 	sc := bufio.NewScanner(&out)
@@ -309,9 +308,4 @@ func (h *harness) runMegatron(reqs []map[string]any) (map[string]*megatronResult
 	}
 	fmt.Printf("megatron: %d checks in one process, %.0f s\n", len(res), time.Since(start).Seconds())
 	return res, nil
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
 }
