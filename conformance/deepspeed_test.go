@@ -24,6 +24,18 @@ import (
 // item of issue 21 that breaks them. A listed job that passes fails the run.
 var deepSpeedJobExpectedFailures = map[string]string{}
 
+// dsConfigExpectedFailures are corpus lines whose generated DeepSpeed
+// config DeepSpeed refuses today, with the item of issue 21 behind it. A
+// listed line that passes fails the run.
+var dsConfigExpectedFailures = map[string]string{
+	"fastchat-lora-zero2":            itemHFConfig,
+	"llava-v1.5-finetune-lora-zero3": itemHFConfig,
+	"llava-v1.5-finetune-zero3":      itemHFConfig,
+	"llava-v1.5-pretrain-zero2":      itemHFConfig,
+}
+
+const itemHFConfig = "issue 21: scripts crash on every rank from an injected argument (HF Trainer's --deepspeed FILE is not read as the config: the launcher generates its own from the file's \"auto\" values, train 32 = micro 1 x accumulation 1 x 8 ranks, which DeepSpeed refuses)"
+
 // dsEnv is the DeepSpeed kit's environment (its env.list) and interpreter.
 func dsEnv(t *testing.T) (python, envList string, env []string) {
 	dir := os.Getenv("PIPETTE_DEEPSPEED_ENV")
@@ -167,14 +179,27 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 			continue
 		}
 		gens++
+		var verdict error
 		g := res[p.gen]
 		switch {
-		case g == nil || !g.OK:
-			t.Errorf("%s: DeepSpeed refuses the config pipette-launch generated: %v", p.name, g)
+		case g == nil:
+			verdict = fmt.Errorf("no result from DeepSpeed's config class for the generated config")
+		case !g.OK:
+			verdict = fmt.Errorf("DeepSpeed refuses the config pipette-launch generated: %s", g.Error)
 		case u.OK && (g.Train != u.Train || g.Micro != u.Micro || g.GAS != u.GAS || g.Stage != u.Stage || g.OffOpt != u.OffOpt || g.OffPar != u.OffPar):
-			t.Errorf("%s: generated config derives %s, the user's %s", p.name, g, u)
-		default:
+			verdict = fmt.Errorf("the generated config derives %s, the user's %s", g, u)
+		}
+		why, expected := dsConfigExpectedFailures[p.name]
+		switch {
+		case verdict == nil && expected:
 			same++
+			t.Errorf("%s: its generated config passes now: remove it from dsConfigExpectedFailures (%s)", p.name, why)
+		case verdict == nil:
+			same++
+		case expected:
+			t.Logf("expected failure %s [%s]: %v", p.name, why, verdict)
+		default:
+			t.Errorf("%s: %v", p.name, verdict)
 		}
 	}
 	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal\n", accepted, len(pairs), same, gens)

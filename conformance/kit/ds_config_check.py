@@ -6,9 +6,20 @@ train_micro_batch_size_per_gpu, gradient_accumulation_steps, zero_stage, offload
 The data-parallel size reaches DeepSpeedConfig through its mpu argument, as Megatron-DeepSpeed passes it.
 """
 import json
+import os
+import socket
 import sys
 
+import deepspeed
 from deepspeed.runtime.config import DeepSpeedConfig
+
+# DeepSpeedConfig asks deepspeed.comm for the rank (and falls back to world size 1 without it): a
+# one-process gloo group on loopback answers, and the mpu argument gives the data-parallel size.
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+deepspeed.init_distributed(dist_backend="gloo")
 
 
 class DataParallel:
