@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +23,23 @@ import (
 
 // deepSpeedJobExpectedFailures are real jobs that fail today, with the
 // item of issue 21 that breaks them. A listed job that passes fails the run.
-var deepSpeedJobExpectedFailures = map[string]string{}
+var deepSpeedJobExpectedFailures = map[string]string{
+	"standalone-zero0":             itemLaunchDir,
+	"zero1":                        itemLaunchDir,
+	"zero2-cpu-offload":            itemLaunchDir,
+	"zero3":                        itemLaunchDir,
+	"auto-values":                  itemLaunchDir,
+	"hosts-localhost-two-ranks":    itemLaunchDir,
+	"testbed-hostfile-4x2":         itemLaunchDir,
+	"testbed-planned-cluster-file": itemLaunchDir,
+	"hf-style-deepspeed-file":      itemInjected,
+	"script-passes-config":         itemInjected,
+}
+
+const (
+	itemLaunchDir = "issue 21: local launches write generated files into the launch directory (./hostfile, .pipette-launch/jobs/...; with \"auto\" values the ranks are handed a config path that is not there)"
+	itemInjected  = "issue 21: scripts crash on every rank from an injected argument (--deepspeed_config <generated> appended to a script that takes --deepspeed FILE, or that passes config= itself)"
+)
 
 // dsConfigExpectedFailures are corpus lines whose generated DeepSpeed
 // config DeepSpeed refuses today, with the item of issue 21 behind it. A
@@ -205,9 +222,9 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal\n", accepted, len(pairs), same, gens)
 }
 
-// treeHash hashes every path, mode and content under dir.
-func treeHash(t *testing.T, dir string) string {
-	h := sha256.New()
+// treeState is every path under dir with its mode and content's hash.
+func treeState(t *testing.T, dir string) map[string]string {
+	st := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -217,20 +234,44 @@ func treeHash(t *testing.T, dir string) string {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s %v\n", rel, info.Mode())
+		v := info.Mode().String()
 		if d.Type().IsRegular() {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
-			h.Write(b)
+			sum := sha256.Sum256(b)
+			v += " " + hex.EncodeToString(sum[:])
 		}
+		st[rel] = v
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return st
+}
+
+// treeDiff names what a launch created, changed or removed.
+func treeDiff(before, after map[string]string) string {
+	var d []string
+	for p, v := range after {
+		if w, ok := before[p]; !ok {
+			d = append(d, "created "+p)
+		} else if w != v {
+			d = append(d, "changed "+p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			d = append(d, "removed "+p)
+		}
+	}
+	sort.Strings(d)
+	if len(d) > 4 {
+		d = append(d[:4], fmt.Sprintf("and %d more", len(d)-4))
+	}
+	return strings.Join(d, ", ")
 }
 
 type dsJob struct {
@@ -246,6 +287,10 @@ type dsJob struct {
 	// fresh one; the test-bed's hosts need one under /var/tmp).
 	ranks int
 	dir   string
+	// dsError, when set, is the error DeepSpeed itself stops the job with
+	// on the CPU (ZeRO-3 with gloo): the job passes when every rank stops
+	// with it, the launch having done its part.
+	dsError string
 }
 
 // deepSpeedJobs launches real DeepSpeed training through pipette-launch:
@@ -266,7 +311,7 @@ func (h *harness) deepSpeedJobs(t *testing.T) {
 			train: 8, micro: 2, gas: 2, stage: 2, offload: "cpu"},
 		{name: "zero3", config: `{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, ` + opt + `, "zero_optimization": {"stage": 3}}`,
 			flags: []string{"--standalone", "--nproc-per-node", "2"}, script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
-			train: 4, micro: 2, gas: 1, stage: 3, offload: "none"},
+			dsError: "ProcessGroupGloo does not support reduce_scatter"},
 		{name: "auto-values", config: `{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto", ` + opt + `, "zero_optimization": {"stage": 1}}`,
 			flags: []string{"--standalone", "--nproc-per-node", "2"}, script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
 			train: 4, micro: 2, gas: 1, stage: 1, offload: "none"},
@@ -316,7 +361,7 @@ func (h *harness) runDSJob(t *testing.T, j dsJob, python, envList string, port i
 	if j.script == "ds_styles.py" {
 		script = filepath.Join(h.kitDir, j.script)
 	}
-	before := treeHash(t, dir)
+	before := treeState(t, dir)
 	args := append(append(append([]string(nil), j.flags...), "--python", python, "--master-port", strconv.Itoa(port), "--env-file", envList, script), j.args...)
 	args = append(args, "--steps", "2")
 	cmd := exec.Command(h.bin, args...)
@@ -326,9 +371,31 @@ func (h *harness) runDSJob(t *testing.T, j dsJob, python, envList string, port i
 	start := time.Now()
 	runErr := cmd.Run()
 	t.Logf("job %s: %.0f s", j.name, time.Since(start).Seconds())
-	after := treeHash(t, dir)
+	var problems []string
+	if diff := treeDiff(before, treeState(t, dir)); diff != "" {
+		problems = append(problems, "the launch directory changed: "+diff)
+	}
+	switch {
+	case j.dsError != "":
+		if runErr == nil || strings.Count(out.String(), j.dsError) < j.ranks {
+			problems = append(problems, fmt.Sprintf("want every rank stopped by DeepSpeed's %q; exit %v: %s", j.dsError, runErr, lastLines(out.String(), 3)))
+		}
+	case runErr != nil:
+		problems = append(problems, fmt.Sprintf("pipette-launch: %v: %s", runErr, lastLines(out.String(), 3)))
+	default:
+		problems = append(problems, checkReports(j, out.String())...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// checkReports compares every rank's DS_ENGINE report with the user's
+// config.
+func checkReports(j dsJob, out string) []string {
 	var reports []map[string]any
-	for _, l := range strings.Split(out.String(), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if _, js, ok := strings.Cut(l, "DS_ENGINE "); ok {
 			var r map[string]any
 			if json.Unmarshal([]byte(js), &r) == nil {
@@ -336,20 +403,14 @@ func (h *harness) runDSJob(t *testing.T, j dsJob, python, envList string, port i
 			}
 		}
 	}
-	if runErr != nil {
-		return fmt.Errorf("pipette-launch: %v: %s", runErr, lastLines(out.String(), 3))
-	}
-	if before != after {
-		return fmt.Errorf("the launch directory changed (files created or changed by the launch)")
-	}
 	if len(reports) != j.ranks {
-		return fmt.Errorf("%d ranks reported DS_ENGINE, want %d", len(reports), j.ranks)
+		return []string{fmt.Sprintf("%d ranks reported DS_ENGINE, want %d", len(reports), j.ranks)}
 	}
+	want := fmt.Sprintf("train %d micro %d gas %d ZeRO-%d offload %s", j.train, j.micro, j.gas, j.stage, j.offload)
 	for _, r := range reports {
 		got := fmt.Sprintf("train %v micro %v gas %v ZeRO-%v offload %v", r["train_batch_size"], r["train_micro_batch_size_per_gpu"], r["gradient_accumulation_steps"], r["zero_stage"], r["offload_optimizer_device"])
-		want := fmt.Sprintf("train %d micro %d gas %d ZeRO-%d offload %s", j.train, j.micro, j.gas, j.stage, j.offload)
 		if got != want {
-			return fmt.Errorf("rank %v: the engine used %s; the user's config says %s", r["rank"], got, want)
+			return []string{fmt.Sprintf("rank %v: the engine used %s; the user's config says %s", r["rank"], got, want)}
 		}
 	}
 	return nil
