@@ -16,21 +16,6 @@ import (
 	"github.com/pipette-launch/pipette-launch/conformance/corpus"
 )
 
-// megatronExpectedFailures are corpus Megatron lines that make conformance
-// cannot pass today, with the item of issue 21 that stops them (their dry
-// run fails: see cmd/pipette-launch's corpusExpectedFailures). A listed line
-// that passes fails the run.
-var megatronExpectedFailures = map[string]string{
-	"megatron-gpt3-175b":            "issue 21: the most common use is refused (planned on the embedded example)",
-	"megatron-llama3-8b-fp8":        "issue 21: the most common use is refused; FP8 refused on the embedded A100s",
-	"megatron-gptoss-20b-mock":      "issue 21: the most common use is refused (planned on the embedded example)",
-	"megatron-bert-340m":            "issue 21: sizing is demanded where nothing is planned",
-	"megatron-t5-220m":              "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mamba-800m":           "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mixtral-8x7b":         "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mixtral-8x7b-4-nodes": "issue 21: sizing is demanded where nothing is planned",
-}
-
 // TestConformance is make conformance: the real frameworks judge what
 // pipette-launch renders. It needs the kits of ../shared/frameworks set up
 // (make conformance does it) and runs only when PIPETTE_CONFORMANCE=1.
@@ -222,6 +207,11 @@ func (h *harness) megatron(t *testing.T) {
 			t.Errorf("%s: %v", it.name, verdict)
 		}
 	}
+	var names []string
+	for _, it := range items {
+		names = append(names, it.name)
+	}
+	checkListed(t, megatronExpectedFailures, names, "megatronExpectedFailures")
 	fmt.Printf("megatron: %d/%d lines\n", passed, len(items))
 }
 

@@ -21,38 +21,6 @@ import (
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
-// deepSpeedJobExpectedFailures are real jobs that fail today, with the
-// item of issue 21 that breaks them. A listed job that passes fails the run.
-var deepSpeedJobExpectedFailures = map[string]string{
-	"standalone-zero0":             itemLaunchDir,
-	"zero1":                        itemLaunchDir,
-	"zero2-cpu-offload":            itemLaunchDir,
-	"zero3":                        itemLaunchDir,
-	"auto-values":                  itemLaunchDir,
-	"hosts-localhost-two-ranks":    itemLaunchDir,
-	"testbed-hostfile-4x2":         itemLaunchDir,
-	"testbed-planned-cluster-file": itemLaunchDir,
-	"hf-style-deepspeed-file":      itemInjected,
-	"script-passes-config":         itemInjected,
-}
-
-const (
-	itemLaunchDir = "issue 21: local launches write generated files into the launch directory (./hostfile, .pipette-launch/jobs/...; with \"auto\" values the ranks are handed a config path that is not there)"
-	itemInjected  = "issue 21: scripts crash on every rank from an injected argument (--deepspeed_config <generated> appended to a script that takes --deepspeed FILE, or that passes config= itself)"
-)
-
-// dsConfigExpectedFailures are corpus lines whose generated DeepSpeed
-// config DeepSpeed refuses today, with the item of issue 21 behind it. A
-// listed line that passes fails the run.
-var dsConfigExpectedFailures = map[string]string{
-	"fastchat-lora-zero2":            itemHFConfig,
-	"llava-v1.5-finetune-lora-zero3": itemHFConfig,
-	"llava-v1.5-finetune-zero3":      itemHFConfig,
-	"llava-v1.5-pretrain-zero2":      itemHFConfig,
-}
-
-const itemHFConfig = "issue 21: scripts crash on every rank from an injected argument (HF Trainer's --deepspeed FILE is not read as the config: the launcher generates its own from the file's \"auto\" values, train 32 = micro 1 x accumulation 1 x 8 ranks, which DeepSpeed refuses)"
-
 // dsEnv is the DeepSpeed kit's environment (its env.list) and interpreter.
 func dsEnv(t *testing.T) (python, envList string, env []string) {
 	dir := os.Getenv("PIPETTE_DEEPSPEED_ENV")
@@ -219,6 +187,13 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 			t.Errorf("%s: %v", p.name, verdict)
 		}
 	}
+	var names []string
+	for _, p := range pairs {
+		if p.gen != "" {
+			names = append(names, p.name)
+		}
+	}
+	checkListed(t, dsConfigExpectedFailures, names, "dsConfigExpectedFailures")
 	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal\n", accepted, len(pairs), same, gens)
 }
 
@@ -343,6 +318,11 @@ func (h *harness) deepSpeedJobs(t *testing.T) {
 			t.Errorf("job %s: %v", j.name, err)
 		}
 	}
+	var names []string
+	for _, j := range jobs {
+		names = append(names, j.name)
+	}
+	checkListed(t, deepSpeedJobExpectedFailures, names, "deepSpeedJobExpectedFailures")
 	fmt.Printf("deepspeed jobs: %d/%d passed (%d DeepSpeed jobs)\n", passed, len(jobs), len(jobs))
 }
 
