@@ -246,11 +246,7 @@ func (r *megatronResult) summary() string {
 // runMegatron runs every request in one chroot into the Megatron kit's
 // root (the kit's inner.py, forked per request by kit/megatron_batch.py).
 func (h *harness) runMegatron(reqs []map[string]any) (map[string]*megatronResult, error) {
-	env := os.Getenv("PIPETTE_MEGATRON_ENV")
-	if env == "" {
-		home, _ := os.UserHomeDir()
-		env = filepath.Join(home, ".cache", "pipette-frameworks", "megatron")
-	}
+	env := kitEnvDir("PIPETTE_MEGATRON_ENV", "megatron")
 	root := filepath.Join(env, "rootfs")
 	kit := filepath.Join(root, "opt", "pipette-megatron")
 	if err := os.MkdirAll(kit, 0o755); err != nil {
@@ -298,4 +294,18 @@ func (h *harness) runMegatron(reqs []map[string]any) (map[string]*megatronResult
 	}
 	fmt.Printf("megatron: %d checks in one process, %.0f s\n", len(res), time.Since(start).Seconds())
 	return res, nil
+}
+
+// kitEnvDir is a kit's env dir as its setup.sh chooses it: $VAR, else
+// ${XDG_CACHE_HOME:-~/.cache}/pipette-frameworks/KIT.
+func kitEnvDir(envVar, kit string) string {
+	if d := os.Getenv(envVar); d != "" {
+		return d
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "pipette-frameworks", kit)
 }

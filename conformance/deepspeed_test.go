@@ -23,11 +23,7 @@ import (
 
 // dsEnv is the DeepSpeed kit's environment (its env.list) and interpreter.
 func dsEnv(t *testing.T) (python, envList string, env []string) {
-	dir := os.Getenv("PIPETTE_DEEPSPEED_ENV")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "pipette-frameworks", "deepspeed")
-	}
+	dir := kitEnvDir("PIPETTE_DEEPSPEED_ENV", "deepspeed")
 	envList = filepath.Join(dir, "env.list")
 	b, err := os.ReadFile(envList)
 	if err != nil {
