@@ -41,7 +41,7 @@ conformance:
 	@start=$$(date +%s); \
 	PIPETTE_FRAMEWORKS="$(PIPETTE_FRAMEWORKS)" ./conformance/setup-kits.sh . || exit 1; \
 	echo "conformance: kits set up in $$(( $$(date +%s) - start )) s"; \
-	$(GO) test -count=1 -run 'TestCorpusDryRun$$' -v ./cmd/pipette-launch/ > conformance-corpus.log 2>&1; crc=$$?; \
+	$(GO) test -count=1 -run 'TestCorpusDryRun$$' -v ./cmd/internal/run/ > conformance-corpus.log 2>&1; crc=$$?; \
 	grep -E '^corpus: |^(--- )?FAIL|corpus_test.go:[0-9]+: corpus line' conformance-corpus.log; [ $$crc = 0 ] || exit 1; \
 	PIPETTE_CONFORMANCE=1 PIPETTE_FRAMEWORKS="$(PIPETTE_FRAMEWORKS)" $(GO) test -count=1 -timeout 20m -run 'TestConformance' -v ./conformance/ > conformance.log 2>&1; rc=$$?; \
 	grep -E '^(megatron|deepspeed)|^(---|FAIL|ok|panic)|    --- |_test.go:[0-9]+: ' conformance.log | grep -vE '_test.go:[0-9]+: (expected failure|job .*: [0-9]+ s$$|.*: (DeepSpeed accepts|DeepSpeed refuses the user|Megatron OK|Megatron refuses the original))'; \

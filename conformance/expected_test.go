@@ -9,11 +9,11 @@ import (
 // item of issue 21 ("What broke") that stops it. Fixing an item turns its
 // entries green; the run then fails until they are removed from here, so the
 // lists stay honest. The corpus test's own list is corpusExpectedFailures in
-// cmd/pipette-launch.
+// cmd/internal/run.
 
 // megatronExpectedFailures are corpus Megatron lines that make conformance
 // cannot pass today, with the item of issue 21 that stops them (their dry
-// run fails: see cmd/pipette-launch's corpusExpectedFailures). A listed line
+// run fails: see cmd/internal/run's corpusExpectedFailures). A listed line
 // that passes fails the run.
 var megatronExpectedFailures = map[string]string{
 	"megatron-gpt3-175b":            "issue 21: the most common use is refused (planned on the embedded example)",

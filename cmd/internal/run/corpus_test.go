@@ -1,4 +1,4 @@
-package main
+package run
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 
 // corpusDir is the conformance corpus: public launch lines, unchanged, with
 // the converted line a user types (conformance/corpus reads it).
-const corpusDir = "../../conformance/testdata/corpus"
+const corpusDir = "../../../conformance/testdata/corpus"
 
 // The items of issue 21's "What broke" that corpus lines and real jobs
 // fail on today.
