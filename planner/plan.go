@@ -18,22 +18,30 @@ import (
 // type) a job across islands keeps RDMA inside islands only if its groups
 // allow it: fallback says why they do not ("" when they do; the renderer
 // decides, see templates.IslandsFallback), and then the cluster is priced
-// on sockets everywhere and planned again, as the job will run.
+// on sockets everywhere and planned again, as the job will run. ahead,
+// when not nil, is that fallback known before planning, when it does not
+// depend on the plan (templates.IslandsFallbackAhead): then the cluster is
+// priced on sockets at once, and planned once instead of twice (issue 23:
+// the first search doubled plan's time on three islands).
 func OnFabric[R any](t fabric.Transport, resolve func(fabric.Transport) (*cluster.Cluster, error),
-	plan func(*cluster.Cluster) (R, *search.Plan, error), fallback func(*cluster.Cluster, *search.Plan) string) (*cluster.Cluster, R, error) {
+	plan func(*cluster.Cluster) (R, *search.Plan, error), fallback func(*cluster.Cluster, *search.Plan) string,
+	ahead func(*cluster.Cluster) string) (*cluster.Cluster, R, error) {
 	var none R
 	c, err := resolve(t)
 	if err != nil {
 		return nil, none, err
 	}
-	res, best, err := plan(c)
-	if err != nil || t != fabric.TransportIslands || len(c.Islands) < 2 || best == nil || fallback(c, best) == "" {
-		return c, res, err
+	islands := t == fabric.TransportIslands && len(c.Islands) > 1
+	if !islands || ahead == nil || ahead(c) == "" {
+		res, best, err := plan(c)
+		if err != nil || !islands || best == nil || fallback(c, best) == "" {
+			return c, res, err
+		}
 	}
 	if c, err = resolve(fabric.TransportSockets); err != nil {
 		return nil, none, err
 	}
-	res, _, err = plan(c)
+	res, _, err := plan(c)
 	return c, res, err
 }
 

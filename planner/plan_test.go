@@ -27,7 +27,8 @@ func twoIslands(t *testing.T) *cluster.File {
 }
 
 // OnFabric prices again on sockets only when one network per group type
-// was asked for, the job spans islands, and the renderer cannot keep it.
+// was asked for, the job spans islands, and the renderer cannot keep it;
+// when that is known before planning, it plans once, on sockets.
 func TestOnFabric(t *testing.T) {
 	t.Parallel()
 	f := twoIslands(t)
@@ -36,12 +37,15 @@ func TestOnFabric(t *testing.T) {
 		t        fabric.Transport
 		oneIsle  bool
 		fallback string
+		ahead    string // the fallback known before planning
 		want     []fabric.Transport
+		plans    int
 	}{
-		{"islands kept", fabric.TransportIslands, false, "", []fabric.Transport{fabric.TransportIslands}},
-		{"islands fall back", fabric.TransportIslands, false, "no NCCL version", []fabric.Transport{fabric.TransportIslands, fabric.TransportSockets}},
-		{"one island", fabric.TransportIslands, true, "no NCCL version", []fabric.Transport{fabric.TransportIslands}},
-		{"auto", fabric.TransportAuto, false, "no NCCL version", []fabric.Transport{fabric.TransportAuto}},
+		{"islands kept", fabric.TransportIslands, false, "", "", []fabric.Transport{fabric.TransportIslands}, 1},
+		{"islands fall back", fabric.TransportIslands, false, "no NCCL version", "", []fabric.Transport{fabric.TransportIslands, fabric.TransportSockets}, 2},
+		{"fallback known ahead", fabric.TransportIslands, false, "no NCCL version", "no NCCL version", []fabric.Transport{fabric.TransportIslands, fabric.TransportSockets}, 1},
+		{"one island", fabric.TransportIslands, true, "no NCCL version", "no NCCL version", []fabric.Transport{fabric.TransportIslands}, 1},
+		{"auto", fabric.TransportAuto, false, "no NCCL version", "no NCCL version", []fabric.Transport{fabric.TransportAuto}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var resolved []fabric.Transport
@@ -59,12 +63,13 @@ func TestOnFabric(t *testing.T) {
 				plans++
 				return plans, &search.Plan{}, nil
 			}
-			c, n, err := OnFabric(tc.t, resolve, plan, func(*cluster.Cluster, *search.Plan) string { return tc.fallback })
+			c, n, err := OnFabric(tc.t, resolve, plan, func(*cluster.Cluster, *search.Plan) string { return tc.fallback },
+				func(*cluster.Cluster) string { return tc.ahead })
 			if err != nil || c == nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(resolved, tc.want) || n != len(tc.want) {
-				t.Errorf("priced on %v (%d plans), want %v", resolved, n, tc.want)
+			if !slices.Equal(resolved, tc.want) || n != tc.plans {
+				t.Errorf("priced on %v (%d plans), want %v (%d plans)", resolved, n, tc.want, tc.plans)
 			}
 		})
 	}

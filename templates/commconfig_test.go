@@ -210,3 +210,48 @@ func TestParseVersion(t *testing.T) {
 		}
 	}
 }
+
+// IslandsFallbackAhead answers before planning only where every plan's
+// IslandsFallback gives the same answer; the mixed-fabric case, where the
+// plan's DP groups decide, is left to the plan ("").
+func TestIslandsFallbackAhead(t *testing.T) {
+	mixed := newTestCluster(
+		islandDef{name: "ib-a", fabric: "fab-a", hosts: []string{"a01", "a02", "a03"}, gpus: 1, gpu: "H100-SXM-80GB", nics: ibNICs()},
+		islandDef{name: "ib-b", fabric: "fab-b", hosts: []string{"b01"}, gpus: 1, gpu: "H100-SXM-80GB", nics: ibNICs()},
+	)
+	for i := range mixed.Islands {
+		mixed.Islands[i].Spec.Software = recentStack
+	}
+	mixedPlan := &search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
+		TP: 1, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, StageLayers: []int{12, 12}}}
+	mixedPlan.Placement = placeInOrder(mixed, []int{0, 1, 2, 3}, 1, identity)
+	old := twoIBIslands(&cluster.SoftwareVersions{NCCL: "2.18.3", Torch: "2.0.1", MegatronCore: "0.12.0"})
+	unknown := twoIBIslands(nil)
+	ok := twoIBIslands(recentStack)
+	for _, tc := range []struct {
+		name  string
+		c     *cluster.Cluster
+		p     *search.Plan
+		opts  Options
+		ahead string // "" when the plan decides
+	}{
+		{"versions recorded", ok, crossPipelinePlan(ok), Options{}, ""},
+		{"mixed dp", mixed, mixedPlan, Options{}, ""},
+		{"old torch", old, crossPipelinePlan(old), Options{}, "torch 2.0.1 on ib-a (needs 2.1)"},
+		{"unknown versions", unknown, crossPipelinePlan(unknown), Options{}, "versions unknown (NCCL on ib-a"},
+		{"NCCL_NET exported", ok, crossPipelinePlan(ok), Options{Env: []string{"NCCL_NET=IB"}}, "NCCL_NET=IB is in your environment"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ahead := IslandsFallbackAhead(tc.c, parallel.FrameworkMegatron, tc.opts)
+			if tc.ahead == "" && ahead != "" || !strings.Contains(ahead, tc.ahead) {
+				t.Fatalf("ahead %q, want %q", ahead, tc.ahead)
+			}
+			if after := IslandsFallback(tc.c, tc.p, tc.opts); ahead != "" && after == "" {
+				t.Errorf("ahead says every plan falls back (%q), the plan does not", ahead)
+			}
+		})
+	}
+	if why := IslandsFallbackAhead(ok, parallel.FrameworkDeepSpeed, Options{}); !strings.Contains(why, "Megatron-LM only") {
+		t.Errorf("DeepSpeed: %q", why)
+	}
+}

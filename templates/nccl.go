@@ -94,19 +94,54 @@ func IslandsFallback(c *cluster.Cluster, p *search.Plan, o Options) string {
 	return fp.fallback
 }
 
+// IslandsFallbackAhead is IslandsFallback known before planning, for the
+// callers that plan with fabric.TransportIslands and then plan again on
+// sockets: every plan places ranks on all of c's hosts, so when c's
+// islands get one network per communicator under --nccl-mode auto and
+// what rules that out does not depend on the plan (the framework, the
+// user's flags and environment, the islands' software versions), every
+// plan falls back, and pricing one for per-island transports first is a
+// wasted search (issue 23: it doubled `plan`'s time on three islands).
+// "" when the answer depends on the plan.
+func IslandsFallbackAhead(c *cluster.Cluster, f parallel.Framework, o Options) string {
+	var islands []int
+	seen := map[int]bool{}
+	for _, h := range c.Hosts {
+		if !seen[h.Island] {
+			seen[h.Island] = true
+			islands = append(islands, h.Island)
+		}
+	}
+	if f == "" || f == parallel.FrameworkTorch {
+		f = parallel.FrameworkMegatron // as the search plans it
+	}
+	d, err := fabric.Decide(fabric.ModeAuto, f, c.FabricIslands(islands))
+	if err != nil || !d.PerCommunicator {
+		return ""
+	}
+	return commConfigGate(c, f, islands, o, envMap(o.Env))
+}
+
 // islandsCommConfig is the per-communicator config for a Megatron job
 // across islands, or nil and why it cannot be used.
 func islandsCommConfig(c *cluster.Cluster, p *search.Plan, islands []int, o Options, userEnv map[string]string) (*CommConfig, string) {
-	if p.Framework != parallel.FrameworkMegatron {
-		return nil, fmt.Sprintf("pipette-launch renders one network per communicator for Megatron-LM only (%s scripts can create their groups with examples/pipette_nccl_groups.py)", p.Framework)
-	}
-	if why := commConfigBlocker(o, userEnv); why != "" {
-		return nil, why
-	}
-	if why := softwareGate(c, islands); why != "" {
+	if why := commConfigGate(c, p.Framework, islands, o, userEnv); why != "" {
 		return nil, why
 	}
 	return megatronCommConfig(c, p, islands)
+}
+
+// commConfigGate is what rules out one network per communicator whatever
+// the plan: the framework, the user's flags and environment, the islands'
+// software versions; "" when nothing does.
+func commConfigGate(c *cluster.Cluster, f parallel.Framework, islands []int, o Options, userEnv map[string]string) string {
+	if f != parallel.FrameworkMegatron {
+		return fmt.Sprintf("pipette-launch renders one network per communicator for Megatron-LM only (%s scripts can create their groups with examples/pipette_nccl_groups.py)", f)
+	}
+	if why := commConfigBlocker(o, userEnv); why != "" {
+		return why
+	}
+	return softwareGate(c, islands)
 }
 
 func hasAnyNICInfo(c *cluster.Cluster, islands []int) bool {

@@ -291,6 +291,14 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 // a node); at PP 8 a full enumeration would be 8! = 40,320 orders.
 const stageNodeLimit = 20000
 
+// stageWorkLimit bounds stageExact's work on large plans: a node prices
+// the whole order, O(blocks), so the branch and bound gets
+// stageWorkLimit/blocks nodes (the full stageNodeLimit up to 52 blocks,
+// 1,024 at 1,024 blocks, never under 4 per stage). Without it 20,000 full
+// evaluations per placed config took longer than the rest of the search
+// (three islands of 2,048 hosts: over 2 s a config, issue 23).
+const stageWorkLimit = 1 << 20
+
 // stageExact reorders whole pipeline stages (stage rows: the hosts of one
 // stage) by branch and bound: stages are appended one at a time and a
 // prefix whose optimistic cost (blocks not yet placed cost nothing) is not
@@ -309,19 +317,26 @@ func (pl *placer) stageExact(order []int, best float64, deadline time.Time) ([]i
 	for r := range rows {
 		rows[r] = slices.Clone(order[r*k : (r+1)*k])
 	}
+	sig := pl.rowSignatures(rows)
+	limit := min(stageNodeLimit, max(4*p, stageWorkLimit/pl.e.nBlocks))
 	bestOrder := slices.Clone(order)
 	prefix := make([]int, 0, len(order))
 	used := make([]bool, p)
+	seen := make([]bool, p*p) // seen[depth*p+s]: signature s tried at depth
 	nodes := 0
 	var rec func()
 	rec = func() {
+		depth := len(prefix) / k
+		tried := seen[depth*p : (depth+1)*p]
+		clear(tried)
 		for r := 0; r < p; r++ {
-			if used[r] || nodes >= stageNodeLimit {
+			if used[r] || tried[sig[r]] || nodes >= limit {
 				continue
 			}
+			tried[sig[r]] = true
 			nodes++
 			if !deadline.IsZero() && nodes%256 == 0 && time.Now().After(deadline) {
-				nodes = stageNodeLimit
+				nodes = limit
 				return
 			}
 			prefix = append(prefix, rows[r]...)
@@ -340,6 +355,25 @@ func (pl *placer) stageExact(order []int, best float64, deadline time.Time) ([]i
 	}
 	rec()
 	return bestOrder, best
+}
+
+// rowSignatures numbers the stage rows so that rows with the same
+// sequence of host symmetry classes share a number. Exchanging two such
+// rows exchanges interchangeable hosts pairwise, which changes no cost, so
+// stageExact tries one row of each number per position: on islands of
+// alike hosts that cuts p! orders to the multinomial of the row kinds.
+func (pl *placer) rowSignatures(rows [][]int) []int {
+	sig := make([]int, len(rows))
+	for i := range rows {
+		sig[i] = i
+		for j := 0; j < i; j++ {
+			if slices.EqualFunc(rows[i], rows[j], func(a, b int) bool { return pl.sym[a] == pl.sym[b] }) {
+				sig[i] = sig[j]
+				break
+			}
+		}
+	}
+	return sig
 }
 
 // stageRowHosts is how many consecutive hosts of an order hold exactly one

@@ -179,7 +179,10 @@ func Run(opts *Options) error {
 	fallback := func(c *cluster.Cluster, p *search.Plan) string {
 		return templates.IslandsFallback(c, p, templates.Options{})
 	}
-	c, res, err := planner.OnFabric(mode.TransportFor(so.Framework), resolve, plan, fallback)
+	ahead := func(c *cluster.Cluster) string {
+		return templates.IslandsFallbackAhead(c, so.Framework, templates.Options{})
+	}
+	c, res, err := planner.OnFabric(mode.TransportFor(so.Framework), resolve, plan, fallback, ahead)
 	if err != nil {
 		return err
 	}

@@ -469,7 +469,7 @@ func PlanJob(o *Options, fw parallel.Framework, mode fabric.Mode) (c *cluster.Cl
 		}
 		return templates.IslandsFallback(c, p, templates.Options{Script: o.Script, Args: ch.Args, Env: o.Env})
 	}
-	c, ch, err = planner.OnFabric(mode.TransportFor(fw), resolve, plan, fallback)
+	c, ch, err = planner.OnFabric(mode.TransportFor(fw), resolve, plan, fallback, nil)
 	return c, ch, planned, err
 }
 
