@@ -44,12 +44,38 @@ type incEval struct {
 // incUndo is what the last move changed, so that undoing it restores
 // saved values instead of re-pricing.
 type incUndo struct {
-	full          bool // the move re-priced everything: undo does too
+	// full: the move re-priced everything; undo copies back the state
+	// saved before it (snap), which costs a copy, not a second re-pricing.
+	full          bool
+	snap          incState
 	blocks, hosts []int
 	ds, rs        []int
 	fin, lbw      []float64 // saved leaves of ds, in order
 	total, tail   []float64 // saved DP terms of rs, in order
 	pen           float64
+}
+
+// incState is all of incEval's priced state, saved before a full
+// re-pricing.
+type incState struct {
+	hosts                 []int
+	fin, lbw, total, tail []float64
+}
+
+func (st *incState) save(ie *incEval) {
+	st.hosts = append(st.hosts[:0], ie.bh...)
+	st.fin = append(st.fin[:0], ie.fin.v...)
+	st.lbw = append(st.lbw[:0], ie.lbw.v...)
+	st.total = append(st.total[:0], ie.dpTotal...)
+	st.tail = append(st.tail[:0], ie.dpTai...)
+}
+
+func (st *incState) restore(ie *incEval) {
+	copy(ie.bh, st.hosts)
+	copy(ie.fin.v, st.fin)
+	copy(ie.lbw.v, st.lbw)
+	copy(ie.dpTotal, st.total)
+	copy(ie.dpTai, st.tail)
 }
 
 // newIncEval returns nil when cfg is not covered (see incEval).
@@ -195,6 +221,7 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 	un.pen, un.full = ie.pen, false
 	if changed > e.nBlocks/4 { // cheaper to start over
 		un.full = true
+		un.snap.save(ie)
 		ie.reset(order)
 		return ie.cost()
 	}
@@ -240,7 +267,8 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 func (ie *incEval) revert(order []int) {
 	un := &ie.undo
 	if un.full {
-		ie.reset(order)
+		un.snap.restore(ie)
+		ie.pen = un.pen
 		return
 	}
 	for i, x := range un.blocks {

@@ -297,7 +297,7 @@ const stageNodeLimit = 20000
 // 1,024 at 1,024 blocks, never under 4 per stage). Without it 20,000 full
 // evaluations per placed config took longer than the rest of the search
 // (three islands of 2,048 hosts: over 2 s a config, issue 23).
-const stageWorkLimit = 1 << 20
+const stageWorkLimit = 1 << 18
 
 // stageExact reorders whole pipeline stages (stage rows: the hosts of one
 // stage) by branch and bound: stages are appended one at a time and a
