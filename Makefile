@@ -2,7 +2,7 @@
 # root: the test-bed builds network namespaces and starts sshd.
 GO ?= go
 
-.PHONY: test deps check bench fuzz conformance
+.PHONY: test deps check bench fuzz conformance speed-guard
 deps:
 	./.ci/install-deps
 
@@ -46,3 +46,7 @@ conformance:
 	PIPETTE_CONFORMANCE=1 PIPETTE_FRAMEWORKS="$(PIPETTE_FRAMEWORKS)" $(GO) test -count=1 -timeout 20m -run 'TestConformance' -v ./conformance/ > conformance.log 2>&1; rc=$$?; \
 	grep -E '^(megatron|deepspeed)|^(---|FAIL|ok|panic)|    --- |_test.go:[0-9]+: ' conformance.log | grep -vE '_test.go:[0-9]+: (expected failure|job .*: [0-9]+ s$$|.*: (DeepSpeed accepts|DeepSpeed refuses the user|Megatron OK|Megatron refuses the original))'; \
 	echo "conformance: $$(( $$(date +%s) - start )) s in all (full log: conformance.log)"; exit $$rc
+
+# Planning speed against the pinned reference commit (bench/guard/README.md).
+speed-guard:
+	GO=$(GO) ./bench/guard/run.sh

@@ -90,6 +90,11 @@ type PlaceOptions struct {
 	// MaxEvals caps local-search evaluations (0 = 4 per host squared,
 	// between 2000 and 20000).
 	MaxEvals int
+	// short marks the search's short placements (a shape placed before, or
+	// a rebalanced split placed again from its even split's order): they
+	// start from an order whose stages were already reordered, so they
+	// skip stageExact, the costliest part of a placement (issue 23).
+	short bool
 }
 
 // placeOrder returns the best host order found and its cost.
@@ -283,6 +288,9 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 	}
 	if inc != nil { // report the full evaluation's figure for the order
 		best = pl.cost(order)
+	}
+	if o.short {
+		return order, best
 	}
 	return pl.stageExact(order, best, deadline)
 }

@@ -488,7 +488,7 @@ func shapeKey(c parallel.Config) string {
 // options returns the starts and placement options for cfg.
 func (oc *orderCache) options(cfg parallel.Config, starts [][]int, po PlaceOptions, hosts int) ([][]int, PlaceOptions) {
 	if prev, ok := oc.best[shapeKey(cfg)]; ok {
-		po.MaxEvals = shortEvals(hosts)
+		po.MaxEvals, po.short = shortEvals(hosts), true
 		return append([][]int{prev}, starts...), po
 	}
 	oc.shapes++
@@ -523,7 +523,7 @@ func placeAndPredict(c *cluster.Cluster, m model.Model, cfg parallel.Config, o O
 	}
 	cfg.StageLayers = split
 	e2 := newPlanEval(c, m, cfg, o.Framework)
-	po.MaxEvals = shortEvals(len(c.Hosts))
+	po.MaxEvals, po.short = shortEvals(len(c.Hosts)), true
 	pl2 := newPlacer(e2, sym, append([][]int{order}, starts...))
 	order2, _ := pl2.placeOrder(po)
 	alt, ok2, over2 := finishPlan(e2, pl2, order2)
