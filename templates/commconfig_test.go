@@ -115,7 +115,10 @@ func TestCommConfigTwoIBIslands(t *testing.T) {
 	}
 }
 
-func TestCommConfigFallsBack(t *testing.T) {
+// mixedDPCase: two IB islands on different fabrics with recent versions,
+// and a plan whose DP group {0,1} stays on ib-a's fabric while DP group
+// {2,3} crosses to ib-b.
+func mixedDPCase() (*cluster.Cluster, *search.Plan) {
 	mixed := newTestCluster(
 		islandDef{name: "ib-a", fabric: "fab-a", hosts: []string{"a01", "a02", "a03"}, gpus: 1, gpu: "H100-SXM-80GB", nics: ibNICs()},
 		islandDef{name: "ib-b", fabric: "fab-b", hosts: []string{"b01"}, gpus: 1, gpu: "H100-SXM-80GB", nics: ibNICs()},
@@ -123,10 +126,14 @@ func TestCommConfigFallsBack(t *testing.T) {
 	for i := range mixed.Islands {
 		mixed.Islands[i].Spec.Software = recentStack
 	}
-	// DP group {0,1} stays on ib-a's fabric, DP group {2,3} crosses to ib-b.
-	mixedPlan := &search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
+	p := &search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
 		TP: 1, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, StageLayers: []int{12, 12}}}
-	mixedPlan.Placement = placeInOrder(mixed, []int{0, 1, 2, 3}, 1, identity)
+	p.Placement = placeInOrder(mixed, []int{0, 1, 2, 3}, 1, identity)
+	return mixed, p
+}
+
+func TestCommConfigFallsBack(t *testing.T) {
+	mixed, mixedPlan := mixedDPCase()
 	old := twoIBIslands(&cluster.SoftwareVersions{NCCL: "2.18.3", Torch: "2.0.1", MegatronCore: "0.12.0"})
 	unknown := twoIBIslands(nil)
 	ok := twoIBIslands(recentStack)
@@ -215,16 +222,7 @@ func TestParseVersion(t *testing.T) {
 // IslandsFallback gives the same answer; the mixed-fabric case, where the
 // plan's DP groups decide, is left to the plan ("").
 func TestIslandsFallbackAhead(t *testing.T) {
-	mixed := newTestCluster(
-		islandDef{name: "ib-a", fabric: "fab-a", hosts: []string{"a01", "a02", "a03"}, gpus: 1, gpu: "H100-SXM-80GB", nics: ibNICs()},
-		islandDef{name: "ib-b", fabric: "fab-b", hosts: []string{"b01"}, gpus: 1, gpu: "H100-SXM-80GB", nics: ibNICs()},
-	)
-	for i := range mixed.Islands {
-		mixed.Islands[i].Spec.Software = recentStack
-	}
-	mixedPlan := &search.Plan{Framework: parallel.FrameworkMegatron, Config: parallel.Config{
-		TP: 1, PP: 2, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, StageLayers: []int{12, 12}}}
-	mixedPlan.Placement = placeInOrder(mixed, []int{0, 1, 2, 3}, 1, identity)
+	mixed, mixedPlan := mixedDPCase()
 	old := twoIBIslands(&cluster.SoftwareVersions{NCCL: "2.18.3", Torch: "2.0.1", MegatronCore: "0.12.0"})
 	unknown := twoIBIslands(nil)
 	ok := twoIBIslands(recentStack)
