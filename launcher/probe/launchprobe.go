@@ -66,11 +66,15 @@ func launchProbeCommand(masterAddr, python string) string {
 	return "sh -c " + shellquote.Join([]string{launchProbeScript, "sh", masterAddr, python})
 }
 
-// ProbeLaunch runs the launch probe: first on rank 0's host (targets[rank0])
-// to learn the address it is reached on, then on every other host at once
-// to find the interface that routes there. Each host runs one command over
-// the pool's connection, which the launch then reuses. python, when not
-// empty, is an interpreter path whose presence every host reports.
+// ProbeLaunch runs the launch probe: rank 0's host (targets[rank0])
+// reports the address it is reached on, and every other host the
+// interface that routes there. Each host runs one command over the pool's
+// connection, which the launch then reuses. When this side's connection
+// to rank 0's host already shows the address rank 0 will report (the
+// usual direct connection), all hosts probe at once with it; otherwise,
+// or when rank 0 reports another address, the other hosts probe after
+// rank 0 with the address it reported. python, when not empty, is an
+// interpreter path whose presence every host reports.
 func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, rank0 int, python string) (*LaunchProbe, error) {
 	if rank0 < 0 || rank0 >= len(targets) {
 		return nil, fmt.Errorf("launch probe: rank 0's host index %d out of range", rank0)
@@ -79,6 +83,16 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	lp := &LaunchProbe{Hosts: make([]HostRoute, len(targets)), ProbedAt: time.Now().UTC()}
+	index := map[string]int{}
+	var others []remote.HostTarget
+	for i, t := range targets {
+		if i != rank0 {
+			index[t.String()] = i
+			others = append(others, t)
+		}
+	}
+	// Each run writes its own slot of lp.Hosts (rank 0's run also
+	// MasterAddr); index is only read.
 	run := func(ctx context.Context, i int, addr string) error {
 		c := pool.Conn(targets[i])
 		if c == nil {
@@ -99,7 +113,15 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 		}
 		return nil
 	}
-	if err := pool.Each(ctx, targets[rank0:rank0+1], func(ctx context.Context, _ remote.HostTarget) error {
+	guess := connectedAddr(pool.Conn(targets[rank0]))
+	first := targets[rank0 : rank0+1]
+	if guess != "" {
+		first = targets
+	}
+	if err := pool.Each(ctx, first, func(ctx context.Context, t remote.HostTarget) error {
+		if i, ok := index[t.String()]; ok {
+			return run(ctx, i, guess)
+		}
 		return run(ctx, rank0, "")
 	}); err != nil {
 		return nil, err
@@ -107,21 +129,31 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 	if lp.MasterAddr == "" {
 		return nil, fmt.Errorf("launch probe: %s: no IPv4 address other hosts could reach rank 0 on", targets[rank0])
 	}
-	index := map[string]int{}
-	var others []remote.HostTarget
-	for i, t := range targets {
-		if i != rank0 {
-			index[t.String()] = i
-			others = append(others, t)
-		}
+	if lp.MasterAddr == guess {
+		return lp, nil
 	}
-	// Each run writes its own slot of lp.Hosts; index is only read.
 	if err := pool.Each(ctx, others, func(ctx context.Context, t remote.HostTarget) error {
 		return run(ctx, index[t.String()], lp.MasterAddr)
 	}); err != nil {
 		return nil, err
 	}
 	return lp, nil
+}
+
+// connectedAddr is the IPv4 address this side's SSH connection reached
+// the host on, which is what the probe script reports on rank 0's host
+// (sshd's SSH_CONNECTION) unless something between rewrites addresses; ""
+// for none, a loopback or an IPv6 address (the script then reports
+// another).
+func connectedAddr(c *remote.Conn) string {
+	if c == nil || c.Client() == nil {
+		return ""
+	}
+	a, ok := c.Client().RemoteAddr().(*net.TCPAddr)
+	if !ok || a.IP.To4() == nil || a.IP.IsLoopback() || a.IP.IsUnspecified() {
+		return ""
+	}
+	return a.IP.String()
 }
 
 // ParseLaunchProbe reads one host's launch-probe output. masterAddr is the
