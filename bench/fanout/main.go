@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed"
@@ -67,6 +68,7 @@ func run(nHosts, n int, command string) error {
 	}{
 		{"pipette pool (dial+run+close)", func() error { return poolRun(ctx, targets, sshOpts, command) }},
 		{"pipette Launch (dial+send agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
+		{"pipette launch probe (dial+probe+close)", func() error { return launchProbeRun(ctx, targets, sshOpts) }},
 		{"pipette-launch run (CLI binary: start+finish)", func() error { return cliRun(ctx, cli, tb, command) }},
 		{"pipette-launch probe+run (CLI binary)", func() error { return cliProbeRun(ctx, cli, tb, command) }},
 		{"pdsh -R ssh", func() error { return pdshRun(ctx, tb, command) }},
@@ -92,6 +94,19 @@ func run(nHosts, n int, command string) error {
 		fmt.Printf("  ratio %s / pdsh = %.2f\n", strings.Fields(v.name)[1], float64(meds[i])/float64(pdsh))
 	}
 	return nil
+}
+
+// launchProbeRun is the launch probe `run` does before rendering (rank 0's
+// address, every host's interface towards it), on a fresh pool: its cost
+// on its own, dial included.
+func launchProbeRun(ctx context.Context, targets []remote.HostTarget, opts remote.SSHOptions) error {
+	p := remote.NewPool(opts, 64)
+	defer p.Close()
+	lp, err := probe.ProbeLaunch(ctx, p, targets, 0, "")
+	if err == nil && lp.MasterAddr == "" {
+		err = fmt.Errorf("launch probe: no MASTER_ADDR")
+	}
+	return err
 }
 
 func poolRun(ctx context.Context, targets []remote.HostTarget, opts remote.SSHOptions, command string) error {
