@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"math"
+	"sync"
+
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -141,6 +143,17 @@ type Cluster struct {
 	// all-reduce (TransportIslands: those communicators run over TCP
 	// sockets, also between hosts of one island).
 	pipe *compactLinks
+	// fastest caches fastestLink, which every priced config asks for
+	// (BestLink): over a full matrix it is an n^2 scan (issue 23: a third
+	// of BenchmarkPlan1024GPUs). nil (a Cluster literal) scans each time.
+	fastest *lazyLink
+}
+
+// lazyLink is a link computed once, on first use, by whichever goroutine
+// asks first.
+type lazyLink struct {
+	once sync.Once
+	l    Link
 }
 
 // compactLinks: every pair of distinct hosts gets its islands' nominal link
@@ -160,9 +173,6 @@ type compactLinks struct {
 	// measuredDiv, when set, divides measured rates per island pair (a
 	// calibration's link factors).
 	measuredDiv []float64
-	// fastest caches Cluster.fastestLink; set by ResolveFor.
-	fastest    Link
-	fastestSet bool
 }
 
 // measured returns the measured rate from host a to host b, or 0.
@@ -226,13 +236,17 @@ func (l *compactLinks) setMeasured(n int, hostRow []int32, mn int, at func(i, j 
 }
 
 // fastestLink is the highest bandwidth and lowest latency of any link
-// between distinct hosts (the optimistic link of unplaced blocks): kept
-// with a resolved file's compact links, recomputed for full matrices
-// (tests and small clusters change them in place).
+// between distinct hosts (the optimistic link of unplaced blocks),
+// computed on first use and kept (see Matrices).
 func (c *Cluster) fastestLink() Link {
-	if c.compact != nil && c.compact.fastestSet {
-		return c.compact.fastest
+	if c.fastest == nil {
+		return c.scanFastestLink()
 	}
+	c.fastest.once.Do(func() { c.fastest.l = c.scanFastestLink() })
+	return c.fastest.l
+}
+
+func (c *Cluster) scanFastestLink() Link {
 	var best Link
 	c.eachDistinctLink(func(l Link) {
 		best.BytesPerS = max(best.BytesPerS, l.BytesPerS)
@@ -240,9 +254,6 @@ func (c *Cluster) fastestLink() Link {
 			best.LatencyS = l.LatencyS
 		}
 	})
-	if c.compact != nil {
-		c.compact.fastest, c.compact.fastestSet = best, true
-	}
 	return best
 }
 
@@ -351,7 +362,8 @@ func (c *Cluster) SeparatePipelineLinks() bool { return c.pipe != nil }
 
 // Matrices returns the full host-to-host bandwidth (bytes/s) and latency (s)
 // matrices of a cluster built by NewCluster (nil for one resolved from a
-// file, which stores links compactly). Tests perturb links through them.
+// file, which stores links compactly). Tests perturb links through them,
+// before the cluster is first priced (its fastest link is kept from then).
 func (c *Cluster) Matrices() (bw, lat [][]float64) { return c.bw, c.lat }
 
 // SetIntraHostLatency gives each host an internal latency of its own: the
@@ -411,5 +423,5 @@ func BestLink(c *Cluster, tp int) Link {
 // bandwidth (bytes/s) and latency (s) matrix. Islands are derived from
 // Host.Island. It is how tests and the YAML resolver construct clusters.
 func NewCluster(islands []Island, hosts []Host, bwBytesPerS, latencyS [][]float64) *Cluster {
-	return &Cluster{Islands: islands, Hosts: hosts, bw: bwBytesPerS, lat: latencyS}
+	return &Cluster{Islands: islands, Hosts: hosts, bw: bwBytesPerS, lat: latencyS, fastest: &lazyLink{}}
 }

@@ -406,7 +406,7 @@ func (f *File) ResolveFor(t fabric.Transport) (*Cluster, error) {
 	}
 	links := f.compactLinks(islands, hosts, socketsOnly(t, islands))
 	f.applyCalibration(islands, hosts, links)
-	c := &Cluster{Islands: islands, Hosts: hosts, compact: links, pipe: pipe}
+	c := &Cluster{Islands: islands, Hosts: hosts, compact: links, pipe: pipe, fastest: &lazyLink{}}
 	c.fastestLink() // computed once, before any planner goroutine reads it
 	return c, nil
 }
