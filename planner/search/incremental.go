@@ -317,19 +317,23 @@ func (t *vecTree) leaf(i int) []float64 { j := (t.size + i) * t.w; return t.v[j 
 
 func (t *vecTree) root() []float64 { return t.v[t.w : 2*t.w] }
 
-func (t *vecTree) pull(i int) {
+// pull recomputes node i from its children and reports whether it
+// changed.
+func (t *vecTree) pull(i int) bool {
 	dst := t.v[i*t.w : (i+1)*t.w]
 	l := t.v[2*i*t.w : (2*i+1)*t.w]
 	r := t.v[(2*i+1)*t.w : (2*i+2)*t.w]
-	if t.min {
-		for k := range dst {
-			dst[k] = min(l[k], r[k])
-		}
-		return
-	}
+	changed := false
 	for k := range dst {
-		dst[k] = max(l[k], r[k])
+		x := max(l[k], r[k])
+		if t.min {
+			x = min(l[k], r[k])
+		}
+		if x != dst[k] {
+			dst[k], changed = x, true
+		}
 	}
+	return changed
 }
 
 func (t *vecTree) build() {
@@ -338,8 +342,13 @@ func (t *vecTree) build() {
 	}
 }
 
+// update re-pulls the leaf's ancestors up to the first that keeps its
+// value (the ones above it depend on nothing else that changed): a move
+// seldom changes the maximum beyond a few levels (issue 23).
 func (t *vecTree) update(leaf int) {
 	for i := (t.size + leaf) / 2; i >= 1; i /= 2 {
-		t.pull(i)
+		if !t.pull(i) {
+			return
+		}
 	}
 }

@@ -177,7 +177,23 @@ func startOrdersSym(c *cluster.Cluster, sym []int) [][]int {
 		}
 		return cmp.Compare(a, b)
 	})
-	return [][]int{islands, fastestChain(c, islands, sym), file}
+	return distinctOrders(sym, islands, fastestChain(c, islands, sym), file)
+}
+
+// distinctOrders drops orders whose hosts have, position by position, the
+// same symmetry classes as an earlier one's: they cost the same, and every
+// placed or scored config prices each start order in full (on the
+// generated three-island clusters the file order is the islands order).
+func distinctOrders(sym []int, orders ...[]int) [][]int {
+	out := orders[:0]
+	for _, o := range orders {
+		if !slices.ContainsFunc(out, func(p []int) bool {
+			return slices.EqualFunc(p, o, func(a, b int) bool { return sym[a] == sym[b] })
+		}) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // fastestChain starts at order[0] and always continues over the fastest
