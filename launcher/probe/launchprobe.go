@@ -67,14 +67,12 @@ func launchProbeCommand(masterAddr, python string) string {
 }
 
 // ProbeLaunch runs the launch probe: rank 0's host (targets[rank0])
-// reports the address it is reached on, and every other host the
-// interface that routes there. Each host runs one command over the pool's
-// connection, which the launch then reuses. When this side's connection
-// to rank 0's host already shows the address rank 0 will report (the
-// usual direct connection), all hosts probe at once with it; otherwise,
-// or when rank 0 reports another address, the other hosts probe after
-// rank 0 with the address it reported. python, when not empty, is an
-// interpreter path whose presence every host reports.
+// reports the address it is reached on, every other host the interface
+// that routes there, each in one command over the pool's connection (the
+// launch reuses it). All hosts probe at once when the connection to rank
+// 0's host shows that address (Conn.ReachedIPv4); else, or when rank 0
+// reports another, the others probe after it. python, when not empty, is
+// an interpreter path whose presence every host reports.
 func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, rank0 int, python string) (*LaunchProbe, error) {
 	if rank0 < 0 || rank0 >= len(targets) {
 		return nil, fmt.Errorf("launch probe: rank 0's host index %d out of range", rank0)
@@ -91,8 +89,7 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 			others = append(others, t)
 		}
 	}
-	// Each run writes its own slot of lp.Hosts (rank 0's run also
-	// MasterAddr); index is only read.
+	// Each run writes its own slot of lp.Hosts; index is only read.
 	run := func(ctx context.Context, i int, addr string) error {
 		c := pool.Conn(targets[i])
 		if c == nil {
@@ -113,8 +110,10 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 		}
 		return nil
 	}
-	guess := connectedAddr(pool.Conn(targets[rank0]))
-	first := targets[rank0 : rank0+1]
+	guess, first := "", targets[rank0:rank0+1]
+	if c := pool.Conn(targets[rank0]); c != nil {
+		guess = c.ReachedIPv4()
+	}
 	if guess != "" {
 		first = targets
 	}
@@ -138,22 +137,6 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 		return nil, err
 	}
 	return lp, nil
-}
-
-// connectedAddr is the IPv4 address this side's SSH connection reached
-// the host on, which is what the probe script reports on rank 0's host
-// (sshd's SSH_CONNECTION) unless something between rewrites addresses; ""
-// for none, a loopback or an IPv6 address (the script then reports
-// another).
-func connectedAddr(c *remote.Conn) string {
-	if c == nil || c.Client() == nil {
-		return ""
-	}
-	a, ok := c.Client().RemoteAddr().(*net.TCPAddr)
-	if !ok || a.IP.To4() == nil || a.IP.IsLoopback() || a.IP.IsUnspecified() {
-		return ""
-	}
-	return a.IP.String()
 }
 
 // ParseLaunchProbe reads one host's launch-probe output. masterAddr is the

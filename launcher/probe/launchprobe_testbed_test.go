@@ -27,7 +27,7 @@ func TestProbeLaunchTestbed(t *testing.T) {
 			t.Fatalf("rank 0 on %s: %v", tb.Hosts[rank0].Name, err)
 		}
 		want := tb.Hosts[rank0].Addr
-		if got := connectedAddr(pool.Conn(targets[rank0])); got != want {
+		if got := pool.Conn(targets[rank0]).ReachedIPv4(); got != want {
 			t.Errorf("rank 0 on %s: the connection shows %q, want %q", tb.Hosts[rank0].Name, got, want)
 		}
 		if lp.MasterAddr != want {

@@ -653,6 +653,17 @@ func (c *Conn) Close() error {
 // Client exposes the underlying goph client (it embeds *ssh.Client).
 func (c *Conn) Client() *goph.Client { return c.client }
 
+// ReachedIPv4 is the IPv4 address this connection reached the host on:
+// what sshd there puts in SSH_CONNECTION unless something between rewrites
+// addresses. "" for a loopback, IPv6 or unknown address.
+func (c *Conn) ReachedIPv4() string {
+	a, ok := c.client.RemoteAddr().(*net.TCPAddr)
+	if !ok || a.IP.To4() == nil || a.IP.IsLoopback() || a.IP.IsUnspecified() {
+		return ""
+	}
+	return a.IP.String()
+}
+
 // Run runs cmd (a shell line: quote its words with shellquote) and returns
 // its output. A non-zero exit is an *ExitError. Cancelling ctx closes the
 // session; the remote command is not stopped by that (no pty).
