@@ -27,14 +27,15 @@ func main() {
 	hosts := flag.Int("hosts", 16, "test-bed hosts")
 	n := flag.Int("n", 10, "repetitions of each variant")
 	cmd := flag.String("cmd", "hostname", "the trivial command")
+	refCLI := flag.String("ref-cli", "", "a second pipette-launch binary (say, an older commit's) whose run is timed beside this tree's")
 	flag.Parse()
-	if err := run(*hosts, *n, *cmd); err != nil {
+	if err := run(*hosts, *n, *cmd, *refCLI); err != nil {
 		fmt.Fprintln(os.Stderr, "fanout:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nHosts, n int, command string) error {
+func run(nHosts, n int, command, refCLI string) error {
 	if _, err := exec.LookPath("pdsh"); err != nil {
 		return fmt.Errorf("pdsh not found: install the Debian package pdsh")
 	}
@@ -62,16 +63,22 @@ func run(nHosts, n int, command string) error {
 		return err
 	}
 	defer os.RemoveAll(filepath.Dir(cli))
-	variants := []struct {
+	type variant struct {
 		name string
 		fn   func() error
-	}{
+	}
+	variants := []variant{
 		{"pipette pool (dial+run+close)", func() error { return poolRun(ctx, targets, sshOpts, command) }},
 		{"pipette Launch (dial+send agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
 		{"pipette launch probe (dial+probe+close)", func() error { return launchProbeRun(ctx, targets, sshOpts) }},
 		{"pipette-launch run (CLI binary: start+finish)", func() error { return cliRun(ctx, cli, tb, command) }},
 		{"pipette-launch probe+run (CLI binary)", func() error { return cliProbeRun(ctx, cli, tb, command) }},
 		{"pdsh -R ssh", func() error { return pdshRun(ctx, tb, command) }},
+	}
+	if refCLI != "" { // before pdsh, which stays last
+		ref := variant{"pipette-launch run (reference CLI binary)", func() error { return cliRun(ctx, refCLI, tb, command) }}
+		pdsh := variants[len(variants)-1]
+		variants = append(variants[:len(variants)-1], ref, pdsh)
 	}
 	times := make([][]time.Duration, len(variants))
 	for rep := 0; rep < n; rep++ {
@@ -91,7 +98,7 @@ func run(nHosts, n int, command string) error {
 	}
 	pdsh := meds[len(meds)-1]
 	for i, v := range variants[:len(variants)-1] {
-		fmt.Printf("  ratio %s / pdsh = %.2f\n", strings.Fields(v.name)[1], float64(meds[i])/float64(pdsh))
+		fmt.Printf("  ratio %-52s / pdsh = %.2f\n", v.name, float64(meds[i])/float64(pdsh))
 	}
 	return nil
 }
