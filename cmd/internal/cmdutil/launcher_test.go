@@ -17,7 +17,9 @@ func TestChooseLauncher(t *testing.T) {
 		{"auto", out, LauncherSSH, ""},
 		{"ssh", in, LauncherSSH, ""},
 		{"slurm", out, LauncherSlurm, ""},
-		{"srun", out, "", `--launcher "srun": want auto, ssh or slurm`},
+		{"k8s", in, LauncherK8s, ""},
+		{"kubernetes", out, LauncherK8s, ""},
+		{"srun", out, "", `--launcher "srun": want auto, ssh, slurm or k8s`},
 	} {
 		got, err := ChooseLauncher(tc.flag, tc.getenv)
 		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {

@@ -62,8 +62,10 @@ type Options struct {
 	JSON      bool
 	OutputDir string
 	NCCLMode  string
-	// Launcher is --launcher: auto, ssh or slurm.
+	// Launcher is --launcher: auto, ssh, slurm or k8s.
 	Launcher string
+	// K8s are the --launcher k8s settings.
+	K8s K8sOptions
 	// SequenceParallel is on, off or auto ("": auto = the script's own
 	// --sequence-parallel decides).
 	SequenceParallel string
@@ -297,6 +299,9 @@ func Run(ctx context.Context, opts *Options) error {
 	job, err := render(facts)
 	if err != nil {
 		return err
+	}
+	if onKubernetes(opts) {
+		return runKubernetes(ctx, opts, cluster, job, summary)
 	}
 	if opts.local = runsHere(opts, jobTargets(job)); !opts.local {
 		if opts.slurm, err = slurmFor(opts, job); err != nil {

@@ -63,7 +63,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: "preflight-timeout", Value: 30 * time.Second, Usage: "preflight: limit for every connection and operation"},
 		&cli.Float64Flag{Name: "preflight-min-share", Value: 0.5, Usage: "preflight with NCCL: fail a group whose bus bandwidth is under this share of the plan's figure (gloo on CPU is reported, not judged)"},
 		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launch.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
-	}, append(append(cmdutil.SSHFlags(), cmdutil.ReportFlags()...), ignoredTorchrunFlags()...)...)
+	}, append(append(append(cmdutil.SSHFlags(), cmdutil.ReportFlags()...), ignoredTorchrunFlags()...), k8sFlags()...)...)
 }
 
 // ignoredTorchrunFlags are accepted so torchrun command lines keep working,
@@ -120,6 +120,7 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 		Include:       c.String("include"),
 		Exclude:       c.String("exclude"),
 		NoLocalRank:   c.Bool("no-local-rank"),
+		K8s:           k8sOptionsFromCLI(c),
 	}
 	if l, ok := c.Generic("env").(*envList); ok && l != nil {
 		o.EnvFlags = l.vals
