@@ -62,6 +62,8 @@ type Options struct {
 	// the summary; the cluster file is still written to Output unless it
 	// is "-" (then it is only in the JSON).
 	JSON bool
+	// K8s are the --launcher k8s settings.
+	K8s K8sOptions
 }
 
 func NewCmd(io *cmdutil.IOStreams) *cli.Command {
@@ -81,7 +83,7 @@ The planner then uses these rates instead of the catalog's (docs/cluster-format.
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-16],gpu3; user@host:port accepted)", Destination: &opts.Hosts},
 			&cli.StringFlag{Name: "hostfile", Usage: "DeepSpeed-style hostfile or one host per line", Destination: &opts.Hostfile},
-			&cli.StringFlag{Name: "launcher", Value: cmdutil.LauncherAuto, Usage: "reach hosts by `ssh`, or by `slurm` (srun steps inside the allocation; --hosts/--hostfile narrow and order its nodes); auto: slurm when SLURM_JOB_ID is set", Destination: &opts.Launcher},
+			&cli.StringFlag{Name: "launcher", Value: cmdutil.LauncherAuto, Usage: "reach hosts by `ssh`, or by `slurm` (srun steps inside the allocation; --hosts/--hostfile narrow and order its nodes), or read a Kubernetes cluster's GPU nodes (`k8s`); auto: slurm when SLURM_JOB_ID is set", Destination: &opts.Launcher},
 			&cli.BoolFlag{Name: "json", Usage: "print the probed hosts and the cluster file as one JSON object on stdout (the file is still written to -o unless -o -); errors as JSON on stderr", Destination: &opts.JSON},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "cluster.yaml", Usage: "cluster file to write (- for stdout)", Destination: &opts.Output},
 			&cli.IntFlag{Name: "nproc-per-node", Usage: "process slots on hosts without GPUs", Destination: &opts.NProcPerNode},
@@ -97,7 +99,7 @@ The planner then uses these rates instead of the catalog's (docs/cluster-format.
 			&cli.Float64Flag{Name: "measure-compute-seconds", Value: 3, Usage: "with --measure: seconds of GEMM sweep per host (0: no compute measurement)", Destination: &opts.ComputeSeconds},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter with torch on the hosts, for --measure's compute sweep", Destination: &opts.Python},
 			&cli.StringFlag{Name: "model", Usage: "with --measure: sweep this model's layer GEMMs (preset or model YAML) instead of generic shapes", Destination: &opts.Model},
-		}, cmdutil.SSHFlags()...),
+		}, append(cmdutil.SSHFlags(), k8sFlags(&opts.K8s)...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("probe: unexpected argument %q (hosts go in --hosts or --hostfile)", c.Args().First()), 2)
@@ -163,6 +165,9 @@ func Run(opts *Options) error {
 	ctx := opts.Context
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if onKubernetes(opts.Launcher) {
+		return runKubernetes(ctx, opts)
 	}
 	progress := progress.New(opts.IO.ErrOut)
 	reach, err := newHostReach(opts)

@@ -17,7 +17,7 @@ missing=$(for p in $base "$@"; do dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>
 pkgs=$(apt-cache depends --recurse --installed --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances $base "$@" 2>/dev/null |
   grep -v '^ ' | tr -d '<>' | sort -u |
   while read -r p; do dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package} ${Version}\n' "$p" 2>/dev/null; done | awk '$1 == "ii" {print $2, $3}' | sort -u)
-key=$(printf 'recipe 2\n%s\n%s\n' "$ref" "$pkgs" | sha256sum | cut -c1-16)   # bump the recipe number when this script changes
+key=$(printf 'recipe 3\n%s\n%s\n' "$ref" "$pkgs" | sha256sum | cut -c1-16)   # bump the recipe number when this script changes
 tarfile=$IMAGES/$(echo "$ref" | tr '/:@' '___')-$key.tar
 if [ ! -s "$tarfile" ]; then
   echo "$pkgs" | awk '{print $1}' | xargs dpkg-query -L 2>/dev/null | sort -u > "$IMAGES/files.$$"
@@ -32,8 +32,13 @@ for line in open(listing):
         continue
     d, b = os.path.split(p)
     paths.add(os.path.join(os.path.realpath(d), b))
-# Commands Debian provides through alternatives (awk -> /etc/alternatives/awk -> mawk) are no package's files.
-for d in ("/usr/bin", "/usr/sbin"):
+# What Debian provides through alternatives (awk -> /etc/alternatives/awk -> mawk; libblas.so.3 -> openblas) is
+# no package's files: the links whose target is in the image come along.
+import sysconfig
+multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+for d in ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib/" + multiarch):
+    if not os.path.isdir(d):
+        continue
     for name in os.listdir(d):
         p = os.path.join(d, name)
         if p in paths or not os.path.islink(p) or not os.readlink(p).startswith("/etc/alternatives/"):
