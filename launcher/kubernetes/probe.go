@@ -84,6 +84,10 @@ func islandsFromNodes(nodes []nodeInfo, gpuResource string) (*cluster.File, []st
 			continue
 		}
 		product := n.Metadata.Labels[LabelGPUProduct]
+		if product == "" {
+			notes = append(notes, fmt.Sprintf("node %s has %d GPUs but no %s label (GPU feature discovery): left out; add it to the cluster file with its GPU model", n.Metadata.Name, gpus, LabelGPUProduct))
+			continue
+		}
 		k := key{product, gpus, n.Metadata.Labels[LabelRDMA] == "true"}
 		isl, ok := byKey[k]
 		if !ok {
@@ -94,7 +98,7 @@ func islandsFromNodes(nodes []nodeInfo, gpuResource string) (*cluster.File, []st
 		isl.Hosts = append(isl.Hosts, cluster.HostEntry{Name: n.Metadata.Name})
 	}
 	if len(order) == 0 {
-		return nil, nil, fmt.Errorf("probe nodes: no node has allocatable %s (is the NVIDIA device plugin running? give --k8s-gpu-resource for another resource)", gpuResource)
+		return nil, nil, fmt.Errorf("probe nodes: no node has allocatable %s and a %s label (is the NVIDIA device plugin and GPU feature discovery running? give --k8s-gpu-resource for another resource): %s", gpuResource, LabelGPUProduct, strings.Join(notes, "; "))
 	}
 	f := &cluster.File{}
 	names := map[string]int{}

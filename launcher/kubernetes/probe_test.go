@@ -16,7 +16,8 @@ const nodesJSON = `{"items": [
   "status": {"allocatable": {"cpu": "112", "memory": "2113464472Ki", "nvidia.com/gpu": "8"}}},
  {"metadata": {"name": "gpu-b1", "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
   "status": {"allocatable": {"cpu": "64", "memory": "768Gi", "nvidia.com/gpu": "4"}}},
- {"metadata": {"name": "cpu-1", "labels": {}}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}}
+ {"metadata": {"name": "cpu-1", "labels": {}}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}},
+ {"metadata": {"name": "gpu-x", "labels": {}}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}}}
 ]}`
 
 func TestIslandsFromNodes(t *testing.T) {
@@ -51,10 +52,10 @@ func TestIslandsFromNodes(t *testing.T) {
 	if _, err := f.Resolve(); err != nil {
 		t.Errorf("probed cluster does not resolve: %v", err)
 	}
-	if !strings.Contains(strings.Join(notes, "\n"), "intra-host bus") {
+	if !strings.Contains(strings.Join(notes, "\n"), "intra-host bus") || !strings.Contains(strings.Join(notes, "\n"), "node gpu-x has 2 GPUs but no nvidia.com/gpu.product") {
 		t.Errorf("notes do not say what is unknown: %q", notes)
 	}
-	if _, _, err := islandsFromNodes(list.Items[3:], "nvidia.com/gpu"); err == nil || !strings.Contains(err.Error(), "device plugin") {
+	if _, _, err := islandsFromNodes(list.Items[3:], "nvidia.com/gpu"); err == nil || !strings.Contains(err.Error(), "device plugin") || !strings.Contains(err.Error(), "gpu-x") {
 		t.Errorf("no GPU node: err = %v", err)
 	}
 }
