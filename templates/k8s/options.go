@@ -93,3 +93,40 @@ func (o Options) Over(flags Options) Options {
 	}
 	return o
 }
+
+// Sources are where a launch's Kubernetes options come from: an options
+// file, the flags (which win), labels as KEY=VALUE, a pod patch file, and
+// the name used when none is given.
+type Sources struct {
+	File, PodPatchFile string
+	Flags              Options
+	Labels             []string
+	DefaultName        string
+}
+
+// Resolve reads and merges the sources; its errors name the flag.
+func (s Sources) Resolve() (Options, error) {
+	var o Options
+	if s.File != "" {
+		var err error
+		if o, err = ReadOptions(s.File); err != nil {
+			return o, fmt.Errorf("--k8s-config: %w", err)
+		}
+	}
+	f := s.Flags
+	labels, err := ParseLabels(s.Labels)
+	if err != nil {
+		return o, fmt.Errorf("--k8s-label: %w", err)
+	}
+	f.Labels = labels
+	if s.PodPatchFile != "" {
+		if f.PodPatch, err = ReadPodPatch(s.PodPatchFile); err != nil {
+			return o, fmt.Errorf("--k8s-pod-patch: %w", err)
+		}
+	}
+	o = o.Over(f)
+	if o.Name == "" {
+		o.Name = s.DefaultName
+	}
+	return o, nil
+}

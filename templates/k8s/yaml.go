@@ -3,6 +3,8 @@ package k8s
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -62,4 +64,22 @@ func (m *Manifests) Files() (map[string][]byte, []string, error) {
 	}
 	slices.Sort(order)
 	return files, order, nil
+}
+
+// WriteDir writes Files into dir (--output-dir) and returns their names;
+// the Secret is never written.
+func (m *Manifests) WriteDir(dir string) ([]string, error) {
+	files, order, err := m.Files()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range order {
+		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
 }

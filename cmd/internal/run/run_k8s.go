@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
@@ -68,42 +66,16 @@ func onKubernetes(o *Options) bool {
 	return err == nil && which == cmdutil.LauncherK8s
 }
 
-// renderOptions merges the options file, the flags and the job's name.
-func (k K8sOptions) renderOptions(runID string) (k8s.Options, error) {
-	var o k8s.Options
-	if k.ConfigFile != "" {
-		var err error
-		if o, err = k8s.ReadOptions(k.ConfigFile); err != nil {
-			return o, cmdutil.InputErrorf("--k8s-config: %v", err)
-		}
-	}
-	f := k.Flags
-	labels, err := k8s.ParseLabels(k.Labels)
-	if err != nil {
-		return o, cmdutil.InputErrorf("--k8s-label: %v", err)
-	}
-	f.Labels = labels
-	if k.PodPatchFile != "" {
-		if f.PodPatch, err = k8s.ReadPodPatch(k.PodPatchFile); err != nil {
-			return o, cmdutil.InputErrorf("--k8s-pod-patch: %v", err)
-		}
-	}
-	o = o.Over(f)
-	if o.Name == "" {
-		o.Name = runID
-	}
-	return o, nil
-}
-
 // runKubernetes renders the job as manifests, then prints them
 // (--dry-run), writes them (--output-dir) or applies and supervises them.
 func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *job.Job, summary string) error {
 	if opts.JSON {
 		return cmdutil.InputErrorf("--json is not for --launcher k8s: --dry-run prints the manifests")
 	}
-	ko, err := opts.K8s.renderOptions(opts.RunID)
+	ko, err := k8s.Sources{File: opts.K8s.ConfigFile, PodPatchFile: opts.K8s.PodPatchFile, Flags: opts.K8s.Flags,
+		Labels: opts.K8s.Labels, DefaultName: opts.RunID}.Resolve()
 	if err != nil {
-		return err
+		return cmdutil.InputErrorf("%v", err)
 	}
 	launching := !opts.DryRun && opts.OutputDir == ""
 	tag := kubernetes.Nonce()
@@ -141,21 +113,13 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 	return nil
 }
 
-// writeManifests writes one file per object (the Secret is never written).
+// writeManifests writes one file per object (never the Secret).
 func writeManifests(opts *Options, m *k8s.Manifests) error {
-	files, order, err := m.Files()
+	names, err := m.WriteDir(opts.OutputDir)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(opts.OutputDir, 0o755); err != nil {
 		return fmt.Errorf("--output-dir: %w", err)
 	}
-	for _, name := range order {
-		if err := os.WriteFile(filepath.Join(opts.OutputDir, name), files[name], 0o644); err != nil {
-			return fmt.Errorf("--output-dir: %w", err)
-		}
-	}
-	fmt.Fprintf(opts.IO.Out, "wrote %s to %s (apply with kubectl apply --server-side -f %s)\n", strings.Join(order, ", "), opts.OutputDir, opts.OutputDir)
+	fmt.Fprintf(opts.IO.Out, "wrote %s to %s (apply with kubectl apply --server-side -f %s)\n", strings.Join(names, ", "), opts.OutputDir, opts.OutputDir)
 	if m.Secret != nil {
 		fmt.Fprintf(opts.IO.Out, "not written: Secret %s with %s (create it yourself; run --launcher k8s creates it)\n", k8s.SecretName(m.Name), strings.Join(m.SecretKeys, ", "))
 	}
