@@ -1,0 +1,71 @@
+package run
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/testbed/kube"
+)
+
+// TestK8sRunOnKubelet: `run --launcher k8s` on a real kubelet (the
+// project's test-bed, an image of Debian's python3 and python3-torch):
+// 2 pods x 2 gloo ranks of examples/torch_allreduce.py meet at rank 0's pod
+// by its DNS name and all-reduce, their output streamed as pod:rank:
+// lines; a run whose rank 3 fails exits non-zero with the SSH path's
+// summary naming rank 3, and no pod or object of either run is left.
+func TestK8sRunOnKubelet(t *testing.T) {
+	s := kube.New(t, kube.Kubelet)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := s.ImportImage(ctx, "pipette/torch:test", "python3", "python3-torch"); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../../../examples/torch_allreduce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "k8s.yaml")
+	if err := os.WriteFile(cfg, []byte("image: pipette/torch:test\nimagePullPolicy: Never\naffinity: none\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) (int, string, string) {
+		// The script travels in argv (python3 -c): the image holds only
+		// Debian's python3 and torch.
+		argv := append([]string{"run", "--launcher", "k8s", "--kubeconfig", s.Kubeconfig, "--kubectl", filepath.Join(s.Bin, "kubectl"),
+			"--k8s-config", cfg, "--hosts", "cpu-0,cpu-1", "--nproc-per-node", "2", "--run-id", name, "--stop-grace", "5s",
+			"--no-python", "--no-check-script", "/usr/bin/python3", "-c", string(script), "--expect-world", "4"}, args...)
+		start := time.Now()
+		code, out, errOut := runCLI(t, argv...)
+		t.Logf("%s: exit %d in %s", name, code, time.Since(start).Round(100*time.Millisecond))
+		left, err := s.Kubectl(context.Background(), nil, "get", "pods,jobsets,configmaps,services,secrets", "-l", "pipette-launch/job="+name, "-o", "name")
+		if err != nil || len(strings.TrimSpace(string(left))) > 0 {
+			t.Errorf("%s left behind: %s %v", name, left, err)
+		}
+		return code, out, errOut
+	}
+
+	code, out, errOut := run("gloo-ok")
+	if code != 0 {
+		t.Fatalf("gloo-ok: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for r, pod := range []string{"gloo-ok-hosts-0-0", "gloo-ok-hosts-0-0", "gloo-ok-hosts-0-1", "gloo-ok-hosts-0-1"} {
+		want := pod + ":" + string(rune('0'+r)) + ": ALLREDUCE OK rank=" + string(rune('0'+r)) + " sum=10"
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+
+	code, out, errOut = run("gloo-fail", "--fail-rank", "3", "--exit-code", "7")
+	if code == 0 {
+		t.Fatalf("gloo-fail: exit 0\n%s", out)
+	}
+	for _, want := range []string{"gloo-fail FAILED: rank 3 (local_rank 1) on gloo-fail-hosts-0-1", "exitcode  : 7", "rank 3: failing on purpose with exit code 7"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("summary lacks %q:\nstderr:\n%s\nstdout:\n%s", want, errOut, out)
+		}
+	}
+}
