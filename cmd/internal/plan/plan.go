@@ -64,7 +64,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 		Name:  "plan",
 		Usage: "rank parallel configurations and rank placements for a model on a cluster",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "cluster", Usage: "cluster YAML `FILE` (default: the embedded example cluster)"},
+			&cli.StringFlag{Name: "cluster", Usage: "cluster YAML `FILE`, or example (default: the embedded example cluster)"},
 			&cli.StringFlag{Name: "model", Usage: "model preset `NAME` (" + strings.Join(model.PresetNames(), ", ") + ") or model YAML file"},
 			&cli.IntFlag{Name: "global-batch-size", Usage: "sequences per iteration"},
 			&cli.IntFlag{Name: "seq-length", Usage: "override the model's sequence length"},
@@ -312,6 +312,9 @@ func loadListedCluster(path string, t fabric.Transport, hosts, hostfile string) 
 	name := "embedded example cluster"
 	if path != "" {
 		b, err := os.ReadFile(path)
+		if err != nil && path == "example" {
+			b, err = examples.DefaultCluster, nil // --cluster example, as run takes it
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("--cluster: %w", err)
 		}

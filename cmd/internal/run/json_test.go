@@ -53,7 +53,7 @@ func TestDryRunJSON(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"bare form", append(append([]string{"--dry-run", "--json", "--no-check-script"}, secrets...), megatronLine...)},
+		{"bare form", append(append([]string{"--dry-run", "--json", "--cluster", "example", "--no-check-script"}, secrets...), megatronLine...)},
 		{"run with value flags before --json", append(append([]string{"run", "--cluster", "../../../examples/cluster.yaml", "--dry-run", "--no-check-script"}, secrets...), append([]string{"--json"}, megatronLine...)...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestDryRunJSONFiles(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runAppBuffers("--dry-run", "--json", "--no-check-script", "--model", "gpt3-125m",
+	code, stdout, stderr := runAppBuffers("--dry-run", "--json", "--cluster", "example", "--no-check-script", "--model", "gpt3-125m",
 		"train.py", "--deepspeed", "--deepspeed_config", cfg)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

@@ -14,7 +14,7 @@ import (
 func TestRunReport(t *testing.T) {
 	dir := t.TempDir()
 	page := filepath.Join(dir, "dry.html")
-	code, out, errOut := runCLI(t, cmdtest.Cat([]string{"--dry-run", "--report", page, "--plan", "2", "pretrain_gpt.py"}, gpt48)...)
+	code, out, errOut := runCLI(t, cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "--report", page, "--plan", "2", "pretrain_gpt.py"}, gpt48)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

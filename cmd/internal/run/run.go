@@ -114,6 +114,10 @@ type Options struct {
 	Reprobe     bool
 	ProbeMaxAge time.Duration
 	probeNote   string
+	// notes say how a line that names no hosts was given its hosts
+	// (defaultHosts); defaultSlots is DeepSpeed's every-GPU default there.
+	notes        []string
+	defaultSlots int
 
 	// The steps that reach hosts or the clock, nil for the real ones:
 	// tests set them (NewCmd's adjust) instead of package variables, so
@@ -232,6 +236,9 @@ func Run(ctx context.Context, opts *Options) error {
 	if err := CheckOptions(opts); err != nil {
 		return err
 	}
+	if err := defaultHosts(opts); err != nil {
+		return err
+	}
 	for _, f := range opts.Ignored {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: pipette-launch starts every host itself with a static rendezvous\n", f)
 	}
@@ -324,6 +331,9 @@ func Run(ctx context.Context, opts *Options) error {
 			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
 		}
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
+		for _, n := range opts.notes {
+			fmt.Fprintf(opts.IO.Out, "# %s\n", n)
+		}
 		if opts.local {
 			fmt.Fprintf(opts.IO.Out, "# runs on this machine without SSH, as torchrun does; its ranks meet on loopback (MASTER_ADDR=127.0.0.1)\n")
 		}
@@ -355,6 +365,9 @@ func Run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
+	for _, n := range opts.notes {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", n)
+	}
 	if err := WriteRunPlan(opts, ch.Plan); err != nil {
 		return err
 	}
@@ -495,12 +508,15 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 	// Slurm's node list, for a dry run and --output-dir as for a launch;
 	// the embedded example is never launched on or written out.
 	listed := o.Hosts != "" || o.Hostfile != "" || fromSlurm(o)
-	if o.ClusterFile == "" && !o.DryRun && !listed {
-		what := "no hosts to launch on"
+	if o.ClusterFile == "" && !listed {
+		return nil, false, cmdutil.InputErrorf("no hosts to launch on: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, --standalone for this machine, or run inside a Slurm allocation")
+	}
+	if onExample(o) && !o.DryRun {
+		what := "the embedded example cluster's hosts are made up: it is only for --dry-run and plan"
 		if o.OutputDir != "" {
-			what = "--output-dir: no hosts to write launch scripts for"
+			what = "--output-dir: " + what
 		}
-		return nil, false, cmdutil.InputErrorf("%s: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or run inside a Slurm allocation; the embedded example cluster is only for --dry-run and plan", what)
+		return nil, false, cmdutil.InputErrorf("--cluster %s: %s; give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or leave them out to run on this machine", ExampleCluster, what)
 	}
 	if listed {
 		hosts, err := listedHosts(o, nproc, allGPUs)
@@ -531,7 +547,7 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 		return nil, false, cmdutil.InputErrorf("--include/--exclude filter the hosts of --hostfile/--hosts (DeepSpeed's syntax host:slot,slot@host); a cluster file is planned on as a whole: use --nnodes/--nproc-per-node")
 	}
 	data, name := examples.DefaultCluster, "embedded example cluster (examples/cluster.yaml)"
-	if o.ClusterFile != "" {
+	if !onExample(o) {
 		data, err = os.ReadFile(o.ClusterFile)
 		if err != nil {
 			return nil, false, cmdutil.InputErrorf("cluster file: %v", err)
@@ -559,9 +575,14 @@ func fromSlurm(o *Options) bool {
 }
 
 // onExample: the job is planned on the embedded example cluster's made-up
-// hosts (only a dry run gets that far).
+// hosts (--cluster example, and no file of that name here; only a dry run
+// gets that far).
 func onExample(o *Options) bool {
-	return o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" && !fromSlurm(o)
+	if o.ClusterFile != ExampleCluster {
+		return false
+	}
+	_, err := os.Stat(o.ClusterFile)
+	return err != nil
 }
 
 // capCluster keeps the first nnodes hosts (file order) and at most nproc
@@ -621,7 +642,7 @@ func listedHosts(o *Options, nproc int, allGPUs bool) ([]remote.HostSpec, error)
 	for i := range hosts {
 		switch {
 		case hosts[i].Slots == 0:
-			hosts[i].Slots = max(nproc, 1)
+			hosts[i].Slots = max(nproc, o.defaultSlots, 1)
 		case nproc > 0:
 			hosts[i].Slots = min(hosts[i].Slots, nproc)
 		}

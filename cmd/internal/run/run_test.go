@@ -110,7 +110,7 @@ func TestDryRunGolden(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"megatron_default_cluster", cmdtest.Cat([]string{"--dry-run", "pretrain_gpt.py"}, gpt48)},
+		{"megatron_default_cluster", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "pretrain_gpt.py"}, gpt48)},
 		{"megatron_run_subcommand_mixed", cmdtest.Cat([]string{"run", "--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "pretrain_gpt.py"}, gpt48)},
 		{"megatron_offload_13b", cmdtest.Cat([]string{"--dry-run", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
 		{"deepspeed_offload_13b", cmdtest.Cat([]string{"--dry-run", "--framework", "deepspeed", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
@@ -154,16 +154,16 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"no-python and module", []string{"--dry-run", "--no-python", "-m", "--hosts", "n1", "pkg"}, "cannot be used together"},
 		{"cluster and hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--hosts", "n1", "train.py"}, "--cluster cannot be combined with --hosts"},
 		{"hosts and hostfile", []string{"--dry-run", "--hosts", "n1", "--hostfile", "hostfile", "train.py"}, "give one"},
-		{"impossible fixed TP", cmdtest.Cat([]string{"--dry-run", "pretrain_gpt.py", "--tensor-model-parallel-size", "5"}, gpt48), "--tensor-model-parallel-size 5 does not divide --num-attention-heads 48"},
-		{"fixed TP larger than the cluster", cmdtest.Cat([]string{"--dry-run", "pretrain_gpt.py", "--tensor-model-parallel-size", "48"}, gpt48), "needs 48 GPUs"},
-		{"global batch conflict", cmdtest.Cat([]string{"--dry-run", "--global-batch-size", "128", "pretrain_gpt.py"}, gpt48), "contradicts the script's --global-batch-size 64"},
+		{"impossible fixed TP", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "pretrain_gpt.py", "--tensor-model-parallel-size", "5"}, gpt48), "--tensor-model-parallel-size 5 does not divide --num-attention-heads 48"},
+		{"fixed TP larger than the cluster", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "pretrain_gpt.py", "--tensor-model-parallel-size", "48"}, gpt48), "needs 48 GPUs"},
+		{"global batch conflict", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "--global-batch-size", "128", "pretrain_gpt.py"}, gpt48), "contradicts the script's --global-batch-size 64"},
 		{"elastic nnodes", []string{"--dry-run", "--nnodes", "1:4", "--hosts", "n1", "train.py"}, "elastic ranges are not supported"},
 		{"unknown flag", []string{"--dry-run", "--nproc-per-nod", "2", "train.py"}, "flag provided but not defined"},
 		{"bad framework", []string{"--dry-run", "--framework", "jax", "train.py"}, "--framework \"jax\""},
 		{"bad nccl mode", []string{"--dry-run", "--nccl-mode", "ib", "--hosts", "n1", "train.py"}, "--nccl-mode \"ib\""},
 		{"missing cluster file", []string{"--dry-run", "--cluster", "nope.yaml", "train.py"}, "cluster file"},
-		{"megatron without shape", []string{"--dry-run", "--framework", "megatron", "train.py", "--lr", "1"}, "no model shape"},
-		{"plan index", cmdtest.Cat([]string{"--dry-run", "--plan", "0", "pretrain_gpt.py"}, gpt48), "numbered from 1"},
+		{"megatron without shape", []string{"--dry-run", "--cluster", "example", "--framework", "megatron", "train.py", "--lr", "1"}, "no model shape"},
+		{"plan index", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "--plan", "0", "pretrain_gpt.py"}, gpt48), "numbered from 1"},
 		{"more ranks than GPUs", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nproc-per-node", "9", "train.py"}, "have 8 GPUs"},
 		{"more nodes than hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "5", "train.py"}, "lists 4 hosts"},
 		{"per-group for torch", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nccl-mode", "per-group", "train.py"}, "needs Holmes' Megatron fork"},
@@ -326,10 +326,10 @@ func TestStopGraceMustBePositive(t *testing.T) {
 }
 
 // TestLaunchNeedsHosts: the embedded example is for dry runs; a real launch
-// without hosts says what to give.
+// on it says what to give (a line without hosts runs here: nohosts_test.go).
 func TestLaunchNeedsHosts(t *testing.T) {
-	code, _, errOut := runCLI(t, "--no-check-script", "train.py")
-	if code != 2 || !strings.Contains(errOut, "no hosts to launch on") {
+	code, _, errOut := runCLI(t, "--no-check-script", "--cluster", "example", "train.py")
+	if code != 2 || !strings.Contains(errOut, "give --cluster FILE") {
 		t.Errorf("exit %d, stderr %q; want 2 naming the missing hosts", code, errOut)
 	}
 }
@@ -373,7 +373,7 @@ func TestTorchrunCommandLinesKeepWorking(t *testing.T) {
 // TestDryRunWarnsAboutAMissingScript: a dry run starts nothing, so it shows
 // the launch and warns; the same command without --dry-run exits 2.
 func TestDryRunWarnsAboutAMissingScript(t *testing.T) {
-	code, out, errOut := runCLI(t, cmdtest.Cat([]string{"--dry-run", "not_here/pretrain_gpt.py"}, gpt48)...)
+	code, out, errOut := runCLI(t, cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "not_here/pretrain_gpt.py"}, gpt48)...)
 	if code != 0 || !strings.Contains(errOut, "warning: script not_here/pretrain_gpt.py not found here") || !strings.Contains(out, "# job pipette: 32 ranks") {
 		t.Errorf("exit %d\nstderr: %s\nstdout head: %.200s", code, errOut, out)
 	}
@@ -611,16 +611,16 @@ func TestInterpreterFromLaunchingPath(t *testing.T) {
 
 // TestHostsTheUserMeant: inside a Slurm allocation a dry run and
 // --output-dir use its nodes, as a launch does; with no hosts from any
-// source --output-dir is an error (never scripts for made-up hosts), and a
+// source --output-dir on the embedded example is an error (never scripts for made-up hosts), and a
 // dry run on the embedded example says so in its first line.
 func TestHostsTheUserMeant(t *testing.T) {
-	code, out, errOut := runCLI(t, "--dry-run", "--no-check-script", "train.py")
+	code, out, errOut := runCLI(t, "--dry-run", "--cluster", "example", "--no-check-script", "train.py")
 	if first, _, _ := strings.Cut(out, "\n"); code != 0 || !strings.Contains(first, "embedded example cluster") {
 		t.Errorf("example dry run: exit %d, first line %q: %s", code, first, errOut)
 	}
 	dir := t.TempDir()
-	code, _, errOut = runCLI(t, "--output-dir", dir, "--no-check-script", "train.py")
-	if entries, _ := os.ReadDir(dir); code != 2 || !strings.Contains(errOut, "--output-dir: no hosts") || len(entries) != 0 {
+	code, _, errOut = runCLI(t, "--output-dir", dir, "--cluster", "example", "--no-check-script", "train.py")
+	if entries, _ := os.ReadDir(dir); code != 2 || !strings.Contains(errOut, "--output-dir: the embedded example") || len(entries) != 0 {
 		t.Errorf("--output-dir without hosts: exit %d, %d files written, stderr %q", code, len(entries), errOut)
 	}
 	t.Setenv("SLURM_JOB_NODELIST", "gpu[07-08]")

@@ -32,7 +32,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "python", Usage: "interpreter that runs the script on every host (default: the python3 on your PATH when every host has the same path, else python3)"},
 		&cli.GenericFlag{Name: "env", Value: &envList{}, Usage: "KEY=VALUE set for every rank (repeatable; beats forwarded variables, .deepspeed_env and --env-file)"},
 		&cli.StringFlag{Name: "env-file", Usage: "file of KEY=VALUE lines set for every rank (.deepspeed_env's format; beats .deepspeed_env)"},
-		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand); default: the embedded example"},
+		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand) to plan on, or example for the embedded example cluster (dry runs only); default: the hosts of --hosts/--hostfile, of the Slurm allocation, DeepSpeed's /job/hostfile for DeepSpeed lines, else this machine as torchrun"},
 		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
 		&cli.StringFlag{Name: "include", Usage: "DeepSpeed's host filter: use only these hosts/slots of --hostfile/--hosts (host1@host2:0,2)"},
 		&cli.StringFlag{Name: "exclude", Usage: "DeepSpeed's host filter: leave out these hosts/slots (host1:3@host2)"},

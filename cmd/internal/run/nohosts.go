@@ -1,0 +1,64 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"os"
+	"strconv"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+)
+
+// ExampleCluster is the --cluster value that plans on the embedded example
+// cluster (examples/cluster.yaml): made-up hosts, for trying plans out.
+const ExampleCluster = "example"
+
+// DeepSpeedHostfile is DeepSpeed's launcher's default --hostfile
+// (deepspeed/launcher/constants.py DLTS_HOSTFILE).
+const DeepSpeedHostfile = "/job/hostfile"
+
+// defaultHosts gives a line that names no hosts the hosts its own launcher
+// would use: torchrun's default is this machine (--nproc-per-node default
+// 1); DeepSpeed's launcher reads /job/hostfile when it exists, else runs on
+// this machine with every GPU. A launch, a dry run and --output-dir all
+// see the same hosts; the embedded example cluster is only planned on when
+// asked for (--cluster example). A line that asks for several nodes and
+// names none cannot be started from here.
+func defaultHosts(o *Options) error {
+	if o.ClusterFile != "" || o.Hosts != "" || o.Hostfile != "" || fromSlurm(o) {
+		return nil
+	}
+	ds := ChooseFramework(o) == parallel.FrameworkDeepSpeed
+	if ds {
+		if _, err := os.Stat(DeepSpeedHostfile); err == nil {
+			o.Hostfile = DeepSpeedHostfile
+			o.notes = append(o.notes, "hosts from "+DeepSpeedHostfile+" (DeepSpeed's default hostfile)")
+			return nil
+		}
+	}
+	nnodes, err := ParseNNodes(o.NNodes)
+	if err != nil {
+		return err
+	}
+	if nnodes > 1 {
+		return cmdutil.InputErrorf("--nnodes %d but no hosts are named: pipette-launch starts every host itself, so list them with --hosts, --hostfile or --cluster FILE (or run inside a Slurm allocation); without hosts a job runs on this machine alone", nnodes)
+	}
+	if ds && o.NProcPerNode == "" && o.Include == "" && o.Exclude == "" {
+		// DeepSpeed's launcher: every GPU of this machine.
+		gpus, why := localGPUs(context.Background())
+		if n := visibleGPUs(gpus, o.Env); n > 0 {
+			o.defaultSlots = n
+		} else {
+			o.notes = append(o.notes, "one rank: DeepSpeed's launcher would use every GPU of this machine, and it has none ("+cmp.Or(why, "CUDA_VISIBLE_DEVICES hides every GPU")+")")
+		}
+	}
+	o.Hosts, o.MasterAddr = "localhost", cmp.Or(o.MasterAddr, "127.0.0.1")
+	o.standalone = true
+	if o.defaultSlots > 0 {
+		o.notes = append(o.notes, "no hosts named: this machine with its "+strconv.Itoa(o.defaultSlots)+" GPUs, as DeepSpeed's launcher")
+	} else {
+		o.notes = append(o.notes, "no hosts named: this machine, as torchrun")
+	}
+	return nil
+}

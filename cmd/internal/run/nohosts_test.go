@@ -1,0 +1,84 @@
+package run
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// fakeGPUs puts an nvidia-smi on PATH that lists n GPUs, standing for this
+// machine's.
+func fakeGPUs(t *testing.T, n int) {
+	t.Helper()
+	dir := t.TempDir()
+	var rec strings.Builder
+	for i := range n {
+		rec.WriteString("GPU " + string(rune('0'+i)) + ": NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n")
+	}
+	script := "#!/bin/sh\n[ \"$1\" = -L ] && printf '%s' '" + rec.String() + "'\n"
+	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("CUDA_VISIBLE_DEVICES", "")
+	os.Unsetenv("CUDA_VISIBLE_DEVICES")
+}
+
+// TestNoHostsRunsHere (issue 21): a line that names no hosts runs on this
+// machine as its own launcher would (torchrun: --nproc-per-node, default 1;
+// DeepSpeed's launcher: every GPU), launched and dry-run alike; the
+// embedded example cluster is only planned on when asked for; several
+// nodes and no hosts is refused naming --hosts.
+func TestNoHostsRunsHere(t *testing.T) {
+	fakeGPUs(t, 4)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		hosts    int
+		ranks    int
+		want     string // in stdout+stderr
+		launched bool
+	}{
+		{"torchrun one node, launched", []string{"--nproc_per_node", "8", "--nnodes", "1", "train.py"}, 0, 1, 8, "no hosts named: this machine, as torchrun", true},
+		{"torchrun one node, dry run", []string{"--dry-run", "--nproc_per_node", "8", "--nnodes", "1", "train.py"}, 0, 0, 0, "# job pipette: 8 ranks on 1 host", false},
+		{"torchrun default one rank", []string{"--dry-run", "train.py"}, 0, 0, 0, "# job pipette: 1 ranks on 1 host", false},
+		{"dry run runs here", []string{"--dry-run", "--nproc_per_node", "2", "train.py"}, 0, 0, 0, "runs on this machine without SSH", false},
+		{"deepspeed every GPU", []string{"--dry-run", "train.py", "--deepspeed"}, 0, 0, 0, "# job pipette: 4 ranks on 1 host", false},
+		{"deepspeed every GPU, launched", []string{"train.py", "--deepspeed"}, 0, 1, 4, "this machine with its 4 GPUs, as DeepSpeed's launcher", true},
+		{"deepspeed --num_gpus", []string{"--dry-run", "--num_gpus", "2", "train.py", "--deepspeed"}, 0, 0, 0, "# job pipette: 2 ranks on 1 host", false},
+		{"several nodes, no hosts", []string{"--nnodes", "2", "--nproc_per_node", "8", "train.py"}, 2, 0, 0, "--nnodes 2 but no hosts are named", false},
+		{"example asked for", []string{"--dry-run", "--cluster", "example", "--nproc_per_node", "8", "train.py"}, 0, 0, 0, "dry run on the embedded example cluster", false},
+		{"example never launched", []string{"--cluster", "example", "train.py"}, 2, 0, 0, "only for --dry-run and plan", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got *job.Job
+			var local bool
+			f := &fakes{probe: noProbe, launch: func(_ context.Context, j *job.Job, o *Options) error {
+				got, local = j, o.local
+				return nil
+			}}
+			code, out, errOut := runCLIWith(t, f.adjust, append([]string{"--no-check-script"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\nstdout:\n%s\nstderr:\n%s", code, tc.code, tc.want, out, errOut)
+			}
+			if tc.launched != (got != nil) {
+				t.Fatalf("launched: %v, want %v", got != nil, tc.launched)
+			}
+			if got == nil {
+				return
+			}
+			n := 0
+			for _, h := range got.Hosts {
+				n += len(h.Ranks)
+			}
+			if len(got.Hosts) != tc.hosts || n != tc.ranks || !local {
+				t.Errorf("%d hosts, %d ranks, local %v; want %d, %d, local", len(got.Hosts), n, local, tc.hosts, tc.ranks)
+			}
+		})
+	}
+}
