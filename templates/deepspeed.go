@@ -264,14 +264,36 @@ func deepspeedArgs(cfg parallel.Config, megatron bool, configPath string) []stri
 // naming another file than the ranks read is replaced; a --zero-stage the
 // plan does not use, or --no-pipeline-parallel / --cpu-optimizer the plan
 // contradicts, is an error.
-func withDeepSpeedArgs(user, planned []string) ([]string, error) {
-	uf, pf := megatron.Parse(user), megatron.Parse(planned)
+//
+// A user's config flag is kept under its own name (DeepSpeed refuses
+// --deepscale_config and --deepspeed_config together), and --deepspeed is
+// added only with a config the user did not give (a script reads
+// args.deepspeed_config without it).
+//
+// mds says planned holds Megatron-DeepSpeed's plan flags; without them the
+// user's --no-pipeline-parallel and --cpu-optimizer stand unchecked.
+func withDeepSpeedArgs(user, planned []string, mds bool) ([]string, error) {
+	uf := megatron.Parse(user)
+	if uf.Has("--deepspeed_config") || uf.Has("--deepscale_config") {
+		var kept []string
+		for i := 0; i < len(planned); i++ {
+			switch {
+			case planned[i] == "--deepspeed":
+			case planned[i] == "--deepspeed_config" && uf.Has("--deepscale_config"):
+				kept = append(kept, "--deepscale_config")
+			default:
+				kept = append(kept, planned[i])
+			}
+		}
+		planned = kept
+	}
+	pf := megatron.Parse(planned)
 	drop, replace := map[string]bool{}, map[string]bool{}
 	for _, o := range pf.Occurrences() {
 		v, given := uf.Last(o.Name)
 		switch {
 		case !given:
-		case o.Name == "--deepspeed_config" && v != o.Value:
+		case (o.Name == "--deepspeed_config" || o.Name == "--deepscale_config") && v != o.Value:
 			replace[o.Name] = true
 		case o.Name == "--zero-stage" && !sameValue(v, o.Value):
 			return nil, fmt.Errorf("you passed --zero-stage %s but the plan uses ZeRO stage %s", v, o.Value)
@@ -280,7 +302,7 @@ func withDeepSpeedArgs(user, planned []string) ([]string, error) {
 		}
 	}
 	for _, sw := range []string{"--no-pipeline-parallel", "--cpu-optimizer"} {
-		if uf.Has(sw) && !pf.Has(sw) {
+		if mds && uf.Has(sw) && !pf.Has(sw) {
 			return nil, fmt.Errorf("you passed %s but the plan does not use it (%s)", sw, map[string]string{
 				"--no-pipeline-parallel": "it has pipeline stages", "--cpu-optimizer": "it does not offload the optimizer"}[sw])
 		}

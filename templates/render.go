@@ -60,6 +60,17 @@ type Options struct {
 	// launcher adds (DeepSpeed's --no_local_rank, torch.distributed.launch's
 	// --use_env): LOCAL_RANK is in the environment either way.
 	NoLocalRank bool
+	// TorchrunStyle: the line is torchrun's (its flags say so), and
+	// torchrun passes no --local_rank=N: LOCAL_RANK is in the environment.
+	TorchrunStyle bool
+	// DeepSpeedLauncher: the line is DeepSpeed's launcher's (its flags say
+	// so), which passes --local_rank=N to any script.
+	DeepSpeedLauncher bool
+	// DSInScript: the script hands DeepSpeed its config itself (HF
+	// Trainer's --deepspeed FILE, deepspeed.initialize(config=...)), so no
+	// --deepspeed/--deepspeed_config is added and no config is written:
+	// DeepSpeed refuses a config given both ways.
+	DSInScript bool
 	// DSUser is the user's own DeepSpeed config. DSPassThrough (launches
 	// without planning) passes it byte for byte, only "auto" batch values
 	// filled; otherwise the keys the plan needs are added to it, and
@@ -68,6 +79,11 @@ type Options struct {
 	// keeps its own --deepspeed_config path and no ds_config.json is written.
 	DSUser                    *deepspeed.UserConfig
 	DSPassThrough, DSOverride bool
+	// Unplanned: the job runs in torchrun's order on listed hosts (or this
+	// machine) with the sizes the script's own arguments give, so the
+	// script's Megatron and Megatron-DeepSpeed flags stand as written:
+	// nothing the original launcher would not pass is added.
+	Unplanned bool
 	// FilesDir is the job's private directory for the files it generates
 	// (Job.FilesDir); default .pipette-launch/jobs/NAME under WorkDir.
 	FilesDir string
@@ -325,6 +341,9 @@ func checkPlacement(p *search.Plan, c *cluster.Cluster) error {
 func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) ([]string, error) {
 	switch p.Framework {
 	case parallel.FrameworkMegatron:
+		if o.Unplanned {
+			return o.Args, megatron.CheckArgs(o.Args, len(p.Placement))
+		}
 		planned, err := MegatronPlanArgs(p.Config, numLayers)
 		if err != nil {
 			return nil, err
@@ -335,9 +354,18 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 		}
 		return merged, megatron.CheckArgs(merged, len(p.Placement))
 	case parallel.FrameworkDeepSpeed:
-		user, err := withDeepSpeedArgs(o.Args, deepspeedArgs(p.Config, megatronArgs, o.dsConfigPath))
+		if o.DSInScript {
+			return o.Args, nil
+		}
+		// Without planning the script's own DeepSpeed flags stand: only the
+		// config it lacks is added.
+		mds := megatronArgs && !o.Unplanned
+		user, err := withDeepSpeedArgs(o.Args, deepspeedArgs(p.Config, mds, o.dsConfigPath), mds)
 		if err != nil {
 			return nil, err
+		}
+		if megatronArgs && o.Unplanned {
+			return user, megatron.CheckArgs(user, len(p.Placement))
 		}
 		if !megatronArgs {
 			if p.TP > 1 || p.PP > 1 || p.CP > 1 {
@@ -478,7 +506,7 @@ func rankArgv(o Options, f parallel.Framework, localRank int, args []string) []s
 	default:
 		argv = []string{o.Python, "-u", o.Script}
 	}
-	if f == parallel.FrameworkDeepSpeed && !o.NoLocalRank {
+	if ((f == parallel.FrameworkDeepSpeed && !o.TorchrunStyle) || o.DeepSpeedLauncher) && !o.NoLocalRank {
 		argv = append(argv, "--local_rank="+strconv.Itoa(localRank))
 	}
 	return append(argv, args...)
@@ -504,6 +532,13 @@ func deepSpeedConfigFile(j *job.Job, p *search.Plan, o *Options) (*job.File, err
 	}
 	o.dsConfigPath = j.FilePath(job.File{Path: DSConfigFile})
 	u := o.DSUser
+	if o.DSInScript {
+		// The script's own config reaches DeepSpeed as the script passes it.
+		if u != nil {
+			o.dsConfigPath = u.Path
+		}
+		return nil, nil
+	}
 	if u == nil {
 		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, megatron.Parse(o.Args).Has("--fp16")))
 		if err != nil {

@@ -16,6 +16,35 @@ import (
 // DeepSpeed derives them for dp ranks; the script's own Megatron-DeepSpeed
 // flags (micro, global, fixed.ZeroStage) must agree with them.
 func (u *UserConfig) Unplanned(fixed *parallel.Constraints, micro, global *int, dp int) error {
+	if !u.TrainerFillsBatch() {
+		if err := u.unplannedBatch(micro, global, dp); err != nil {
+			return err
+		}
+	}
+	if u.Stage >= 0 {
+		if fixed.ZeroStage >= 0 && fixed.ZeroStage != u.Stage {
+			return fmt.Errorf("the script's --zero-stage %d contradicts %s %s: zero_optimization.stage is %d", fixed.ZeroStage, u.Flag, u.Path, u.Stage)
+		}
+		fixed.ZeroStage = u.Stage
+	}
+	if on := u.Offloads(); on != nil {
+		fixed.ForceOffload = *on
+	}
+	return nil
+}
+
+// TrainerFillsBatch: the config is HF Trainer's (--deepspeed FILE) and
+// leaves the batch sizes to it ("auto" or unset): the Trainer fills them
+// from its own arguments, so the file alone gives none.
+func (u *UserConfig) TrainerFillsBatch() bool {
+	return u.Flag == HFTrainerFlag && u.TrainBatch == 0 && u.Micro == 0
+}
+
+// HFTrainerFlag is HF Trainer's --deepspeed FILE (TrainingArguments), as
+// a config's Flag.
+const HFTrainerFlag = "--deepspeed"
+
+func (u *UserConfig) unplannedBatch(micro, global *int, dp int) error {
 	m, _, t, err := u.Batch(dp)
 	if err != nil {
 		return err
@@ -27,15 +56,6 @@ func (u *UserConfig) Unplanned(fixed *parallel.Constraints, micro, global *int, 
 		return fmt.Errorf("--global-batch-size %d contradicts %s %s: train_batch_size is %d", *global, u.Flag, u.Path, t)
 	}
 	*micro, *global = m, t
-	if u.Stage >= 0 {
-		if fixed.ZeroStage >= 0 && fixed.ZeroStage != u.Stage {
-			return fmt.Errorf("the script's --zero-stage %d contradicts %s %s: zero_optimization.stage is %d", fixed.ZeroStage, u.Flag, u.Path, u.Stage)
-		}
-		fixed.ZeroStage = u.Stage
-	}
-	if on := u.Offloads(); on != nil {
-		fixed.ForceOffload = *on
-	}
 	return nil
 }
 

@@ -17,15 +17,16 @@ import (
 // passes every command, a command's tests only their own.
 func NewApp(io *IOStreams, def *cli.Command, cmds ...*cli.Command) *cli.App {
 	return &cli.App{
-		Name:      "pipette-launch",
-		Usage:     "plan and launch LLM training (Megatron-LM, DeepSpeed, torch) on heterogeneous clusters",
-		UsageText: "pipette-launch [flags] script.py [script args...]\npipette-launch run [flags] script.py [script args...]\npipette-launch COMMAND [flags]",
-		Version:   Version(),
-		Writer:    io.Out,
-		ErrWriter: io.ErrOut,
-		Flags:     def.Flags,
-		Action:    def.Action,
-		Commands:  cmds,
+		Name:        "pipette-launch",
+		Usage:       "plan and launch LLM training (Megatron-LM, DeepSpeed, torch) on heterogeneous clusters",
+		UsageText:   "pipette-launch [flags] script.py [script args...]\npipette-launch run [flags] script.py [script args...]\npipette-launch COMMAND [flags]",
+		Version:     Version(),
+		Description: def.Description,
+		Writer:      io.Out,
+		ErrWriter:   io.ErrOut,
+		Flags:       def.Flags,
+		Action:      def.Action,
+		Commands:    cmds,
 		// Errors are printed by Execute with the right exit code.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {

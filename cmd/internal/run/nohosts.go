@@ -29,7 +29,9 @@ func defaultHosts(o *Options) error {
 	if o.ClusterFile != "" || o.Hosts != "" || o.Hostfile != "" || fromSlurm(o) {
 		return nil
 	}
-	ds := ChooseFramework(o) == parallel.FrameworkDeepSpeed
+	// DeepSpeed's launcher's defaults for a line written for it (by its
+	// flags, or a DeepSpeed script with no torchrun flag).
+	ds := o.style == styleDeepSpeed || (o.style == "" && ChooseFramework(o) == parallel.FrameworkDeepSpeed)
 	if ds {
 		if _, err := os.Stat(DeepSpeedHostfile); err == nil {
 			o.Hostfile = DeepSpeedHostfile

@@ -83,10 +83,11 @@ type Options struct {
 	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.
 	EnvFlags []string
 	EnvFile  string
-	// Role is ROLE_NAME; Ignored lists torchrun flags given that mean
-	// nothing here (warned about).
+	// Role is ROLE_NAME; Ignored lists torchrun and DeepSpeed launcher
+	// flags given that mean nothing here, IgnoredWhy why (warned about).
 	Role       string
 	Ignored    []string
+	IgnoredWhy []string
 	Script     string
 	ScriptArgs []string
 
@@ -118,6 +119,9 @@ type Options struct {
 	// (defaultHosts); defaultSlots is DeepSpeed's every-GPU default there.
 	notes        []string
 	defaultSlots int
+	// style is the launcher the line's flags were written for
+	// (launcherStyle): "torchrun", "deepspeed" or "" (by framework).
+	style string
 
 	// The steps that reach hosts or the clock, nil for the real ones:
 	// tests set them (NewCmd's adjust) instead of package variables, so
@@ -183,10 +187,11 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 // the Launch, ProbeLaunch and NewJobID steps there).
 func NewCmd(io *cmdutil.IOStreams, adjust func(*Options)) *cli.Command {
 	return &cli.Command{
-		Name:      "run",
-		Usage:     "plan, render and start a training job (torchrun's replacement)",
-		ArgsUsage: "script.py [script args...]",
-		Flags:     Flags(),
+		Name:        "run",
+		Usage:       "plan, render and start a training job (torchrun's replacement)",
+		ArgsUsage:   "script.py [script args...]",
+		Description: IgnoredFlagsHelp(),
+		Flags:       Flags(),
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return cli.Exit(fmt.Sprintf("pipette-launch run: %s (see pipette-launch run --help)", cmdutil.DidYouMean(err, c.Command.Flags)), 2)
 		},
@@ -239,8 +244,12 @@ func Run(ctx context.Context, opts *Options) error {
 	if err := defaultHosts(opts); err != nil {
 		return err
 	}
-	for _, f := range opts.Ignored {
-		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: pipette-launch starts every host itself with a static rendezvous\n", f)
+	for i, f := range opts.Ignored {
+		why := "pipette-launch starts every host itself with a static rendezvous"
+		if i < len(opts.IgnoredWhy) {
+			why = opts.IgnoredWhy[i]
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: %s\n", f, why)
 	}
 	fw := ChooseFramework(opts)
 	mode, err := fabric.ParseMode(opts.NCCLMode)
@@ -268,29 +277,33 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	renderOptions := func(facts *launchFacts) templates.Options {
 		return templates.Options{
-			Name:           opts.RunID,
-			Role:           opts.Role,
-			Script:         opts.Script,
-			Args:           ch.Args,
-			Python:         facts.python,
-			Rendezvous:     facts.rendezvous,
-			NodeRankPinned: slices.Contains(opts.Ignored, "--node-rank"),
-			NoPython:       opts.NoPython,
-			Module:         opts.Module,
-			MasterAddr:     opts.MasterAddr,
-			MasterPort:     opts.MasterPort,
-			MaxRestarts:    opts.MaxRestarts,
-			NCCLMode:       mode,
-			WorkDir:        opts.WorkDir,
-			FilesDir:       jobFilesDir(opts),
-			LogDir:         opts.LogDir,
-			Env:            opts.Env,
-			ExplicitEnv:    explicit,
-			HostDevices:    opts.devices,
-			NoLocalRank:    opts.NoLocalRank,
-			DSUser:         ch.DS,
-			DSPassThrough:  !planned,
-			DSOverride:     opts.PlanOverridesConfig,
+			Name:              opts.RunID,
+			Role:              opts.Role,
+			Script:            opts.Script,
+			Args:              ch.Args,
+			Python:            facts.python,
+			Rendezvous:        facts.rendezvous,
+			NodeRankPinned:    slices.Contains(opts.Ignored, "--node-rank"),
+			NoPython:          opts.NoPython,
+			Module:            opts.Module,
+			MasterAddr:        opts.MasterAddr,
+			MasterPort:        opts.MasterPort,
+			MaxRestarts:       opts.MaxRestarts,
+			NCCLMode:          mode,
+			WorkDir:           opts.WorkDir,
+			FilesDir:          jobFilesDir(opts),
+			LogDir:            opts.LogDir,
+			Env:               opts.Env,
+			ExplicitEnv:       explicit,
+			HostDevices:       opts.devices,
+			NoLocalRank:       opts.NoLocalRank,
+			TorchrunStyle:     opts.style == styleTorchrun,
+			DeepSpeedLauncher: opts.style == styleDeepSpeed,
+			DSInScript:        dsInScript(opts, ch.DS, planned),
+			DSUser:            ch.DS,
+			DSPassThrough:     !planned,
+			Unplanned:         !planned,
+			DSOverride:        opts.PlanOverridesConfig,
 		}
 	}
 	render := func(facts *launchFacts) (*job.Job, error) {
@@ -452,7 +465,8 @@ func ChooseFramework(o *Options) parallel.Framework {
 		return parallel.Framework(o.Framework)
 	}
 	for _, a := range o.ScriptArgs {
-		if a == "--deepspeed" || a == "--deepspeed_config" || strings.HasPrefix(a, "--deepspeed_config=") {
+		name, _, _ := strings.Cut(a, "=")
+		if name == "--deepspeed" || name == "--deepspeed_config" || name == "--deepscale_config" {
 			return parallel.FrameworkDeepSpeed
 		}
 	}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"cmp"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -20,8 +21,10 @@ import (
 // belongs to the script, as with torchrun.
 func Flags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node", "num_gpus", "num-gpus"}, Usage: "ranks per host: N, or gpu/auto for every GPU (a cluster file's; on this machine alone, counted here with nvidia-smi, auto falling back to one rank per CPU); with --hosts/--hostfile default 1, as torchrun"},
-		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Aliases: []string{"num_nodes", "num-nodes"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (a cluster file's; on this machine alone, counted here with nvidia-smi, auto falling back to one rank per CPU); with --hosts/--hostfile default 1, as torchrun"},
+		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "num_gpus", Aliases: []string{"num-gpus", "num_accelerators"}, Usage: "DeepSpeed's spelling of --nproc-per-node (a line with DeepSpeed's launcher flags gets --local_rank=N, as DeepSpeed's launcher passes it)"},
+		&cli.StringFlag{Name: "num_nodes", Aliases: []string{"num-nodes"}, Usage: "DeepSpeed's spelling of --nnodes"},
 		&cli.StringFlag{Name: "master-addr", EnvVars: []string{"PET_MASTER_ADDR"}, Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
 		&cli.IntFlag{Name: "master-port", EnvVars: []string{"PET_MASTER_PORT"}, Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
 		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
@@ -63,24 +66,98 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: "preflight-timeout", Value: 30 * time.Second, Usage: "preflight: limit for every connection and operation"},
 		&cli.Float64Flag{Name: "preflight-min-share", Value: 0.5, Usage: "preflight with NCCL: fail a group whose bus bandwidth is under this share of the plan's figure (gloo on CPU is reported, not judged)"},
 		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launch.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
-	}, append(append(append(cmdutil.SSHFlags(), cmdutil.ReportFlags()...), ignoredTorchrunFlags()...), k8sFlags()...)...)
+	}, append(append(append(cmdutil.SSHFlags(), cmdutil.ReportFlags()...), ignoredLauncherFlags()...), k8sFlags()...)...)
 }
 
-// ignoredTorchrunFlags are accepted so torchrun command lines keep working,
-// but mean nothing here: pipette-launch starts every host itself with a
-// static rendezvous, so there is no node rank to give, no rendezvous
-// backend and no local agent to tune. Using one prints a warning.
-func ignoredTorchrunFlags() []cli.Flag {
+// ignoredLauncherFlags are torchrun's and DeepSpeed's launcher flags that
+// are accepted so their command lines keep working, but do nothing here;
+// each one's Usage is "ignored: <why>", printed as a warning when it is
+// given (and listed in docs/launcher-flags.md).
+func ignoredLauncherFlags() []cli.Flag {
+	str := func(name string, env string, aliases []string, why string) cli.Flag {
+		f := &cli.StringFlag{Name: name, Aliases: aliases, Hidden: true, Usage: "ignored: " + why}
+		if env != "" {
+			f.EnvVars = []string{env}
+		}
+		return f
+	}
+	boolean := func(name string, env string, aliases []string, why string) cli.Flag {
+		f := &cli.BoolFlag{Name: name, Aliases: aliases, Hidden: true, Usage: "ignored: " + why}
+		if env != "" {
+			f.EnvVars = []string{env}
+		}
+		return f
+	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: "node-rank", EnvVars: []string{"PET_NODE_RANK"}, Aliases: []string{"node_rank"}, Hidden: true, Usage: "ignored: every host gets its node rank from the plan"},
-		&cli.StringFlag{Name: "rdzv-backend", EnvVars: []string{"PET_RDZV_BACKEND"}, Aliases: []string{"rdzv_backend"}, Hidden: true, Usage: "ignored: static rendezvous through MASTER_ADDR/MASTER_PORT"},
-		&cli.StringFlag{Name: "rdzv-conf", EnvVars: []string{"PET_RDZV_CONF"}, Aliases: []string{"rdzv_conf"}, Hidden: true, Usage: "ignored"},
-		&cli.StringFlag{Name: "monitor-interval", EnvVars: []string{"PET_MONITOR_INTERVAL"}, Aliases: []string{"monitor_interval"}, Hidden: true, Usage: "ignored"},
-		&cli.StringFlag{Name: "start-method", EnvVars: []string{"PET_START_METHOD"}, Aliases: []string{"start_method"}, Hidden: true, Usage: "ignored: ranks are processes started by the launch script"},
-		&cli.StringFlag{Name: "redirects", EnvVars: []string{"PET_REDIRECTS"}, Aliases: []string{"r"}, Hidden: true, Usage: "ignored: use --log-dir"},
-		&cli.StringFlag{Name: "tee", EnvVars: []string{"PET_TEE"}, Aliases: []string{"t"}, Hidden: true, Usage: "ignored: use --log-dir"},
+		// torchrun
+		str("node-rank", "PET_NODE_RANK", []string{"node_rank"}, "pipette-launch starts every host itself and gives each its node rank from the plan"),
+		str("rdzv-backend", "PET_RDZV_BACKEND", []string{"rdzv_backend"}, "the rendezvous is static (MASTER_ADDR/MASTER_PORT of rank 0's host), there is no rendezvous backend to choose"),
+		str("rdzv-conf", "PET_RDZV_CONF", []string{"rdzv_conf"}, "the rendezvous is static, there is no rendezvous backend to configure"),
+		str("monitor-interval", "PET_MONITOR_INTERVAL", []string{"monitor_interval"}, "each host's agent watches its ranks itself; use --heartbeat-timeout for lost hosts"),
+		str("start-method", "PET_START_METHOD", []string{"start_method"}, "ranks are processes the host's agent starts, not multiprocessing children"),
+		str("redirects", "PET_REDIRECTS", []string{"r"}, "every rank's output is streamed with its rank prefix; --log-dir writes one file per rank"),
+		str("tee", "PET_TEE", []string{"t"}, "every rank's stdout and stderr are already streamed here with a rank prefix (use --log-dir for one file per rank, --quiet-ranks/--local-ranks-filter to narrow the stream)"),
+		str("local-addr", "PET_LOCAL_ADDR", []string{"local_addr"}, "each host's address comes from the cluster, the host list and the launch probe, not from a flag given on one node"),
+		str("numa-binding", "PET_NUMA_BINDING", []string{"numa_binding"}, "ranks are not bound to NUMA nodes; wrap the script with numactl (--no-python) to bind them"),
+		boolean("run-path", "PET_RUN_PATH", []string{"run_path"}, "every rank runs the script as its own python process (python -u script), which runpy.run_path would only imitate"),
+		boolean("virtual-local-rank", "PET_VIRTUAL_LOCAL_RANK", []string{"virtual_local_rank"}, "every rank keeps its own LOCAL_RANK and sees its host's GPUs, as without the flag"),
+		// DeepSpeed's launcher (deepspeed/launcher/runner.py)
+		boolean("bind_cores_to_rank", "", []string{"bind-cores-to-rank"}, "ranks are not pinned to CPU cores; wrap the script with numactl (--no-python) to pin them"),
+		str("bind_core_list", "", []string{"bind-core-list"}, "ranks are not pinned to CPU cores (see --bind_cores_to_rank)"),
+		boolean("force_multi", "", []string{"force-multi"}, "pipette-launch starts every listed host itself, one host or many; a remote single host is reached over SSH already"),
+		str("autotuning", "", nil, "DeepSpeed's autotuner is not run: the job runs once with your config as given (pipette-launch plan ranks parallel layouts)"),
+		boolean("elastic_training", "", []string{"elastic-training"}, "no elastic training: the job runs on the hosts it starts on"),
+		str("min_elastic_nodes", "", []string{"min-elastic-nodes"}, "no elastic training: the job runs on the hosts it starts on"),
+		str("max_elastic_nodes", "", []string{"max-elastic-nodes"}, "no elastic training: the job runs on the hosts it starts on"),
+		boolean("no_ssh_check", "", []string{"no-ssh-check"}, "the launch probe reaches every host before the job; an unreachable host is reported there"),
+		boolean("save_pid", "", []string{"save-pid"}, "pipette-launch stays in the foreground and stops every rank on SIGINT/SIGTERM; its own pid is the job's"),
+		str("enable_each_rank_log", "", []string{"enable-each-rank-log"}, "use --log-dir: one log file per rank"),
+		str("launcher_args", "", []string{"launcher-args"}, "there is no pdsh/MPI launcher to pass arguments to: pipette-launch starts the ranks itself (--launcher ssh or slurm)"),
 	}
 }
+
+// IgnoredFlagsHelp is --help's list of the ignored launcher flags, one
+// sentence each saying why (docs/launcher-flags.md has the same list).
+func IgnoredFlagsHelp() string {
+	var b strings.Builder
+	b.WriteString("torchrun's and DeepSpeed's launcher flags that are accepted and ignored (a warning says so):")
+	for _, f := range ignoredLauncherFlags() {
+		why := strings.TrimPrefix(f.(cli.DocGenerationFlag).GetUsage(), "ignored: ")
+		fmt.Fprintf(&b, "\n  --%s: %s.", f.Names()[0], why)
+	}
+	return b.String()
+}
+
+// torchrunOnlyFlags and deepSpeedOnlyFlags tell which launcher a line was
+// written for: DeepSpeed's launcher passes --local_rank=N to the script and
+// uses every GPU of a machine without a hostfile; torchrun does neither.
+var (
+	torchrunOnlyFlags  = []string{"nproc-per-node", "nnodes", "standalone", "rdzv-endpoint", "rdzv-backend", "rdzv-conf", "run-id", "node-rank", "role", "tee", "redirects", "max-restarts", "monitor-interval", "start-method", "local-ranks-filter", "log-dir", "local-addr", "numa-binding", "run-path", "virtual-local-rank"}
+	deepSpeedOnlyFlags = []string{"num_gpus", "num_nodes", "include", "exclude", "bind_cores_to_rank", "bind_core_list", "force_multi", "autotuning", "elastic_training", "min_elastic_nodes", "max_elastic_nodes", "no_ssh_check", "save_pid", "enable_each_rank_log", "launcher_args"}
+)
+
+// launcherStyle is the launcher a line's flags were written for:
+// "deepspeed" when it uses a flag only DeepSpeed's launcher has,
+// "torchrun" when it uses one only torchrun has, else "" (the framework
+// decides: a DeepSpeed script is taken as started by DeepSpeed's launcher).
+func launcherStyle(c *cli.Context) string {
+	for _, n := range deepSpeedOnlyFlags {
+		if c.IsSet(n) {
+			return styleDeepSpeed
+		}
+	}
+	for _, n := range torchrunOnlyFlags {
+		if c.IsSet(n) {
+			return styleTorchrun
+		}
+	}
+	return ""
+}
+
+const (
+	styleTorchrun  = "torchrun"
+	styleDeepSpeed = "deepspeed"
+)
 
 // OptionsFromCLI fills Options from parsed flags; the first argument
 // is the script, the rest its arguments.
@@ -127,10 +204,25 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	}
 	o.SequenceParallel = c.String("sequence-parallel")
 	o.PlanOverridesConfig = c.Bool("plan-overrides-config")
-	for _, f := range ignoredTorchrunFlags() {
+	for _, f := range ignoredLauncherFlags() {
 		name := f.Names()[0]
 		if c.IsSet(name) {
 			o.Ignored = append(o.Ignored, "--"+name)
+			o.IgnoredWhy = append(o.IgnoredWhy, strings.TrimPrefix(f.(cli.DocGenerationFlag).GetUsage(), "ignored: "))
+		}
+	}
+	o.style = launcherStyle(c)
+	for _, pair := range [][2]string{{"num_gpus", "nproc-per-node"}, {"num_nodes", "nnodes"}} {
+		if !c.IsSet(pair[0]) {
+			continue
+		}
+		if c.IsSet(pair[1]) {
+			return nil, cmdutil.InputErrorf("--%s and --%s say the same (DeepSpeed's and torchrun's spelling): give one", pair[0], pair[1])
+		}
+		if pair[1] == "nnodes" {
+			o.NNodes = c.String(pair[0])
+		} else {
+			o.NProcPerNode = c.String(pair[0])
 		}
 	}
 	if c.Bool("standalone") {

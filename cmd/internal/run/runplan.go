@@ -89,9 +89,17 @@ func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, err
 	return ds, nil
 }
 
-// userDSConfigFlag finds the script's --deepspeed_config: the flag, the
-// path as given and the file it names here.
+// userDSConfigFlag finds the script's DeepSpeed config: --deepspeed_config,
+// --deepscale_config, or HF Trainer's --deepspeed FILE (a value that names
+// a .json file or a file here; DeepSpeed's own --deepspeed is a switch). It
+// returns the flag, the path as given and the file it names here.
 func userDSConfigFlag(o *Options) (flag, path, file string) {
+	resolve := func(p string) string {
+		if o.WorkDir != "" && p != "" && !filepath.IsAbs(p) {
+			return filepath.Join(o.WorkDir, p)
+		}
+		return p
+	}
 	for i, a := range o.ScriptArgs {
 		for _, f := range []string{"--deepspeed_config", "--deepscale_config"} {
 			if a == f && i+1 < len(o.ScriptArgs) {
@@ -100,12 +108,17 @@ func userDSConfigFlag(o *Options) (flag, path, file string) {
 				flag, path = f, v
 			}
 		}
+		v, ok := strings.CutPrefix(a, deepspeed.HFTrainerFlag+"=")
+		if !ok && a == deepspeed.HFTrainerFlag && i+1 < len(o.ScriptArgs) && !strings.HasPrefix(o.ScriptArgs[i+1], "-") {
+			v, ok = o.ScriptArgs[i+1], true
+		}
+		if ok && flag == "" {
+			if _, err := os.Stat(resolve(v)); err == nil || strings.HasSuffix(v, ".json") {
+				flag, path = deepspeed.HFTrainerFlag, v
+			}
+		}
 	}
-	file = path
-	if o.WorkDir != "" && path != "" && !filepath.IsAbs(file) {
-		file = filepath.Join(o.WorkDir, file)
-	}
-	return flag, path, file
+	return flag, path, resolve(path)
 }
 
 // writeOutputDir writes <host>.sh per host plus the job's files. The

@@ -156,7 +156,7 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 	}
 	job, err := templates.Render(ch.Plan, cluster, templates.Options{Name: o.RunID, Script: o.Script, Args: ch.Args,
 		Python: o.Python, NoPython: o.NoPython, Module: o.Module, MasterPort: o.MasterPort,
-		DSUser: ch.DS, DSPassThrough: !planned, DSOverride: o.PlanOverridesConfig})
+		DSUser: ch.DS, DSPassThrough: !planned, Unplanned: !planned, DSOverride: o.PlanOverridesConfig})
 	if err != nil {
 		return batchNodes{}, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
 	}

@@ -1,0 +1,49 @@
+package run
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// TestLauncherFlagsIgnoredWithReason (issue 21): torchrun's and DeepSpeed's
+// launcher flags that do nothing here are accepted with a warning naming
+// the flag and why (never "flag provided but not defined"), --tee with its
+// own reason; --help and docs/launcher-flags.md list each one.
+func TestLauncherFlagsIgnoredWithReason(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--bind_cores_to_rank"}, "--bind_cores_to_rank is ignored: ranks are not pinned to CPU cores"},
+		{[]string{"--force_multi"}, "--force_multi is ignored: pipette-launch starts every listed host itself"},
+		{[]string{"--autotuning", "run"}, "--autotuning is ignored: DeepSpeed's autotuner is not run"},
+		{[]string{"--run-path"}, "--run-path is ignored: every rank runs the script as its own python process"},
+		{[]string{"--local-addr", "10.0.0.1"}, "--local-addr is ignored: each host's address comes from"},
+		{[]string{"--numa-binding", "node"}, "--numa-binding is ignored: ranks are not bound to NUMA nodes"},
+		{[]string{"--tee", "3"}, "--tee is ignored: every rank's stdout and stderr are already streamed"},
+		{[]string{"--node_rank", "0"}, "--node-rank is ignored: pipette-launch starts every host itself"},
+	} {
+		code, out, errOut := runCLI(t, append(append([]string{"--dry-run", "--hosts", "localhost", "--no-check-script"}, tc.flags...), "train.py")...)
+		if code != 0 || !strings.Contains(errOut, "warning: "+tc.want) {
+			t.Errorf("%v: exit %d, want 0 and %q\nstderr: %s\nstdout: %.300s", tc.flags, code, tc.want, errOut, out)
+		}
+	}
+	doc, err := os.ReadFile("../../../docs/launcher-flags.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := IgnoredFlagsHelp()
+	for _, f := range ignoredLauncherFlags() {
+		why := strings.TrimPrefix(f.(cli.DocGenerationFlag).GetUsage(), "ignored: ")
+		line := "--" + f.Names()[0] + "`: " + why + "."
+		if !strings.Contains(string(doc), line) {
+			t.Errorf("docs/launcher-flags.md lacks %q", line)
+		}
+		if !strings.Contains(help, "--"+f.Names()[0]+": "+why) {
+			t.Errorf("--help lacks --%s", f.Names()[0])
+		}
+	}
+}
