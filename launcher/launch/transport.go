@@ -123,16 +123,19 @@ func launchLocal(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	})
 }
 
-// writeFilesLocal writes the job's files into its work directory, each
-// complete or not at all (a temp file renamed into place), as Upload does.
+// writeFilesLocal writes the job's files where an SSH launch uploads them
+// (remoteFilePath): the job's private files directory under the work
+// directory, never the launch directory itself, which holds the user's own
+// files (a generated ds_config.json or hostfile must not replace theirs);
+// each complete or not at all (a temp file renamed into place), as Upload does.
 func writeFilesLocal(job job.Job) error {
 	for _, f := range job.Files {
 		mode := f.Mode
 		if mode == 0 {
 			mode = 0o644
 		}
-		dst := filepath.Join(job.WorkDir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		dst := filepath.FromSlash(remoteFilePath(job, f))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 			return fmt.Errorf("write %s: %w", f.Path, err)
 		}
 		if err := atomicfile.Write(dst, f.Content, fsMode(mode)); err != nil {
