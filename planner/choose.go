@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
@@ -70,8 +71,14 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 		vocab = func(megatron.TokenizerArgs) (int, string, error) { return 0, "", errors.New("no tokenizer files") }
 	}
 	m, fixed, found, err := megatron.ModelFromArgsVocab(j.Args, vocab)
+	// unsized says why the script's model cannot be sized here: the job
+	// still runs with the sizes its flags fix, planned only with --model.
+	var unsized error
 	if found && err != nil && fw != parallel.FrameworkTorch {
-		return nil, err
+		if fixed, err = megatron.ConstraintsFromArgs(j.Args); err != nil {
+			return nil, err
+		}
+		unsized, m = errUnsized(j.Script, j.Args, err), model.Model{}
 	}
 	if megatronArgs && fw != parallel.FrameworkTorch {
 		ch.Warnings = append(ch.Warnings, megatron.UnmodelledFeatures(j.Args)...)
@@ -113,8 +120,11 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	}
 	if !found || m.NumLayers == 0 {
 		if j.Model == nil {
-			if fw == parallel.FrameworkMegatron {
-				return nil, fmt.Errorf("no model shape: the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length; add them or pass --model (presets: %s)", strings.Join(model.PresetNames(), ", "))
+			if fw == parallel.FrameworkMegatron && unsized == nil {
+				unsized = errors.New("the script's arguments have no --num-layers/--hidden-size/--num-attention-heads/--seq-length")
+			}
+			if unsized != nil {
+				ch.Warnings = append(ch.Warnings, fmt.Sprintf("not planned: %v; the job runs in torchrun's rank order with the parallel sizes the script's flags give. To plan it, pass --model (a model YAML or a preset: %s); --framework torch runs it unplanned without this note", unsized, strings.Join(model.PresetNames(), ", ")))
 			}
 			ch.Plan, ch.Summary, err = torchrunOrderDS(c, fw, fixed, micro, global, j.DS)
 			return ch, err
@@ -143,6 +153,26 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	ch.Plan, ch.Model = p, m
 	ch.Summary = Summary(p, j.PlanIndex, n) + vocabNote(m, p.TP, vocab, j.Args, found)
 	return ch, nil
+}
+
+// errUnsized says why the script's Megatron flags give no model to size:
+// the model families the planner does not size (encoder-decoder, BERT,
+// hybrid Mamba, multimodal: Megatron's pretrain_*.py scripts and their
+// flags say which) or else err, the flags it lacks.
+func errUnsized(script string, args []string, err error) error {
+	a := megatron.Parse(args)
+	name := strings.ToLower(filepath.Base(script))
+	switch {
+	case strings.Contains(name, "t5") || a.Has("--encoder-num-layers") || a.Has("--decoder-num-layers"):
+		return errors.New("the script trains an encoder-decoder model (T5), which the planner does not size")
+	case strings.Contains(name, "mamba") || strings.Contains(name, "hybrid") || a.Has("--hybrid-override-pattern") || a.Has("--hybrid-attention-ratio"):
+		return errors.New("the script trains a hybrid Mamba model, which the planner does not size")
+	case strings.Contains(name, "bert") || strings.HasPrefix(a.Value("--tokenizer-type"), "BertWordPiece"):
+		return errors.New("the script trains a BERT model, which the planner does not size")
+	case strings.Contains(filepath.ToSlash(script), "multimodal") || strings.Contains(name, "vlm") || strings.Contains(name, "llava"):
+		return fmt.Errorf("the script trains a multimodal model, which the planner does not size (%v)", err)
+	}
+	return err
 }
 
 // searchJob runs the search with the user's DeepSpeed config as

@@ -94,6 +94,21 @@ func ModelFromArgsVocab(args []string, vocab VocabFunc) (m model.Model, fixed pa
 	return m, fixed, true, nil
 }
 
+// ConstraintsFromArgs is what the script's Megatron flags fix (parallel
+// sizes, micro-batch, recompute, precision...) without sizing the model: a
+// job that is not planned, or whose model cannot be sized here (BERT, T5,
+// hybrid Mamba, a tokenizer not readable here), still runs with them.
+func ConstraintsFromArgs(args []string) (parallel.Constraints, error) {
+	a := Parse(args)
+	var errs yamlcheck.Problems
+	layers := 0
+	if a.Has("--num-layers") {
+		layers = a.positive("--num-layers", &errs)
+	}
+	c := constraintsFromArgs(a, layers, &errs)
+	return c, errs.Err("megatron arguments")
+}
+
 func modelFromArgs(a Args, errs *yamlcheck.Problems, vocab func(Args, *yamlcheck.Problems) int) model.Model {
 	var missing []string
 	for _, f := range ShapeFlags {

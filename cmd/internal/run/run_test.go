@@ -162,7 +162,6 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"bad framework", []string{"--dry-run", "--framework", "jax", "train.py"}, "--framework \"jax\""},
 		{"bad nccl mode", []string{"--dry-run", "--nccl-mode", "ib", "--hosts", "n1", "train.py"}, "--nccl-mode \"ib\""},
 		{"missing cluster file", []string{"--dry-run", "--cluster", "nope.yaml", "train.py"}, "cluster file"},
-		{"megatron without shape", []string{"--dry-run", "--cluster", "example", "--framework", "megatron", "train.py", "--lr", "1"}, "no model shape"},
 		{"plan index", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "--plan", "0", "pretrain_gpt.py"}, gpt48), "numbered from 1"},
 		{"more ranks than GPUs", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nproc-per-node", "9", "train.py"}, "have 8 GPUs"},
 		{"more nodes than hosts", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "5", "train.py"}, "lists 4 hosts"},
