@@ -47,3 +47,13 @@ func TestLauncherFlagsIgnoredWithReason(t *testing.T) {
 		}
 	}
 }
+
+// TestRdzvEndpointPortZero (issue 21): torchrun's --rdzv-endpoint HOST:0
+// (torchrun docs, torchtitan) picks a free port instead of failing on a
+// --master-port the user never typed.
+func TestRdzvEndpointPortZero(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--no-check-script", "--nproc_per_node=2", "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0", "train.py")
+	if code != 0 || strings.Contains(out, "MASTER_PORT=0") || !strings.Contains(out, "MASTER_PORT=") || !strings.Contains(out, "a port free on this machine") {
+		t.Errorf("exit %d\nstderr: %s\nstdout: %s", code, errOut, out)
+	}
+}

@@ -2,8 +2,9 @@ package run
 
 import (
 	"bytes"
+	"context"
 	"fmt"
-	"net"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // These tests run real torch.distributed (gloo) jobs on this machine
@@ -53,19 +55,18 @@ func localArgs(t *testing.T, dir string, where ...string) []string {
 	}
 	args := append([]string{"pipette-launch", "run"}, where...)
 	return append(args, "--nproc-per-node", "2", "--known-hosts", kh, "--python", cmdtest.BedPython, "--workdir", dir,
-		"--stop-grace", "3s", "--master-port", strconv.Itoa(freePort(t)),
+		"--stop-grace", "3s", "--master-port", strconv.Itoa(mustFreePort(t)),
 		filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "2", "--timeout", "60")
 }
 
-// freePort is a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
+// mustFreePort is freePort, failing the test when none is found.
+func mustFreePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // leftovers lists the processes (other than this one) carrying mark.
@@ -247,5 +248,26 @@ func TestDryRunSaysItRunsHere(t *testing.T) {
 				t.Errorf("%v %s: exit %d, says it runs here %v, want %v\n%s%s", tc.args, j, code, said, tc.want, out.String(), errOut.String())
 			}
 		}
+	}
+}
+
+// TestPreflightRunsWhereTheJobRuns (issue 21): run --preflight --standalone
+// started the collective test over SSH to localhost (it failed in 0.02 s,
+// "rank 0 never reported"); it runs on this machine without SSH, as the
+// job does.
+func TestPreflightRunsWhereTheJobRuns(t *testing.T) {
+	var got *Options
+	f := &fakes{probe: noProbe, launch: func(context.Context, *job.Job, *Options) error { return nil }}
+	f.preflight = func(_ context.Context, _ *job.Job, o *Options, _ io.Writer) error {
+		got = o
+		return nil
+	}
+	// The stand-in preflight reports nothing, so the run stops there.
+	_, _, errOut := runCLIWith(t, f.adjust, "--preflight", "--standalone", "--nproc_per_node", "2", "--no-check-script", "train.py")
+	if got == nil {
+		t.Fatalf("no preflight started\n%s", errOut)
+	}
+	if !preflightLaunchOptions(got, io.Discard).Local {
+		t.Errorf("the preflight of a --standalone job is started over SSH, not on this machine")
 	}
 }

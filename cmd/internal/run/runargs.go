@@ -291,9 +291,27 @@ func applyRdzvEndpoint(o *Options, ep string, portSet bool) error {
 		if err != nil {
 			return cmdutil.InputErrorf("--rdzv-endpoint %q: port %q is not a number", ep, port)
 		}
+		if n == 0 {
+			// torchrun's HOST:0: the rendezvous picks a free port.
+			if n, err = freePort(); err != nil {
+				return fmt.Errorf("--rdzv-endpoint %s: find a free port: %w", ep, err)
+			}
+			o.notes = append(o.notes, fmt.Sprintf("--rdzv-endpoint %s: MASTER_PORT %d, a port free on this machine now (torchrun's port 0 picks a free one)", ep, n))
+		}
 		o.MasterPort = n
 	}
 	return nil
+}
+
+// freePort is a TCP port free on this machine now: the kernel's pick for
+// a listener on port 0, closed again for rank 0 to bind.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // ParseNNodes accepts torchrun's N or MIN:MAX with MIN == MAX.
