@@ -21,8 +21,16 @@ import (
 // launchPreflight starts the preflight job like launchJob, its output to
 // out: Options.LaunchPreflight when nil.
 func launchPreflight(ctx context.Context, job *job.Job, opts *Options, out io.Writer) error {
-	return launch.Launch(ctx, *job, launch.LaunchOptions{
+	return launch.Launch(ctx, *job, preflightLaunchOptions(opts, out))
+}
+
+// preflightLaunchOptions start the preflight job where the job itself will
+// run: on this machine without SSH when the job does (--standalone, or its
+// only host is this machine), else over SSH or srun.
+func preflightLaunchOptions(opts *Options, out io.Writer) launch.LaunchOptions {
+	return launch.LaunchOptions{
 		Slurm:            opts.slurm,
+		Local:            opts.local,
 		SSH:              opts.SSH,
 		Fanout:           opts.Fanout,
 		Pool:             opts.pool,
@@ -32,7 +40,7 @@ func launchPreflight(ctx context.Context, job *job.Job, opts *Options, out io.Wr
 		// Eight ranks importing torch at once on a small host slow the
 		// agents' start: the test's own timeouts bound the network.
 		StartTimeout: 90 * time.Second,
-	})
+	}
 }
 
 // runPreflight runs the collective test of the rendered job and prints
