@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 
@@ -140,8 +141,8 @@ func CheckDSConfig(data []byte, dp, pp int) error {
 // checkDSSettings applies DeepSpeed's checks other than the batch rule (a
 // user's config may leave batch values for DeepSpeed to derive).
 func checkDSSettings(data []byte, pp int) error {
-	var raw map[string]any
-	if err := json.Unmarshal(data, &raw); err != nil {
+	raw, err := deepspeed.Decode(data) // the user's bytes, read as DeepSpeed reads them
+	if err != nil {
 		return err
 	}
 	return errors.Join(dsSettingsErrors(raw, pp)...)
@@ -172,7 +173,7 @@ func dsSettingsErrors(raw map[string]any, pp int) []error {
 		errs = append(errs, checkOffload("offload_optimizer", oo, stage, 1)...)
 	}
 	if op, ok := zero["offload_param"].(map[string]any); ok {
-		if stage != 3 {
+		if stage != 3 && stage != 0 {
 			fail("zero_optimization.offload_param needs stage 3 (stage %d)", stage)
 		}
 		errs = append(errs, checkOffload("offload_param", op, stage, 3)...)
@@ -192,7 +193,8 @@ func checkOffload(name string, o map[string]any, stage, minStage int) []error {
 	default:
 		errs = append(errs, fmt.Errorf("ds_config.json: %s.device %q: want none, cpu or nvme", name, dev))
 	}
-	if dev != "none" && stage < minStage {
+	// DeepSpeed accepts an offload block without ZeRO (stage 0: unused).
+	if dev != "none" && stage > 0 && stage < minStage {
 		errs = append(errs, fmt.Errorf("ds_config.json: %s needs ZeRO stage >= %d (stage %d)", name, minStage, stage))
 	}
 	if r, ok := o["ratio"]; ok {

@@ -46,7 +46,7 @@ func TestCheckDSConfigRejectsBadConfigs(t *testing.T) {
 		{"both precisions", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "fp16": {"enabled": true}}`, 8, 1, "both enabled"},
 		{"stage 4", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 4}}`, 8, 1, "want 0-3"},
 		{"pp with zero 2", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}`, 4, 2, "not compatible with ZeRO stage 2"},
-		{"offload stage 0", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}`, 8, 1, "needs ZeRO stage >= 1"},
+		{"offload stage 1 of param", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 1, "offload_param": {"device": "cpu"}}}`, 8, 1, "needs stage 3"},
 		{"ratio stage 2", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}`, 8, 1, "below 1 needs ZeRO stage 3"},
 		{"ratio range", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 2}}}`, 8, 1, "outside 0..1"},
 		{"param offload stage 2", `{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}`, 8, 1, "offload_param needs stage 3"},

@@ -85,13 +85,15 @@ func dsPlanned(u *deepspeed.UserConfig, cfg parallel.Config, override bool) (dat
 	if max(u.Stage, 0) != cfg.ZeroStage {
 		note(z, "stage", "zero_optimization.stage", float64(cfg.ZeroStage))
 	}
+	// legacy is DeepSpeed's deprecated spelling of the key, which it
+	// refuses beside the key: a change replaces it.
 	offloads := []struct {
-		key, dev string
-		plan     bool
-		block    map[string]any
+		key, legacy, dev string
+		plan             bool
+		block            map[string]any
 	}{
-		{"offload_optimizer", u.OffloadOptimizer, cfg.Offload.OptimizerFraction > 0, map[string]any{"device": "cpu", "pin_memory": true}},
-		{"offload_param", u.OffloadParam, cfg.Offload.Params, map[string]any{"device": "cpu", "pin_memory": true}},
+		{"offload_optimizer", "cpu_offload", u.OffloadOptimizer, cfg.Offload.OptimizerFraction > 0, map[string]any{"device": "cpu", "pin_memory": true}},
+		{"offload_param", "cpu_offload_params", u.OffloadParam, cfg.Offload.Params, map[string]any{"device": "cpu", "pin_memory": true}},
 	}
 	if f := cfg.Offload.OptimizerFraction; f > 0 && f < 1 {
 		offloads[0].block["ratio"] = f
@@ -100,10 +102,21 @@ func dsPlanned(u *deepspeed.UserConfig, cfg parallel.Config, override bool) (dat
 		userOn := o.dev != "" && o.dev != "none"
 		switch {
 		case o.plan && !userOn:
+			if old, set := z[o.legacy]; set {
+				if !override {
+					break // the caller refuses such a plan
+				}
+				changed = append(changed, deepspeed.Change{Key: "zero_optimization." + o.legacy, User: old})
+				delete(z, o.legacy)
+			}
 			note(z, o.key, "zero_optimization."+o.key, o.block)
 		case !o.plan && userOn && override:
-			changed = append(changed, deepspeed.Change{Key: "zero_optimization." + o.key, User: z[o.key]})
-			delete(z, o.key)
+			key := o.key
+			if _, set := z[o.key]; !set {
+				key = o.legacy
+			}
+			changed = append(changed, deepspeed.Change{Key: "zero_optimization." + key, User: z[key]})
+			delete(z, key)
 		}
 	}
 	if len(z) > 0 {

@@ -35,21 +35,27 @@ type UserConfig struct {
 // ParseUserConfig reads a user's config; errors name the file and key.
 func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
 	u := &UserConfig{Flag: flag, Path: path, Data: data, Stage: -1}
-	if err := json.Unmarshal(data, &u.raw); err != nil || u.raw == nil {
-		return nil, fmt.Errorf("%s %s: not a JSON object (%v)", flag, path, err)
+	raw, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %v", flag, path, err)
 	}
+	u.raw = raw
 	collectAuto(u.raw, "", &u.Auto)
 	sort.Strings(u.Auto)
 	var errs []string
 	intKey := func(m map[string]any, key, name string) int {
 		v, ok := m[key]
-		if !ok || v == "auto" {
-			return 0
+		if !ok || v == nil || v == "auto" {
+			return 0 // null: DeepSpeed derives it, as when unset
 		}
 		f, isNum := v.(float64)
-		if !isNum || f != float64(int(f)) || f < 0 {
-			errs = append(errs, fmt.Sprintf("%s: want a non-negative integer or \"auto\", got %v", name, v))
+		switch {
+		case !isNum || f != float64(int(f)) || f < 0:
+			errs = append(errs, fmt.Sprintf("%s: want a non-negative integer, \"auto\" or null, got %v", name, v))
 			return 0
+		case f == 0 && key != "stage":
+			// DeepSpeed asserts every batch value > 0 (_batch_assertion).
+			errs = append(errs, fmt.Sprintf("%s: want a positive integer, \"auto\" or null, got 0 (DeepSpeed asserts it is greater than 0)", name))
 		}
 		return int(f)
 	}
@@ -62,6 +68,29 @@ func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
 		}
 		u.OffloadOptimizer = offloadDevice(z, "offload_optimizer")
 		u.OffloadParam = offloadDevice(z, "offload_param")
+		// DeepSpeed's deprecated spellings (zero/config.py): cpu_offload
+		// is offload_optimizer on the CPU, cpu_offload_params offload_param;
+		// each refused beside its replacement.
+		for _, legacy := range []struct {
+			key, replacement string
+			device           *string
+		}{{"cpu_offload", "offload_optimizer", &u.OffloadOptimizer}, {"cpu_offload_params", "offload_param", &u.OffloadParam}} {
+			v, set := z[legacy.key]
+			if !set || v == nil {
+				continue
+			}
+			on, isBool := v.(bool)
+			switch _, both := z[legacy.replacement]; {
+			case !isBool:
+				errs = append(errs, fmt.Sprintf("zero_optimization.%s: want true or false, got %v", legacy.key, v))
+			case both:
+				errs = append(errs, fmt.Sprintf("zero_optimization.%s and %s are both given: DeepSpeed refuses the deprecated key beside its replacement (\"Cannot provide deprecated parameter '%s' and replacing parameter '%s' together\")", legacy.key, legacy.replacement, legacy.key, legacy.replacement))
+			case on:
+				*legacy.device = "cpu"
+			default:
+				*legacy.device = "none"
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %s", flag, path, strings.Join(errs, "; "))
