@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
@@ -27,4 +28,20 @@ func runAppBuffers(args ...string) (code int, stdout, stderr string) {
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	return cmdtest.RunInTestdata(t, testApp, args...)
+}
+
+// TestMistypedFlagSaysDidYouMean (issue 21): a mistyped flag of any command
+// (plan --globl-batch-size) gets its closest spelling in one line, exit 2,
+// not the command's whole usage.
+func TestMistypedFlagSaysDidYouMean(t *testing.T) {
+	for _, args := range [][]string{
+		{"plan", "--globl-batch-size", "8"},
+		{"probe", "--hostz", "n1"},
+		{"calibrate", "--clustr", "c.yaml"},
+	} {
+		code, out, errOut := runAppBuffers(args...)
+		if code != 2 || !strings.Contains(errOut, "did you mean --") || strings.Contains(out+errOut, "USAGE") || strings.Count(errOut, "\n") > 2 {
+			t.Errorf("%v: exit %d\nstderr: %s\nstdout: %.300s", args, code, errOut, out)
+		}
+	}
 }

@@ -139,10 +139,20 @@ func ParseHostfile(name string, r io.Reader) ([]HostSpec, error) {
 	return out, nil
 }
 
+// minSSHPort is the lowest port a hostfile's host:port may name besides 22:
+// below it a number after the colon is a slot count typed the MPI way.
+const minSSHPort = 1024
+
 func parseHostfileLine(line string) (HostSpec, error) {
 	fields := strings.Fields(line)
 	if len(fields) == 1 {
 		t, err := ParseHostTarget(fields[0])
+		if err == nil && t.Port != 0 && t.Port < minSSHPort && t.Port != 22 {
+			// "worker-0:8" is a slot count written MPI's way, not sshd on
+			// port 8: taken as a port it would start one rank over a port
+			// nothing listens on.
+			return HostSpec{}, fmt.Errorf("%q: port %d is not an SSH port; for %d slots write \"%s slots=%d\" (DeepSpeed's format), for a port write it >= %d", fields[0], t.Port, t.Port, t.Name, t.Port, minSSHPort)
+		}
 		return HostSpec{HostTarget: t}, err
 	}
 	m := dsHostLine.FindStringSubmatch(line)

@@ -247,7 +247,11 @@ func validateGPU(errs *yamlcheck.Problems, p string, g gpu.Spec) {
 	nonNegative(errs, p+".peak_bf16_tflops", g.PeakTFLOPS)
 	nonNegative(errs, p+".memory_bandwidth_tbyte_per_s", g.MemoryBandwidthTBPerS)
 	if _, _, complete := gpu.Resolve(g); !complete {
-		errs.Add(p+".model", "unknown GPU %q: give memory_gib and peak_bf16_tflops", g.Model)
+		if s := gpu.Suggest(g.Model); s != "" {
+			errs.Add(p+".model", "unknown GPU %q: did you mean %s? (or give memory_gib and peak_bf16_tflops for a GPU of your own)", g.Model, s)
+		} else {
+			errs.Add(p+".model", "unknown GPU %q: give memory_gib and peak_bf16_tflops", g.Model)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -118,8 +119,8 @@ func compactGPUName(name string) string {
 
 func lookupCatalog(name string) (CatalogEntry, bool) {
 	c := compactGPUName(name)
-	if c == "" {
-		return CatalogEntry{}, false
+	if c == "" || Suggest(name) != "" {
+		return CatalogEntry{}, false // a misspelt variant is not its family's default
 	}
 	for _, e := range gpuCatalog {
 		if e.match.MatchString(c) {
@@ -127,6 +128,69 @@ func lookupCatalog(name string) (CatalogEntry, bool) {
 		}
 	}
 	return CatalogEntry{}, false
+}
+
+// variantWords tell a family's variants apart (H100-PCIe, H100-NVL,
+// H100-SXM); with the other words nvidia-smi prints ("80GB HBM3") they are
+// the words a catalog name may carry besides its family.
+var (
+	variantWords = []string{"pcie", "nvl", "sxm"}
+	otherWords   = map[string]bool{"gb": true, "hbm": true, "e": true, "super": true, "x": true, "a": true, "s": true, "g": true}
+	wordRuns     = regexp.MustCompile(`[a-z]+`)
+)
+
+// Suggest names the catalog variant a GPU name misspells ("H100-PCI" is
+// H100-PCIe, not the family's default H100-SXM: 756 vs 989 TFLOP/s), or
+// "" when the name has no such near miss. Lookup does not resolve a name
+// Suggest answers for.
+func Suggest(name string) string {
+	c := compactGPUName(name)
+	for _, w := range wordRuns.FindAllString(c, -1) {
+		if otherWords[w] || slices.Contains(variantWords, w) {
+			continue
+		}
+		for _, v := range variantWords {
+			if !(len(w) >= 2 && strings.HasPrefix(v, w)) && !nearMiss(w, v) {
+				continue
+			}
+			fixed := strings.Replace(c, w, v, 1)
+			for _, e := range gpuCatalog {
+				if strings.Contains(compactGPUName(e.spec.Model), v) && e.match.MatchString(fixed) {
+					return e.spec.Model
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// nearMiss: a and b differ by one letter changed, dropped or added, or
+// two neighbours swapped.
+func nearMiss(a, b string) bool {
+	if a == b || len(a) < 2 {
+		return false
+	}
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	switch len(b) - len(a) {
+	case 0:
+		var diff []int
+		for i := range a {
+			if a[i] != b[i] {
+				diff = append(diff, i)
+			}
+		}
+		swapped := len(diff) == 2 && diff[1] == diff[0]+1 && a[diff[0]] == b[diff[1]] && a[diff[1]] == b[diff[0]]
+		return len(diff) == 1 || swapped
+	case 1:
+		for i := range b {
+			if b[:i]+b[i+1:] == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MemoryBytes is the GPU's memory in bytes (MemoryGiB is binary GiB).

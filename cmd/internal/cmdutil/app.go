@@ -16,6 +16,15 @@ import (
 // [flags] script.py ARGS` is def (run), as torchrun users type it; main
 // passes every command, a command's tests only their own.
 func NewApp(io *IOStreams, def *cli.Command, cmds ...*cli.Command) *cli.App {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			// A mistyped flag gets its closest spelling, not the command's
+			// whole usage (plan --globl-batch-size).
+			c.OnUsageError = func(ctx *cli.Context, err error, _ bool) error {
+				return cli.Exit(fmt.Sprintf("pipette-launch %s: %s (see pipette-launch %s --help)", ctx.Command.Name, DidYouMean(err, ctx.Command.Flags), ctx.Command.Name), 2)
+			}
+		}
+	}
 	return &cli.App{
 		Name:        "pipette-launch",
 		Usage:       "plan and launch LLM training (Megatron-LM, DeepSpeed, torch) on heterogeneous clusters",

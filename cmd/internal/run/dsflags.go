@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,11 @@ func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote
 	for _, node := range strings.Split(spec, "@") {
 		name, slotList, hasSlots := strings.Cut(node, ":")
 		i, ok := index[name]
+		if !ok && bareSlots.MatchString(name) {
+			// DeepSpeed's parse_resource_filter fails the same way
+			// ("Hostname '0,1' not found in hostfile"): slots follow a colon.
+			return nil, nil, cmdutil.InputErrorf("%s %s: %q is not a host; hosts are separated by '@' and a host's slots follow a colon, as in DeepSpeed: NAME[:SLOT[,SLOT...]][@NAME...], e.g. %s:%s", flag, spec, name, strings.TrimSuffix(strings.Split(spec, "@")[0], ":"), name)
+		}
 		if !ok {
 			return nil, nil, cmdutil.InputErrorf("%s %s: host %q is not in the host list", flag, spec, name)
 		}
@@ -82,6 +88,9 @@ func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote
 	}
 	return outHosts, outSlots, nil
 }
+
+// bareSlots matches a bare slot list ("0,1"), given where a host belongs.
+var bareSlots = regexp.MustCompile(`^[0-9]+(,[0-9]+)*$`)
 
 // deviceList is a host's slots as CUDA_VISIBLE_DEVICES, as DeepSpeed's
 // launch.py sets it.
