@@ -39,6 +39,9 @@ type Job struct {
 	OverrideDS bool
 	// PlanIndex is which of the ranked plans to run, from 1.
 	PlanIndex int
+	// MemoryHeadroom is the share of each GPU's memory plans leave free
+	// (search.Options.MemoryHeadroom).
+	MemoryHeadroom float64
 }
 
 // Choice is what Choose decides: the placed plan and its one-line summary,
@@ -74,11 +77,14 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	// unsized says why the script's model cannot be sized here: the job
 	// still runs with the sizes its flags fix, planned only with --model.
 	var unsized error
-	if found && err != nil && fw != parallel.FrameworkTorch {
+	if ue := (*megatron.UnsizedError)(nil); found && errors.As(err, &ue) && fw != parallel.FrameworkTorch {
 		if fixed, err = megatron.ConstraintsFromArgs(j.Args); err != nil {
 			return nil, err
 		}
 		unsized, m = errUnsized(j.Script, j.Args, err), model.Model{}
+	}
+	if found && err != nil && unsized == nil && fw != parallel.FrameworkTorch {
+		return nil, err // the flags contradict each other: Megatron would refuse them too
 	}
 	if megatronArgs && fw != parallel.FrameworkTorch {
 		ch.Warnings = append(ch.Warnings, megatron.UnmodelledFeatures(j.Args)...)
@@ -197,7 +203,7 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 		return nil, 0, errors.New("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
 	find := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
-		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1})
+		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom})
 		if err != nil {
 			// A *search.NoFitError stays one: the model does not fit this
 			// cluster, and its message says what would help.

@@ -2,6 +2,7 @@ package megatron
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,6 +87,9 @@ func ModelFromArgsVocab(args []string, vocab VocabFunc) (m model.Model, fixed pa
 	m = modelFromArgs(a, &errs, vocabReader(args, vocab))
 	fixed = constraintsFromArgs(a, m.NumLayers, &errs)
 	if err := errs.Err("megatron arguments"); err != nil {
+		if !slices.ContainsFunc(errs, func(p yamlcheck.Problem) bool { return p.Path != "missing" }) {
+			err = &UnsizedError{err}
+		}
 		return model.Model{}, parallel.Constraints{}, true, err
 	}
 	if err := m.Validate(); err != nil {
@@ -93,6 +97,15 @@ func ModelFromArgsVocab(args []string, vocab VocabFunc) (m model.Model, fixed pa
 	}
 	return m, fixed, true, nil
 }
+
+// UnsizedError is ModelFromArgsVocab's error when the flags only lack what
+// sizing the model needs (BERT's vocab file not here, T5's encoder and
+// decoder flags), nothing they give being wrong: such a job can still run
+// unplanned.
+type UnsizedError struct{ Err error }
+
+func (e *UnsizedError) Error() string { return e.Err.Error() }
+func (e *UnsizedError) Unwrap() error { return e.Err }
 
 // ConstraintsFromArgs is what the script's Megatron flags fix (parallel
 // sizes, micro-batch, recompute, precision...) without sizing the model: a

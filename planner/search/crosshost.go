@@ -125,6 +125,20 @@ func addCrossHostTP(c *cluster.Cluster, m model.Model, o Options, res *Result, e
 	return res, err
 }
 
+// withHeadroom is c with every GPU's memory less the headroom share: the
+// capacity every fit check, ranking and report of the search sees.
+func withHeadroom(c *cluster.Cluster, h float64) *cluster.Cluster {
+	if h <= 0 {
+		return c
+	}
+	out := *c
+	out.Hosts = slices.Clone(c.Hosts)
+	for i := range out.Hosts {
+		out.Hosts[i].GPU.MemoryGiB *= 1 - h
+	}
+	return &out
+}
+
 // Search enumerates every config Megatron-LM (or DeepSpeed) would accept on
 // the cluster, rejects those that do not fit in memory, predicts the rest,
 // places the best and returns the TopK, fastest first. When nothing fits the
@@ -137,6 +151,10 @@ func Search(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 	if err := checkPrecision(c, o); err != nil {
 		return nil, err
 	}
+	if h := o.MemoryHeadroom; h < 0 || h >= 0.5 {
+		return nil, fmt.Errorf("memory headroom %g: want a share from 0 to below 0.5 (0.05 keeps 5%% of each GPU free)", h)
+	}
+	c = withHeadroom(c, o.MemoryHeadroom)
 	minGPUs := c.Hosts[0].GPUs
 	for _, h := range c.Hosts {
 		minGPUs = min(minGPUs, h.GPUs)

@@ -24,4 +24,18 @@ type Options struct {
 	// torchrun's way (rank r on the r/GPUs-th host of the order): the
 	// user's own layout for `plan --as-is`. Nil is the cluster's order.
 	HostOrder []int
+	// MemoryHeadroom is the share of every GPU's memory a plan must leave
+	// free (0 <= h < 0.5; 0: none): see DefaultMemoryHeadroom.
+	MemoryHeadroom float64
 }
+
+// DefaultMemoryHeadroom is the launcher's --memory-headroom: plans keep 5%
+// of each GPU's memory free beyond the estimate's own allowances. Plans at
+// 99.9% of the estimate OOM in real jobs: the CUDA context and NCCL's
+// buffers grow with every communicator a rank creates (NCCL_BUFFSIZE, 4 MiB
+// per channel and peer by default, NCCL's environment documentation), and
+// PyTorch's caching allocator reserves blocks it cannot reuse for other
+// sizes (memory_reserved above memory_allocated, PyTorch's "CUDA semantics:
+// memory management" notes), both workload-dependent; 5% of an 80 GiB GPU
+// is 4 GiB, the order of what those take in the issue-21 jobs.
+const DefaultMemoryHeadroom = 0.05

@@ -38,11 +38,13 @@ type Options struct {
 	Model       string
 	GlobalBatch int
 	SeqLength   int // 0 keeps the model's
-	Framework   string
-	Top         int
-	JSON        bool
-	Breakdown   bool
-	Seed        int64
+	// MemoryHeadroom is --memory-headroom (search.Options.MemoryHeadroom).
+	MemoryHeadroom float64
+	Framework      string
+	Top            int
+	JSON           bool
+	Breakdown      bool
+	Seed           int64
 	// NCCLMode prices links as `run --nccl-mode` will render them.
 	NCCLMode        string
 	PlacementBudget time.Duration
@@ -68,6 +70,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 			&cli.StringFlag{Name: "model", Usage: "model preset `NAME` (" + strings.Join(model.PresetNames(), ", ") + ") or model YAML file"},
 			&cli.IntFlag{Name: "global-batch-size", Usage: "sequences per iteration"},
 			&cli.IntFlag{Name: "seq-length", Usage: "override the model's sequence length"},
+			cmdutil.MemoryHeadroomFlag(),
 			&cli.StringFlag{Name: "framework", Value: "megatron", Usage: "megatron or deepspeed"},
 			&cli.IntFlag{Name: "top", Value: 5, Usage: "show the best `N` plans"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
@@ -101,7 +104,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 		Action: func(c *cli.Context) error {
 			opts := &Options{
 				IO: io, ClusterFile: c.String("cluster"), Model: c.String("model"),
-				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"),
+				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"), MemoryHeadroom: c.Float64("memory-headroom"),
 				Framework: c.String("framework"), Top: c.Int("top"), JSON: c.Bool("json"),
 				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), NCCLMode: c.String("nccl-mode"), PlacementBudget: c.Duration("placement-budget"),
 				Fixed: parallel.Constraints{
@@ -312,7 +315,7 @@ func loadListedCluster(path string, t fabric.Transport, hosts, hostfile string) 
 	name := "embedded example cluster"
 	if path != "" {
 		b, err := os.ReadFile(path)
-		if err != nil && path == "example" {
+		if err != nil && path == cmdutil.ExampleCluster {
 			b, err = examples.DefaultCluster, nil // --cluster example, as run takes it
 		}
 		if err != nil {
@@ -343,7 +346,7 @@ func loadListedCluster(path string, t fabric.Transport, hosts, hostfile string) 
 }
 
 func SearchOptions(opts *Options) (search.Options, error) {
-	so := search.Options{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget}
+	so := search.Options{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget, MemoryHeadroom: opts.MemoryHeadroom}
 	switch opts.Framework {
 	case "", "megatron":
 		so.Framework = parallel.FrameworkMegatron

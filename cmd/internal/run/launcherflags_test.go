@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -35,8 +36,8 @@ func TestLauncherFlagsIgnoredWithReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	help := IgnoredFlagsHelp()
-	for _, f := range ignoredLauncherFlags() {
+	help := cmdutil.IgnoredFlagsHelp()
+	for _, f := range cmdutil.IgnoredLauncherFlags() {
 		why := strings.TrimPrefix(f.(cli.DocGenerationFlag).GetUsage(), "ignored: ")
 		line := "--" + f.Names()[0] + "`: " + why + "."
 		if !strings.Contains(string(doc), line) {
@@ -55,5 +56,14 @@ func TestRdzvEndpointPortZero(t *testing.T) {
 	code, out, errOut := runCLI(t, "--dry-run", "--no-check-script", "--nproc_per_node=2", "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0", "train.py")
 	if code != 0 || strings.Contains(out, "MASTER_PORT=0") || !strings.Contains(out, "MASTER_PORT=") || !strings.Contains(out, "a port free on this machine") {
 		t.Errorf("exit %d\nstderr: %s\nstdout: %s", code, errOut, out)
+	}
+}
+
+// TestIncludeSlotsWithoutColon (issue 21): --include worker-0@0,1 fails as
+// in DeepSpeed ("0,1" is no host), saying that slots follow a colon.
+func TestIncludeSlotsWithoutColon(t *testing.T) {
+	code, _, errOut := runCLI(t, "--dry-run", "-H", "hostfile", "--include", "worker-1@0,1", "--no-check-script", "train.py")
+	if code != 2 || !strings.Contains(errOut, `"0,1" is not a host`) || !strings.Contains(errOut, "worker-1:0,1") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }

@@ -10,14 +10,6 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
-// ExampleCluster is the --cluster value that plans on the embedded example
-// cluster (examples/cluster.yaml): made-up hosts, for trying plans out.
-const ExampleCluster = "example"
-
-// DeepSpeedHostfile is DeepSpeed's launcher's default --hostfile
-// (deepspeed/launcher/constants.py DLTS_HOSTFILE).
-const DeepSpeedHostfile = "/job/hostfile"
-
 // defaultHosts gives a line that names no hosts the hosts its own launcher
 // would use: torchrun's default is this machine (--nproc-per-node default
 // 1); DeepSpeed's launcher reads /job/hostfile when it exists, else runs on
@@ -31,11 +23,11 @@ func defaultHosts(o *Options) error {
 	}
 	// DeepSpeed's launcher's defaults for a line written for it (by its
 	// flags, or a DeepSpeed script with no torchrun flag).
-	ds := o.style == styleDeepSpeed || (o.style == "" && ChooseFramework(o) == parallel.FrameworkDeepSpeed)
+	ds := o.style == cmdutil.StyleDeepSpeed || (o.style == "" && ChooseFramework(o) == parallel.FrameworkDeepSpeed)
 	if ds {
-		if _, err := os.Stat(DeepSpeedHostfile); err == nil {
-			o.Hostfile = DeepSpeedHostfile
-			o.notes = append(o.notes, "hosts from "+DeepSpeedHostfile+" (DeepSpeed's default hostfile)")
+		if _, err := os.Stat(cmdutil.DeepSpeedHostfile); err == nil {
+			o.Hostfile = cmdutil.DeepSpeedHostfile
+			o.notes = append(o.notes, "hosts from "+cmdutil.DeepSpeedHostfile+" (DeepSpeed's default hostfile)")
 			return nil
 		}
 	}
@@ -48,8 +40,8 @@ func defaultHosts(o *Options) error {
 	}
 	if ds && o.NProcPerNode == "" && o.Include == "" && o.Exclude == "" {
 		// DeepSpeed's launcher: every GPU of this machine.
-		gpus, why := localGPUs(context.Background())
-		if n := visibleGPUs(gpus, o.Env); n > 0 {
+		gpus, why := cmdutil.LocalGPUs(context.Background())
+		if n := cmdutil.VisibleGPUs(gpus, o.Env); n > 0 {
 			o.defaultSlots = n
 		} else {
 			o.notes = append(o.notes, "one rank: DeepSpeed's launcher would use every GPU of this machine, and it has none ("+cmp.Or(why, "CUDA_VISIBLE_DEVICES hides every GPU")+")")
@@ -57,10 +49,10 @@ func defaultHosts(o *Options) error {
 	}
 	o.Hosts, o.MasterAddr = "localhost", cmp.Or(o.MasterAddr, "127.0.0.1")
 	o.standalone = true
+	note := "no hosts named: this machine, as torchrun"
 	if o.defaultSlots > 0 {
-		o.notes = append(o.notes, "no hosts named: this machine with its "+strconv.Itoa(o.defaultSlots)+" GPUs, as DeepSpeed's launcher")
-	} else {
-		o.notes = append(o.notes, "no hosts named: this machine, as torchrun")
+		note = "no hosts named: this machine with its " + strconv.Itoa(o.defaultSlots) + " GPUs, as DeepSpeed's launcher"
 	}
+	o.notes = append(o.notes, note)
 	return nil
 }

@@ -57,7 +57,9 @@ type Options struct {
 	PlanIndex             int
 	Model                 string
 	GlobalBatch           int
-	DryRun                bool
+	// MemoryHeadroom is --memory-headroom (search.Options.MemoryHeadroom).
+	MemoryHeadroom float64
+	DryRun         bool
 	// JSON, with DryRun, prints the job as one JSON object.
 	JSON      bool
 	OutputDir string
@@ -190,7 +192,7 @@ func NewCmd(io *cmdutil.IOStreams, adjust func(*Options)) *cli.Command {
 		Name:        "run",
 		Usage:       "plan, render and start a training job (torchrun's replacement)",
 		ArgsUsage:   "script.py [script args...]",
-		Description: IgnoredFlagsHelp(),
+		Description: cmdutil.IgnoredFlagsHelp(),
 		Flags:       Flags(),
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return cli.Exit(fmt.Sprintf("pipette-launch run: %s (see pipette-launch run --help)", cmdutil.DidYouMean(err, c.Command.Flags)), 2)
@@ -297,8 +299,8 @@ func Run(ctx context.Context, opts *Options) error {
 			ExplicitEnv:       explicit,
 			HostDevices:       opts.devices,
 			NoLocalRank:       opts.NoLocalRank,
-			TorchrunStyle:     opts.style == styleTorchrun,
-			DeepSpeedLauncher: opts.style == styleDeepSpeed,
+			TorchrunStyle:     opts.style == cmdutil.StyleTorchrun,
+			DeepSpeedLauncher: opts.style == cmdutil.StyleDeepSpeed,
 			DSInScript:        dsInScript(opts, ch.DS, planned),
 			DSUser:            ch.DS,
 			DSPassThrough:     !planned,
@@ -530,7 +532,7 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 		if o.OutputDir != "" {
 			what = "--output-dir: " + what
 		}
-		return nil, false, cmdutil.InputErrorf("--cluster %s: %s; give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or leave them out to run on this machine", ExampleCluster, what)
+		return nil, false, cmdutil.InputErrorf("--cluster %s: %s; give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, or leave them out to run on this machine", cmdutil.ExampleCluster, what)
 	}
 	if listed {
 		hosts, err := listedHosts(o, nproc, allGPUs)
@@ -592,7 +594,7 @@ func fromSlurm(o *Options) bool {
 // hosts (--cluster example, and no file of that name here; only a dry run
 // gets that far).
 func onExample(o *Options) bool {
-	if o.ClusterFile != ExampleCluster {
+	if o.ClusterFile != cmdutil.ExampleCluster {
 		return false
 	}
 	_, err := os.Stat(o.ClusterFile)

@@ -46,7 +46,7 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	}
 	job := planner.Job{Framework: fw, Script: o.Script, Args: o.ScriptArgs, GlobalBatch: o.GlobalBatch,
 		SequenceParallel: sp, SequenceParallelFlag: o.SequenceParallel, Vocab: tokenizer.Reader{Dir: o.WorkDir}.Vocab,
-		DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex}
+		DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom}
 	if o.Model != "" {
 		job.Model = func() (model.Model, error) { return cmdutil.LoadModel(o.Model, 0) }
 	}
@@ -89,10 +89,9 @@ func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, err
 	return ds, nil
 }
 
-// userDSConfigFlag finds the script's DeepSpeed config: --deepspeed_config,
-// --deepscale_config, or HF Trainer's --deepspeed FILE (a value that names
-// a .json file or a file here; DeepSpeed's own --deepspeed is a switch). It
-// returns the flag, the path as given and the file it names here.
+// userDSConfigFlag finds the script's DeepSpeed config
+// (deepspeed.ConfigFlag): the flag, the path as given and the file it
+// names here.
 func userDSConfigFlag(o *Options) (flag, path, file string) {
 	resolve := func(p string) string {
 		if o.WorkDir != "" && p != "" && !filepath.IsAbs(p) {
@@ -100,24 +99,7 @@ func userDSConfigFlag(o *Options) (flag, path, file string) {
 		}
 		return p
 	}
-	for i, a := range o.ScriptArgs {
-		for _, f := range []string{"--deepspeed_config", "--deepscale_config"} {
-			if a == f && i+1 < len(o.ScriptArgs) {
-				flag, path = f, o.ScriptArgs[i+1]
-			} else if v, ok := strings.CutPrefix(a, f+"="); ok {
-				flag, path = f, v
-			}
-		}
-		v, ok := strings.CutPrefix(a, deepspeed.HFTrainerFlag+"=")
-		if !ok && a == deepspeed.HFTrainerFlag && i+1 < len(o.ScriptArgs) && !strings.HasPrefix(o.ScriptArgs[i+1], "-") {
-			v, ok = o.ScriptArgs[i+1], true
-		}
-		if ok && flag == "" {
-			if _, err := os.Stat(resolve(v)); err == nil || strings.HasSuffix(v, ".json") {
-				flag, path = deepspeed.HFTrainerFlag, v
-			}
-		}
-	}
+	flag, path = deepspeed.ConfigFlag(o.ScriptArgs, func(p string) bool { _, err := os.Stat(resolve(p)); return err == nil })
 	return flag, path, resolve(path)
 }
 
