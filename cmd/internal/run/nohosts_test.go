@@ -3,30 +3,11 @@ package run
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
-
-// fakeGPUs puts an nvidia-smi on PATH that lists n GPUs, standing for this
-// machine's.
-func fakeGPUs(t *testing.T, n int) {
-	t.Helper()
-	dir := t.TempDir()
-	var rec strings.Builder
-	for i := range n {
-		rec.WriteString("GPU " + string(rune('0'+i)) + ": NVIDIA H100 80GB HBM3 (UUID: GPU-0)\n")
-	}
-	script := "#!/bin/sh\n[ \"$1\" = -L ] && printf '%s' '" + rec.String() + "'\n"
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	t.Setenv("CUDA_VISIBLE_DEVICES", "")
-	os.Unsetenv("CUDA_VISIBLE_DEVICES")
-}
 
 // TestNoHostsRunsHere (issue 21): a line that names no hosts runs on this
 // machine as its own launcher would (torchrun: --nproc-per-node, default 1;
@@ -35,6 +16,8 @@ func fakeGPUs(t *testing.T, n int) {
 // nodes and no hosts is refused naming --hosts.
 func TestNoHostsRunsHere(t *testing.T) {
 	fakeGPUs(t, 4)
+	t.Setenv("CUDA_VISIBLE_DEVICES", "") // restored after the test
+	os.Unsetenv("CUDA_VISIBLE_DEVICES")
 	for _, tc := range []struct {
 		name     string
 		args     []string
