@@ -16,25 +16,16 @@ import (
 // run fails: see cmd/internal/run's corpusExpectedFailures). A listed line
 // that passes fails the run.
 var megatronExpectedFailures = map[string]string{
-	"megatron-gpt3-175b":            "issue 21: the most common use is refused (planned on the embedded example)",
-	"megatron-llama3-8b-fp8":        "issue 21: the most common use is refused; FP8 refused on the embedded A100s",
-	"megatron-gptoss-20b-mock":      "issue 21: the most common use is refused (planned on the embedded example)",
-	"megatron-bert-340m":            "issue 21: sizing is demanded where nothing is planned",
-	"megatron-t5-220m":              "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mamba-800m":           "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mixtral-8x7b":         "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mixtral-8x7b-4-nodes": "issue 21: sizing is demanded where nothing is planned",
+	"megatron-gpt3-175b":       "issue 21: the most common use is refused (planned on the embedded example)",
+	"megatron-gptoss-20b-mock": "issue 21: the most common use is refused (planned on the embedded example)",
+	"megatron-bert-340m":       "issue 21: sizing is demanded where nothing is planned",
+	"megatron-mixtral-8x7b":    "issue 21: sizing is demanded where nothing is planned",
 }
 
 // dsConfigExpectedFailures are corpus lines whose generated DeepSpeed
 // config DeepSpeed refuses today, with the item of issue 21 behind it. A
 // listed line that passes fails the run.
-var dsConfigExpectedFailures = map[string]string{
-	"fastchat-lora-zero2":            itemHFConfig,
-	"llava-v1.5-finetune-lora-zero3": itemHFConfig,
-	"llava-v1.5-finetune-zero3":      itemHFConfig,
-	"llava-v1.5-pretrain-zero2":      itemHFConfig,
-}
+var dsConfigExpectedFailures = map[string]string{}
 
 const itemHFConfig = "issue 21: scripts crash on every rank from an injected argument (HF Trainer's --deepspeed FILE is not read as the config: the launcher generates its own from the file's \"auto\" values, train 32 = micro 1 x accumulation 1 x 8 ranks, which DeepSpeed refuses)"
 
