@@ -544,11 +544,11 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 				return nil, false, cmdutil.InputErrorf("--include/--exclude cannot be combined with --num_nodes/--num_gpus (--nnodes/--nproc-per-node), as in DeepSpeed")
 			}
 			var slots [][]int
-			if hosts, slots, err = filterResources(hosts, o.Include, o.Exclude); err != nil {
+			if hosts, slots, err = cmdutil.FilterResources(hosts, o.Include, o.Exclude); err != nil {
 				return nil, false, err
 			}
 			for _, s := range slots {
-				o.devices = append(o.devices, deviceList(s))
+				o.devices = append(o.devices, cmdutil.DeviceList(s))
 			}
 		}
 		if nnodes > 0 {

@@ -1,4 +1,4 @@
-package run
+package cmdutil
 
 import (
 	"fmt"
@@ -7,19 +7,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 )
 
-// filterResources applies DeepSpeed's --include/--exclude (runner.py
+// FilterResources applies DeepSpeed's --include/--exclude (runner.py
 // parse_resource_filter): NODE_SPEC[@NODE_SPEC ...] with NODE_SPEC =
 // NAME[:SLOT[,SLOT ...]]. include keeps only the named hosts (all their
 // slots, or the listed ones); exclude drops the listed slots, or whole
 // hosts. Hosts keep the hostfile's order; a host left without slots is
 // dropped. It returns the hosts and each one's slots (GPU indices).
-func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote.HostSpec, [][]int, error) {
+func FilterResources(hosts []remote.HostSpec, include, exclude string) ([]remote.HostSpec, [][]int, error) {
 	if include != "" && exclude != "" {
-		return nil, nil, cmdutil.InputErrorf("--include and --exclude cannot be combined (DeepSpeed: mutually exclusive)")
+		return nil, nil, InputErrorf("--include and --exclude cannot be combined (DeepSpeed: mutually exclusive)")
 	}
 	flag, spec := "--include", include
 	if exclude != "" {
@@ -46,10 +45,10 @@ func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote
 		if !ok && bareSlots.MatchString(name) {
 			// DeepSpeed's parse_resource_filter fails the same way
 			// ("Hostname '0,1' not found in hostfile"): slots follow a colon.
-			return nil, nil, cmdutil.InputErrorf("%s %s: %q is not a host; hosts are separated by '@' and a host's slots follow a colon, as in DeepSpeed: NAME[:SLOT[,SLOT...]][@NAME...], e.g. %s:%s", flag, spec, name, strings.TrimSuffix(strings.Split(spec, "@")[0], ":"), name)
+			return nil, nil, InputErrorf("%s %s: %q is not a host; hosts are separated by '@' and a host's slots follow a colon, as in DeepSpeed: NAME[:SLOT[,SLOT...]][@NAME...], e.g. %s:%s", flag, spec, name, strings.TrimSuffix(strings.Split(spec, "@")[0], ":"), name)
 		}
 		if !ok {
-			return nil, nil, cmdutil.InputErrorf("%s %s: host %q is not in the host list", flag, spec, name)
+			return nil, nil, InputErrorf("%s %s: host %q is not in the host list", flag, spec, name)
 		}
 		if !hasSlots {
 			if include != "" {
@@ -62,7 +61,7 @@ func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote
 		for _, f := range strings.Split(slotList, ",") {
 			slot, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || !slices.Contains(all[i], slot) {
-				return nil, nil, cmdutil.InputErrorf("%s %s: no slot %q on host %s (it has %d)", flag, spec, f, name, hosts[i].Slots)
+				return nil, nil, InputErrorf("%s %s: no slot %q on host %s (it has %d)", flag, spec, f, name, hosts[i].Slots)
 			}
 			if include != "" {
 				if !slices.Contains(chosen[i], slot) {
@@ -84,7 +83,7 @@ func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote
 		outSlots = append(outSlots, chosen[i])
 	}
 	if len(outHosts) == 0 {
-		return nil, nil, cmdutil.InputErrorf("%s %s leaves no host", flag, spec)
+		return nil, nil, InputErrorf("%s %s leaves no host", flag, spec)
 	}
 	return outHosts, outSlots, nil
 }
@@ -92,9 +91,9 @@ func filterResources(hosts []remote.HostSpec, include, exclude string) ([]remote
 // bareSlots matches a bare slot list ("0,1"), given where a host belongs.
 var bareSlots = regexp.MustCompile(`^[0-9]+(,[0-9]+)*$`)
 
-// deviceList is a host's slots as CUDA_VISIBLE_DEVICES, as DeepSpeed's
+// DeviceList is a host's slots as CUDA_VISIBLE_DEVICES, as DeepSpeed's
 // launch.py sets it.
-func deviceList(slots []int) string {
+func DeviceList(slots []int) string {
 	s := make([]string, len(slots))
 	for i, v := range slots {
 		s[i] = fmt.Sprint(v)
