@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,7 +77,19 @@ func TestLaunchGlooJobOnKubelet(t *testing.T) {
 		}
 		var out syncBuffer
 		start := time.Now()
-		err = Launch(ctx, m, tag, Options{Kubectl: kubectl, Out: &out, Poll: 300 * time.Millisecond})
+		lctx, stop := context.WithCancel(ctx)
+		defer stop()
+		if slices.Contains(args, "--sleep") {
+			// The interrupt (SIGINT/SIGTERM in the CLI) comes once every
+			// rank is sleeping.
+			go func() {
+				for strings.Count(out.String(), ": sleeping") < 4 && lctx.Err() == nil {
+					time.Sleep(100 * time.Millisecond)
+				}
+				stop()
+			}()
+		}
+		err = Launch(lctx, m, tag, Options{Kubectl: kubectl, Out: &out, Poll: 300 * time.Millisecond})
 		t.Logf("%s: %s", name, time.Since(start).Round(100*time.Millisecond))
 		left, _ := s.Kubectl(context.Background(), nil, "get", "pods,jobsets,configmaps,services,secrets", "-l", k8s.LabelJob+"="+name, "-o", "name")
 		if len(strings.TrimSpace(string(left))) > 0 {
@@ -112,5 +125,17 @@ func TestLaunchGlooJobOnKubelet(t *testing.T) {
 	}
 	if f.StopErr != nil {
 		t.Errorf("stop: %v", f.StopErr)
+	}
+
+	// Interrupted while every rank sleeps: the JobSet is deleted, the
+	// ranks are stopped (SIGTERM through the pods' deletion), nothing is
+	// left, and the summary says it was interrupted.
+	start = time.Now()
+	out, err = run("gloo-int", "--sleep", "300")
+	if !errors.As(err, &f) || !f.Interrupted() && !strings.Contains(f.Reason, "interrupted") {
+		t.Fatalf("gloo-int: err = %v, want an interruption\noutput:\n%s", err, out)
+	}
+	if d := time.Since(start); d > 4*time.Minute {
+		t.Errorf("interrupted job took %s to stop", d)
 	}
 }
