@@ -72,6 +72,14 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 	if opts.JSON {
 		return cmdutil.InputErrorf("--json is not for --launcher k8s: --dry-run prints the manifests")
 	}
+	// What the SSH path does on this machine or between attempts has no
+	// Kubernetes counterpart here yet: refused rather than ignored.
+	for flag, set := range map[string]bool{"--max-restarts": opts.MaxRestarts > 0, "--preflight": opts.Preflight || opts.PreflightOnly,
+		"--log-dir": opts.LogDir != "", "--quiet-ranks/--local-ranks-filter": len(opts.QuietRanks)+len(opts.LocalRanksFilter) > 0} {
+		if set {
+			return cmdutil.InputErrorf("%s is not supported with --launcher k8s (kubectl logs keeps each pod's output; the JobSet is not restarted)", flag)
+		}
+	}
 	ko, err := k8s.Sources{File: opts.K8s.ConfigFile, PodPatchFile: opts.K8s.PodPatchFile, Flags: opts.K8s.Flags,
 		Labels: opts.K8s.Labels, DefaultName: opts.RunID}.Resolve()
 	if err != nil {

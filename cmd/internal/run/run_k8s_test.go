@@ -70,12 +70,14 @@ func TestK8sBadInputBeforeAnything(t *testing.T) {
 		{[]string{"--k8s-image", "a:1", "--k8s-label", "novalue"}, `--k8s-label`},
 		{[]string{}, "image: required"},
 		{[]string{"--k8s-image", "a:1", "--k8s-format", "trainjob"}, "2 islands"},
+		{[]string{"--k8s-image", "a:1", "--max-restarts", "2"}, "--max-restarts is not supported with --launcher k8s"},
+		{[]string{"--k8s-image", "a:1", "--log-dir", "logs"}, "--log-dir is not supported with --launcher k8s"},
 	} {
 		code, _, errOut := runCLI(t, k8sArgs(t, append(c.flags, "--kubectl", "/nonexistent/kubectl")...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %q", c.flags, code, errOut, c.want)
 		}
-		if strings.Contains(errOut, "kubectl") {
+		if strings.Contains(errOut, "/nonexistent/kubectl") {
 			t.Errorf("%v: kubectl was run: %s", c.flags, errOut)
 		}
 	}
