@@ -255,6 +255,9 @@ type hostRun struct {
 	stopAt   time.Time // when stopAll began on this host (our clock)
 
 	clock remote.ClockOffset // the host's clock against ours, from the agent's first line
+	// sentAt is when we started the agent (our clock): its clock line
+	// was stamped after it, which bounds the offset.
+	sentAt time.Time
 
 	started chan struct{} // closed when the pgid line arrived
 
@@ -392,6 +395,9 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Launc
 	}}
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
+	r.mu.Lock()
+	r.sentAt = opts.Now()
+	r.mu.Unlock()
 	sess, err := r.via.start(agentStartCommand(len(script)), r.lines, stderr)
 	if err != nil {
 		return err
@@ -454,8 +460,13 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 		switch {
 		case len(f) == 2 && f[0] == "clock":
 			if t, err := remote.ParseNanos(f[1]); err == nil {
+				now := opts.Now()
 				r.mu.Lock()
-				r.clock = remote.OffsetFrom(t, opts.Now())
+				if r.sentAt.IsZero() {
+					r.clock = remote.OffsetFrom(t, now)
+				} else {
+					r.clock = remote.OffsetBetween(t, r.sentAt, now)
+				}
 				r.mu.Unlock()
 			}
 		case len(f) == 2 && f[0] == "pgid":

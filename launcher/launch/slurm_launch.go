@@ -171,6 +171,11 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Laun
 	if st.stdin, err = st.cmd.StdinPipe(); err != nil {
 		return err
 	}
+	// Every agent's clock line is stamped after this: it bounds the offsets.
+	sent := opts.Now()
+	for _, r := range runs {
+		r.sentAt = sent
+	}
 	if err := st.cmd.Start(); err != nil {
 		return fmt.Errorf("job %s: start srun: %w", job.Name, err)
 	}

@@ -111,3 +111,38 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 		t.Errorf("with unknown offsets the raw stamps decide: got rank %d, want 0", f.Rank)
 	}
 }
+
+// A host's clock line that reaches us late (a busy host: seconds between
+// its date and our read) must not push its exit stamps later: both hosts
+// here share our clock, node3's line arrived 3 s after it was stamped,
+// node1's at once. Rank 5 (node3) failed 100 ms before rank 1 (node1),
+// whose report came first: rank 5 is the root cause.
+func TestRootCauseClockLineArrivesLate(t *testing.T) {
+	j := job.Job{Name: "j"}
+	t0 := time.Date(2026, 11, 25, 20, 24, 0, 0, time.UTC)
+	now := t0
+	opts := LaunchOptions{Now: func() time.Time { return now }}.withDefaults()
+	events := make(chan event, 8)
+	node1 := &hostRun{target: remote.HostTarget{Name: "node1"}, sentAt: t0,
+		job: job.HostJob{Name: "node1", Ranks: []job.RankJob{{Rank: 0, LocalRank: 0}, {Rank: 1, LocalRank: 1}}}}
+	node3 := &hostRun{target: remote.HostTarget{Name: "node3"}, sentAt: t0,
+		job: job.HostJob{Name: "node3", Ranks: []job.RankJob{{Rank: 4, LocalRank: 0}, {Rank: 5, LocalRank: 1}}}}
+	ns := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).UnixNano(), 10) }
+	tag := "@@pipette-N "
+	// Both agents read their clock 500 ms after we started them.
+	now = t0.Add(600 * time.Millisecond)
+	handleAgentLine(node1, tag+"clock "+ns(500*time.Millisecond), tag, opts, nil, events)
+	now = t0.Add(3500 * time.Millisecond)
+	handleAgentLine(node3, tag+"clock "+ns(500*time.Millisecond), tag, opts, nil, events)
+	now = t0.Add(20 * time.Second)
+	handleAgentLine(node1, "1 "+tag+"exit 1 1 "+ns(10100*time.Millisecond)+" 0", tag, opts, nil, events)
+	handleAgentLine(node3, "5 "+tag+"exit 5 3 "+ns(10*time.Second)+" 0", tag, opts, nil, events)
+	sv := newSupervisor(j, []*hostRun{node1, node3}, events, opts, nil)
+	first := sv.record(<-events)
+	sv.record(<-events)
+	f := sv.rootCause(first)
+	if f.Host != "node3" || f.Rank != 5 || !f.Time.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("root cause = %s rank %d at %v, want node3 rank 5 at %v (node3's offset %s, node1's %s)",
+			f.Host, f.Rank, f.Time, t0.Add(10*time.Second), node3.clock.Offset, node1.clock.Offset)
+	}
+}
