@@ -188,7 +188,21 @@ func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 	defer cancel()
 	started := time.Now()
 	// A busy machine (load 20+ on 2 cores) may take long to start torch.
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 30 * time.Second, StartTimeout: 90 * time.Second})
+	// node3's clock line reaches us 3 s after its agent read the clock, as
+	// on a busy host: that delay must not move node3's exit stamps (it
+	// used to, and a cascading rank on another host was blamed).
+	slowClock := func(host, script string) string {
+		const line = `say clock "$(date +%s%N)"`
+		if host != "node3" {
+			return script
+		}
+		if !strings.Contains(script, line) {
+			t.Fatalf("the agent has no line %q to delay", line)
+		}
+		return strings.Replace(script, line, `c=$(date +%s%N); sleep 3; say clock "$c"`, 1)
+	}
+	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 30 * time.Second, StartTimeout: 90 * time.Second,
+		editAgent: slowClock})
 	t.Logf("Launch took %s; returned %s after rank 5's exit", time.Since(started), time.Since(jf0(err)))
 	var jf *JobFailure
 	if !errors.As(err, &jf) {

@@ -65,6 +65,9 @@ type LaunchOptions struct {
 	HeartbeatTimeout time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
+	// editAgent, when set (tests), changes host's agent script before it
+	// starts: a delay injected where a busy host would take long.
+	editAgent func(host, script string) string
 }
 
 // DefaultHeartbeatTimeout is --heartbeat-timeout's default.
@@ -250,6 +253,8 @@ type hostRun struct {
 	pgid     int
 	wd       int
 	groups   []int     // the ranks' process groups
+	killer   int       // the agent's killer (own session), once it stops ranks
+	left     []int     // groups the agent saw alive at its end ("left")
 	done     bool      // agent reported all ranks ended
 	stopping bool      // stopAll has begun on this host
 	stopAt   time.Time // when stopAll began on this host (our clock)
@@ -331,6 +336,9 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 		script, err := agentScript(j, r.index, nonce, graceSec, hb, attempt)
 		if err != nil {
 			return err
+		}
+		if opts.editAgent != nil {
+			script = opts.editAgent(r.job.Name, script)
 		}
 		return startHost(ctx, r, script, nonce, opts, out, events)
 	})
@@ -475,18 +483,21 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 			r.mu.Unlock()
 			close(r.started)
 		case len(f) >= 1 && f[0] == "ranks":
-			var gs []int
-			for _, g := range f[1:] {
-				if n, err := strconv.Atoi(g); err == nil && n > 1 {
-					gs = append(gs, n)
-				}
-			}
+			gs := atois(f[1:])
 			r.mu.Lock()
 			r.groups = gs
 			r.mu.Unlock()
 		case len(f) == 2 && f[0] == "wd":
 			r.mu.Lock()
 			r.wd, _ = strconv.Atoi(f[1])
+			r.mu.Unlock()
+		case len(f) == 2 && f[0] == "killer":
+			r.mu.Lock()
+			r.killer, _ = strconv.Atoi(f[1])
+			r.mu.Unlock()
+		case len(f) >= 1 && f[0] == "left":
+			r.mu.Lock()
+			r.left = atois(f[1:])
 			r.mu.Unlock()
 		case len(f) == 1 && f[0] == "done":
 			r.mu.Lock()
@@ -524,6 +535,17 @@ func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *outp
 	out.rankLine(r.label(), rank, text)
 }
 
+// atois reads process ids and groups (above 1: never init, never "all").
+func atois(fs []string) []int {
+	var out []int
+	for _, g := range fs {
+		if n, err := strconv.Atoi(g); err == nil && n > 1 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // stopAll stops every started host's ranks at once: TERM to the process
 // group, KILL after the grace period, then waits for the agent sessions to
 // end. Hosts that cannot be reached are reported; their watchdog stops the
@@ -534,22 +556,19 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	var mu sync.Mutex
 	for _, r := range runs {
 		r.mu.Lock()
-		pgid, wd, groups, sess, done := r.pgid, r.wd, r.groups, r.sess, r.done
+		sess := r.sess
 		r.stopping = true
 		if r.stopAt.IsZero() {
 			r.stopAt = opts.Now()
 		}
 		r.mu.Unlock()
-		// A host whose agent said "done" has already swept its own group
-		// (TERM, KILL after the grace period) and is exiting: its group and
-		// watchdog ids may belong to other processes by now.
-		if sess == nil || done {
+		if sess == nil {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopHost(r, pgid, wd, groups, sess, opts); err != nil {
+			if err := stopHost(r, sess, opts); err != nil {
 				mu.Lock()
 				errs.Add(r.label(), err)
 				mu.Unlock()
@@ -564,37 +583,57 @@ func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
 	return nil
 }
 
-func stopHost(r *hostRun, pgid, wd int, groups []int, sess agentSession, opts LaunchOptions) error {
-	defer func() {
-		sess.CloseStdin()
-		select {
-		case <-sess.Done():
-		case <-time.After(5 * time.Second):
-			sess.Close()
-		}
-	}()
+// agentEndBound is how long an agent may take, once told to stop, to end
+// on its own: its ranks' grace, the grace it gives what they left behind,
+// and ps scans and process starts that take seconds on a busy host.
+func agentEndBound(grace time.Duration) time.Duration { return 2*grace + 20*time.Second }
+
+// stopHost stops one host and returns once every process of the job there
+// is gone (the agent, its helpers and the ranks' sessions), or says what
+// could not be confirmed.
+func stopHost(r *hostRun, sess agentSession, opts LaunchOptions) error {
 	// EOF on its stdin sets the agent's watchdog stopping the ranks at
 	// once (TERM, KILL after the grace): no new session, so no login
 	// shell's start-up (seconds on a busy host) before the ranks hear of
-	// it. An agent that then reports "done" has seen every rank end and
-	// swept what they left: confirmed. Otherwise a stop command does it.
+	// it. An agent that reports "done" and ends has seen every rank end
+	// and everything it started gone: confirmed. Otherwise a stop command
+	// does it.
 	sess.CloseStdin()
-	if pgid <= 1 {
-		return nil // the agent prints its group before starting any rank: none started
-	}
+	ended := true
 	select {
 	case <-sess.Done():
-	case <-time.After(opts.Grace + 5*time.Second):
+	case <-time.After(agentEndBound(opts.Grace)):
+		ended = false
 	}
 	r.mu.Lock()
-	done := r.done
+	pgid, wd, killer, groups, done, left := r.pgid, r.wd, r.killer, slices.Clone(r.groups), r.done, r.left
 	r.mu.Unlock()
-	if done {
+	if ended && done && len(left) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.WithDefaults().ConnectTimeout+15*time.Second)
+	if ended && pgid <= 1 {
+		return nil // the agent prints its group before starting anything: none started
+	}
+	if pgid <= 1 {
+		sess.Close()
+		return fmt.Errorf("the agent did not report its process group and did not end within %s; cannot confirm nothing runs", agentEndBound(opts.Grace))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.WithDefaults().ConnectTimeout+30*time.Second)
 	defer cancel()
-	if err := r.via.run(ctx, stopCommand(pgid, wd, groups, opts.Grace)); err != nil {
+	helpers := []int{}
+	for _, h := range []int{wd, killer} {
+		if h > 1 {
+			helpers = append(helpers, h)
+		}
+	}
+	err := r.via.run(ctx, stopCommand(pgid, helpers, append(groups, left...), opts.Grace))
+	// The agent is gone now (or never will be): let its session go.
+	select {
+	case <-sess.Done():
+	case <-time.After(5 * time.Second):
+		sess.Close()
+	}
+	if err != nil {
 		var ue *unreachableError
 		if errors.As(err, &ue) {
 			// The agent's watchdog stops the ranks once sshd drops the session.
@@ -605,32 +644,34 @@ func stopHost(r *hostRun, pgid, wd int, groups []int, sess agentSession, opts La
 	return nil
 }
 
-// stopCommand is the remote shell line that stops a host's ranks: the
-// watchdog first (it would race us), TERM to the agent's group (the agent
-// passes it to each rank's session, and KILLs them after the grace), wait
-// up to grace for the agent's group and the ranks' sessions, KILL them all,
-// and fail if anything survives. Signals are written "kill -SIG -PGID":
-// dash's kill rejects "--".
-func stopCommand(pgid, wd int, groups []int, grace time.Duration) string {
-	ticks := int(grace / (100 * time.Millisecond))
-	all := append([]int{pgid}, groups...)
-	var match, kill []string
+// stopCommand is the remote shell line that stops a host's job: the
+// agent's helpers first (the watchdog would race us; the killer), TERM to
+// the agent's group (the agent passes it to each rank's session), wait up
+// to grace for the agent's group and the ranks' sessions, KILL them all,
+// wait until they are gone (a KILLed process still has to run to die), and
+// fail if anything survives. The waits are timed by the clock, not by
+// counting turns: one ps scan takes seconds on a busy host. Signals are
+// written "kill -SIG -PGID": dash's kill rejects "--".
+func stopCommand(pgid int, helpers, groups []int, grace time.Duration) string {
+	all := append(append([]int{pgid}, groups...), helpers...)
+	var ids, kill []string
 	for _, g := range all {
-		match = append(match, fmt.Sprintf("$1 == %d", g))
+		ids = append(ids, strconv.Itoa(g))
 		kill = append(kill, fmt.Sprintf("-%d", g))
 	}
 	cmd := ""
-	if wd > 1 {
-		cmd = fmt.Sprintf("kill -KILL -%d 2>/dev/null; ", wd)
+	for _, h := range helpers {
+		cmd += fmt.Sprintf("kill -KILL -%d 2>/dev/null; kill -KILL %d 2>/dev/null; ", h, h)
 	}
 	// alive ignores zombies: they are dead, only not yet reaped (slow on
 	// some inits), and kill -0 would count them.
-	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk '(%[3]s) && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "+
-		"kill -TERM -%[4]d 2>/dev/null; i=0; "+
-		"while alive && [ $i -lt %[2]d ]; do sleep 0.1; i=$((i+1)); done; "+
-		"for g in %[1]s; do kill -KILL $g 2>/dev/null; done; i=0; "+
-		"while alive && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", strings.Join(kill, " "), ticks, strings.Join(match, " || "), pgid)
+	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk -v gs=' %[3]s ' '$2 !~ /^Z/ && index(gs, \" \" $1 \" \") {f=1} END {exit !f}'; }; "+
+		"ms() { echo $(($(date +%%s%%N) / 1000000)); }; "+
+		"kill -TERM -%[4]d 2>/dev/null; end=$(($(ms) + %[2]d)); "+
+		"while alive && [ $(ms) -lt $end ]; do sleep 0.1; done; "+
+		"for g in %[1]s; do kill -KILL $g 2>/dev/null; done; end=$(($(ms) + 10000)); "+
+		"while alive && [ $(ms) -lt $end ]; do sleep 0.1; done; "+
+		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", strings.Join(kill, " "), grace.Milliseconds(), strings.Join(ids, " "), pgid)
 	// The login shell may not be POSIX (fish, csh): run it under sh.
 	return "exec /bin/sh -c " + shellquote.Quote(script)
 }

@@ -59,8 +59,8 @@ func TestLineRingAndSplitter(t *testing.T) {
 }
 
 func TestStopCommandIsPOSIX(t *testing.T) {
-	got := stopCommand(1234, 99, []int{1240, 1250}, 2*time.Second)
-	for _, w := range []string{"kill -KILL -99", "kill -TERM -1234", "-lt 20 ]", "for g in -1234 -1240 -1250; do kill -KILL $g", "$1 == 1250"} {
+	got := stopCommand(1234, []int{99}, []int{1240, 1250}, 2*time.Second)
+	for _, w := range []string{"kill -KILL -99", "kill -TERM -1234", "+ 2000))", "for g in -1234 -1240 -1250 -99; do kill -KILL $g", " 1234 1240 1250 99 "} {
 		if !strings.Contains(got, w) {
 			t.Errorf("stop command lacks %q: %s", w, got)
 		}
@@ -81,14 +81,22 @@ func TestStopCommandIsPOSIX(t *testing.T) {
 		t.Fatal(err)
 	}
 	go rank.Wait()
+	// A helper of the agent in its own session (its killer: a sleep, then
+	// KILLs), which would outlive the agent.
+	killer := exec.Command("setsid", "/bin/sh", "-c", "sleep 300; :")
+	if err := killer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go killer.Wait()
 	time.Sleep(200 * time.Millisecond)
-	pgid, rpg := grp.Process.Pid, rank.Process.Pid
+	pgid, rpg, kpg := grp.Process.Pid, rank.Process.Pid, killer.Process.Pid
 	start := time.Now()
-	if out, err := exec.Command("/bin/sh", "-c", stopCommand(pgid, 0, []int{rpg}, time.Second)).CombinedOutput(); err != nil {
+	if out, err := exec.Command("/bin/sh", "-c", stopCommand(pgid, []int{kpg}, []int{rpg}, time.Second)).CombinedOutput(); err != nil {
 		t.Fatalf("stop command: %v %s", err, out)
 	}
-	if groupAlive(pgid) || groupAlive(rpg) {
-		t.Errorf("process group %d or %d survived the stop command", pgid, rpg)
+	// Gone when it returns, not only signalled: no settling time here.
+	if groupAlive(pgid) || groupAlive(rpg) || groupAlive(kpg) {
+		t.Errorf("process group %d, %d or %d survived the stop command", pgid, rpg, kpg)
 	}
 	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("stopped after %s: the TERM-ignoring member should have had the 1s grace", d)

@@ -55,6 +55,8 @@ WDP=
 # alive G: a process of group G runs (zombies are dead, only not yet reaped).
 # Kill takes "-SIG -PGID" (no "--": dash's kill rejects it).
 alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'; }
+# alive_any G...: a process of any of these groups runs (one ps scan).
+alive_any() { ps -e -o pgid= -o stat= | awk -v gs=" $* " '$2 !~ /^Z/ && index(gs, " " $1 " ") {f=1} END {exit !f}'; }
 rank_groups() { cat "$S"/*.pg 2>/dev/null; }
 
 if [ -n "$T" ]; then
@@ -83,6 +85,8 @@ if [ -n "$T" ]; then
 		end=$(($(date +%s%N) / 1000000 + $2 * 1000))
 		while alive "$1" && [ $(($(date +%s%N) / 1000000)) -lt "$end" ]; do sleep 0.1; done
 		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -KILL -$g 2>/dev/null; done
+		# The script'"'"'s own killer (its session) would outlive it.
+		for k in $(cat "$3/killer" 2>/dev/null); do kill -KILL -$k 2>/dev/null; kill -KILL $k 2>/dev/null; done
 		kill -KILL -$1 2>/dev/null
 	' pipette-watchdog "$PG" "$G" "$S" "$HB" >/dev/null 2>&1 &
 	WDP=$!
@@ -174,6 +178,10 @@ stop_ranks() {
 	setsid /bin/sh -c 'sleep "$1"; for g in $(cat "$2"/*.pg 2>/dev/null); do kill -KILL -"$g" 2>/dev/null; done' \
 		pipette-killer "$G" "$S" </dev/null >/dev/null 2>&1 &
 	killer=$!
+	# Known to the watchdog (and the launcher): if this script is killed
+	# before it ends the killer itself, they do.
+	echo "$killer" >"$S/killer"
+	say killer "$killer"
 }
 interrupted=
 trap stop_ranks USR1
@@ -333,6 +341,15 @@ for k in $killer $WDP; do
 	kill -KILL "$k" 2>/dev/null
 	wait "$k" 2>/dev/null
 done
+# A KILLed process still has to run to die (a while on a busy host): end
+# only once nothing of the ranks' sessions and our helpers' is left, so that
+# "done" means gone (bounded: 10 s, then say what is left).
+gone_groups="$(rank_groups) $killer $WDP"
+if [ -n "${gone_groups# }" ]; then
+	end=$(($(date +%s%N) / 1000000 + 10000))
+	while alive_any $gone_groups && [ $(($(date +%s%N) / 1000000)) -lt "$end" ]; do sleep 0.1; done
+	alive_any $gone_groups && say left $gone_groups
+fi
 
 # The status: the earliest own failure (by the host's clock), else the
 # first stopped rank's.
