@@ -24,6 +24,9 @@ import (
 //	                                output): NS the host's clock then, BY 1
 //	                                when the agent had begun stopping ranks
 //	@@pipette-NONCE ranks PGID...   the ranks' process groups, once started
+//	@@pipette-NONCE killer PID      once it stops ranks: its KILL-timer's session
+//	@@pipette-NONCE left PGID...    before done, when something of the ranks'
+//	                                sessions or its helpers outlived 10 s
 //	@@pipette-NONCE done            when all ranks (and what they left) ended
 //
 // The nonce keeps a rank's own output from faking control lines. TERM to
