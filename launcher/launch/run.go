@@ -65,8 +65,7 @@ type LaunchOptions struct {
 	HeartbeatTimeout time.Duration
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
-	// editAgent, when set (tests), changes host's agent script before it
-	// starts: a delay injected where a busy host would take long.
+	// editAgent (tests) changes a host's agent, e.g. a busy host's delay.
 	editAgent func(host, script string) string
 }
 
@@ -259,10 +258,8 @@ type hostRun struct {
 	stopping bool      // stopAll has begun on this host
 	stopAt   time.Time // when stopAll began on this host (our clock)
 
-	clock remote.ClockOffset // the host's clock against ours, from the agent's first line
-	// sentAt is when we started the agent (our clock): its clock line
-	// was stamped after it, which bounds the offset.
-	sentAt time.Time
+	clock  remote.ClockOffset // the host's clock against ours, from the agent's first line
+	sentAt time.Time          // when we started the agent: its clock line was stamped after it
 
 	started chan struct{} // closed when the pgid line arrived
 
@@ -620,13 +617,7 @@ func stopHost(r *hostRun, sess agentSession, opts LaunchOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.WithDefaults().ConnectTimeout+30*time.Second)
 	defer cancel()
-	helpers := []int{}
-	for _, h := range []int{wd, killer} {
-		if h > 1 {
-			helpers = append(helpers, h)
-		}
-	}
-	err := r.via.run(ctx, stopCommand(pgid, helpers, append(groups, left...), opts.Grace))
+	err := r.via.run(ctx, stopCommand(pgid, atois([]string{strconv.Itoa(wd), strconv.Itoa(killer)}), append(groups, left...), opts.Grace))
 	// The agent is gone now (or never will be): let its session go.
 	select {
 	case <-sess.Done():
