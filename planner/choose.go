@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -88,6 +89,10 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	}
 	if megatronArgs && fw != parallel.FrameworkTorch {
 		ch.Warnings = append(ch.Warnings, megatron.UnmodelledFeatures(j.Args)...)
+		if planned && found && fixed.Precision == gpu.PrecisionFP32 {
+			// Megatron's default without --bf16/--fp16/--fp8-format.
+			ch.Warnings = append(ch.Warnings, "the script passes neither --bf16 nor --fp16, so Megatron trains in fp32: planned and sized as fp32 (4-byte weights and activations, fp32 GEMM rates); add --bf16 for mixed precision")
+		}
 	}
 	micro, global, err := megatron.BatchArgs(j.Args)
 	if err != nil && fw != parallel.FrameworkTorch {

@@ -58,3 +58,12 @@ func TestPlansKeepMemoryHeadroom(t *testing.T) {
 		t.Errorf("--memory-headroom 0.7: exit %d, %s", code, errOut)
 	}
 }
+
+// TestPlanHeaderNamesTheGPU (issue 21): the plan's first line names the
+// GPU model each host's resolved to, so a misread model is seen.
+func TestPlanHeaderNamesTheGPU(t *testing.T) {
+	code, out, errOut := runAppBuffers("plan", "--model", "gpt3-1.3b", "--global-batch-size", "64", "--top", "1")
+	if first, _, _ := strings.Cut(out, "\n"); code != 0 || !strings.Contains(first, "on 32 GPUs (32 A100-80GB-SXM)") {
+		t.Errorf("exit %d, first line %q\n%s", code, first, errOut)
+	}
+}

@@ -401,6 +401,25 @@ type tableRow struct {
 	plan  *search.Plan
 }
 
+// gpuModels names the GPUs the cluster's models resolved to, with counts
+// ("24 H100-SXM + 8 A100-80GB-SXM"), so a misread model is seen.
+func gpuModels(c *cluster.Cluster) string {
+	var order []string
+	count := map[string]int{}
+	for _, h := range c.Hosts {
+		m := cmp.Or(h.GPU.Model, "unknown GPU")
+		if count[m] == 0 {
+			order = append(order, m)
+		}
+		count[m] += h.GPUs
+	}
+	parts := make([]string, len(order))
+	for i, m := range order {
+		parts[i] = fmt.Sprintf("%d %s", count[m], m)
+	}
+	return strings.Join(parts, " + ")
+}
+
 func printPlans(opts *Options, c *cluster.Cluster, res *search.Result, naive *search.Plan, asIs *asIsLayout) {
 	out := opts.IO.Out
 	params := fmt.Sprintf("%.1fB parameters", float64(res.Model.Parameters)/1e9)
@@ -409,8 +428,8 @@ func printPlans(opts *Options, c *cluster.Cluster, res *search.Result, naive *se
 		params += fmt.Sprintf(", %.1fB active; %d experts, top-%d", float64(res.Model.Model.ActiveParameters())/1e9,
 			res.Model.Model.NumExperts, res.Model.Model.MoETopK())
 	}
-	fmt.Fprintf(out, "%s (%s) on %d GPUs in %d hosts, %d island(s); %d configurations considered, %d over memory\n\n",
-		res.Model.Name, params, c.TotalGPUs(), len(c.Hosts), len(c.Islands), res.Considered, res.RejectedMemory)
+	fmt.Fprintf(out, "%s (%s) on %d GPUs (%s) in %d hosts, %d island(s); %d configurations considered, %d over memory\n\n",
+		res.Model.Name, params, c.TotalGPUs(), gpuModels(c), len(c.Hosts), len(c.Islands), res.Considered, res.RejectedMemory)
 	rows := make([]tableRow, 0, len(res.Plans)+2)
 	for i := range res.Plans {
 		rows = append(rows, tableRow{fmt.Sprint(i + 1), &res.Plans[i]})

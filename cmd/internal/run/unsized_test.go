@@ -44,3 +44,19 @@ func TestNoSizingWhereNothingIsPlanned(t *testing.T) {
 		}
 	}
 }
+
+// TestFP32IsSaid (issue 21): a Megatron line without --bf16/--fp16 trains
+// in fp32 and is planned and sized as fp32; the output says so. With
+// --bf16 it says nothing of the kind.
+func TestFP32IsSaid(t *testing.T) {
+	gpt := []string{"pretrain_gpt.py", "--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048",
+		"--max-position-embeddings", "2048", "--micro-batch-size", "1", "--global-batch-size", "64", "--vocab-size", "50257"}
+	code, out, errOut := runCLI(t, append([]string{"--dry-run", "--cluster", "example", "--no-check-script"}, gpt...)...)
+	if code != 0 || !strings.Contains(out+errOut, "Megatron trains in fp32: planned and sized as fp32") {
+		t.Errorf("without --bf16: exit %d, no fp32 note\n%s\n%.400s", code, errOut, out)
+	}
+	code, out, errOut = runCLI(t, append([]string{"--dry-run", "--cluster", "example", "--no-check-script"}, append(gpt, "--bf16")...)...)
+	if code != 0 || strings.Contains(out+errOut, "trains in fp32") {
+		t.Errorf("with --bf16: exit %d\n%s", code, errOut)
+	}
+}
