@@ -40,12 +40,12 @@ var deepSpeedJobExpectedFailures = map[string]string{
 	"hosts-localhost-two-ranks":    itemLaunchDir,
 	"testbed-hostfile-4x2":         itemLaunchDir,
 	"testbed-planned-cluster-file": itemLaunchDir,
-	"hf-style-deepspeed-file":      itemInjected,
-	"script-passes-config":         itemInjected,
+	"hf-style-deepspeed-file":      itemLaunchDir,
+	"script-passes-config":         itemLaunchDir,
 }
 
 const (
-	itemLaunchDir = "issue 21: local launches write generated files into the launch directory (./hostfile, .pipette-launch/jobs/...; with \"auto\" values the ranks are handed a config path that is not there)"
+	itemLaunchDir = "issue 21: the launch directory is changed: the job's private files directory is .pipette-launch/jobs/<id> under it (the generated files themselves go there since issue 21's fix, no longer into the launch directory)"
 	itemInjected  = "issue 21: scripts crash on every rank from an injected argument (--deepspeed_config <generated> appended to a script that takes --deepspeed FILE, or that passes config= itself)"
 )
 
