@@ -33,7 +33,6 @@ const (
 // so the list stays honest.
 var corpusExpectedFailures = map[string]string{
 	"ds-autotuning-bert-base-baseline-tdl": itemNoHosts,
-	"ds-bingbertsquad-4gpu":                itemNoHosts,
 	"megatron-gpt3-175b":                   itemNoHosts,
 	"openrlhf-dpo":                         itemNoHosts,
 	"openrlhf-rm":                          itemNoHosts,

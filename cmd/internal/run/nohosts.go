@@ -18,6 +18,13 @@ import (
 // asked for (--cluster example). A line that asks for several nodes and
 // names none cannot be started from here.
 func defaultHosts(o *Options) error {
+	if st, err := os.Stat(o.Hostfile); o.Hostfile != "" && err == nil && !st.Mode().IsRegular() {
+		// DeepSpeed's fetch_hostfile: a hostfile that is no file (-H
+		// /dev/null) means this machine's resources only. A path that does
+		// not exist stays an error here: a typo is likelier.
+		o.notes = append(o.notes, "--hostfile "+o.Hostfile+" is not a regular file: this machine only, as DeepSpeed's launcher")
+		o.Hostfile = ""
+	}
 	if o.ClusterFile != "" || o.Hosts != "" || o.Hostfile != "" || fromSlurm(o) {
 		return nil
 	}

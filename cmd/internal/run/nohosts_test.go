@@ -65,3 +65,14 @@ func TestNoHostsRunsHere(t *testing.T) {
 		})
 	}
 }
+
+// TestHostfileDevNull (issue 21): DeepSpeedExamples' BingBertSquad passes
+// --hostfile /dev/null; DeepSpeed's launcher takes a hostfile that is no
+// regular file as "this machine only" (fetch_hostfile), so does this one.
+func TestHostfileDevNull(t *testing.T) {
+	fakeGPUs(t, 4)
+	code, out, errOut := runCLI(t, "--dry-run", "--no-check-script", "--num_nodes", "1", "--num_gpus", "4", "--hostfile", "/dev/null", "train.py", "--deepspeed")
+	if code != 0 || !strings.Contains(out, "# job pipette: 4 ranks on 1 host") || !strings.Contains(out, "is not a regular file: this machine only") {
+		t.Errorf("exit %d\nstderr: %s\nstdout: %.400s", code, errOut, out)
+	}
+}
