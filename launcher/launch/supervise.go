@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -179,6 +180,7 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 		f    func() *JobFailure
 		rank int
 		host *hostRun
+		peer bool // its last lines say a peer went away: a consequence
 	}
 	var own []cand
 	byUs := 0
@@ -190,7 +192,8 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 			byUs++
 			continue
 		}
-		own = append(own, cand{at: x.at, f: func() *JobFailure { return s.rankFailure(x) }, rank: x.rank, host: x.host})
+		own = append(own, cand{at: x.at, f: func() *JobFailure { return s.rankFailure(x) }, rank: x.rank, host: x.host,
+			peer: s.out != nil && peerLost(s.out.tail(x.host.label(), x.rank))})
 	}
 	for _, h := range s.hostFails {
 		own = append(own, cand{at: h.f.Time, f: func() *JobFailure { return h.f }, rank: -1, host: h.host})
@@ -200,6 +203,22 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 		return first
 	}
 	sort.SliceStable(own, func(i, j int) bool { return own[i].at.Before(own[j].at) })
+	// Stamps a moment apart cannot be told apart (a busy host stamps an
+	// exit late, clocks are known only within bounds): an earliest rank
+	// whose failure says a peer went away yields to one that failed on
+	// its own within that uncertainty.
+	if own[0].peer {
+		for i, c := range own[1:] {
+			if c.at.Sub(own[0].at) > stampSlack+clockUncertainty(own[0].host)+clockUncertainty(c.host) {
+				break
+			}
+			if !c.peer && c.rank >= 0 {
+				own[0], own[i+1] = own[i+1], own[0]
+				sort.SliceStable(own[1:], func(i, j int) bool { return own[1+i].at.Before(own[1+j].at) })
+				break
+			}
+		}
+	}
 	root := own[0].f()
 	root.hostLost = root.hostLost || first.hostLost
 	for _, c := range own[1:] {
@@ -209,6 +228,26 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 	}
 	root.StoppedAfter = byUs
 	return root
+}
+
+const stampSlack = time.Second // how late a busy host may stamp an exit (its wrapper must start date)
+
+func clockUncertainty(h *hostRun) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clock.Uncertainty()
+}
+
+// peerLost reports whether a rank's last lines say a peer went away
+// (gloo, NCCL, sockets): the rank failed because another one did.
+func peerLost(lines []string) bool {
+	all := strings.Join(lines, "\n")
+	for _, p := range []string{"Connection closed by peer", "Connection reset by peer", "remote process exited", "NCCL communicator was aborted"} {
+		if strings.Contains(all, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *supervisor) rankFailure(x rankExit) *JobFailure {

@@ -146,3 +146,51 @@ func TestRootCauseClockLineArrivesLate(t *testing.T) {
 			f.Host, f.Rank, f.Time, t0.Add(10*time.Second), node3.clock.Offset, node1.clock.Offset)
 	}
 }
+
+// TestRootCausePeerLossYieldsToOwnFailure is the cascade seen in a full CI
+// run at load 30: rank 5 exits 3, rank 1's barrier fails with "Connection
+// closed by peer" because of it, but busy node3 stamps rank 5's exit 200 ms
+// after node1 stamps rank 1's. Within that uncertainty the rank that failed
+// on its own is the root cause; outside it, the earliest stamp still wins.
+func TestRootCausePeerLossYieldsToOwnFailure(t *testing.T) {
+	cases := []struct {
+		name     string
+		rank5At  time.Duration // rank 5's stamp, rank 1's is at 10 s
+		wantRank int
+	}{
+		{"own failure stamped 200 ms after the peer loss", 10200 * time.Millisecond, 5},
+		{"own failure stamped 20 s after the peer loss", 30 * time.Second, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := job.Job{Name: "j", Hosts: []job.HostJob{
+				{Name: "node1", Ranks: []job.RankJob{{Rank: 0, LocalRank: 0}, {Rank: 1, LocalRank: 1}}},
+				{Name: "node3", Ranks: []job.RankJob{{Rank: 4, LocalRank: 0}, {Rank: 5, LocalRank: 1}}},
+			}}
+			t0 := time.Date(2026, 11, 25, 20, 24, 0, 0, time.UTC)
+			now := t0
+			var sb strings.Builder
+			opts := LaunchOptions{Now: func() time.Time { return now }, Out: &sb}.withDefaults()
+			out := newOutput(j, opts)
+			events := make(chan event, 8)
+			node1 := &hostRun{target: remote.HostTarget{Name: "node1"}, sentAt: t0, job: j.Hosts[0]}
+			node3 := &hostRun{target: remote.HostTarget{Name: "node3"}, sentAt: t0, job: j.Hosts[1]}
+			ns := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).UnixNano(), 10) }
+			tag := "@@pipette-N "
+			now = t0.Add(100 * time.Millisecond)
+			handleAgentLine(node1, tag+"clock "+ns(50*time.Millisecond), tag, opts, nil, events)
+			handleAgentLine(node3, tag+"clock "+ns(50*time.Millisecond), tag, opts, nil, events)
+			out.rankLine("node1", 1, "rank 1: barrier failed: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer [198.18.2.13]:16606")
+			out.rankLine("node3", 5, "rank 5: exiting with 3")
+			now = t0.Add(40 * time.Second)
+			handleAgentLine(node1, "1 "+tag+"exit 1 1 "+ns(10*time.Second)+" 0", tag, opts, nil, events)
+			handleAgentLine(node3, "5 "+tag+"exit 5 3 "+ns(c.rank5At)+" 0", tag, opts, nil, events)
+			sv := newSupervisor(j, []*hostRun{node1, node3}, events, opts, out)
+			first := sv.record(<-events)
+			sv.record(<-events)
+			if f := sv.rootCause(first); f.Rank != c.wantRank {
+				t.Errorf("root cause = %s rank %d, want rank %d", f.Host, f.Rank, c.wantRank)
+			}
+		})
+	}
+}
