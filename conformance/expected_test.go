@@ -27,27 +27,9 @@ var megatronExpectedFailures = map[string]string{
 // listed line that passes fails the run.
 var dsConfigExpectedFailures = map[string]string{}
 
-const itemHFConfig = "issue 21: scripts crash on every rank from an injected argument (HF Trainer's --deepspeed FILE is not read as the config: the launcher generates its own from the file's \"auto\" values, train 32 = micro 1 x accumulation 1 x 8 ranks, which DeepSpeed refuses)"
-
 // deepSpeedJobExpectedFailures are real jobs that fail today, with the
 // item of issue 21 that breaks them. A listed job that passes fails the run.
-var deepSpeedJobExpectedFailures = map[string]string{
-	"standalone-zero0":             itemLaunchDir,
-	"zero1":                        itemLaunchDir,
-	"zero2-cpu-offload":            itemLaunchDir,
-	"zero3":                        itemLaunchDir,
-	"auto-values":                  itemLaunchDir,
-	"hosts-localhost-two-ranks":    itemLaunchDir,
-	"testbed-hostfile-4x2":         itemLaunchDir,
-	"testbed-planned-cluster-file": itemLaunchDir,
-	"hf-style-deepspeed-file":      itemLaunchDir,
-	"script-passes-config":         itemLaunchDir,
-}
-
-const (
-	itemLaunchDir = "issue 21: the launch directory is changed: the job's private files directory is .pipette-launch/jobs/<id> under it (the generated files themselves go there since issue 21's fix, no longer into the launch directory)"
-	itemInjected  = "issue 21: scripts crash on every rank from an injected argument (--deepspeed_config <generated> appended to a script that takes --deepspeed FILE, or that passes config= itself)"
-)
+var deepSpeedJobExpectedFailures = map[string]string{}
 
 // checkListed fails for an entry of an expected-failure list that names
 // nothing the run checked (a renamed line or job would leave it behind).

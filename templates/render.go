@@ -85,7 +85,7 @@ type Options struct {
 	// nothing the original launcher would not pass is added.
 	Unplanned bool
 	// FilesDir is the job's private directory for the files it generates
-	// (Job.FilesDir); default .pipette-launch/jobs/NAME under WorkDir.
+	// (Job.FilesDir); default DefaultFilesDir(NAME).
 	FilesDir string
 	// dsConfigPath is the config the ranks read (set by Render).
 	dsConfigPath string
@@ -175,11 +175,12 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 	return j, nil
 }
 
-// DefaultFilesDir is a job's directory for the files it generates, under
-// the work directory: its own per job name, never the work directory
-// itself.
+// DefaultFilesDir is a job's directory for the files it generates: an
+// absolute private directory of its own per job name (the name carries a
+// random part), the same path on every host since the ranks' argv names
+// it, and outside the launch directory, which a launch never changes.
 func DefaultFilesDir(name string) string {
-	return ".pipette-launch/jobs/" + text.SafeName(name)
+	return "/tmp/pipette-launch-" + text.SafeName(name)
 }
 
 // megatronLayers reads --num-layers from Megatron arguments and refuses

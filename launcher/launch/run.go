@@ -216,6 +216,11 @@ func jobTargets(job job.Job) []remote.HostTarget {
 func uploadFiles(ctx context.Context, pool *remote.Pool, job job.Job, targets []remote.HostTarget) error {
 	return pool.Each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
 		c := pool.Conn(t)
+		if script := job.FilesDirScript(); script != "" {
+			if _, stderr, err := c.Run(ctx, "exec /bin/sh -c "+shellquote.Quote(script)); err != nil {
+				return fmt.Errorf("job files directory %s: %w: %s", job.FilesRoot(), err, strings.TrimSpace(string(stderr)))
+			}
+		}
 		for _, f := range job.Files {
 			mode := f.Mode
 			if mode == 0 {

@@ -101,15 +101,19 @@ func launchSlurm(ctx context.Context, job job.Job, opts LaunchOptions) error {
 // into place.
 func uploadFilesSlurm(ctx context.Context, s remote.Slurm, job job.Job) error {
 	nodes := hostNames(job)
+	private := job.FilesDirScript() // the directory checked private and this user's
+	if private == "" {
+		private = ":"
+	}
 	for _, f := range job.Files {
 		mode := f.Mode
 		if mode == 0 {
 			mode = 0o644
 		}
 		dst := remoteFilePath(job, f)
-		script := fmt.Sprintf(`set -e; mkdir -p -m 700 %[1]s; t=$(mktemp %[1]s/.pipette-upload.XXXXXX); head -c %[2]d >"$t"; `+
+		script := fmt.Sprintf(`set -e; %[6]s; mkdir -p -m 700 %[1]s; t=$(mktemp %[1]s/.pipette-upload.XXXXXX); head -c %[2]d >"$t"; `+
 			`[ "$(wc -c <"$t")" -eq %[2]d ] || { rm -f "$t"; echo "upload of %[3]s incomplete" >&2; exit 1; }; chmod %[4]o "$t"; mv "$t" %[5]s`,
-			shellquote.Quote(path.Dir(dst)), len(f.Content), oneLine(f.Path), mode, shellquote.Quote(dst))
+			shellquote.Quote(path.Dir(dst)), len(f.Content), oneLine(f.Path), mode, shellquote.Quote(dst), private)
 		args := append(s.StepArgs(nodes), "--input=all", "/bin/sh", "-c", script)
 		c := exec.CommandContext(ctx, s.Program(), args...)
 		c.Env = s.Environ()

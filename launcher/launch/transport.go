@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
@@ -124,11 +125,16 @@ func launchLocal(ctx context.Context, job job.Job, opts LaunchOptions) error {
 }
 
 // writeFilesLocal writes the job's files where an SSH launch uploads them
-// (remoteFilePath): the job's private files directory under the work
-// directory, never the launch directory itself, which holds the user's own
+// (remoteFilePath): the job's private files directory (privateDirLocal),
+// never the launch directory, which holds the user's own
 // files (a generated ds_config.json or hostfile must not replace theirs);
 // each complete or not at all (a temp file renamed into place), as Upload does.
 func writeFilesLocal(job job.Job) error {
+	if root := job.FilesRoot(); root != "" && len(job.Files) > 0 {
+		if err := privateDirLocal(filepath.FromSlash(root)); err != nil {
+			return err
+		}
+	}
 	for _, f := range job.Files {
 		mode := f.Mode
 		if mode == 0 {
@@ -141,6 +147,28 @@ func writeFilesLocal(job job.Job) error {
 		if err := atomicfile.Write(dst, f.Content, fsMode(mode)); err != nil {
 			return fmt.Errorf("job file %s: %w", f.Path, err)
 		}
+	}
+	return nil
+}
+
+// privateDirLocal creates dir private (mode 0700, parents too) and
+// refuses unless it is then a real directory owned by this user, as
+// job.PrivateDirScript does on a remote host: on a shared /tmp another
+// user could have made the path (or a symlink there) first.
+func privateDirLocal(dir string) error {
+	old := syscall.Umask(0o077)
+	err := os.MkdirAll(dir, 0o700)
+	syscall.Umask(old)
+	if err != nil {
+		return fmt.Errorf("job files directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("job files directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("job files directory %s is not a directory of this user (a symlink, or created by another user): remove it or choose another with --output-dir", dir)
 	}
 	return nil
 }

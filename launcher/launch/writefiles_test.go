@@ -3,6 +3,7 @@ package launch
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -47,5 +48,45 @@ func TestWriteFilesLocalKeepsTheLaunchDirectory(t *testing.T) {
 				t.Errorf("%s: files directory %s: %v, %v; want private (0700)", filesDir, filepath.Dir(dst), st, err)
 			}
 		}
+	}
+}
+
+// TestWriteFilesLocalRefusesForeignDirectory: on a shared /tmp the job's
+// files directory may already exist as a symlink or another user's
+// directory; a local launch refuses it, writing nothing there.
+func TestWriteFilesLocalRefusesForeignDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (it gives a directory to another user); CI runs it as root")
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+	}{
+		{"symlink", func(t *testing.T, dir string) {
+			if err := os.Symlink(t.TempDir(), dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"another user's", func(t *testing.T, dir string) {
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "pipette-launch-j1")
+			tc.setup(t, dir)
+			j := job.Job{Name: "j1", WorkDir: t.TempDir(), FilesDir: dir, Files: []job.File{{Path: "hostfile", Mode: 0o644, Content: []byte("localhost slots=2\n")}}}
+			err := writeFilesLocal(j)
+			if err == nil || !strings.Contains(err.Error(), "is not a directory of this user") {
+				t.Fatalf("writeFilesLocal into %s: %v; want a refusal", tc.name, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "hostfile")); err == nil {
+				t.Errorf("the hostfile was written into %s", tc.name)
+			}
+		})
 	}
 }

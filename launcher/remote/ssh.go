@@ -831,9 +831,9 @@ func (s *Session) Close() error { return s.sess.Close() }
 func (c *Conn) Upload(ctx context.Context, content []byte, remotePath string, mode os.FileMode) error {
 	// A temp name of its own per upload: hosts sharing the directory (NFS)
 	// must not write one temp file; the size check catches a short write.
-	// A directory it creates is private (0700): a job's files directory;
-	// one that exists keeps its mode.
-	script := fmt.Sprintf(`mkdir -p -m 700 %s && t=$(mktemp %s) && cat >"$t" && [ "$(wc -c <"$t")" -eq %d ] && chmod %04o "$t" && mv -f "$t" %s || { rm -f "$t"; exit 1; }`,
+	// Directories it creates are private (0700, parents too): a job's
+	// files directory; one that exists keeps its mode.
+	script := fmt.Sprintf(`(umask 077 && mkdir -p %s) && t=$(mktemp %s) && cat >"$t" && [ "$(wc -c <"$t")" -eq %d ] && chmod %04o "$t" && mv -f "$t" %s || { rm -f "$t"; exit 1; }`,
 		shellquote.Quote(path.Dir(remotePath)), shellquote.Quote(remotePath+".pipette-tmp.XXXXXX"), len(content),
 		mode.Perm(), shellquote.Quote(remotePath))
 	_, _, err := c.RunInput(ctx, "exec /bin/sh -c "+shellquote.Quote(script), bytes.NewReader(content))

@@ -21,8 +21,9 @@ type Job struct {
 	// Files are uploaded to every host before any rank starts (ds_config.json,
 	// hostfile). Paths are relative to FilesDir.
 	Files []File
-	// FilesDir is the job's own directory for Files (relative to WorkDir,
-	// or absolute), created private (mode 0700): never the launch
+	// FilesDir is the job's own directory for Files (absolute, or
+	// relative to WorkDir), created private (mode 0700) and owned by the
+	// launching user (FilesRoot, PrivateDirScript): never the launch
 	// directory itself, where a generated ds_config.json would overwrite
 	// the user's own, or another job's on a shared filesystem. Empty means
 	// WorkDir (jobs built by hand).

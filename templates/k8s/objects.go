@@ -75,6 +75,9 @@ func entrypoint(j *job.Job, pods []Pod) string {
 		fmt.Fprintf(&b, "%s/%d) r=%d ;; # host %s\n", p.RJob, p.Index, p.NodeRank, p.Host)
 	}
 	b.WriteString("*) echo \"pipette-launch: pod $PIPETTE_RJOB/$PIPETTE_INDEX is not in the plan\" >&2; exit 2 ;;\nesac\n")
+	if script := j.FilesDirScript(); script != "" {
+		b.WriteString(script + "\n")
+	}
 	for i, f := range j.Files {
 		p := filePath(j, f)
 		fmt.Fprintf(&b, "mkdir -p %s && cp %s %s && chmod %o %s\n", shellquote.Quote(path.Dir(p)),

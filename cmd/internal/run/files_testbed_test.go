@@ -45,7 +45,7 @@ print('DSCONFIG path=%s micro=%s dirmode=%o' % (p, c['train_micro_batch_size_per
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	// 64 = 4 accumulation steps x 8 ranks x micro-batch 2.
-	lines := regexpAll(`DSCONFIG path=(\.pipette-launch/jobs/pipette-[^/ ]+)/ds_config.json micro=2 dirmode=700\n`, out.String())
+	lines := regexpAll(`DSCONFIG path=(/tmp/pipette-launch-pipette-[^/ ]+)/ds_config.json micro=2 dirmode=700\n`, out.String())
 	if len(lines) != 8 {
 		t.Fatalf("%d of 8 ranks read a filled-in ds_config.json from a private job directory:\n%s", len(lines), out.String())
 	}
@@ -53,7 +53,7 @@ print('DSCONFIG path=%s micro=%s dirmode=%o' % (p, c['train_micro_batch_size_per
 		t.Errorf("the user's ds_config.json was overwritten:\n%s", b)
 	}
 	var c map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, lines[0], "ds_config.json"))
+	b, err := os.ReadFile(filepath.Join(lines[0], "ds_config.json"))
 	if err != nil || json.Unmarshal(b, &c) != nil || c["train_micro_batch_size_per_gpu"] != 2.0 {
 		t.Errorf("the job's ds_config.json: %v\n%s", err, b)
 	}

@@ -227,7 +227,7 @@ func TestDeepSpeedConfigPassesThroughWithHostfile(t *testing.T) {
 		t.Fatalf("auto: exit %d\n%s", code, errOut)
 	}
 	want := strings.Replace(auto, `"train_micro_batch_size_per_gpu": "auto"`, `"train_micro_batch_size_per_gpu": 1`, 1)
-	if !strings.Contains(out, "== file .pipette-launch/jobs/pipette-ID/ds_config.json (mode 0644) ==\n"+want) || !strings.Contains(out, "--deepspeed_config .pipette-launch/jobs/pipette-ID/ds_config.json") {
+	if !strings.Contains(out, "== file /tmp/pipette-launch-pipette-ID/ds_config.json (mode 0644) ==\n"+want) || !strings.Contains(out, "--deepspeed_config /tmp/pipette-launch-pipette-ID/ds_config.json") {
 		t.Errorf("auto: want the user's bytes with only \"auto\" filled:\n%s", out)
 	}
 	// A config that cannot hold on 16 ranks fails before anything starts.
@@ -266,7 +266,7 @@ func TestDeepSpeedConfigConstrainsThePlan(t *testing.T) {
 		t.Fatalf("override: exit %d\n%s", code, errOut)
 	}
 	for _, want := range []string{"# warning: the plan overrides your DeepSpeed config:", "#   --- zero2_offload.json (yours)",
-		"#   -gradient_accumulation_steps: 4", "#   +gradient_accumulation_steps: 1", `"gradient_clipping": 0.5`, "--deepspeed_config .pipette-launch/jobs/pipette-ID/ds_config.json"} {
+		"#   -gradient_accumulation_steps: 4", "#   +gradient_accumulation_steps: 1", `"gradient_clipping": 0.5`, "--deepspeed_config /tmp/pipette-launch-pipette-ID/ds_config.json"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("override: output lacks %q:\n%s", want, out)
 		}

@@ -45,14 +45,14 @@ func TestGeneratedFilesGoToAPrivateDirectory(t *testing.T) {
 	if got == nil || len(got.Files) != 2 {
 		t.Fatalf("launchJob got %+v", got)
 	}
-	want := ".pipette-launch/jobs/pipette-ID"
+	want := "/tmp/pipette-launch-pipette-ID"
 	if got.FilesDir != want {
 		t.Errorf("files directory %q, want %q", got.FilesDir, want)
 	}
 	for _, f := range got.Files {
 		p := got.FilePath(f)
 		if !strings.HasPrefix(p, want+"/") {
-			t.Errorf("%s lands at %s (under the work directory %s), not in the job's own directory", f.Path, p, got.WorkDir)
+			t.Errorf("%s lands at %s (work directory %s), not in the job's own directory", f.Path, p, got.WorkDir)
 		}
 	}
 	argv := strings.Join(got.Hosts[1].Ranks[3].Argv, " ")
@@ -97,8 +97,8 @@ func TestGeneratedFilesGoToAPrivateDirectory(t *testing.T) {
 func TestJobIDsDiffer(t *testing.T) {
 	t.Parallel()
 	a, b := jobFilesDir(&Options{RunID: "pipette"}), jobFilesDir(&Options{RunID: "pipette"})
-	if a == b || !strings.HasPrefix(a, ".pipette-launch/jobs/pipette-") {
-		t.Errorf("files directories %q and %q: want two different ones under .pipette-launch/jobs/", a, b)
+	if a == b || !strings.HasPrefix(a, "/tmp/pipette-launch-pipette-") {
+		t.Errorf("files directories %q and %q: want two different ones, /tmp/pipette-launch-<job-id>", a, b)
 	}
 }
 

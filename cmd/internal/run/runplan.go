@@ -156,7 +156,7 @@ func writeOutputDir(o *Options, j *job.Job, summary string) error {
 	}
 	fmt.Fprintf(o.IO.Out, "# run each host's script on its host, in the work directory")
 	if len(j.Files) > 0 {
-		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that path on every host (a shared filesystem) or copy it there", j.FilesDir)
+		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that absolute path on every host (a shared filesystem) or copy it there", j.FilesDir)
 	}
 	fmt.Fprintf(o.IO.Out, "\n")
 	return nil
