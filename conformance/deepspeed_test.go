@@ -258,6 +258,10 @@ type dsJob struct {
 	// fresh one; the test-bed's hosts need one under /var/tmp).
 	ranks int
 	dir   string
+	// scriptDir, when set, holds the script instead of the kit: the
+	// test-bed's hosts each have their own /tmp, and the kit may sit
+	// under /tmp (a CI clone with ../shared beside it).
+	scriptDir string
 	// dsError, when set, is the error DeepSpeed itself stops the job with
 	// on the CPU (ZeRO-3 with gloo): the job passes when every rank stops
 	// with it, the launch having done its part.
@@ -336,6 +340,9 @@ func (h *harness) runDSJob(t *testing.T, j dsJob, python, envList string, port i
 	script := filepath.Join(h.frameworks, "deepspeed", j.script)
 	if j.script == "ds_styles.py" {
 		script = filepath.Join(h.kitDir, j.script)
+	}
+	if j.scriptDir != "" {
+		script = filepath.Join(j.scriptDir, j.script)
 	}
 	before := treeState(t, dir)
 	args := append(append(append([]string(nil), j.flags...), "--python", python, "--master-port", strconv.Itoa(port), "--env-file", envList, script), j.args...)
@@ -430,6 +437,16 @@ func (h *harness) testbedJobs(t *testing.T, opt string) []dsJob {
 		t.Cleanup(func() { os.RemoveAll(d) })
 		return d
 	}
+	// The hosts read the script where the job names it: a copy outside
+	// /tmp, which each test-bed host has to itself.
+	scriptDir := launchDir()
+	src, err := os.ReadFile(filepath.Join(h.frameworks, "deepspeed", "example_train.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scriptDir, "example_train.py"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
 	if err := os.WriteFile(cluster, []byte(`clusters:
   - name: bed
@@ -449,11 +466,11 @@ func (h *harness) testbedJobs(t *testing.T, opt string) []dsJob {
 	return []dsJob{
 		{name: "testbed-hostfile-4x2", config: cfg, dir: launchDir(), ranks: 8,
 			flags:  append([]string{"--hostfile", tb.HostsFile, "--nproc-per-node", "2"}, ssh...),
-			script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
+			script: "example_train.py", scriptDir: scriptDir, args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
 			train: 16, micro: 2, gas: 1, stage: 1, offload: "none"},
 		{name: "testbed-planned-cluster-file", config: cfg, dir: launchDir(), ranks: 8,
 			flags:  append([]string{"--cluster", cluster}, ssh...),
-			script: "example_train.py", args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
+			script: "example_train.py", scriptDir: scriptDir, args: []string{"--deepspeed", "--deepspeed_config", "ds.json"},
 			train: 16, micro: 2, gas: 1, stage: 1, offload: "none"},
 	}
 }
