@@ -3,6 +3,7 @@ package conformance
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -71,7 +72,10 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) dryRun(p *corpus.Prepared) (*job, error) {
 	cmd := exec.Command(h.bin, append([]string{"--dry-run", "--json"}, p.Args...)...)
 	cmd.Dir = p.Dir
-	cmd.Env = append(os.Environ(), "PATH="+h.gpuDir+":"+os.Getenv("PATH"))
+	// DeepSpeed's default hostfile: where Prepare placed the line's, or a
+	// path that does not exist; never this machine's /job/hostfile.
+	hostfile := cmp.Or(p.Placed["/job/hostfile"], filepath.Join(p.Dir, "no-default-hostfile"))
+	cmd.Env = append(os.Environ(), "PATH="+h.gpuDir+":"+os.Getenv("PATH"), "PIPETTE_DEEPSPEED_HOSTFILE="+hostfile)
 	for k, v := range p.Line.Exported {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -163,7 +167,6 @@ func (h *harness) megatron(t *testing.T) {
 			}
 			reqs = append(reqs, merge(base, map[string]any{"id": "ref:" + l.Name, "argv": p.ScriptArgs, "env": ref}))
 			j, err := h.dryRun(p)
-			p.Cleanup()
 			if err == nil {
 				var argv []string
 				var env map[string]string

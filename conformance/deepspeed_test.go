@@ -138,7 +138,6 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 					}
 				}
 			}
-			p.Cleanup()
 			pairs = append(pairs, pr)
 		}
 	}

@@ -450,14 +450,17 @@ type Prepared struct {
 	Args       []string
 	ScriptArgs []string
 	Line       Line
-	// Cleanup removes the files placed at absolute paths.
-	Cleanup func()
+	// Placed maps each file the line reads at an absolute path on the
+	// user's machine (DeepSpeed's default hostfile /job/hostfile) to where
+	// Prepare wrote it: under root, never at that path itself. The caller
+	// points pipette-launch there (run.Options.DeepSpeedHostfile).
+	Placed map[string]string
 }
 
-// Prepare lays out a line's launch directory under root (see Setup), puts
-// the files it reads at absolute paths (DeepSpeed's default hostfile
-// /job/hostfile) where nothing is yet, and replaces SandboxRoot with root.
-// A file already at such a path is never overwritten: the line fails.
+// Prepare lays out a line's launch directory under root (see Setup),
+// writes the files it reads at absolute paths under root/absolute/ (see
+// Prepared.Placed; an argument naming one names the placed file), and
+// replaces SandboxRoot with root.
 func (s *Source) Prepare(corpusDir string, l *Line, root string) (*Prepared, error) {
 	lc := *l
 	lc.Files = map[string]string{}
@@ -473,9 +476,21 @@ func (s *Source) Prepare(corpusDir string, l *Line, root string) (*Prepared, err
 	if lc.Expect.DSConfig != "" {
 		lc.Expect.DSConfig = strings.ReplaceAll(l.Expect.DSConfig, SandboxRoot, root)
 	}
+	placed, err := placeAbsoluteFiles(abs, filepath.Join(root, "absolute"))
+	if err != nil {
+		return nil, fmt.Errorf("line %s: %w", l.Name, err)
+	}
 	lc.Converted = nil
 	for _, a := range l.Converted {
-		lc.Converted = append(lc.Converted, strings.ReplaceAll(a, SandboxRoot, root))
+		a = strings.ReplaceAll(a, SandboxRoot, root)
+		// A line that names such a file (--hostfile /job/hostfile) reads
+		// it where it was placed.
+		for name, p := range placed {
+			if a == name || strings.HasSuffix(a, "="+name) {
+				a = strings.TrimSuffix(a, name) + p
+			}
+		}
+		lc.Converted = append(lc.Converted, a)
 	}
 	if script := filepath.Clean(lc.Expect.Script); filepath.IsAbs(script) && strings.HasPrefix(script, root) {
 		if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
@@ -493,52 +508,29 @@ func (s *Source) Prepare(corpusDir string, l *Line, root string) (*Prepared, err
 	if err != nil {
 		return nil, err
 	}
-	cleanup, err := placeAbsoluteFiles(abs)
-	if err != nil {
-		return nil, fmt.Errorf("line %s: %w", l.Name, err)
-	}
-	return &Prepared{Dir: dir, Args: append(append(flags, lc.Expect.Script), args...), ScriptArgs: args, Line: lc, Cleanup: cleanup}, nil
+	return &Prepared{Dir: dir, Args: append(append(flags, lc.Expect.Script), args...), ScriptArgs: args, Line: lc, Placed: placed}, nil
 }
 
-// placeAbsoluteFiles writes text:CONTENT files at absolute paths, and
-// returns what removes them and the directories it made.
-func placeAbsoluteFiles(files map[string]string) (func(), error) {
-	var made, dirs []string // dirs: deepest first
-	cleanup := func() {
-		for _, f := range made {
-			os.Remove(f)
-		}
-		for _, d := range dirs {
-			os.Remove(d)
-		}
-	}
+// placeAbsoluteFiles writes text:CONTENT files meant for absolute paths
+// under under/ (/job/hostfile -> under/job/hostfile) and returns where
+// each went.
+func placeAbsoluteFiles(files map[string]string, under string) (map[string]string, error) {
+	placed := map[string]string{}
 	for name, from := range files {
 		content, ok := strings.CutPrefix(from, "text:")
 		if !ok {
-			cleanup()
 			return nil, fmt.Errorf("file %s: an absolute path needs text:CONTENT", name)
 		}
-		if _, err := os.Stat(name); err == nil {
-			cleanup()
-			return nil, fmt.Errorf("file %s, which the line reads, exists on this machine already: not overwritten", name)
-		}
-		for d := filepath.Dir(name); d != "/"; d = filepath.Dir(d) {
-			if _, err := os.Stat(d); err == nil {
-				break
-			}
-			dirs = append(dirs, d)
-		}
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			cleanup()
+		p := filepath.Join(under, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-			cleanup()
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			return nil, err
 		}
-		made = append(made, name)
+		placed[name] = p
 	}
-	return cleanup, nil
+	return placed, nil
 }
 
 // FakeNvidiaSMI writes into dir an nvidia-smi that lists n GPUs (-L), as

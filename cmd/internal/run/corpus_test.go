@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/conformance/corpus"
 )
 
@@ -130,7 +132,6 @@ func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpu
 	if err != nil {
 		return err
 	}
-	defer p.Cleanup()
 	prev, err := os.Getwd()
 	if err != nil {
 		return err
@@ -151,7 +152,10 @@ func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpu
 		}
 		os.Setenv(k, v)
 	}
-	code, stdout, stderr := runAppBuffers(append([]string{"--dry-run", "--json"}, p.Args...)...)
+	// DeepSpeed's default hostfile is read where Prepare placed the line's
+	// (none: nowhere), never at /job/hostfile on this machine.
+	hostfile := func(o *Options) { o.DeepSpeedHostfile = p.Placed[cmdutil.DeepSpeedHostfile] }
+	code, stdout, stderr := cmdtest.Run(testApp(hostfile), append([]string{"--dry-run", "--json"}, p.Args...)...)
 	if code != 0 {
 		return fmt.Errorf("exit %d: %s", code, firstLines(stderr, 3))
 	}

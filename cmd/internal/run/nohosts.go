@@ -12,7 +12,7 @@ import (
 
 // defaultHosts gives a line that names no hosts the hosts its own launcher
 // would use: torchrun's default is this machine (--nproc-per-node default
-// 1); DeepSpeed's launcher reads /job/hostfile when it exists, else runs on
+// 1); DeepSpeed's launcher reads /job/hostfile (Options.DeepSpeedHostfile) when it exists, else runs on
 // this machine with every GPU. A launch, a dry run and --output-dir all
 // see the same hosts; the embedded example cluster is only planned on when
 // asked for (--cluster example). A line that asks for several nodes and
@@ -31,10 +31,10 @@ func defaultHosts(o *Options) error {
 	// DeepSpeed's launcher's defaults for a line written for it (by its
 	// flags, or a DeepSpeed script with no torchrun flag).
 	ds := o.style == cmdutil.StyleDeepSpeed || (o.style == "" && ChooseFramework(o) == parallel.FrameworkDeepSpeed)
-	if ds {
-		if _, err := os.Stat(cmdutil.DeepSpeedHostfile); err == nil {
-			o.Hostfile = cmdutil.DeepSpeedHostfile
-			o.notes = append(o.notes, "hosts from "+cmdutil.DeepSpeedHostfile+" (DeepSpeed's default hostfile)")
+	if ds && o.DeepSpeedHostfile != "" {
+		if _, err := os.Stat(o.DeepSpeedHostfile); err == nil {
+			o.Hostfile = o.DeepSpeedHostfile
+			o.notes = append(o.notes, "hosts from "+o.DeepSpeedHostfile+" (DeepSpeed's default hostfile)")
 			return nil
 		}
 	}

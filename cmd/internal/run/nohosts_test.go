@@ -3,9 +3,14 @@ package run
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -74,5 +79,48 @@ func TestHostfileDevNull(t *testing.T) {
 	code, out, errOut := runCLI(t, "--dry-run", "--no-check-script", "--num_nodes", "1", "--num_gpus", "4", "--hostfile", "/dev/null", "train.py", "--deepspeed")
 	if code != 0 || !strings.Contains(out, "# job pipette: 4 ranks on 1 host") || !strings.Contains(out, "is not a regular file: this machine only") {
 		t.Errorf("exit %d\nstderr: %s\nstdout: %.400s", code, errOut, out)
+	}
+}
+
+// TestDeepSpeedDefaultHostfile: a DeepSpeed line that names no hosts reads
+// DeepSpeed's default hostfile (Options.DeepSpeedHostfile: /job/hostfile,
+// or $PIPETTE_DEEPSPEED_HOSTFILE) when it exists; a torchrun line never
+// does. The test never reads or writes the real /job.
+func TestDeepSpeedDefaultHostfile(t *testing.T) {
+	fakeGPUs(t, 4)
+	hf := filepath.Join(t.TempDir(), "hostfile")
+	if err := os.WriteFile(hf, []byte("worker-0 slots=2\nworker-1 slots=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds := []string{"train.py", "--deepspeed"}
+	for _, tc := range []struct {
+		name     string
+		hostfile string // Options.DeepSpeedHostfile; "env": from the environment
+		args     []string
+		want     string
+	}{
+		{"option", hf, ds, "# job pipette: 4 ranks on 2 hosts"},
+		{"environment", "env", ds, "# job pipette: 4 ranks on 2 hosts"},
+		{"absent", hf + ".absent", ds, "# job pipette: 4 ranks on 1 host"},
+		{"torchrun line", hf, append([]string{"--nproc_per_node", "2"}, ds...), "# job pipette: 2 ranks on 1 host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.hostfile == "env" {
+				t.Setenv(DeepSpeedHostfileEnv, hf)
+			}
+			app := func(io *cmdutil.IOStreams) *cli.App {
+				r := NewCmd(io, func(o *Options) {
+					o.NewJobID = cmdtest.JobID
+					if tc.hostfile != "env" {
+						o.DeepSpeedHostfile = tc.hostfile
+					}
+				})
+				return cmdutil.NewApp(io, r, r)
+			}
+			code, out, errOut := cmdtest.Run(app, append([]string{"--dry-run", "--no-check-script"}, tc.args...)...)
+			if code != 0 || !strings.Contains(out, tc.want) {
+				t.Errorf("exit %d, want 0 and %q\nstderr: %s\nstdout: %.400s", code, tc.want, errOut, out)
+			}
+		})
 	}
 }

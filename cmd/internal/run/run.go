@@ -80,6 +80,11 @@ type Options struct {
 	// --no_local_rank / --use_env.
 	Include, Exclude string
 	NoLocalRank      bool
+	// DeepSpeedHostfile is DeepSpeed's launcher's default hostfile, read by
+	// a DeepSpeed line that names no hosts when it exists: /job/hostfile
+	// (cmdutil.DeepSpeedHostfile) unless $PIPETTE_DEEPSPEED_HOSTFILE
+	// names another; "" reads none. Tests point it into their temporary directory.
+	DeepSpeedHostfile string
 	// devices are the filtered hosts' slots as CUDA_VISIBLE_DEVICES.
 	devices []string
 	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.

@@ -53,6 +53,8 @@ func testApp(adjust func(*Options)) func(*cmdutil.IOStreams) *cli.App {
 	return func(io *cmdutil.IOStreams) *cli.App {
 		r := NewCmd(io, func(o *Options) {
 			o.NewJobID = cmdtest.JobID
+			// Never this machine's /job/hostfile (DeepSpeed's default).
+			o.DeepSpeedHostfile = ""
 			if adjust != nil {
 				adjust(o)
 			}

@@ -124,6 +124,7 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 		}
 	}
 	o.style = cmdutil.LauncherStyle(c)
+	o.DeepSpeedHostfile = cmp.Or(cmdutil.EnvLookup(env)(DeepSpeedHostfileEnv), cmdutil.DeepSpeedHostfile)
 	for _, pair := range [][2]string{{"num_gpus", "nproc-per-node"}, {"num_nodes", "nnodes"}} {
 		if !c.IsSet(pair[0]) {
 			continue
@@ -187,6 +188,11 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	o.Script, o.ScriptArgs = args[0], args[1:]
 	return o, nil
 }
+
+// DeepSpeedHostfileEnv names the variable that moves DeepSpeed's default
+// hostfile (/job/hostfile) elsewhere, for a machine whose /job is not the
+// cluster's and for tests that must not write outside their directory.
+const DeepSpeedHostfileEnv = "PIPETTE_DEEPSPEED_HOSTFILE"
 
 // applyRdzvEndpoint maps torchrun's HOST[:PORT] onto the static
 // rendezvous' master address and port; explicit --master-* flags win.
