@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,8 +136,7 @@ func (h *harness) megatron(t *testing.T) {
 	type item struct {
 		name    string
 		dryErr  error
-		reqs    int
-		capable [2]int
+		refused string // Expect.Refused
 	}
 	var items []*item
 	var reqs []map[string]any
@@ -146,7 +146,7 @@ func (h *harness) megatron(t *testing.T) {
 			if !l.Expect.Megatron {
 				continue
 			}
-			it := &item{name: l.Name}
+			it := &item{name: l.Name, refused: l.Expect.Refused}
 			items = append(items, it)
 			cap := [2]int{8, 0}
 			if l.Expect.GPUCapability > 0 {
@@ -157,7 +157,7 @@ func (h *harness) megatron(t *testing.T) {
 				t.Fatal(err)
 			}
 			script := filepath.Base(l.Expect.Script)
-			base := map[string]any{"script": script, "megatron": "/opt/megatron-lm", "gpu_capability": cap, "configs": true}
+			base := map[string]any{"script": script, "megatron": "/opt/megatron-lm", "gpu_capability": cap, "configs": true, "parallel_state": true}
 			// torchrun's rank 0 of the original line: the reference.
 			ref := map[string]string{"WORLD_SIZE": strconv.Itoa(l.Expect.WorldSize), "RANK": "0", "LOCAL_RANK": "0",
 				"LOCAL_WORLD_SIZE": strconv.Itoa(l.Expect.WorldSize / l.Expect.Nodes), "GROUP_RANK": "0",
@@ -186,6 +186,17 @@ func (h *harness) megatron(t *testing.T) {
 		ref, pl := res["ref:"+it.name], res["pl:"+it.name]
 		var verdict error
 		switch {
+		case it.refused != "":
+			// The line is wrong for its world size: Megatron must refuse
+			// torchrun's rank 0 of it, and pipette-launch before launch.
+			switch {
+			case ref == nil || ref.OK:
+				verdict = fmt.Errorf("the corpus says Megatron refuses this line, but Megatron on torchrun's rank 0: %s", ref.summary())
+			case it.dryErr == nil || !strings.Contains(it.dryErr.Error(), it.refused):
+				verdict = fmt.Errorf("Megatron refuses it (%s), so the dry run must fail with %q; it gave: %v", ref.summary(), it.refused, it.dryErr)
+			default:
+				t.Logf("%s: refused before launch (%v); Megatron refuses the original line too: %s", it.name, it.dryErr, ref.summary())
+			}
 		case it.dryErr != nil:
 			verdict = it.dryErr
 		case pl == nil:

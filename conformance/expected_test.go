@@ -15,12 +15,7 @@ import (
 // cannot pass today, with the item of issue 21 that stops them (their dry
 // run fails: see cmd/internal/run's corpusExpectedFailures). A listed line
 // that passes fails the run.
-var megatronExpectedFailures = map[string]string{
-	"megatron-gpt3-175b":       "issue 21: the most common use is refused (planned on the embedded example)",
-	"megatron-gptoss-20b-mock": "issue 21: the most common use is refused (planned on the embedded example)",
-	"megatron-bert-340m":       "issue 21: sizing is demanded where nothing is planned",
-	"megatron-mixtral-8x7b":    "issue 21: sizing is demanded where nothing is planned",
-}
+var megatronExpectedFailures = map[string]string{}
 
 // dsConfigExpectedFailures are corpus lines whose generated DeepSpeed
 // config DeepSpeed refuses today, with the item of issue 21 behind it. A

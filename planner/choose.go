@@ -114,6 +114,14 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	if err := ApplySequenceParallel(j.SequenceParallel, j.SequenceParallelFlag, &fixed, found); err != nil {
 		return nil, err
 	}
+	if fw == parallel.FrameworkTorch || !planned {
+		// The ranks are the world: Megatron checks first that the world
+		// divides by the script's model-parallel sizes (validate_args'
+		// total_model_size), before the layer split.
+		if _, err := TorchrunDP(c, fixed); err != nil {
+			return nil, err
+		}
+	}
 	if megatronArgs && fw != parallel.FrameworkTorch {
 		// The user's own layer split stands: rendered as given without
 		// planning, a constraint on the search with it.

@@ -107,7 +107,7 @@ func TorchrunDP(c *cluster.Cluster, fixed parallel.Constraints) (int, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
-		return 0, fmt.Errorf("%d ranks do not divide by the script's TP %d x PP %d x CP %d", world, tp, pp, cp)
+		return 0, fmt.Errorf("world size %d is not divisible by the script's TP %d x PP %d x CP %d = %d (Megatron refuses it too: its model-parallel groups must tile the ranks)", world, tp, pp, cp, tp*pp*cp)
 	}
 	return world / (tp * pp * cp), nil
 }

@@ -122,6 +122,13 @@ type Expect struct {
 	// DSConfig is the DeepSpeed config file the line passes (relative to
 	// Run.Cwd), checked by DeepSpeed's own config class in make conformance.
 	DSConfig string `yaml:"ds_config,omitempty"`
+	// Refused is set for a line the framework itself refuses at the world
+	// size it is launched with: the original launcher would start every rank
+	// and Megatron would stop them all at start-up. make conformance checks
+	// that Megatron refuses torchrun's rank 0 of the original line;
+	// pipette-launch refuses it before starting anything, with an error
+	// containing this text.
+	Refused string `yaml:"refused,omitempty"`
 }
 
 // SourcePath is where the stored copy of a Source's script is, relative to
