@@ -216,7 +216,8 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 		return nil, 0, errors.New("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
 	find := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
-		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom})
+		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom,
+			PrecisionFromArgs: true})
 		if err != nil {
 			// A *search.NoFitError stays one: the model does not fit this
 			// cluster, and its message says what would help.

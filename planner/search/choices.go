@@ -28,7 +28,12 @@ func checkPrecision(c *cluster.Cluster, o Options) error {
 		return fmt.Errorf("FP8 training is planned for Megatron-LM with Transformer Engine (--fp8-format hybrid); DeepSpeed plans use bf16 or fp16")
 	}
 	if missing := gpusWithout(c, func(g gpu.Spec) float64 { return g.PeakFP8TFLOPS }); len(missing) > 0 {
-		return fmt.Errorf("FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell), and %s has none; plan with --precision bf16, or give the GPU's peak_fp8_tflops in the cluster file", strings.Join(missing, ", "))
+		fix := "plan with --precision bf16"
+		if o.PrecisionFromArgs {
+			// run has no --precision: the script's flags decide it.
+			fix = "the Megatron arguments ask for it with --fp8-format: drop --fp8-format and the other --fp8-* flags (Megatron then trains in the --bf16 or --fp16 they give)"
+		}
+		return fmt.Errorf("FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell), and %s has none; %s, or give the GPU's peak_fp8_tflops in the cluster file", strings.Join(missing, ", "), fix)
 	}
 	return nil
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// MemoryHeadroom is the share of every GPU's memory a plan must leave
 	// free (0 <= h < 0.5; 0: none): see DefaultMemoryHeadroom.
 	MemoryHeadroom float64
+	// PrecisionFromArgs: Fixed.Precision comes from the Megatron arguments
+	// (--fp8-format, --bf16, --fp16: run, plan --as-is), not from plan's
+	// --precision, so an error names the flag to change there.
+	PrecisionFromArgs bool
 }
 
 // DefaultMemoryHeadroom is the launcher's --memory-headroom: plans keep 5%

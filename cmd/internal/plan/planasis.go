@@ -112,6 +112,7 @@ func priceAsIs(c *cluster.Cluster, m model.Model, so search.Options, names []str
 		out.err = err
 		return out
 	}
+	so.PrecisionFromArgs = fixed.Precision != so.Fixed.Precision
 	so.Fixed, so.IgnoreIslands, so.HostOrder, so.TopK = fixed, true, order, 1
 	res, err := search.Search(c, m, so)
 	if err != nil {

@@ -182,6 +182,22 @@ func TestMegatronDeepSpeedLlama2ExampleRunsUnchanged(t *testing.T) {
 	}
 }
 
+// FP8 on A100s is refused with a fix the user can type on run's command
+// line: run has no --precision (plan has), the script's --fp8-format decides,
+// and the line without the --fp8-* flags is planned.
+func TestFP8OnA100SaysWhatToDropFromTheScript(t *testing.T) {
+	launch, script, args := scriptArgs(t, "megatron-lm-gpt3-175b.args")
+	cli := append(append([]string{"--dry-run", "--cluster", "a100-16x8.yaml"}, launch...), script)
+	fp8 := append(append([]string(nil), args...), "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024")
+	code, _, errOut := runCLI(t, append(cli, fp8...)...)
+	if code != 2 || !strings.Contains(errOut, "drop --fp8-format and the other --fp8-* flags") || strings.Contains(errOut, "--precision") {
+		t.Fatalf("exit %d, stderr %s; want exit 2 naming the script's --fp8-* flags, not plan's --precision", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, append(cli, args...)...); code != 0 {
+		t.Errorf("the line without its --fp8-* flags: exit %d\n%s", code, errOut)
+	}
+}
+
 // The planner reads the GQA groups Megatron-DeepSpeed's flag gives (the
 // last occurrence, as argparse): 3 groups cannot share 16 heads.
 func TestMegatronDeepSpeedKeyValueHeadsAreRead(t *testing.T) {
