@@ -427,7 +427,7 @@ func (h *harness) testbedJobs(t *testing.T, opt string) []dsJob {
 		spec.Hosts = append(spec.Hosts, testbed.HostSpec{Name: fmt.Sprintf("node%d", i)})
 	}
 	tb := testbed.New(t, spec)
-	ssh := []string{"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile}
+	ssh := []string{"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "--identity", tb.KeyFile}
 	launchDir := func() string {
 		d, err := os.MkdirTemp("/var/tmp", "pipette-conformance-")
 		if err != nil {

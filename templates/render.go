@@ -63,9 +63,11 @@ type Options struct {
 	// TorchrunStyle: the line is torchrun's (its flags say so), and
 	// torchrun passes no --local_rank=N: LOCAL_RANK is in the environment.
 	TorchrunStyle bool
-	// DeepSpeedLauncher: the line is DeepSpeed's launcher's (its flags say
-	// so), which passes --local_rank=N to any script.
-	DeepSpeedLauncher bool
+	// LocalRankArg: the line is DeepSpeed's launcher's or
+	// torch.distributed.launch's, which pass --local_rank=N right after any
+	// script (torch 2's launch spells it --local-rank; every script written
+	// for it accepts --local_rank, as torch's docs tell them to).
+	LocalRankArg bool
 	// DSInScript: the script hands DeepSpeed its config itself (HF
 	// Trainer's --deepspeed FILE, deepspeed.initialize(config=...)), so no
 	// --deepspeed/--deepspeed_config is added and no config is written:
@@ -507,7 +509,7 @@ func rankArgv(o Options, f parallel.Framework, localRank int, args []string) []s
 	default:
 		argv = []string{o.Python, "-u", o.Script}
 	}
-	if ((f == parallel.FrameworkDeepSpeed && !o.TorchrunStyle) || o.DeepSpeedLauncher) && !o.NoLocalRank {
+	if ((f == parallel.FrameworkDeepSpeed && !o.TorchrunStyle) || o.LocalRankArg) && !o.NoLocalRank {
 		argv = append(argv, "--local_rank="+strconv.Itoa(localRank))
 	}
 	return append(argv, args...)

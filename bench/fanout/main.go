@@ -200,7 +200,7 @@ func buildCLI() (string, error) {
 }
 
 func cliSSHFlags(tb *testbed.Testbed) []string {
-	return []string{"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile}
+	return []string{"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "--identity", tb.KeyFile}
 }
 
 // cliRun is `pipette-launch run --hostfile H --no-python CMD`: one rank per

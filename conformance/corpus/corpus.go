@@ -246,7 +246,8 @@ export -f __cap torchrun deepspeed __py python python3
 `
 
 // Expand runs the stored script (under corpusDir/src) in a sandbox and
-// returns the converted line (launcher name replaced by pipette-launch) of
+// returns the converted line (launcher name replaced by pipette-launch,
+// see launcherName) of
 // the chosen call, and the files the line names as "generated".
 func (s *Source) Expand(corpusDir string, l *Line) (*Expansion, error) {
 	sandbox, err := os.MkdirTemp("", "corpus-expand-")
@@ -334,7 +335,7 @@ func (s *Source) Expand(corpusDir string, l *Line) (*Expansion, error) {
 	}
 	// The sandbox's own path, where a script names $PWD or $(pwd), reads
 	// as the fixed SandboxRoot so that a conversion is the same everywhere.
-	x := &Expansion{Converted: []string{"pipette-launch"}, Exported: envs[l.Run.Call]}
+	x := &Expansion{Converted: append([]string{"pipette-launch"}, launcherName[want]...), Exported: envs[l.Run.Call]}
 	for _, a := range call[1:] {
 		x.Converted = append(x.Converted, strings.ReplaceAll(a, repo, SandboxRoot))
 	}
@@ -356,6 +357,16 @@ func (s *Source) Expand(corpusDir string, l *Line) (*Expansion, error) {
 		x.Generated = gen
 	}
 	return x, nil
+}
+
+// launcherName is what replaces each launcher's name in a converted line,
+// as docs/launcher-flags.md tells users: torchrun's is pipette-launch's
+// default; DeepSpeed's launcher and torch.distributed.launch are named
+// with --as (what they add to the script's arguments differs, and a
+// line's flags need not tell: deepspeed --module x, --nproc_per_node).
+var launcherName = map[string][]string{
+	"deepspeed":                {"--as", "deepspeed"},
+	"torch.distributed.launch": {"--as", "torch.distributed.launch"},
 }
 
 // SandboxRoot stands for the repository's root where a converted line

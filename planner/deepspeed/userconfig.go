@@ -162,7 +162,9 @@ func (u *UserConfig) Batch(dp int) (micro, accum, train int, err error) {
 		}
 		a, m = 1, t/dp
 	default:
-		return bad("neither train_batch_size nor train_micro_batch_size_per_gpu is set (DeepSpeed needs one)")
+		// DeepSpeed v0.14.4's _set_batch_related_parameters asserts the
+		// same, gradient_accumulation_steps alone or not.
+		return bad("neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed refuses it too (\"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided\"); add one")
 	}
 	return m, a, t, nil
 }

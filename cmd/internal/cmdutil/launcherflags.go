@@ -103,9 +103,23 @@ func LauncherStyle(c *cli.Context) string {
 }
 
 const (
-	StyleTorchrun  = "torchrun"
-	StyleDeepSpeed = "deepspeed"
+	StyleTorchrun    = "torchrun"
+	StyleDeepSpeed   = "deepspeed"
+	StyleTorchLaunch = "torch.distributed.launch"
 )
+
+// ParseLauncherStyle reads --as: the launcher a line was written for,
+// named as the user typed it (deepspeed, torchrun,
+// torch.distributed.launch, or python -m's torch.distributed.run).
+func ParseLauncherStyle(s string) (string, error) {
+	switch s {
+	case StyleTorchrun, "torch.distributed.run":
+		return StyleTorchrun, nil
+	case StyleDeepSpeed, StyleTorchLaunch:
+		return s, nil
+	}
+	return "", InputErrorf("--as %q: want torchrun, deepspeed or torch.distributed.launch (the launcher the line was written for)", s)
+}
 
 // FreePort is a TCP port free on this machine now: the kernel's pick for
 // a listener on port 0, closed again for rank 0 to bind.

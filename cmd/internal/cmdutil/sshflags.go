@@ -10,13 +10,19 @@ import (
 )
 
 // SSHFlags are the connection flags `probe` and `run` share. Host keys are
-// always checked unless --insecure-skip-host-key-check is given.
-func SSHFlags() []cli.Flag {
+// always checked unless --insecure-skip-host-key-check is given. shortI
+// gives --identity ssh's short -i; `run` leaves it to DeepSpeed's launcher
+// (-i is its --include there, docs/launcher-flags.md).
+func SSHFlags(shortI bool) []cli.Flag {
+	var identityAliases []string
+	if shortI {
+		identityAliases = []string{"i"}
+	}
 	return []cli.Flag{
 		&cli.StringFlag{Name: "ssh-config", Usage: "ssh_config file (default ~/.ssh/config; none to read none)"},
 		&cli.StringFlag{Name: "known-hosts", Usage: "known_hosts file (default ~/.ssh/known_hosts)"},
 		&cli.BoolFlag{Name: "insecure-skip-host-key-check", Usage: "do not verify host keys (unsafe: only for throw-away test hosts)"},
-		&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "SSH private key file (repeatable)"},
+		&cli.StringSliceFlag{Name: "identity", Aliases: identityAliases, Usage: "SSH private key file (repeatable)"},
 		&cli.StringFlag{Name: "user", Usage: "SSH user for hosts that name none"},
 		&cli.IntFlag{Name: "ssh-port", Aliases: []string{"ssh_port"}, Usage: "SSH port for hosts that name none (DeepSpeed's --ssh_port)"},
 		&cli.IntFlag{Name: "fanout", Value: remote.DefaultFanout, Usage: "hosts contacted at once"},

@@ -45,7 +45,7 @@ func TestPreflightOnTestbed(t *testing.T) {
 	}
 	const timeout = 10 * time.Second
 	args := []string{"pipette-launch", "preflight", "--cluster", cluster,
-		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile,
+		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "--identity", tb.KeyFile,
 		"--python", cmdtest.BedPython, "--workdir", dir, "--stop-grace", "3s", "--master-port", "29631",
 		"--preflight-timeout", timeout.String(), "--no-check-script", "--framework", "megatron",
 		"pretrain_gpt.py", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128",

@@ -99,7 +99,7 @@ The planner then uses these rates instead of the catalog's (docs/cluster-format.
 			&cli.Float64Flag{Name: "measure-compute-seconds", Value: 3, Usage: "with --measure: seconds of GEMM sweep per host (0: no compute measurement)", Destination: &opts.ComputeSeconds},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "interpreter with torch on the hosts, for --measure's compute sweep", Destination: &opts.Python},
 			&cli.StringFlag{Name: "model", Usage: "with --measure: sweep this model's layer GEMMs (preset or model YAML) instead of generic shapes", Destination: &opts.Model},
-		}, append(cmdutil.SSHFlags(), k8sFlags(&opts.K8s)...)...),
+		}, append(cmdutil.SSHFlags(true), k8sFlags(&opts.K8s)...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("probe: unexpected argument %q (hosts go in --hosts or --hostfile)", c.Args().First()), 2)

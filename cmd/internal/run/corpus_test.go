@@ -34,13 +34,13 @@ const (
 // its lines green; the test then fails until the line is removed from here,
 // so the list stays honest.
 var corpusExpectedFailures = map[string]string{
-	"ds-autotuning-bert-base-baseline-tdl": itemNoHosts,
-	"openrlhf-dpo":                         itemNoHosts,
-	"openrlhf-rm":                          itemNoHosts,
-	"openrlhf-sft":                         itemNoHosts,
-	"ml-engineering-role-tee":              itemNoHosts,
-	"deepspeed-doc-zeropp-4x16":            itemSizing,
-	"mds-ulysses-1.3b-32k":                 itemNoHosts + "; " + itemUnmodelled,
+	"ml-engineering-role-tee": itemNoHosts,
+	// DeepSpeed v0.14.4 refuses the tutorial's config as shown too: its
+	// DeepSpeedConfig asserts "Either train_batch_size or
+	// train_micro_batch_size_per_gpu needs to be provided" (checked with
+	// the kit); pipette-launch refuses it before launch by the same rule.
+	"deepspeed-doc-zeropp-4x16": "DeepSpeed refuses its config (neither train_batch_size nor train_micro_batch_size_per_gpu)",
+	"mds-ulysses-1.3b-32k":      itemNoHosts + "; " + itemUnmodelled,
 }
 
 // TestCorpusDryRun dry-runs every converted corpus line through the CLI and

@@ -67,3 +67,68 @@ func TestIncludeSlotsWithoutColon(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestLauncherAs (issue 21): lines of python -m torch.distributed.launch and
+// deepspeed --module carry no flag only their launcher has, so the user
+// names it with --as (docs/launcher-flags.md): each gets what its own
+// launcher gives (torchrun: nothing added, one rank by default;
+// torch.distributed.launch: --local_rank=N unless --use_env; DeepSpeed:
+// --local_rank=N and every GPU of this machine).
+func TestLauncherAs(t *testing.T) {
+	fakeGPUs(t, 4)
+	t.Setenv("CUDA_VISIBLE_DEVICES", "")
+	os.Unsetenv("CUDA_VISIBLE_DEVICES")
+	for _, tc := range []struct {
+		name    string
+		flags   []string
+		want    []string
+		notWant string
+	}{
+		{"no --as: torchrun", []string{"--module", "pkg.train"}, []string{"# job pipette: 1 ranks on 1 host", "python3 -u -m pkg.train --lr 1\n"}, "--local_rank"},
+		{"torchrun", []string{"--as", "torchrun", "--nproc_per_node=2", "train.py"}, []string{"# job pipette: 2 ranks on 1 host", "python3 -u train.py --lr 1\n"}, "--local_rank"},
+		{"python -m torch.distributed.run", []string{"--as", "torch.distributed.run", "train.py"}, []string{"python3 -u train.py --lr 1\n"}, "--local_rank"},
+		{"torch.distributed.launch", []string{"--as", "torch.distributed.launch", "--nproc_per_node=2", "train.py"}, []string{"# job pipette: 2 ranks on 1 host", "python3 -u train.py --local_rank=1 --lr 1\n"}, ""},
+		{"torch.distributed.launch --use_env", []string{"--as", "torch.distributed.launch", "--use_env", "--nproc_per_node=2", "train.py"}, []string{"python3 -u train.py --lr 1\n"}, "--local_rank"},
+		{"deepspeed --module", []string{"--as", "deepspeed", "--module", "pkg.train"}, []string{"# job pipette: 4 ranks on 1 host", "python3 -u -m pkg.train --local_rank=3 --lr 1\n"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, append(append([]string{"--dry-run", "--no-check-script"}, tc.flags...), "--lr", "1")...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(out, tc.notWant) {
+				t.Errorf("has %q:\n%s", tc.notWant, out)
+			}
+		})
+	}
+	code, _, errOut := runCLI(t, "--dry-run", "--as", "mpirun", "train.py")
+	if code != 2 || !strings.Contains(errOut, `--as "mpirun": want torchrun, deepspeed or torch.distributed.launch`) {
+		t.Errorf("--as mpirun: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestShortIncludeExclude (issue 21): DeepSpeed's -i/-e are its
+// --include/--exclude on a launch line, as a DeepSpeed user types them;
+// -i naming a file (ssh's -i habit) is refused pointing at --identity.
+func TestShortIncludeExclude(t *testing.T) {
+	for _, tc := range []struct {
+		flags   []string
+		code    int
+		want    string
+		notWant string
+	}{
+		{[]string{"-i", "worker-2"}, 0, "# job pipette: 4 ranks on 1 host\n\n== host worker-2", "== host worker-1"},
+		{[]string{"-e", "worker-1"}, 0, "== host worker-2", "== host worker-1"},
+		{[]string{"-i", "hostfile"}, 2, "for an SSH key write --identity hostfile", ""},
+	} {
+		code, out, errOut := runCLI(t, append(append([]string{"--dry-run", "--as", "deepspeed", "-H", "hostfile", "--no-check-script"}, tc.flags...), "train.py")...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) || (tc.notWant != "" && strings.Contains(out, tc.notWant)) {
+			t.Errorf("%v: exit %d, want %d with %q and without %q\nstderr: %s\nstdout: %.400s", tc.flags, code, tc.code, tc.want, tc.notWant, errOut, out)
+		}
+	}
+}

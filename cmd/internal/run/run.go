@@ -126,8 +126,9 @@ type Options struct {
 	// (defaultHosts); defaultSlots is DeepSpeed's every-GPU default there.
 	notes        []string
 	defaultSlots int
-	// style is the launcher the line's flags were written for
-	// (launcherStyle): "torchrun", "deepspeed" or "" (by framework).
+	// style is the launcher the line was written for (--as, else its
+	// flags: cmdutil.LauncherStyle): torchrun, deepspeed,
+	// torch.distributed.launch or "" (by framework).
 	style string
 
 	// The steps that reach hosts or the clock, nil for the real ones:
@@ -284,33 +285,33 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	renderOptions := func(facts *launchFacts) templates.Options {
 		return templates.Options{
-			Name:              opts.RunID,
-			Role:              opts.Role,
-			Script:            opts.Script,
-			Args:              ch.Args,
-			Python:            facts.python,
-			Rendezvous:        facts.rendezvous,
-			NodeRankPinned:    slices.Contains(opts.Ignored, "--node-rank"),
-			NoPython:          opts.NoPython,
-			Module:            opts.Module,
-			MasterAddr:        opts.MasterAddr,
-			MasterPort:        opts.MasterPort,
-			MaxRestarts:       opts.MaxRestarts,
-			NCCLMode:          mode,
-			WorkDir:           opts.WorkDir,
-			FilesDir:          jobFilesDir(opts),
-			LogDir:            opts.LogDir,
-			Env:               opts.Env,
-			ExplicitEnv:       explicit,
-			HostDevices:       opts.devices,
-			NoLocalRank:       opts.NoLocalRank,
-			TorchrunStyle:     opts.style == cmdutil.StyleTorchrun,
-			DeepSpeedLauncher: opts.style == cmdutil.StyleDeepSpeed,
-			DSInScript:        dsInScript(opts, ch.DS, planned),
-			DSUser:            ch.DS,
-			DSPassThrough:     !planned,
-			Unplanned:         !planned,
-			DSOverride:        opts.PlanOverridesConfig,
+			Name:           opts.RunID,
+			Role:           opts.Role,
+			Script:         opts.Script,
+			Args:           ch.Args,
+			Python:         facts.python,
+			Rendezvous:     facts.rendezvous,
+			NodeRankPinned: slices.Contains(opts.Ignored, "--node-rank"),
+			NoPython:       opts.NoPython,
+			Module:         opts.Module,
+			MasterAddr:     opts.MasterAddr,
+			MasterPort:     opts.MasterPort,
+			MaxRestarts:    opts.MaxRestarts,
+			NCCLMode:       mode,
+			WorkDir:        opts.WorkDir,
+			FilesDir:       jobFilesDir(opts),
+			LogDir:         opts.LogDir,
+			Env:            opts.Env,
+			ExplicitEnv:    explicit,
+			HostDevices:    opts.devices,
+			NoLocalRank:    opts.NoLocalRank,
+			TorchrunStyle:  opts.style == cmdutil.StyleTorchrun,
+			LocalRankArg:   opts.style == cmdutil.StyleDeepSpeed || opts.style == cmdutil.StyleTorchLaunch,
+			DSInScript:     dsInScript(opts, ch.DS, planned),
+			DSUser:         ch.DS,
+			DSPassThrough:  !planned,
+			Unplanned:      !planned,
+			DSOverride:     opts.PlanOverridesConfig,
 		}
 	}
 	render := func(facts *launchFacts) (*job.Job, error) {

@@ -40,7 +40,7 @@ func e2eBedNames(t *testing.T, names string) (*testbed.Testbed, string) {
 func e2eArgs(tb *testbed.Testbed, dir string) []string {
 	return []string{"pipette-launch", "run",
 		"--hostfile", tb.HostsFile, "--nproc-per-node", "2", "--framework", "torch",
-		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "-i", tb.KeyFile,
+		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "--identity", tb.KeyFile,
 		"--python", cmdtest.BedPython, "--workdir", dir, "--stop-grace", "3s", "--master-port", "29611",
 		filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "8", "--timeout", "60"}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -37,10 +38,11 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "env-file", Usage: "file of KEY=VALUE lines set for every rank (.deepspeed_env's format; beats .deepspeed_env)"},
 		&cli.StringFlag{Name: "cluster", Usage: "cluster file (YAML, from pipette-launch probe or written by hand) to plan on, or example for the embedded example cluster (dry runs only); default: the hosts of --hosts/--hostfile, of the Slurm allocation, DeepSpeed's /job/hostfile for DeepSpeed lines, else this machine as torchrun"},
 		&cli.StringFlag{Name: "hosts", Usage: "hosts as a hostlist expression (node[01-04]); no planning: torchrun's rank order"},
-		&cli.StringFlag{Name: "include", Usage: "DeepSpeed's host filter: use only these hosts/slots of --hostfile/--hosts (host1@host2:0,2)"},
-		&cli.StringFlag{Name: "exclude", Usage: "DeepSpeed's host filter: leave out these hosts/slots (host1:3@host2)"},
+		&cli.StringFlag{Name: "include", Aliases: []string{"i"}, Usage: "DeepSpeed's host filter: use only these hosts/slots of --hostfile/--hosts (host1@host2:0,2)"},
+		&cli.StringFlag{Name: "exclude", Aliases: []string{"e"}, Usage: "DeepSpeed's host filter: leave out these hosts/slots (host1:3@host2)"},
 		&cli.BoolFlag{Name: "no-local-rank", Aliases: []string{"no_local_rank", "use-env", "use_env"}, Usage: "do not pass --local_rank=N to the script (DeepSpeed's --no_local_rank, torch.distributed.launch's --use_env); LOCAL_RANK is set either way"},
 		&cli.StringFlag{Name: "hostfile", Aliases: []string{"H"}, Usage: "DeepSpeed-style hostfile (HOST slots=N lines); no planning: torchrun's rank order"},
+		&cli.StringFlag{Name: "as", Usage: "the launcher the line was written for: torchrun, deepspeed or torch.distributed.launch; the last two pass --local_rank=N right after the script, and DeepSpeed's uses every GPU (or /job/hostfile) when no hosts are named (default: the line's flags decide, else DeepSpeed's for a DeepSpeed script)"},
 		&cli.StringFlag{Name: "framework", Usage: "megatron, deepspeed or torch (default: megatron for Megatron scripts/flags, deepspeed with --deepspeed, else torch)"},
 		&cli.IntFlag{Name: "plan", Value: 1, Usage: "use the N-th ranked plan"},
 		&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "on, off or auto: auto lets the script's own --sequence-parallel decide (absent: off); on/off must agree with it"},
@@ -67,7 +69,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: "preflight-timeout", Value: 30 * time.Second, Usage: "preflight: limit for every connection and operation"},
 		&cli.Float64Flag{Name: "preflight-min-share", Value: 0.5, Usage: "preflight with NCCL: fail a group whose bus bandwidth is under this share of the plan's figure (gloo on CPU is reported, not judged)"},
 		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launch.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
-	}, append(append(append(cmdutil.SSHFlags(), cmdutil.ReportFlags()...), cmdutil.IgnoredLauncherFlags()...), k8sFlags()...)...)
+	}, append(append(append(cmdutil.SSHFlags(false), cmdutil.ReportFlags()...), cmdutil.IgnoredLauncherFlags()...), k8sFlags()...)...)
 }
 
 // OptionsFromCLI fills Options from parsed flags; the first argument
@@ -124,6 +126,14 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 		}
 	}
 	o.style = cmdutil.LauncherStyle(c)
+	if as := c.String("as"); as != "" {
+		// torch.distributed.launch and deepspeed --module lines have no
+		// flag only their launcher has: the user names it.
+		var err error
+		if o.style, err = cmdutil.ParseLauncherStyle(as); err != nil {
+			return nil, err
+		}
+	}
 	o.DeepSpeedHostfile = cmp.Or(cmdutil.EnvLookup(env)(DeepSpeedHostfileEnv), cmdutil.DeepSpeedHostfile)
 	for _, pair := range [][2]string{{"num_gpus", "nproc-per-node"}, {"num_nodes", "nnodes"}} {
 		if !c.IsSet(pair[0]) {
@@ -137,6 +147,9 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 		} else {
 			o.NProcPerNode = c.String(pair[0])
 		}
+	}
+	if err := checkNotKeyFile(o.Include); err != nil {
+		return nil, err
 	}
 	if c.Bool("standalone") {
 		if o.ClusterFile != "" || o.Hosts != "" || o.Hostfile != "" {
@@ -187,6 +200,16 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	}
 	o.Script, o.ScriptArgs = args[0], args[1:]
 	return o, nil
+}
+
+// checkNotKeyFile refuses an --include (-i) that names a file: -i is
+// DeepSpeed's --include on a launch line, and a file there is likelier
+// ssh's -i habit (an SSH key) than a host filter.
+func checkNotKeyFile(include string) error {
+	if st, err := os.Stat(include); include != "" && err == nil && st.Mode().IsRegular() {
+		return cmdutil.InputErrorf("--include/-i %q names a file: -i is DeepSpeed's --include (a host filter such as worker-1:0,1@worker-2); for an SSH key write --identity %s", include, include)
+	}
+	return nil
 }
 
 // DeepSpeedHostfileEnv names the variable that moves DeepSpeed's default
