@@ -34,7 +34,6 @@ const (
 // its lines green; the test then fails until the line is removed from here,
 // so the list stays honest.
 var corpusExpectedFailures = map[string]string{
-	"ml-engineering-role-tee": itemNoHosts,
 	// DeepSpeed v0.14.4 refuses the tutorial's config as shown too: its
 	// DeepSpeedConfig asserts "Either train_batch_size or
 	// train_micro_batch_size_per_gpu needs to be provided" (checked with
