@@ -20,6 +20,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
+	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
@@ -27,6 +28,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
+	"github.com/pipette-launch/pipette-launch/templates"
 )
 
 // Options are the inputs of `pipette-launch calibrate`.
@@ -163,7 +165,11 @@ func Run(opts *Options) error {
 		}
 		return res.Plans[0].Predicted.IterationSeconds, nil
 	}
-	run, err := cluster.Linearize(f, mode.Transport(), predict)
+	t, err := runTransport(f, mode, target)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("calibrate: price %s on %s: %v", target.label, opts.ClusterFile, err), 1)
+	}
+	run, err := cluster.Linearize(f, t, predict)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("calibrate: price %s on %s: %v", target.label, opts.ClusterFile, err), 1)
 	}
@@ -176,7 +182,7 @@ func Run(opts *Options) error {
 	cal := calibration.Fit(append(runs, run), run.At)
 	g := *f
 	g.Calibration = cal
-	c, err := g.ResolveFor(mode.Transport())
+	c, err := g.ResolveFor(t)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("calibrate: %v", err), 1)
 	}
@@ -194,6 +200,31 @@ func Run(opts *Options) error {
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote the calibration into %s\n", opts.ClusterFile)
 	return nil
+}
+
+// runTransport is the transport the run was priced on by `plan` and `run`
+// (planner.OnFabric: under --nccl-mode auto a Megatron job across islands
+// keeps RDMA inside islands unless its groups rule it out, then sockets
+// everywhere), so the factors are fitted to the prediction `plan` makes,
+// not to another network's.
+func runTransport(f *cluster.File, mode fabric.Mode, target calibrateTarget) (fabric.Transport, error) {
+	var used fabric.Transport
+	resolve := func(t fabric.Transport) (*cluster.Cluster, error) {
+		used = t
+		return f.ResolveFor(t)
+	}
+	best := func(c *cluster.Cluster) (struct{}, *search.Plan, error) {
+		res, err := search.Search(c, target.model, target.so)
+		if err != nil {
+			return struct{}{}, nil, err
+		}
+		return struct{}{}, &res.Plans[0], nil
+	}
+	fallback := func(c *cluster.Cluster, p *search.Plan) string {
+		return templates.IslandsFallback(c, p, templates.Options{})
+	}
+	_, _, err := planner.OnFabric(mode.TransportFor(target.so.Framework), resolve, best, fallback, nil)
+	return used, err
 }
 
 // planJSON is the part of `plan --json` calibrate reads.

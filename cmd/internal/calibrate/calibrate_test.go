@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -185,4 +186,62 @@ func TestCalibrateFlagsAfterLogsAndPinnedOff(t *testing.T) {
 		t.Errorf("calibrate priced another configuration than the pinned one:\n%s", s)
 	}
 	t.Log(s)
+}
+
+// TestCalibratePricesTheRunOnPlansTransport: on two islands whose hosts'
+// versions let a Megatron job keep RDMA inside the InfiniBand island,
+// `plan` prices one network per group type; calibrate must price the run
+// the same way, or the factors are fitted to a sockets-everywhere
+// prediction the plan never made (TP2 PP2 DP8 of llama2-13b: 3.1 s per
+// iteration with RDMA inside the island, 10.1 s on sockets). A run that took exactly the plan's
+// predicted time is then predicted with no error.
+func TestCalibratePricesTheRunOnPlansTransport(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../../../examples/two-clusters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := "    software: {nccl: 2.21.5, torch: 2.4.0, megatron_core: 0.12.0}\n"
+	withVersions := strings.NewReplacer("    pcie_gen: 5\n", "    pcie_gen: 5\n"+sw, "    pcie_gen: 4\n", "    pcie_gen: 4\n"+sw).Replace(string(src))
+	if withVersions == string(src) {
+		t.Fatal("could not add software fields to the example")
+	}
+	dir := t.TempDir()
+	clusterFile := filepath.Join(dir, "two-clusters.yaml")
+	if err := os.WriteFile(clusterFile, []byte(withVersions), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var planOut bytes.Buffer
+	po := plan.Options{IO: &cmdutil.IOStreams{Out: &planOut, ErrOut: &planOut}, JSON: true, ClusterFile: clusterFile,
+		Model: "llama2-13b", GlobalBatch: 64, Top: 1, Seed: 1, NCCLMode: "auto", Fixed: parallel.Constraints{TP: 2, PP: 2, ZeroStage: -1}}
+	if err := plan.Run(&po); err != nil {
+		t.Fatalf("plan: %v\n%s", err, planOut.String())
+	}
+	var pj planJSON
+	if err := json.Unmarshal(planOut.Bytes(), &pj); err != nil || len(pj.Plans) == 0 {
+		t.Fatalf("plan --json: %v\n%s", err, planOut.String())
+	}
+	planned := pj.Plans[0].Predicted.IterationSeconds
+	planFile := filepath.Join(dir, "plan.json")
+	if err := os.WriteFile(planFile, planOut.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&log, " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | learning rate: 1.0E-04 |\n", i, 3, 64*i, planned*1000)
+	}
+	logFile := filepath.Join(dir, "rank0.log")
+	if err := os.WriteFile(logFile, []byte(log.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	opts := &Options{IO: &cmdutil.IOStreams{Out: &out, ErrOut: &out}, ClusterFile: clusterFile, Logs: []string{logFile},
+		PlanFile: planFile, NCCLMode: "auto", DryRun: true, Now: func() time.Time { return time.Unix(1.8e9, 0) }}
+	if err := Run(opts); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, out.String())
+	}
+	want := fmt.Sprintf("predicted before: %.4f s (error +0.0%%)", planned)
+	if !strings.Contains(out.String(), want) && !strings.Contains(out.String(), strings.Replace(want, "+0.0", "-0.0", 1)) {
+		t.Errorf("calibrate priced the run differently from plan (%.4f s); want %q in:\n%s", planned, want, out.String())
+	}
 }
