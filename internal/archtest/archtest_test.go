@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -384,11 +385,12 @@ func TestMakefileFuzzTargetsExist(t *testing.T) {
 		t.Fatal("Makefile's FUZZ_TARGETS is empty")
 	}
 	for _, target := range targets {
-		pkg, fn, ok := strings.Cut(target, ":")
-		if !ok {
-			t.Errorf("FUZZ_TARGETS entry %q: want ./package:FuzzName", target)
+		parts := strings.Split(target, ":")
+		if len(parts) != 3 || !isPositiveInt(parts[2]) {
+			t.Errorf("FUZZ_TARGETS entry %q: want ./package:FuzzName:executions", target)
 			continue
 		}
+		pkg, fn := parts[0], parts[1]
 		tests, _ := filepath.Glob(filepath.Join(root, pkg, "*_test.go"))
 		found := false
 		for _, f := range tests {
@@ -402,4 +404,10 @@ func TestMakefileFuzzTargetsExist(t *testing.T) {
 			t.Errorf("Makefile's FUZZ_TARGETS names %s, but no test file of %s defines func %s(f *testing.F)", target, pkg, fn)
 		}
 	}
+}
+
+// isPositiveInt: s is a count make's shell arithmetic takes.
+func isPositiveInt(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n > 0
 }
