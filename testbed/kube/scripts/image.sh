@@ -17,7 +17,7 @@ missing=$(for p in $base "$@"; do dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>
 pkgs=$(apt-cache depends --recurse --installed --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances $base "$@" 2>/dev/null |
   grep -v '^ ' | tr -d '<>' | sort -u |
   while read -r p; do dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package} ${Version}\n' "$p" 2>/dev/null; done | awk '$1 == "ii" {print $2, $3}' | sort -u)
-key=$(printf 'recipe 3\n%s\n%s\n' "$ref" "$pkgs" | sha256sum | cut -c1-16)   # bump the recipe number when this script changes
+key=$(printf 'recipe 4\n%s\n%s\n' "$ref" "$pkgs" | sha256sum | cut -c1-16)   # bump the recipe number when this script changes
 tarfile=$IMAGES/$(echo "$ref" | tr '/:@' '___')-$key.tar
 if [ ! -s "$tarfile" ]; then
   echo "$pkgs" | awk '{print $1}' | xargs dpkg-query -L 2>/dev/null | sort -u > "$IMAGES/files.$$"
@@ -34,7 +34,8 @@ for line in open(listing):
     paths.add(os.path.join(os.path.realpath(d), b))
 # What Debian provides through alternatives (awk -> /etc/alternatives/awk -> mawk; libblas.so.3 -> openblas) is
 # no package's files: the links whose target is in the image come along.
-import sysconfig
+import subprocess, sysconfig
+retarget = {}  # /etc/alternatives link -> the choice the image holds
 multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
 for d in ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib/" + multiarch):
     if not os.path.isdir(d):
@@ -46,6 +47,17 @@ for d in ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib/" + multiarch):
         if os.path.realpath(p) in paths:
             paths.add(p)
             paths.add(os.readlink(p))
+            continue
+        # The machine's choice is a package outside the image (libblas.so.3 -> openblas, installed later for
+        # something else): point the image's link at a choice that is in it (libblas3's), or the library is missing.
+        alt = os.readlink(p)
+        q = subprocess.run(["update-alternatives", "--query", os.path.basename(alt)], capture_output=True, text=True)
+        for line in q.stdout.splitlines():
+            if line.startswith("Alternative: ") and line.split(" ", 1)[1] in paths:
+                paths.add(p)
+                paths.add(os.path.dirname(alt))
+                retarget[alt] = line.split(" ", 1)[1]
+                break
 links = [d for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") if os.path.islink(d)]
 for p in list(paths):  # every parent directory, so the layer is complete on its own
     d = os.path.dirname(p)
@@ -67,6 +79,8 @@ with tarfile.open(layer, mode="w", format=tarfile.PAX_FORMAT) as t:
         if p in links or p in ("/tmp", "/etc", "/root"):
             continue
         t.add(p, arcname=p[1:], recursive=False, filter=lambda ti: (setattr(ti, "uid", 0), setattr(ti, "gid", 0), setattr(ti, "uname", "root"), setattr(ti, "gname", "root"), ti)[-1])
+    for alt, target in sorted(retarget.items()):
+        ti = tarfile.TarInfo(alt[1:]); ti.type = tarfile.SYMTYPE; ti.linkname = target; t.addfile(ti)
 h = hashlib.sha256()
 with open(layer, "rb") as f:
     for chunk in iter(lambda: f.read(1 << 20), b""):
