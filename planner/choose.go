@@ -311,7 +311,7 @@ func vocabNote(m model.Model, tp int, vocab megatron.VocabFunc, args []string, f
 // Summary is the one line a launch prints about plan p, the idx-th of n.
 func Summary(p *search.Plan, idx, n int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan %d of %d (%s): TP %d PP %d DP %d CP %d", idx, n, p.Framework, p.TP, p.PP, p.DP, max(p.CP, 1))
+	fmt.Fprintf(&b, "plan %d of %d (%s): TP %d PP %d DP %d %s %d", idx, n, p.Framework, p.TP, p.PP, p.DP, seqSplitName(p.Config), max(p.CP, 1))
 	if p.VPP > 1 {
 		fmt.Fprintf(&b, " VPP %d", p.VPP)
 	}

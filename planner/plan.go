@@ -80,7 +80,7 @@ func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Con
 	if global == 0 {
 		global = micro * dp
 	}
-	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
+	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, Ulysses: fixed.Ulysses, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
 		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
 	if fixed.SequenceParallel != nil {
 		cfg.SequenceParallel = *fixed.SequenceParallel
@@ -98,7 +98,7 @@ func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Con
 			p.Placement = append(p.Placement, search.RankPlacement{Rank: len(p.Placement), Host: h.Name, HostIndex: hi, LocalRank: l, GPU: l})
 		}
 	}
-	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d CP %d DP %d", world, len(c.Hosts), tp, pp, cp, dp), nil
+	return p, fmt.Sprintf("torchrun rank order (no planning): %d ranks on %d host(s), TP %d PP %d %s %d DP %d", world, len(c.Hosts), tp, pp, seqSplitName(cfg), cp, dp), nil
 }
 
 // TorchrunDP is the data-parallel size of torchrun's order on c: every GPU
@@ -107,7 +107,16 @@ func TorchrunDP(c *cluster.Cluster, fixed parallel.Constraints) (int, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
-		return 0, fmt.Errorf("world size %d is not divisible by the script's TP %d x PP %d x CP %d = %d (Megatron refuses it too: its model-parallel groups must tile the ranks)", world, tp, pp, cp, tp*pp*cp)
+		return 0, fmt.Errorf("world size %d is not divisible by the script's TP %d x PP %d x %s %d = %d (Megatron refuses it too: its model-parallel groups must tile the ranks)", world, tp, pp, seqSplitName(parallel.Config{Ulysses: fixed.Ulysses}), cp, tp*pp*cp)
 	}
 	return world / (tp * pp * cp), nil
+}
+
+// seqSplitName names a config's sequence-splitting ranks in summaries: CP
+// (Megatron-LM's context parallelism) or SP (DeepSpeed-Ulysses).
+func seqSplitName(c parallel.Config) string {
+	if c.Ulysses {
+		return "SP"
+	}
+	return "CP"
 }

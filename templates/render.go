@@ -401,7 +401,7 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 	if len(cfg.StageLayers) > 0 && !allEqual(cfg.StageLayers) {
 		return nil, errors.New("Megatron-DeepSpeed splits layers evenly (partition_method uniform): the plan's uneven stages cannot be rendered; plan for megatron or with even stages")
 	}
-	if cfg.CP > 1 {
+	if cfg.CP > 1 && !cfg.Ulysses {
 		return nil, errors.New("context parallelism is not rendered for Megatron-DeepSpeed")
 	}
 	c := cfg
@@ -411,7 +411,11 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 		return nil, err
 	}
 	// Megatron-DeepSpeed predates these flags; argparse would reject them.
-	return megatron.Parse(a).Without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true}), nil
+	a = megatron.Parse(a).Without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true})
+	if cfg.Ulysses {
+		a = append(a, megatron.UlyssesFlag, strconv.Itoa(max(cfg.CP, 1)))
+	}
+	return a, nil
 }
 
 // renderHost builds one host's ranks.

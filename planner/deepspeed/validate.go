@@ -25,7 +25,7 @@ func Validate(m model.Model, cfg parallel.Config, world int) error {
 	if cfg.ZeroStage >= 2 && cfg.PP > 1 {
 		errs = append(errs, fmt.Errorf("DeepSpeed's pipeline engine supports ZeRO stage 0 or 1, not %d", cfg.ZeroStage))
 	}
-	if cfg.VPP > 1 || cfg.CP > 1 || cfg.DistributedOptimizer {
+	if cfg.VPP > 1 || (cfg.CP > 1 && !cfg.Ulysses) || cfg.DistributedOptimizer {
 		errs = append(errs, fmt.Errorf("DeepSpeed plans have no virtual stages, context parallelism or Megatron distributed optimizer"))
 	}
 	if cfg.Offload.OptimizerFraction > 0 && cfg.ZeroStage < 1 {

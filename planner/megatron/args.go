@@ -344,6 +344,16 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 		ZeroStage:    -1,
 		ForceOffload: a.Has("--optimizer-cpu-offload"),
 	}
+	if a.Has(UlyssesFlag) {
+		// DeepSpeed-Ulysses: its ranks split each sequence outside DP, as
+		// context parallelism's do (parallel.Config.Ulysses).
+		if sp := a.positive(UlyssesFlag, errs); sp > 0 {
+			if c.CP > 1 {
+				errs.Add(UlyssesFlag, "DeepSpeed-Ulysses and --context-parallel-size %d both split the sequence, and Megatron-DeepSpeed refuses the two together: give one", c.CP)
+			}
+			c.CP, c.Ulysses = sp, true
+		}
+	}
 	c.VPP = vppFromArgs(a, layers, c.PP, errs)
 	c.StageLayers = unevenStagesFromArgs(a, layers, c.PP, c.VPP, errs)
 	// The user's flags decide sequence parallelism and precision: a run
@@ -460,6 +470,10 @@ func vppFromArgs(a Args, layers, pp int, errs *yamlcheck.Problems) int {
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+// UlyssesFlag is Megatron-DeepSpeed's DeepSpeed-Ulysses sequence-parallel
+// size.
+const UlyssesFlag = "--ds-sequence-parallel-size"
 
 // BatchArgs returns --micro-batch-size and --global-batch-size from
 // a Megatron-LM argument list; each is 0 when absent. A value that is not

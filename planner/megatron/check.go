@@ -11,6 +11,7 @@ import (
 // back from a rendered argument list.
 type megatronSettings struct {
 	tp, pp, cp, ep, etp, experts     int
+	ulysses                          int // --ds-sequence-parallel-size
 	sp                               bool
 	numLayers, hidden, heads, groups int
 	seq, maxPos                      int
@@ -50,6 +51,7 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	intFlag(&s.tp, "--tensor-model-parallel-size", 1)
 	intFlag(&s.pp, "--pipeline-model-parallel-size", 1)
 	intFlag(&s.cp, "--context-parallel-size", 1)
+	intFlag(&s.ulysses, UlyssesFlag, 1)
 	intFlag(&s.ep, "--expert-model-parallel-size", 1)
 	intFlag(&s.etp, "--expert-tensor-parallel-size", 0)
 	intFlag(&s.experts, "--num-experts", 0)
@@ -112,12 +114,19 @@ func CheckArgs(argv []string, worldSize int) error {
 	}
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if s.tp < 1 || s.pp < 1 || s.cp < 1 || s.ep < 1 {
-		return fmt.Errorf("parallel sizes must be >= 1 (tp %d pp %d cp %d ep %d)", s.tp, s.pp, s.cp, s.ep)
+	if s.tp < 1 || s.pp < 1 || s.cp < 1 || s.ep < 1 || s.ulysses < 1 {
+		return fmt.Errorf("parallel sizes must be >= 1 (tp %d pp %d cp %d ep %d %s %d)", s.tp, s.pp, s.cp, s.ep, UlyssesFlag, s.ulysses)
 	}
 	model := s.tp * s.pp * s.cp
 	if worldSize%model != 0 {
 		return fmt.Errorf("world size %d is not divisible by tp*pp*cp = %d", worldSize, model)
+	}
+	if s.ulysses > 1 {
+		// Megatron-DeepSpeed's validate_args: DeepSpeed-Ulysses ranks are
+		// taken out of DP.
+		if model *= s.ulysses; worldSize%model != 0 {
+			return fmt.Errorf("world size %d is not divisible by tp %d x pp %d x %s %d", worldSize, s.tp, s.pp, UlyssesFlag, s.ulysses)
+		}
 	}
 	dp := worldSize / model
 	if s.heads > 0 && s.heads%s.tp != 0 {

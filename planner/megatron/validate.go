@@ -30,7 +30,11 @@ func Validate(m model.Model, cfg parallel.Config, world int) error {
 	if g := m.Groups(); g%cfg.TP != 0 && cfg.TP%g != 0 {
 		bad("query groups %d and tensor parallel size %d: neither divides the other", g, cfg.TP)
 	}
-	if cfg.CP > 1 && m.SeqLength%(2*cfg.CP) != 0 {
+	if cfg.CP > 1 && cfg.Ulysses && (m.SeqLength%cfg.CP != 0 || (m.Heads/cfg.TP)%cfg.CP != 0) {
+		// DeepSpeed's all-to-all scatters heads and gathers the sequence.
+		bad("DeepSpeed-Ulysses splits the sequence length %d and the %d heads per TP rank over %d ranks: both must divide", m.SeqLength, m.Heads/cfg.TP, cfg.CP)
+	}
+	if cfg.CP > 1 && !cfg.Ulysses && m.SeqLength%(2*cfg.CP) != 0 {
 		bad("sequence length %d not divisible by 2*cp = %d", m.SeqLength, 2*cfg.CP)
 	}
 	if m.MaxPositionEmbeddings > 0 && m.MaxPositionEmbeddings < m.SeqLength {

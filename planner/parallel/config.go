@@ -44,8 +44,16 @@ type Config struct {
 	// size of an MoE model's expert layers (0 = 1 and TP: dense models).
 	// Experts are laid out over the same ranks as TP x CP x DP, so EP does
 	// not change the world size: expert-DP = world / (ETP x EP x PP).
-	EP                   int       `json:"ep,omitempty"`
-	ETP                  int       `json:"etp,omitempty"`
+	EP  int `json:"ep,omitempty"`
+	ETP int `json:"etp,omitempty"`
+	// Ulysses: the CP ranks are DeepSpeed-Ulysses sequence parallelism
+	// (Megatron-DeepSpeed's --ds-sequence-parallel-size CP). Like context
+	// parallelism they split each sequence and stand outside DP (world =
+	// TP x PP x SP x DP, Megatron-DeepSpeed's validate_args) with ZeRO
+	// sharding over DP x SP (DeepSpeed's sequence-data-parallel group);
+	// attention exchanges Q, K, V and its output by all-to-all instead of
+	// passing K, V around a ring.
+	Ulysses              bool      `json:"ulysses,omitempty"`
 	VPP                  int       `json:"vpp"` // virtual stages per pipeline rank; 1 = plain 1F1B
 	MicroBatch           int       `json:"micro_batch_size"`
 	GlobalBatch          int       `json:"global_batch_size"`

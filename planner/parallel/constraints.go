@@ -10,7 +10,11 @@ type Constraints struct {
 	TP, PP, DP, CP, VPP, MicroBatch int
 	// EP and ETP are the expert parallel and expert tensor parallel sizes
 	// (0 = free; MoE models only).
-	EP, ETP   int
+	EP, ETP int
+	// Ulysses: CP is DeepSpeed-Ulysses sequence parallelism
+	// (Megatron-DeepSpeed's --ds-sequence-parallel-size), not Megatron-LM's
+	// context parallelism; see Config.Ulysses.
+	Ulysses   bool
 	Recompute Recompute // "" = free
 	ZeroStage int       // -1 = free
 	// SequenceParallel nil is "auto": on wherever TP > 1 in Megatron (the

@@ -32,12 +32,15 @@ func checkConstraintsApply(f parallel.Framework, fx parallel.Constraints) error 
 		switch {
 		case fx.DistributedOptimizer != nil:
 			return bad("distributed-optimizer", "--distributed-optimizer is Megatron-LM's; DeepSpeed shards optimizer state with ZeRO: use --zero-stage 1, 2 or 3")
-		case fx.CP > 1:
+		case fx.CP > 1 && !fx.Ulysses:
 			return bad("cp", "--cp %d: DeepSpeed plans have no context parallelism (Megatron-LM only); use --cp 1 or --framework megatron", fx.CP)
 		case fx.VPP > 1:
 			return bad("vpp", "--vpp %d: DeepSpeed's pipeline engine has no interleaved schedule (Megatron-LM only); use --vpp 1 or --framework megatron", fx.VPP)
 		}
 		return nil
+	}
+	if fx.Ulysses && fx.CP > 1 {
+		return bad("ds-sequence-parallel-size", "--ds-sequence-parallel-size %d is DeepSpeed-Ulysses: Megatron-DeepSpeed runs it only with --deepspeed (plan with --framework deepspeed)", fx.CP)
 	}
 	if fx.ZeroStage > 0 { // 0 is also Constraints' zero value
 		return bad("zero-stage", "--zero-stage %d is DeepSpeed's; Megatron-LM has no ZeRO stages: use --distributed-optimizer (ZeRO-1-like sharding) or --framework deepspeed", fx.ZeroStage)

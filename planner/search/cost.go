@@ -289,6 +289,14 @@ func cpCommPerLayer(m model.Model, cfg parallel.Config, link cluster.Link, attnF
 		return 0, 0
 	}
 	s := newLayerShape(m, cfg)
+	if cfg.Ulysses {
+		// DeepSpeed-Ulysses: all-to-alls of Q, K, V before attention and of
+		// its output after (backward: of their gradients); each rank keeps
+		// 1/cp of its share and sends the rest. Attention waits for them.
+		a2a := s.tokens * (2*s.q + 2*s.kv) / s.tp * s.elem() * (s.cp - 1) / s.cp
+		f := P2PSeconds(a2a, link)
+		return f, f
+	}
 	kvBytes := 2 * s.tokens * s.kv / s.tp * s.elem()
 	steps := float64(cfg.CP - 1)
 	f := steps * P2PSeconds(kvBytes, link)

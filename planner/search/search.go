@@ -78,7 +78,7 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 	if mega && m.SeqLength >= 8192 {
 		cps = []int{1, 2, 4}
 	}
-	if mega && fx.CP > 0 { // an explicit --cp is tried whatever the length
+	if (mega || fx.Ulysses) && fx.CP > 0 { // an explicit --cp (or Ulysses size) is tried whatever the length
 		cps = []int{fx.CP}
 	}
 	recomputes := []parallel.Recompute{parallel.RecomputeNone, parallel.RecomputeSelective, parallel.RecomputeFull}
@@ -104,7 +104,7 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 					for _, vpp := range vppChoices(m, pp, nmb, mega, fx.VPP) {
 						for _, rc := range recomputes {
 							for _, opt := range optimizerChoices(o.Framework, pp, fx) {
-								cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, VPP: vpp, MicroBatch: mb,
+								cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, Ulysses: fx.Ulysses, VPP: vpp, MicroBatch: mb,
 									GlobalBatch: o.GlobalBatch, NumMicroBatches: nmb, Recompute: rc,
 									SequenceParallel: mega && tp > 1, ZeroStage: opt.zero, DistributedOptimizer: opt.distOpt}
 								if fx.SequenceParallel != nil && tp > 1 {

@@ -39,7 +39,6 @@ var corpusExpectedFailures = map[string]string{
 	// train_micro_batch_size_per_gpu needs to be provided" (checked with
 	// the kit); pipette-launch refuses it before launch by the same rule.
 	"deepspeed-doc-zeropp-4x16": "DeepSpeed refuses its config (neither train_batch_size nor train_micro_batch_size_per_gpu)",
-	"mds-ulysses-1.3b-32k":      itemNoHosts + "; " + itemUnmodelled,
 }
 
 // TestCorpusDryRun dry-runs every converted corpus line through the CLI and
