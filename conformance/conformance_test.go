@@ -29,6 +29,7 @@ func TestConformance(t *testing.T) {
 	t.Run("megatron", h.megatron)
 	t.Run("deepspeed-configs", h.deepSpeedConfigs)
 	t.Run("deepspeed-jobs", h.deepSpeedJobs)
+	t.Run("deepspeed-partition", h.deepSpeedPartition)
 }
 
 type harness struct {

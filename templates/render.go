@@ -138,6 +138,10 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if split := deepSpeedSplit(p); split != "" {
+		j.Warnings = append(j.Warnings, "the plan splits the layers "+split+" over its pipeline stages ("+PipelineLayersEnv+
+			"); DeepSpeed's PipelineModule splits them evenly unless the script calls install() of examples/pipette_ds_partition.py before building it")
+	}
 	byHost := ranksByHost(p)
 	base := baseEnv(c, p, o, userEnv, len(byHost), megatronArgs)
 	user := newUserEnv(userEnv, o.ExplicitEnv)
@@ -226,7 +230,31 @@ func baseEnv(c *cluster.Cluster, p *search.Plan, o Options, userEnv map[string]s
 	if megatronArgs && (p.TP > 1 || p.CP > 1) {
 		base = append(base, job.EnvVar{Name: "CUDA_DEVICE_MAX_CONNECTIONS", Value: "1"})
 	}
+	if split := deepSpeedSplit(p); split != "" {
+		base = append(base, job.EnvVar{Name: PipelineLayersEnv, Value: split})
+	}
 	return base
+}
+
+// PipelineLayersEnv carries a DeepSpeed plan's uneven layer split to the
+// ranks: decoder layers per pipeline stage, first to last ("5,5,5,9").
+// DeepSpeed v0.14.4's PipelineModule has no partition_method with explicit
+// boundaries and Megatron-DeepSpeed hard-codes "type:transformer", so a
+// script applies it with examples/pipette_ds_partition.py.
+const PipelineLayersEnv = "PIPETTE_PIPELINE_LAYERS"
+
+// deepSpeedSplit is a DeepSpeed pipeline plan's layer split when it is
+// uneven (an even one is what DeepSpeed's own "type:transformer" gives),
+// else "".
+func deepSpeedSplit(p *search.Plan) string {
+	if p.Framework != parallel.FrameworkDeepSpeed || p.PP < 2 || len(p.StageLayers) != p.PP || allEqual(p.StageLayers) {
+		return ""
+	}
+	s := make([]string, len(p.StageLayers))
+	for i, n := range p.StageLayers {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 func withDefaults(o Options) Options {
@@ -397,9 +425,6 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, error) {
 	if max(cfg.VPP, 1) > 1 {
 		return nil, errors.New("DeepSpeed has no interleaved pipeline schedule: the plan's virtual stages cannot be rendered")
-	}
-	if len(cfg.StageLayers) > 0 && !allEqual(cfg.StageLayers) {
-		return nil, errors.New("Megatron-DeepSpeed splits layers evenly (partition_method uniform): the plan's uneven stages cannot be rendered; plan for megatron or with even stages")
 	}
 	if cfg.CP > 1 && !cfg.Ulysses {
 		return nil, errors.New("context parallelism is not rendered for Megatron-DeepSpeed")

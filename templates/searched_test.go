@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/examples"
@@ -26,7 +27,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 		"two-clusters":  {"--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8", "--ffn-hidden-size", "14336", "--swiglu", "--seq-length", "4096", "--max-position-embeddings", "8192", "--vocab-size", "128256", "--bf16"},
 		"small-offload": {"--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "40", "--seq-length", "2048", "--max-position-embeddings", "2048", "--vocab-size", "50257", "--bf16"},
 	}
-	rendered, offloaded := 0, 0
+	rendered, offloaded, unevenDS := 0, 0, 0
 	for name, data := range clusters {
 		f, err := cluster.Parse(data)
 		if err != nil {
@@ -51,7 +52,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				label := fmt.Sprintf("%s %s plan %d (TP%d PP%d DP%d CP%d VPP%d stages %v ZeRO%d offload %+v)", name, fw, i+1, p.TP, p.PP, p.DP, p.CP, p.VPP, p.StageLayers, p.ZeroStage, p.Offload)
 				j, err := Render(&p, c, Options{Script: "pretrain_gpt.py", Args: args[name]})
 				if err != nil {
-					if fw == parallel.FrameworkDeepSpeed && (p.VPP > 1 || !allEqual(p.StageLayers)) {
+					if fw == parallel.FrameworkDeepSpeed && p.VPP > 1 {
 						continue // Megatron-DeepSpeed cannot express it; Render says so
 					}
 					t.Errorf("%s: Render: %v", label, err)
@@ -61,8 +62,14 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				if p.UsesOffload() {
 					offloaded++
 				}
+				if fw == parallel.FrameworkDeepSpeed && !allEqual(p.StageLayers) {
+					unevenDS++
+				}
 				for _, h := range j.Hosts {
 					for _, r := range h.Ranks {
+						if err := checkSplitEnv(&p, r.Env); err != nil {
+							t.Errorf("%s rank %d: %v", label, r.Rank, err)
+						}
 						argv := r.Argv
 						if fw == parallel.FrameworkDeepSpeed {
 							argv = append(argv[:3:3], argv[4:]...) // drop --local_rank=N
@@ -88,10 +95,33 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d searched plans rendered and checked, %d of them with offload", rendered, offloaded)
-	if rendered == 0 || offloaded == 0 {
-		t.Fatalf("%d searched plans rendered, %d with offload: want both", rendered, offloaded)
+	t.Logf("%d searched plans rendered and checked, %d of them with offload, %d DeepSpeed ones with uneven stages", rendered, offloaded, unevenDS)
+	if rendered == 0 || offloaded == 0 || unevenDS == 0 {
+		t.Fatalf("%d searched plans rendered, %d with offload, %d DeepSpeed with uneven stages: want all three", rendered, offloaded, unevenDS)
 	}
+}
+
+// checkSplitEnv: a DeepSpeed rank of a plan with uneven stages gets the
+// split in PIPETTE_PIPELINE_LAYERS (what examples/pipette_ds_partition.py
+// reads), stage by stage; any other rank does not get it.
+func checkSplitEnv(p *search.Plan, env []job.EnvVar) error {
+	got, set := "", false
+	for _, e := range env {
+		if e.Name == PipelineLayersEnv {
+			got, set = e.Value, true
+		}
+	}
+	if p.Framework != parallel.FrameworkDeepSpeed || p.PP < 2 || allEqual(p.StageLayers) {
+		if set {
+			return fmt.Errorf("%s=%s on a plan with stages %v (%s)", PipelineLayersEnv, got, p.StageLayers, p.Framework)
+		}
+		return nil
+	}
+	want := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.StageLayers)), ","), "[]")
+	if got != want {
+		return fmt.Errorf("%s=%q (set %v), want %q for stages %v", PipelineLayersEnv, got, set, want, p.StageLayers)
+	}
+	return nil
 }
 
 // checkOffloadFlags: a Megatron rank carries the optimizer-offload flags

@@ -38,7 +38,7 @@ func TestWorkBoundIsALowerBound(t *testing.T) {
 				if lb > cost*(1+1e-9) || lb > pred*(1+1e-9) {
 					t.Fatalf("seed %d cfg %+v order %v: bound %g above cost %g / prediction %g", seed, cfg, order, lb, cost, pred)
 				}
-				if split := rebalance(e, pl, order, parallel.FrameworkMegatron); split != nil {
+				if split := rebalance(e, pl, order); split != nil {
 					cfg2 := cfg
 					cfg2.StageLayers = split
 					e2 := newPlanEval(c, m, cfg2, parallel.FrameworkMegatron)

@@ -268,7 +268,7 @@ func quickEstimate(e *planEval, sym []int, starts [][]int, o Options) float64 {
 			best, order = c, s
 		}
 	}
-	if split := rebalance(e, pl, order, o.Framework); split != nil && len(o.Fixed.StageLayers) == 0 {
+	if split := rebalance(e, pl, order); split != nil && len(o.Fixed.StageLayers) == 0 {
 		cfg := e.cfg
 		cfg.StageLayers = split
 		e2 := newPlanEval(e.c, e.m, cfg, e.f)
@@ -517,7 +517,7 @@ func placeAndPredict(c *cluster.Cluster, m model.Model, cfg parallel.Config, o O
 	order, _ := pl.placeOrder(po)
 	best, ok, over := finishPlan(e, pl, order)
 	res := placedPlan{plan: best, ok: ok, over: over, remember: order}
-	split := rebalance(e, pl, order, o.Framework)
+	split := rebalance(e, pl, order)
 	if split == nil || len(o.Fixed.StageLayers) > 0 { // the user's split stands
 		return res
 	}
@@ -553,12 +553,13 @@ func finishPlan(e *planEval, pl *placer, order []int) (Plan, bool, float64) {
 }
 
 // rebalance returns a layer split balanced by each stage's measured speed
-// on its hosts (Megatron only: it renders any split as a pipeline layout),
-// or nil when the current split is already balanced. With v virtual stages
-// every chunk of rank r gets the same n_r layers, so the ranks share
-// layers/v units.
-func rebalance(e *planEval, pl *placer, order []int, f parallel.Framework) []int {
-	if f == parallel.FrameworkDeepSpeed || e.p < 2 || e.m.NumLayers%e.v != 0 {
+// on its hosts, or nil when the current split is already balanced. Megatron
+// renders any split as a pipeline layout; DeepSpeed as PipelineModule
+// partition boundaries (PIPETTE_PIPELINE_PARTS, see templates). With v
+// virtual stages every chunk of rank r gets the same n_r layers, so the
+// ranks share layers/v units.
+func rebalance(e *planEval, pl *placer, order []int) []int {
+	if e.p < 2 || e.m.NumLayers%e.v != 0 {
 		return nil
 	}
 	blockHost := make([]int, e.nBlocks)
