@@ -171,7 +171,39 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	}
 	ch.Plan, ch.Model = p, m
 	ch.Summary = Summary(p, j.PlanIndex, n) + vocabNote(m, p.TP, vocab, j.Args, found)
+	if megatronArgs {
+		if w := sizesBeyondDefaults(fixed, p); w != "" {
+			ch.Warnings = append(ch.Warnings, w)
+		}
+	}
 	return ch, nil
+}
+
+// sizesBeyondDefaults names the parallel sizes the plan sets that the
+// script's arguments leave at Megatron's default, 1: the job then runs
+// differently from the script as written, so the launch says so, and how
+// to keep the default ("" when the plan sets none).
+func sizesBeyondDefaults(fixed parallel.Constraints, p *search.Plan) string {
+	var set []string
+	add := func(given, planned int, flag string) {
+		if given == 0 && planned > 1 {
+			set = append(set, fmt.Sprintf("%s %d", flag, planned))
+		}
+	}
+	add(fixed.TP, p.TP, "--tensor-model-parallel-size")
+	add(fixed.PP, p.PP, "--pipeline-model-parallel-size")
+	if !p.Ulysses {
+		add(fixed.CP, p.CP, "--context-parallel-size")
+	}
+	add(fixed.VPP, p.VPP, "--num-virtual-stages-per-pipeline-rank")
+	if p.EP > 0 {
+		ep, _ := p.ExpertParallel()
+		add(fixed.EP, ep, "--expert-model-parallel-size")
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the plan sets %s, which the script's arguments leave at Megatron's default 1; to keep a default, give it among the script's arguments (e.g. --pipeline-model-parallel-size 1) and the plan keeps it", strings.Join(set, ", "))
 }
 
 // errUnsized says why the script's Megatron flags give no model to size:

@@ -360,6 +360,7 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 	// without --sequence-parallel gets none.
 	c.SequenceParallel = boolPtr(a.Has("--sequence-parallel"))
 	c.Precision = precisionFromArgs(a)
+	c.LowPrecisionDP = parallel.LowPrecisionDP{FP8ParamGather: a.Has("--fp8-param-gather"), GradReduceBF16: a.Has("--grad-reduce-in-bf16")}
 	if a.Has("--use-distributed-optimizer") {
 		c.DistributedOptimizer = boolPtr(true)
 	}

@@ -25,6 +25,7 @@ type megatronSettings struct {
 	gqa, distOpt, overlapGrad        bool
 	overlapParam, cpuOffload         bool
 	precisionAware, bf16, fp16       bool
+	fp8ParamGather                   bool
 	noOverlapP2P                     bool
 	offloadFraction                  float64
 	hasFirst, hasLast                bool
@@ -100,6 +101,7 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	s.precisionAware = fl.Has("--use-precision-aware-optimizer")
 	s.bf16 = fl.Has("--bf16")
 	s.fp16 = fl.Has("--fp16")
+	s.fp8ParamGather = fl.Has("--fp8-param-gather")
 	s.noOverlapP2P = fl.Has("--no-overlap-p2p-communication")
 	return s, errors.Join(errs...)
 }
@@ -399,6 +401,11 @@ func (s megatronSettings) checkOptimizer() []error {
 	var errs []error
 	if s.overlapParam && !(s.distOpt && s.overlapGrad) {
 		errs = append(errs, errors.New("--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce"))
+	}
+	if s.fp8ParamGather && !s.distOpt {
+		// arguments.py: "--fp8-param-gather only supported with distributed
+		// optimizer" (or FSDP, which pipette-launch does not plan).
+		errs = append(errs, errors.New("--fp8-param-gather needs --use-distributed-optimizer"))
 	}
 	if s.cpuOffload && !s.precisionAware {
 		errs = append(errs, errors.New("--optimizer-cpu-offload needs --use-precision-aware-optimizer"))

@@ -43,6 +43,7 @@ func TestCheckMegatronArgsRejectsBadCombinations(t *testing.T) {
 		{"query groups", []string{"--tensor-model-parallel-size", "4", "--group-query-attention", "--num-query-groups", "6"}, 8, "neither divides"},
 		{"hidden vs heads", []string{"--hidden-size", "2050"}, 8, "--hidden-size 2050 is not divisible"},
 		{"seq vs cp", []string{"--context-parallel-size", "2", "--seq-length", "2050"}, 8, "not divisible by 2*cp"},
+		{"fp8 param gather without the distributed optimizer", []string{"--fp8-param-gather"}, 8, "--fp8-param-gather needs --use-distributed-optimizer"},
 		{"max positions", []string{"--max-position-embeddings", "1024"}, 8, "--max-position-embeddings 1024 < --seq-length 2048"},
 		{"layers vs pp", []string{"--pipeline-model-parallel-size", "5"}, 10, "--num-layers 24 is not divisible by pp 5"},
 		{"two vpp flags", []string{"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2", "--num-layers-per-virtual-pipeline-stage", "3"}, 8, "at most one"},

@@ -195,8 +195,12 @@ func computeModelStates(m model.Model, cfg parallel.Config, f parallel.Framework
 // (1 byte each: the forward uses one, the backward's dgrad the other),
 // cached across the micro-batches of a step. Norms, embedding and output
 // layer stay in 16-bit and have none.
+//
+// With --fp8-param-gather the FP8 weights are the model's parameters: no
+// bf16 copy is kept beside them, so the 2 B the weights are counted at are
+// the FP8 weight and its transpose, and nothing is added.
 func fp8WeightCopyBytes(m model.Model, cfg parallel.Config, ppRank int) float64 {
-	if cfg.Precision != gpu.PrecisionFP8 {
+	if cfg.Precision != gpu.PrecisionFP8 || cfg.FP8ParamGather {
 		return 0
 	}
 	cfg = Normalized(cfg)
@@ -228,7 +232,7 @@ func megatronStates(cfg parallel.Config, p, pe float64) modelStates {
 	opt := optB*(p-pe)/shards + optB*pe/eshards
 	return modelStates{
 		weights:   weightB * p,
-		grads:     4 * p,
+		grads:     cfg.MegatronGradBytes() * p,
 		optimizer: opt * (1 - frac),
 		host:      (opt + cpuGradBytes*((p-pe)/shards+pe/eshards)) * frac,
 	}

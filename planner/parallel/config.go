@@ -65,6 +65,9 @@ type Config struct {
 	Offload              Offload   `json:"offload"`
 	// Precision is "" (= bf16), bf16, fp16 or fp8.
 	Precision gpu.Precision `json:"precision,omitempty"`
+	// LowPrecisionDP is how Megatron-LM's data-parallel buffers and
+	// traffic are typed (the user's flags; never searched).
+	LowPrecisionDP
 	// StageLayers[i] is the decoder layers of pipeline stage i (PP*VPP
 	// entries, stage i = vpp_index*PP + pp_rank as in Megatron's layout).
 	StageLayers []int `json:"stage_layers"`
@@ -104,4 +107,39 @@ func (c Config) OffloadLabel() string {
 		s += "+params"
 	}
 	return s
+}
+
+// LowPrecisionDP are Megatron-LM's flags that narrow the distributed
+// optimizer's buffers and traffic (arguments.py): they change the numerics,
+// so only the user turns them on, and the planner prices what they save.
+type LowPrecisionDP struct {
+	// FP8ParamGather (--fp8-param-gather, FP8 runs with the distributed
+	// optimizer): Transformer Engine keeps the GEMM weights in FP8 only
+	// (no bf16 copy beside the FP8 one), and the parameter all-gather moves
+	// FP8.
+	FP8ParamGather bool `json:"fp8_param_gather,omitempty"`
+	// GradReduceBF16 (--grad-reduce-in-bf16): gradients are accumulated
+	// and reduced in bf16 (arguments.py turns accumulate_allreduce_grads_in_fp32
+	// off), half the fp32 default's buffer and reduce-scatter bytes.
+	GradReduceBF16 bool `json:"grad_reduce_in_bf16,omitempty"`
+}
+
+// MegatronGradBytes is the bytes of one gradient element in Megatron-LM's
+// gradient buffer and its data-parallel reduction: fp32 (with --bf16
+// Megatron accumulates and reduces in fp32), bf16 with --grad-reduce-in-bf16.
+func (c Config) MegatronGradBytes() float64 {
+	if c.GradReduceBF16 {
+		return 2
+	}
+	return 4
+}
+
+// ParamGatherBytes is the bytes per parameter the distributed optimizer's
+// all-gather moves: the training precision's, 1 (FP8) with
+// --fp8-param-gather in an FP8 run.
+func (c Config) ParamGatherBytes() float64 {
+	if c.FP8ParamGather && c.Precision == gpu.PrecisionFP8 {
+		return 1
+	}
+	return gpu.ElemBytes(c.Precision)
 }

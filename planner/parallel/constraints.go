@@ -23,7 +23,10 @@ type Constraints struct {
 	SequenceParallel *bool
 	// Precision of the run: "" or bf16, fp16, fp8 (not searched: it
 	// changes the numerics, so it is the user's choice).
-	Precision            gpu.Precision
+	Precision gpu.Precision
+	// LowPrecisionDP is the user's --fp8-param-gather and
+	// --grad-reduce-in-bf16, copied into every config.
+	LowPrecisionDP       LowPrecisionDP
 	DistributedOptimizer *bool
 	// NoOffload forbids CPU offload; ForceOffload asks for it.
 	NoOffload, ForceOffload bool

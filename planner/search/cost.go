@@ -344,17 +344,21 @@ func dpCommSeconds(cfg parallel.Config, f parallel.Framework, params float64, al
 	}
 	gather := allReduce(params*gpu.ElemBytes(cfg.Precision)) / 2 // a 16-bit (fp32) all-gather or reduce-scatter
 	// Megatron with --bf16 accumulates and reduces gradients in fp32
-	// (arguments.py sets accumulate_allreduce_grads_in_fp32), and torch DDP
-	// under autocast keeps fp32 gradients; DeepSpeed reduces them in the
-	// training precision.
+	// (arguments.py sets accumulate_allreduce_grads_in_fp32; bf16 with
+	// --grad-reduce-in-bf16), and torch DDP under autocast keeps fp32
+	// gradients; DeepSpeed reduces them in the training precision.
 	gradBytes := 4.0
-	if f == parallel.FrameworkDeepSpeed {
+	switch f {
+	case parallel.FrameworkDeepSpeed:
 		gradBytes = gpu.ElemBytes(cfg.Precision)
+	case parallel.FrameworkMegatron, "":
+		gradBytes = cfg.MegatronGradBytes()
 	}
 	total = allReduce(params * gradBytes)
 	if f == parallel.FrameworkMegatron && cfg.DistributedOptimizer {
-		// fp32 gradient reduce-scatter, then a bf16 parameter all-gather.
-		total = total/2 + gather
+		// Gradient reduce-scatter, then the parameter all-gather (FP8 with
+		// --fp8-param-gather).
+		total = total/2 + allReduce(params*cfg.ParamGatherBytes())/2
 	}
 	bucket := min(1, dpBucketParams/max(params, 1))
 	tail = total * bucket
@@ -940,7 +944,7 @@ func (e *planEval) embeddingShardBytes() float64 {
 	if e.p <= 1 || e.m.UntieEmbeddings {
 		return 0
 	}
-	gradBytes := 4.0
+	gradBytes := e.cfg.MegatronGradBytes()
 	if e.f == parallel.FrameworkDeepSpeed {
 		gradBytes = gpu.ElemBytes(e.cfg.Precision)
 	}

@@ -266,6 +266,16 @@ func TestDPCommVolumeByFramework(t *testing.T) {
 	}{
 		{"megatron ddp", parallel.FrameworkMegatron, parallel.Config{DP: 8, CP: 1}, 4 * p},
 		{"megatron distopt", parallel.FrameworkMegatron, parallel.Config{DP: 8, CP: 1, DistributedOptimizer: true}, 3 * p},
+		// --grad-reduce-in-bf16: a bf16 reduce-scatter (1); --fp8-param-gather
+		// in an FP8 run: an FP8 all-gather (0.5).
+		{"megatron distopt grad-reduce-in-bf16", parallel.FrameworkMegatron, parallel.Config{DP: 8, CP: 1, DistributedOptimizer: true,
+			LowPrecisionDP: parallel.LowPrecisionDP{GradReduceBF16: true}}, 2 * p},
+		{"megatron distopt fp8 param gather", parallel.FrameworkMegatron, parallel.Config{DP: 8, CP: 1, DistributedOptimizer: true, Precision: gpu.PrecisionFP8,
+			LowPrecisionDP: parallel.LowPrecisionDP{FP8ParamGather: true}}, 2.5 * p},
+		{"megatron distopt both", parallel.FrameworkMegatron, parallel.Config{DP: 8, CP: 1, DistributedOptimizer: true, Precision: gpu.PrecisionFP8,
+			LowPrecisionDP: parallel.LowPrecisionDP{FP8ParamGather: true, GradReduceBF16: true}}, 1.5 * p},
+		{"megatron ddp grad-reduce-in-bf16", parallel.FrameworkMegatron, parallel.Config{DP: 8, CP: 1,
+			LowPrecisionDP: parallel.LowPrecisionDP{GradReduceBF16: true}}, 2 * p},
 		{"deepspeed zero1", parallel.FrameworkDeepSpeed, parallel.Config{DP: 8, CP: 1, ZeroStage: 1}, 2 * p},
 		{"torch ddp", parallel.FrameworkTorch, parallel.Config{DP: 8, CP: 1}, 4 * p},
 	} {
