@@ -50,14 +50,7 @@ var corpusExpectedFailures = map[string]string{
 // 8-GPU host (a stand-in nvidia-smi), as the lines that name no GPU count
 // expect.
 func TestCorpusDryRun(t *testing.T) {
-	sources, err := corpus.Load(corpusDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpusAbs, err := filepath.Abs(corpusDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sources, corpusAbs := loadCorpus(t)
 	fakeGPUs(t, 8)
 	total, passed := 0, 0
 	var unexpected, fixed []string
@@ -93,6 +86,45 @@ func TestCorpusDryRun(t *testing.T) {
 			t.Errorf("corpusExpectedFailures names %q, which is no corpus line", name)
 		}
 	}
+}
+
+// loadCorpus reads the corpus and returns it with its absolute directory.
+func loadCorpus(t *testing.T) ([]*corpus.Source, string) {
+	t.Helper()
+	sources, err := corpus.Load(corpusDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(corpusDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sources, abs
+}
+
+// prepareCorpusLine lays out the launch directory of the corpus line
+// named name and makes it the working directory for the rest of the test.
+func prepareCorpusLine(t *testing.T, name string) *corpus.Prepared {
+	t.Helper()
+	sources, abs := loadCorpus(t)
+	for _, s := range sources {
+		for i := range s.Lines {
+			if s.Lines[i].Name != name {
+				continue
+			}
+			p, err := s.Prepare(abs, &s.Lines[i], t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Chdir(p.Dir)
+			for k, v := range p.Line.Exported {
+				t.Setenv(k, v)
+			}
+			return p
+		}
+	}
+	t.Fatalf("no corpus line %s", name)
+	return nil
 }
 
 func corpusHasLine(sources []*corpus.Source, name string) bool {

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
-	"github.com/pipette-launch/pipette-launch/conformance/corpus"
 )
 
 // Megatron-LM's train_llama3_8b_h100_fp8.sh planned on a cluster file of
@@ -20,40 +19,13 @@ import (
 // --pipeline-model-parallel-size 1 among the script's arguments the plan
 // keeps it.
 func TestLlama3FP8LinePricesItsLowPrecisionFlags(t *testing.T) {
-	sources, err := corpus.Load(corpusDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpusAbs, err := filepath.Abs(corpusDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cluster := filepath.Join(t.TempDir(), "h100.yaml")
 	spec := "clusters:\n  - name: h100\n    hosts: node01\n    gpus_per_host: 8\n    gpu:\n      model: H100-SXM\n    intra_host:\n      type: nvswitch\n" +
 		"    nics:\n      - type: infiniband\n        count: 8\n        rate_gbit_per_s: 400\n    host_memory_gib: 2048\n    cpu_cores: 112\n"
 	if err := os.WriteFile(cluster, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var line *corpus.Line
-	var src *corpus.Source
-	for _, s := range sources {
-		for i := range s.Lines {
-			if s.Lines[i].Name == "megatron-llama3-8b-fp8" {
-				src, line = s, &s.Lines[i]
-			}
-		}
-	}
-	if line == nil {
-		t.Fatal("no corpus line megatron-llama3-8b-fp8")
-	}
-	p, err := src.Prepare(corpusAbs, line, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(p.Dir)
-	for k, v := range line.Exported {
-		t.Setenv(k, v)
-	}
+	p := prepareCorpusLine(t, "megatron-llama3-8b-fp8")
 	dryRun := func(extra ...string) dryRunPlanJSON {
 		t.Helper()
 		code, stdout, stderr := cmdtest.Run(testApp(nil), append(append([]string{"--dry-run", "--json", "--cluster", cluster}, p.Args...), extra...)...)
