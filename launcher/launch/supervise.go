@@ -157,10 +157,17 @@ func (s *supervisor) allEnded() bool {
 	return true
 }
 
-// stoppedByUs reports whether a rank's end came once we (or its host's
-// agent, after a sibling failed) had begun stopping its host: then our
-// signal, not the rank, ended it.
+// stoppedByUs reports whether our signal, not the rank, ended it: it died
+// of a signal (TERM, KILL: exit code above 128) once we (or its host's
+// agent, after a sibling failed) had begun stopping its host. A rank that
+// exited with its own code did so itself, whenever its report came: on a
+// busy host the wrapper notes the exit (and the stop flag) seconds late,
+// and a culprit counted as stopped left a cascading rank blamed (CI,
+// TestLaunchCascadeNamesTheCulprit at load 16).
 func stoppedByUs(x rankExit) bool {
+	if x.code >= 0 && x.code <= 128 {
+		return false
+	}
 	x.host.mu.Lock()
 	stopAt := x.host.stopAt
 	x.host.mu.Unlock()
@@ -209,7 +216,7 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 	// its own within that uncertainty.
 	if own[0].peer {
 		for i, c := range own[1:] {
-			if c.at.Sub(own[0].at) > stampSlack+clockUncertainty(own[0].host)+clockUncertainty(c.host) {
+			if c.at.Sub(own[0].at) > peerLossWindow+clockUncertainty(own[0].host)+clockUncertainty(c.host) {
 				break
 			}
 			if !c.peer && c.rank >= 0 {
@@ -230,7 +237,13 @@ func (s *supervisor) rootCause(first *JobFailure) *JobFailure {
 	return root
 }
 
-const stampSlack = time.Second // how late a busy host may stamp an exit (its wrapper must start date)
+// peerLossWindow is how much later than a peer-loss failure a rank's own
+// failure may be stamped and still be taken as its cause: a rank blocked
+// in a collective learns within moments that its peer died, but the
+// culprit's exit is stamped by its wrapper shell, which a busy host runs
+// seconds late (load 16-30 on 2 cores: up to ~5 s seen), and the clocks
+// are known only within bounds (added per host).
+const peerLossWindow = 10 * time.Second
 
 func clockUncertainty(h *hostRun) time.Duration {
 	h.mu.Lock()

@@ -156,10 +156,16 @@ func TestRootCausePeerLossYieldsToOwnFailure(t *testing.T) {
 	cases := []struct {
 		name     string
 		rank5At  time.Duration // rank 5's stamp, rank 1's is at 10 s
+		rank5By  string        // the agent's flag: stopping had begun when rank 5's wrapper noted its end
+		stopAt   time.Duration // when we stopped node3 (0: not stopped)
 		wantRank int
 	}{
-		{"own failure stamped 200 ms after the peer loss", 10200 * time.Millisecond, 5},
-		{"own failure stamped 20 s after the peer loss", 30 * time.Second, 1},
+		{"own failure stamped 200 ms after the peer loss", 10200 * time.Millisecond, "0", 0, 5},
+		{"own failure stamped 4 s after the peer loss (a busy host)", 14 * time.Second, "0", 0, 5},
+		{"own failure stamped 20 s after the peer loss", 30 * time.Second, "0", 0, 1},
+		// Rank 5's wrapper noted its exit 3 after node3's agent (and we)
+		// had begun stopping: exit 3 is still its own, not our TERM's.
+		{"own exit code noted after the stop began", 12 * time.Second, "1", 11 * time.Second, 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,7 +190,10 @@ func TestRootCausePeerLossYieldsToOwnFailure(t *testing.T) {
 			out.rankLine("node3", 5, "rank 5: exiting with 3")
 			now = t0.Add(40 * time.Second)
 			handleAgentLine(node1, "1 "+tag+"exit 1 1 "+ns(10*time.Second)+" 0", tag, opts, nil, events)
-			handleAgentLine(node3, "5 "+tag+"exit 5 3 "+ns(c.rank5At)+" 0", tag, opts, nil, events)
+			if c.stopAt > 0 {
+				node3.stopAt = t0.Add(c.stopAt)
+			}
+			handleAgentLine(node3, "5 "+tag+"exit 5 3 "+ns(c.rank5At)+" "+c.rank5By, tag, opts, nil, events)
 			sv := newSupervisor(j, []*hostRun{node1, node3}, events, opts, out)
 			first := sv.record(<-events)
 			sv.record(<-events)
