@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,32 +16,35 @@ import (
 
 // deepSpeedPartition: a DeepSpeed plan's uneven layer split
 // (PIPETTE_PIPELINE_LAYERS, see templates.PipelineLayersEnv) reaches a real
-// DeepSpeed v0.14.4 PipelineModule through examples/pipette_ds_partition.py.
-// Four ranks (CPU, gloo) build Megatron-DeepSpeed's layer list shape (an
-// embedding, 8 transformer layers, a norm, the head) with
-// partition_method="type:transformer", launched by pipette-launch. Without
-// the helper DeepSpeed's own balanced split gives 2/2/2/2; with it each
-// stage holds the planned 1/2/2/3 and the even split's boundaries are
-// DeepSpeed's own.
+// DeepSpeed v0.14.4 PipelineModule through templates/site: the job's
+// sitecustomize.py (first on PYTHONPATH, as rendered) or the script calling
+// pipette_ds_partition.install() itself. Four ranks (CPU, gloo) build
+// Megatron-DeepSpeed's layer list shape (an embedding, 8 transformer layers,
+// a norm, the head) with partition_method="type:transformer", launched by
+// pipette-launch. Without the split DeepSpeed's own balanced split gives
+// 2/2/2/2; with it each stage holds the planned 1/2/2/3, and 2,2,2,2 gives
+// DeepSpeed's own boundaries.
 func (h *harness) deepSpeedPartition(t *testing.T) {
 	python, envList, _ := dsEnv(t)
-	helperDir, err := filepath.Abs("../examples")
+	siteDir, err := filepath.Abs("../templates/site")
 	if err != nil {
 		t.Fatal(err)
 	}
-	own := h.runPartition(t, python, envList, helperDir, "", 29690)
+	own := h.runPartition(t, python, envList, siteDir, "", "", 29690)
 	if got := layersPerStage(own); !slices.Equal(got, []int{2, 2, 2, 2}) {
 		t.Fatalf("DeepSpeed's own type:transformer split: %v layers per stage, want 2/2/2/2 (reports %+v)", got, own)
 	}
-	even := h.runPartition(t, python, envList, helperDir, "2,2,2,2", 29691)
+	even := h.runPartition(t, python, envList, siteDir, "2,2,2,2", "install", 29691)
 	if !slices.Equal(even[0].Parts, own[0].Parts) {
 		t.Errorf("PIPETTE_PIPELINE_LAYERS=2,2,2,2 gives parts %v, DeepSpeed's own method %v", even[0].Parts, own[0].Parts)
 	}
-	uneven := h.runPartition(t, python, envList, helperDir, "1,2,2,3", 29692)
-	if got := layersPerStage(uneven); !slices.Equal(got, []int{1, 2, 2, 3}) {
-		t.Errorf("PIPETTE_PIPELINE_LAYERS=1,2,2,3: the module holds %v layers per stage (reports %+v)", got, uneven)
+	for k, how := range []string{"install", "sitecustomize"} {
+		uneven := h.runPartition(t, python, envList, siteDir, "1,2,2,3", how, 29692+k)
+		if got := layersPerStage(uneven); !slices.Equal(got, []int{1, 2, 2, 3}) {
+			t.Errorf("PIPETTE_PIPELINE_LAYERS=1,2,2,3 by %s: the module holds %v layers per stage (reports %+v)", how, got, uneven)
+		}
+		fmt.Printf("deepspeed partition: own split %v, planned 1,2,2,3 by %s -> parts %v\n", own[0].Parts, how, uneven[0].Parts)
 	}
-	fmt.Printf("deepspeed partition: own split %v, planned 1,2,2,3 -> parts %v\n", own[0].Parts, uneven[0].Parts)
 }
 
 type partitionReport struct {
@@ -53,12 +57,19 @@ type partitionReport struct {
 }
 
 // runPartition launches kit/ds_partition.py on 4 local ranks; split ""
-// runs DeepSpeed's own method, else the helper with that split.
-func (h *harness) runPartition(t *testing.T, python, envList, helperDir, split string, port int) []partitionReport {
+// runs DeepSpeed's own method, else that split applied by how: "install"
+// (the script calls the helper) or "sitecustomize" (siteDir first on the
+// ranks' PYTHONPATH, as a rendered job has it).
+func (h *harness) runPartition(t *testing.T, python, envList, siteDir, split, how string, port int) []partitionReport {
+	if how == "sitecustomize" {
+		envList = withPythonPathFirst(t, envList, siteDir)
+	}
 	args := []string{"--standalone", "--nproc-per-node", "4", "--python", python, "--master-port", strconv.Itoa(port), "--env-file", envList}
-	script := []string{filepath.Join(h.kitDir, "ds_partition.py"), "--layers", "8", "--pp", "4", "--helper-dir", helperDir}
+	script := []string{filepath.Join(h.kitDir, "ds_partition.py"), "--layers", "8", "--pp", "4", "--helper-dir", siteDir}
 	if split != "" {
 		args = append(args, "--env", "PIPETTE_PIPELINE_LAYERS="+split)
+	}
+	if how == "install" {
 		script = append(script, "--install")
 	}
 	cmd := exec.Command(h.bin, append(args, script...)...)
@@ -67,9 +78,9 @@ func (h *harness) runPartition(t *testing.T, python, envList, helperDir, split s
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("partition job (split %q): %v: %s", split, err, lastLines(out.String(), 5))
+		t.Fatalf("partition job (split %q %s): %v: %s", split, how, err, lastLines(out.String(), 5))
 	}
-	t.Logf("partition job (split %q): %.0f s", split, time.Since(start).Seconds())
+	t.Logf("partition job (split %q %s): %.0f s", split, how, time.Since(start).Seconds())
 	reports := make([]partitionReport, 4)
 	seen := 0
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -94,4 +105,28 @@ func layersPerStage(reports []partitionReport) []int {
 		n[i] = r.Transformer
 	}
 	return n
+}
+
+// withPythonPathFirst writes a copy of the kit's env.list whose PYTHONPATH
+// starts with dir.
+func withPythonPathFirst(t *testing.T, envList, dir string) string {
+	b, err := os.ReadFile(envList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	found := false
+	for i, l := range lines {
+		if v, ok := strings.CutPrefix(l, "PYTHONPATH="); ok {
+			lines[i], found = "PYTHONPATH="+dir+":"+v, true
+		}
+	}
+	if !found {
+		t.Fatalf("%s has no PYTHONPATH", envList)
+	}
+	out := filepath.Join(t.TempDir(), "env.list")
+	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -58,7 +58,8 @@ func CommConfigPath(island string) string {
 }
 
 // SiteDir holds the sitecustomize shim that gives the world group its
-// network; ranks get it first on PYTHONPATH.
+// network and DeepSpeed's PipelineModule a plan's uneven split; ranks get it
+// first on PYTHONPATH.
 const SiteDir = "pipette_site"
 
 // Nets per communicator, as NCCL names them (Megatron lowercases them to
@@ -332,13 +333,28 @@ func commConfigBlocker(o Options, userEnv map[string]string) string {
 //go:embed site/sitecustomize.py
 var siteCustomize []byte
 
-// commConfigFiles are the per-island YAML files and the world-group shim.
+//go:embed site/pipette_ds_partition.py
+var dsPartition []byte
+
+// commConfigFiles are the per-island YAML files (the world-group shim comes
+// with siteFiles).
 func commConfigFiles(c *cluster.Cluster, cc *CommConfig) []job.File {
 	var out []job.File
 	for _, isl := range cc.Islands {
 		out = append(out, job.File{Path: CommConfigPath(c.Islands[isl].Spec.Name), Mode: 0o644, Content: cc.YAML(c, isl)})
 	}
-	return append(out, job.File{Path: SiteDir + "/sitecustomize.py", Mode: 0o644, Content: siteCustomize})
+	return out
+}
+
+// siteFiles are the shims of SiteDir: sitecustomize.py (the world group's
+// NCCL network, a DeepSpeed plan's uneven split) and, for an uneven split,
+// the partition helper it imports (which a script may also call itself).
+func siteFiles(unevenSplit bool) []job.File {
+	out := []job.File{{Path: SiteDir + "/sitecustomize.py", Mode: 0o644, Content: siteCustomize}}
+	if unevenSplit {
+		out = append(out, job.File{Path: SiteDir + "/pipette_ds_partition.py", Mode: 0o644, Content: dsPartition})
+	}
+	return out
 }
 
 func commConfigPaths(c *cluster.Cluster, cc *CommConfig, dir string) []string {

@@ -139,8 +139,8 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 		return nil, err
 	}
 	if split := deepSpeedSplit(p); split != "" {
-		j.Warnings = append(j.Warnings, "the plan splits the layers "+split+" over its pipeline stages ("+PipelineLayersEnv+
-			"); DeepSpeed's PipelineModule splits them evenly unless the script calls install() of examples/pipette_ds_partition.py before building it")
+		j.Warnings = append(j.Warnings, "the plan splits the layers "+split+" over its pipeline stages: DeepSpeed's PipelineModule has no partition_method for that, so "+
+			path.Join(j.FilesDir, SiteDir, "sitecustomize.py")+" (first on PYTHONPATH) makes it take "+PipelineLayersEnv+" when deepspeed.runtime.pipe.module is imported")
 	}
 	byHost := ranksByHost(p)
 	base := baseEnv(c, p, o, userEnv, len(byHost), megatronArgs)
@@ -164,6 +164,9 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 		j.Files = append(j.Files, commConfigFiles(c, fp.comm)...)
 		j.Warnings = append(j.Warnings, "the job spans islands without a shared RDMA fabric: each Megatron group type gets its own NCCL network ("+
 			fp.comm.Summary(c)+"; "+strings.Join(commConfigPaths(c, fp.comm, j.FilesDir), ", ")+"), and the world group uses sockets ("+path.Join(j.FilesDir, SiteDir, "sitecustomize.py")+")")
+	}
+	if usesSite(p, fp) {
+		j.Files = append(j.Files, siteFiles(deepSpeedSplit(p) != "")...)
 	}
 	if p.Framework == parallel.FrameworkDeepSpeed {
 		if dsFile != nil {
@@ -239,9 +242,15 @@ func baseEnv(c *cluster.Cluster, p *search.Plan, o Options, userEnv map[string]s
 // PipelineLayersEnv carries a DeepSpeed plan's uneven layer split to the
 // ranks: decoder layers per pipeline stage, first to last ("5,5,5,9").
 // DeepSpeed v0.14.4's PipelineModule has no partition_method with explicit
-// boundaries and Megatron-DeepSpeed hard-codes "type:transformer", so a
-// script applies it with examples/pipette_ds_partition.py.
+// boundaries and Megatron-DeepSpeed hard-codes "type:transformer", so the
+// job's sitecustomize.py applies it with site/pipette_ds_partition.py.
 const PipelineLayersEnv = "PIPETTE_PIPELINE_LAYERS"
+
+// usesSite says whether the ranks get SiteDir first on PYTHONPATH: for the
+// world group's NCCL network, or for a DeepSpeed plan's uneven split.
+func usesSite(p *search.Plan, fp fabricPlan) bool {
+	return fp.comm != nil || deepSpeedSplit(p) != ""
+}
 
 // deepSpeedSplit is a DeepSpeed pipeline plan's layer split when it is
 // uneven (an even one is what DeepSpeed's own "type:transformer" gives),
@@ -507,7 +516,7 @@ func renderHost(c *cluster.Cluster, p *search.Plan, o Options, fp fabricPlan, hb
 		}
 		var uw []string
 		env, uw = user.apply(env, perHost)
-		if fp.comm != nil {
+		if usesSite(p, fp) {
 			env = withSiteDir(env, path.Join(o.FilesDir, SiteDir))
 		}
 		for _, w := range uw {

@@ -67,7 +67,7 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 				}
 				for _, h := range j.Hosts {
 					for _, r := range h.Ranks {
-						if err := checkSplitEnv(&p, r.Env); err != nil {
+						if err := checkSplitEnv(&p, r.Env, j); err != nil {
 							t.Errorf("%s rank %d: %v", label, r.Rank, err)
 						}
 						argv := r.Argv
@@ -102,13 +102,17 @@ func TestSearchedPlansRenderAndPassChecks(t *testing.T) {
 }
 
 // checkSplitEnv: a DeepSpeed rank of a plan with uneven stages gets the
-// split in PIPETTE_PIPELINE_LAYERS (what examples/pipette_ds_partition.py
-// reads), stage by stage; any other rank does not get it.
-func checkSplitEnv(p *search.Plan, env []job.EnvVar) error {
-	got, set := "", false
+// split in PIPETTE_PIPELINE_LAYERS (what site/pipette_ds_partition.py
+// reads), stage by stage, and the job's site shims first on PYTHONPATH;
+// any other rank does not get the split.
+func checkSplitEnv(p *search.Plan, env []job.EnvVar, j *job.Job) error {
+	got, set, pythonPath := "", false, ""
 	for _, e := range env {
-		if e.Name == PipelineLayersEnv {
+		switch e.Name {
+		case PipelineLayersEnv:
 			got, set = e.Value, true
+		case "PYTHONPATH":
+			pythonPath = e.Value
 		}
 	}
 	if p.Framework != parallel.FrameworkDeepSpeed || p.PP < 2 || allEqual(p.StageLayers) {
@@ -120,6 +124,15 @@ func checkSplitEnv(p *search.Plan, env []job.EnvVar) error {
 	want := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.StageLayers)), ","), "[]")
 	if got != want {
 		return fmt.Errorf("%s=%q (set %v), want %q for stages %v", PipelineLayersEnv, got, set, want, p.StageLayers)
+	}
+	site := j.FilesDir + "/" + SiteDir
+	if pythonPath != site && !strings.HasPrefix(pythonPath, site+":") {
+		return fmt.Errorf("PYTHONPATH=%q does not start with the job's %s", pythonPath, site)
+	}
+	for _, f := range []string{SiteDir + "/sitecustomize.py", SiteDir + "/pipette_ds_partition.py"} {
+		if !slices.ContainsFunc(j.Files, func(jf job.File) bool { return jf.Path == f }) {
+			return fmt.Errorf("the job has no %s", f)
+		}
 	}
 	return nil
 }

@@ -1,9 +1,9 @@
-"""A real DeepSpeed PipelineModule (DeepSpeed kit, CPU, gloo) split by examples/pipette_ds_partition.py.
+"""A real DeepSpeed PipelineModule (DeepSpeed kit, CPU, gloo) split by templates/site/pipette_ds_partition.py.
 
 The layer list is Megatron-DeepSpeed's GPTModelPipe shape: an embedding, N layers named like its
 ParallelTransformerLayerPipe, a final norm and the head, partitioned with partition_method="type:transformer"
 as GPTModelPipe does. --install applies pipette_ds_partition.install() first (PIPETTE_PIPELINE_LAYERS from the
-environment); without it DeepSpeed's own method runs. Every rank prints
+environment); without it DeepSpeed's own method runs, unless the job's sitecustomize.py is first on PYTHONPATH. Every rank prints
 DS_PARTITION {"rank", "stage", "parts", "start", "stop", "transformer_layers"}: what the real module built.
 """
 import argparse

@@ -1,4 +1,8 @@
-"""Written by pipette-launch (--nccl-mode auto, job across RDMA islands).
+"""Written by pipette-launch; first on each rank's PYTHONPATH. Two shims, each
+on only when its variable is set, each waiting until the program imports the
+module it changes (nothing is imported before that).
+
+1. PIPETTE_NCCL_WORLD_NET (--nccl-mode auto, Megatron job across RDMA islands).
 
 Megatron-Core gives each process-group type its NCCL network through
 --nccl-communicator-config-path, but the world group that
@@ -11,6 +15,12 @@ then makes init_process_group pass pg_options with
 config.net_name = $PIPETTE_NCCL_WORLD_NET for an NCCL backend, unless the
 caller gave pg_options. Nothing is imported before the program imports
 torch. Delete PIPETTE_NCCL_WORLD_NET to switch it off.
+
+2. PIPETTE_PIPELINE_LAYERS (a DeepSpeed plan with uneven pipeline stages).
+DeepSpeed's PipelineModule has no partition_method that takes explicit
+boundaries; when deepspeed.runtime.pipe.module is imported this runs
+pipette_ds_partition.install() (beside this file), which makes the module
+split its layers as planned. Delete PIPETTE_PIPELINE_LAYERS to switch it off.
 """
 import os
 import sys
@@ -37,12 +47,17 @@ def _patch(c10d, net):
     c10d.init_process_group = init_process_group
 
 
+_PIPE_TARGET = "deepspeed.runtime.pipe.module"
+
+
 class _Hook(object):
-    def __init__(self, net):
-        self.net = net
+    """Runs after(module) once the module named target has been executed."""
+
+    def __init__(self, target, after):
+        self.target, self.after = target, after
 
     def find_spec(self, name, path, target=None):
-        if name != _TARGET:
+        if name != self.target:
             return None
         sys.meta_path.remove(self)
         spec = None
@@ -54,24 +69,38 @@ class _Hook(object):
                     break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        real, net = spec.loader.exec_module, self.net
+        real, after = spec.loader.exec_module, self.after
 
         def exec_module(module):
             real(module)
-            _patch(module, net)
+            after(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
+def _when_imported(target, after):
+    if target in sys.modules:
+        after(sys.modules[target])
+    else:
+        sys.meta_path.insert(0, _Hook(target, after))
+
+
+def _partition(module):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import pipette_ds_partition
+    finally:
+        sys.path.pop(0)
+    pipette_ds_partition.install()
+
+
 def _install():
     net = os.environ.get("PIPETTE_NCCL_WORLD_NET")
-    if not net:
-        return
-    if _TARGET in sys.modules:
-        _patch(sys.modules[_TARGET], net)
-        return
-    sys.meta_path.insert(0, _Hook(net))
+    if net:
+        _when_imported(_TARGET, lambda module: _patch(module, net))
+    if os.environ.get("PIPETTE_PIPELINE_LAYERS"):
+        _when_imported(_PIPE_TARGET, _partition)
 
 
 _install()

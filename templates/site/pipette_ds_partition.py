@@ -6,7 +6,10 @@ by count); none takes explicit boundaries (DeepSpeed issue #2974 asks for it),
 and Megatron-DeepSpeed's GPTModelPipe hard-codes partition_method="type:transformer".
 A plan for GPUs of different speeds gives the faster stages more layers, so
 pipette-launch renders the split as PIPETTE_PIPELINE_LAYERS (decoder layers per
-stage, first to last, e.g. "5,5,5,9") and a script applies it with:
+stage, first to last, e.g. "5,5,5,9") and puts this file and a sitecustomize.py
+first on each rank's PYTHONPATH; sitecustomize.py calls install() when
+deepspeed.runtime.pipe.module is imported, so the script needs no change. A
+script started some other way can apply a split itself:
 
     import pipette_ds_partition
     pipette_ds_partition.install()   # before the PipelineModule is built
