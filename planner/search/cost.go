@@ -521,6 +521,8 @@ type planEval struct {
 	stageMoE []int
 	epBlocks int
 	epHosts  []int
+	// shares: blocks can share a pipeline link (sharesLinks).
+	shares bool
 	// noRoundTrip leaves 1F1B's round trip (roundTripPeriod) out of the
 	// objective: the search's quick estimate, see quickEstimate.
 	noRoundTrip bool
@@ -589,6 +591,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 		}
 	}
 	e.p2p = P2PBytes(m, e.cfg)
+	e.shares = sharesLinks(c, e.cfg)
 	e.stageMoE = memory.StageMoELayers(m, e.cfg.StageLayers)
 	e.epBlocks = epGroupBlocks(e.cfg)
 	e.bestLnk = cluster.BestLink(c, cfg.TP)
@@ -605,7 +608,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 				bh[i] = h
 			}
 			for r := 0; r < e.p; r++ {
-				e.stage(bh, r, 0, hosts, &w)
+				e.stage(bh, r, 0, hosts, &w, nil)
 				e.sums[k*e.p+r] = stageSum{total: w.total, lastBwd: w.lastBwd}
 			}
 		}
@@ -729,7 +732,9 @@ type stageWork struct {
 	sendNext, sendWr float64 // p2p to rank r+1 and wrap-around
 }
 
-func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
+// stage prices rank r of pipeline d; sends (blockSends; nil: every send
+// has its link to itself) are the blocks' activation sends.
+func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork, sends []float64) {
 	// The slowest of the CP ranks sets the pace; ring attention links them.
 	hc := e.class(blockHost[e.block(r, d, 0)])
 	for c := 0; c < e.cp; c++ {
@@ -772,21 +777,32 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork) {
 		w.lastBwd += cb + mb
 	}
 	w.sendNext, w.sendWr = 0, 0
-	for c := 0; c < e.cp; c++ {
-		from := blockHost[e.block(r, d, c)]
+	nx, ok := e.nextRank(r)
+	for c := 0; ok && c < e.cp; c++ {
+		t := e.sendOf(sends, blockHost, r, nx, d, c)
 		if r < e.p-1 {
-			w.sendNext = max(w.sendNext, P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(r+1, d, c)])))
-		} else if e.v > 1 {
-			w.sendWr = max(w.sendWr, P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(0, d, c)])))
+			w.sendNext = max(w.sendNext, t)
+		} else {
+			w.sendWr = max(w.sendWr, t)
 		}
 	}
 }
 
+// sendOf is block (r, d, c)'s activation send to rank nx: from sends, or
+// alone on its link.
+func (e *planEval) sendOf(sends []float64, blockHost []int, r, nx, d, c int) float64 {
+	u := e.block(r, d, c)
+	if sends != nil {
+		return sends[u]
+	}
+	return P2PSeconds(e.p2p, e.pipeLink(blockHost[u], blockHost[e.block(nx, d, c)]))
+}
+
 // stageQuick fills w's totals and sends only: from the per-class table
 // when CP = 1, else through stage.
-func (e *planEval) stageQuick(blockHost []int, r, d int, hosts []int, w *stageWork) {
+func (e *planEval) stageQuick(blockHost []int, r, d int, hosts []int, w *stageWork, sends []float64) {
 	if e.sums == nil {
-		e.stage(blockHost, r, d, hosts, w)
+		e.stage(blockHost, r, d, hosts, w, sends)
 		return
 	}
 	from := blockHost[e.block(r, d, 0)]
@@ -797,9 +813,9 @@ func (e *planEval) stageQuick(blockHost []int, r, d int, hosts []int, w *stageWo
 	sum := e.sums[k*e.p+r]
 	w.total, w.lastBwd, w.sendNext, w.sendWr = sum.total, sum.lastBwd, 0, 0
 	if r < e.p-1 {
-		w.sendNext = P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(r+1, d, 0)]))
+		w.sendNext = e.sendOf(sends, blockHost, r, r+1, d, 0)
 	} else if e.v > 1 {
-		w.sendWr = P2PSeconds(e.p2p, e.pipeLink(from, blockHost[e.block(0, d, 0)]))
+		w.sendWr = e.sendOf(sends, blockHost, r, 0, d, 0)
 	}
 }
 
@@ -834,10 +850,11 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 			_, scratch.perMB[r] = e.dpExposed(blockHost, r, 0, scratch.hosts)
 		}
 	}
+	sends := e.blockSends(blockHost, &scratch.sends)
 	for d := 0; d < e.dp; d++ {
 		for r := 0; r < e.p; r++ {
 			w := &scratch.work[r]
-			e.stageQuick(blockHost, r, d, scratch.hosts, w)
+			e.stageQuick(blockHost, r, d, scratch.hosts, w, sends)
 			if pm := scratch.perMB[r]; pm > 0 {
 				w.total += max(0, pm-dpOverlapEfficiency*w.total)
 			}
@@ -967,6 +984,7 @@ func (e *planEval) memoryPenalty(blockHost []int) float64 {
 }
 
 type evalScratch struct {
+	sends                  sendScratch
 	work                   []stageWork
 	hosts                  []int
 	finish, perMB, lastBwd []float64

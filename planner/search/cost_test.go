@@ -211,7 +211,7 @@ func TestP2PUsesStageLink(t *testing.T) {
 	cfg := parallel.Config{TP: 8, PP: 2, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 8, NumMicroBatches: 8, SequenceParallel: true}
 	e := newPlanEval(c, gpt3_175b, cfg, parallel.FrameworkMegatron)
 	var w stageWork
-	e.stage([]int{0, 1}, 0, 0, make([]int, 1), &w)
+	e.stage([]int{0, 1}, 0, 0, make([]int, 1), &w, nil)
 	// s*b*h/t bf16 = 2048*12288*2/8 bytes over 10 Gbit/s / 8 TP ranks + 50 us.
 	want := 2048*12288*2/8/(10e9/8/8) + 50e-6
 	if !approx(w.sendNext, want, 1e-12) {

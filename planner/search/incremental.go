@@ -23,6 +23,13 @@ type incEval struct {
 	sameSlot int   // slots of every host, or 0 when hosts differ
 	bh       []int // block -> host under the current order
 	next     []int // scratch: block -> host under the moved order
+	// load is bh's pipeline sends per link (linkshare.go), kept up to date
+	// block by block.
+	load linkLoad
+	// hostMark is scratch for touchSharers (uneven slots only); sends
+	// holds the sends of the pipeline being priced (loadSends).
+	hostMark []bool
+	sends    []float64
 	// fin[d] holds pipeline d's span minus drain before each stage (p
 	// values) and its embedding all-reduce; the tree keeps maxima.
 	fin vecTree
@@ -60,9 +67,13 @@ type incUndo struct {
 type incState struct {
 	hosts                 []int
 	fin, lbw, total, tail []float64
+	// load is the link load before the move: save swaps it with
+	// incEval.load (which reset then refills), restore swaps it back.
+	load linkLoad
 }
 
 func (st *incState) save(ie *incEval) {
+	ie.load, st.load = st.load, ie.load
 	st.hosts = append(st.hosts[:0], ie.bh...)
 	st.fin = append(st.fin[:0], ie.fin.v...)
 	st.lbw = append(st.lbw[:0], ie.lbw.v...)
@@ -71,6 +82,7 @@ func (st *incState) save(ie *incEval) {
 }
 
 func (st *incState) restore(ie *incEval) {
+	ie.load, st.load = st.load, ie.load
 	copy(ie.bh, st.hosts)
 	copy(ie.fin.v, st.fin)
 	copy(ie.lbw.v, st.lbw)
@@ -103,6 +115,7 @@ func newIncEval(e *planEval, slots []int, order []int) *incEval {
 func (ie *incEval) reset(order []int) {
 	e := ie.e
 	fillBlocks(order, ie.slots, ie.bh)
+	e.countAll(&ie.load, ie.bh)
 	for d := 0; d < e.dp; d++ {
 		ie.pipeline(d)
 	}
@@ -134,8 +147,16 @@ func fillBlocks(order, slots, out []int) {
 func (ie *incEval) pipeline(d int) {
 	e := ie.e
 	v := float64(e.v)
+	var sends []float64
+	if e.shares {
+		if len(ie.sends) != e.nBlocks {
+			ie.sends = make([]float64, e.nBlocks)
+		}
+		sends = ie.sends
+		e.loadSends(&ie.load, ie.bh, d, sends)
+	}
 	for r := 0; r < e.p; r++ {
-		e.stageQuick(ie.bh, r, d, ie.hosts[:1], &ie.work[r])
+		e.stageQuick(ie.bh, r, d, ie.hosts[:1], &ie.work[r], sends)
 	}
 	span := e.pipelineSpan(ie.work[:e.p])
 	drain := 0.0
@@ -232,17 +253,16 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 		}
 		un.blocks, un.hosts = append(un.blocks, x), append(un.hosts, ie.bh[x])
 		ie.pen += ie.penalty(x, h) - ie.penalty(x, ie.bh[x])
-		ie.bh[x] = h
+		ie.setHost(x, h)
 		// Block x = d + r*DP (CP = 1): it feeds pipeline d and DP group r.
-		d, r := x%e.dp, x/e.dp
-		if !ie.markD[d] {
-			ie.markD[d] = true
-			ie.touchedD = append(ie.touchedD, d)
-		}
-		if !ie.markR[r] {
+		ie.touchD(x % e.dp)
+		if r := x / e.dp; !ie.markR[r] {
 			ie.markR[r] = true
 			ie.touchedR = append(ie.touchedR, r)
 		}
+	}
+	if ie.sameSlot == 0 {
+		ie.touchSharers(un.blocks, un.hosts)
 	}
 	for _, d := range ie.touchedD {
 		un.ds = append(un.ds, d)
@@ -263,6 +283,49 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 	return ie.cost()
 }
 
+// setHost moves block x to host h, keeping the link load up to date.
+func (ie *incEval) setHost(x, h int) { ie.e.moveBlock(&ie.load, ie.bh, x, h) }
+
+func (ie *incEval) touchD(d int) {
+	if !ie.markD[d] {
+		ie.markD[d] = true
+		ie.touchedD = append(ie.touchedD, d)
+	}
+}
+
+// touchSharers marks every pipeline with a block on a host that gained or
+// lost blocks (old hosts of blocks, and their new ones in bh): its sends
+// may share a link whose load changed. With every host's slots equal the
+// moved pipelines are all of them (see linkshare.go), so this runs only
+// for uneven slots.
+func (ie *incEval) touchSharers(blocks, old []int) {
+	e := ie.e
+	if len(ie.hostMark) != len(e.c.Hosts) {
+		ie.hostMark = make([]bool, len(e.c.Hosts))
+	}
+	for i, x := range blocks {
+		for _, h := range [2]int{old[i], ie.bh[x]} {
+			if h >= 0 {
+				ie.hostMark[h] = true
+			}
+		}
+	}
+	for d := 0; d < e.dp; d++ {
+		for r := 0; r < e.p && !ie.markD[d]; r++ {
+			if h := ie.bh[e.block(r, d, 0)]; h >= 0 && ie.hostMark[h] {
+				ie.touchD(d)
+			}
+		}
+	}
+	for i, x := range blocks {
+		for _, h := range [2]int{old[i], ie.bh[x]} {
+			if h >= 0 {
+				ie.hostMark[h] = false
+			}
+		}
+	}
+}
+
 // revert undoes the last move; order must already be back as it was.
 func (ie *incEval) revert(order []int) {
 	un := &ie.undo
@@ -271,8 +334,8 @@ func (ie *incEval) revert(order []int) {
 		ie.pen = un.pen
 		return
 	}
-	for i, x := range un.blocks {
-		ie.bh[x] = un.hosts[i]
+	for i := len(un.blocks) - 1; i >= 0; i-- {
+		ie.setHost(un.blocks[i], un.hosts[i])
 	}
 	fw, lw := ie.fin.w, ie.lbw.w
 	for i, d := range un.ds {

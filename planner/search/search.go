@@ -617,6 +617,8 @@ func (e *planEval) predict(blockHost []int) Prediction {
 	for r := range perMB {
 		_, perMB[r] = e.dpExposed(blockHost, r, 0, hosts[:0])
 	}
+	var ss sendScratch
+	sends := e.blockSends(blockHost, &ss)
 	cache := map[uint64]schedule.Result{}
 	var crit schedule.Result
 	var critWork []stageWork
@@ -625,7 +627,7 @@ func (e *planEval) predict(blockHost []int) Prediction {
 		hsh := fnv.New64a()
 		for r := 0; r < e.p; r++ {
 			w := &work[r]
-			e.stage(blockHost, r, d, hosts[:max(e.cp, 1)], w)
+			e.stage(blockHost, r, d, hosts[:max(e.cp, 1)], w, sends)
 			f, b := slices.Clone(w.fwd), slices.Clone(w.bwd)
 			if perMB[r] > 0 { // ZeRO-2/3 traffic inside every micro-batch
 				b[len(b)-1] += math.Max(0, perMB[r]-dpOverlapEfficiency*w.total)

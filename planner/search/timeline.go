@@ -76,6 +76,8 @@ func planTimeline(c *cluster.Cluster, m model.Model, p *Plan, cfg parallel.Confi
 		return nil, fmt.Errorf("timeline: plan has no micro-batch count")
 	}
 	hosts := make([]int, 0, e.dp*e.cp+e.cp)
+	var ss sendScratch
+	sends := e.blockSends(blockHost, &ss)
 	perMB := make([]float64, e.p)
 	for r := range perMB {
 		_, perMB[r] = e.dpExposed(blockHost, r, 0, hosts[:0])
@@ -90,7 +92,7 @@ func planTimeline(c *cluster.Cluster, m model.Model, p *Plan, cfg parallel.Confi
 		pt := schedule.Times{MicroBatches: nm, Link: make([]float64, e.p), Trace: true, Wave: wave}
 		for r := 0; r < e.p; r++ {
 			w := &work[r]
-			e.stage(blockHost, r, d, hosts[:e.cp], w)
+			e.stage(blockHost, r, d, hosts[:e.cp], w, sends)
 			f, b := slices.Clone(w.fwd), slices.Clone(w.bwd)
 			if perMB[r] > 0 {
 				b[len(b)-1] += math.Max(0, perMB[r]-dpOverlapEfficiency*w.total)
