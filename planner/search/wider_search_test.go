@@ -277,31 +277,68 @@ func TestUserFlagsDecideSPAndPrecision(t *testing.T) {
 }
 
 // Issue 22: TP16 over two 8xA100 hosts with 4x200 Gbit/s InfiniBand
-// measured about twice TP8's iteration time; pricing the ring's crossing
-// hop at a GPU's share of the NIC (NIC/8) made it 4-13x. The 22B model at
-// micro-batch 1 with full recompute, the same global batch on one host with
-// TP8 and on two with TP16: the ratio must stay within 3x.
-func TestTP16AcrossHostsNotOverpriced(t *testing.T) {
-	two := testCluster([]islandDef{{hosts: 2, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 800}}, 0)
-	one := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 800}}, 0)
-	o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: 16, TopK: 1, Seed: 1,
-		Fixed: parallel.Constraints{TP: 16, PP: 1, MicroBatch: 1, ZeroStage: -1, Recompute: parallel.RecomputeFull}}
-	r16, err := Search(two, model22b, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Fixed.TP = 8
-	r8, err := Search(one, model22b, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p16, p8 := r16.Plans[0].Predicted, r8.Plans[0].Predicted
-	ratio := p16.IterationSeconds / p8.IterationSeconds
-	t.Logf("TP16 on two hosts %.3f s (TP %.3f s), TP8 on one %.3f s (TP %.3f s): %.2fx", p16.IterationSeconds, p16.Breakdown.TP, p8.IterationSeconds, p8.Breakdown.TP, ratio)
-	if ratio > 3 {
-		t.Errorf("TP16 across hosts priced at %.1fx TP8's iteration time; measured about 2x", ratio)
-	}
-	if p16.Breakdown.TP <= p8.Breakdown.TP {
-		t.Errorf("TP over 4x200 Gbit/s (%.3f s) must cost more than over NVSwitch (%.3f s)", p16.Breakdown.TP, p8.Breakdown.TP)
+// measured about twice TP8's iteration time on the same GPUs. Source:
+// vTrain (Bang et al., MICRO'24), VIA-Research/vTrain
+// data/ground_truth_multi.csv at commit
+// f8dda8473a48b373b1d25f51f52d685bff5150c5: Megatron-LM on A100 hosts of 8
+// GPUs, 800 Gbit/s between hosts (its config/validation/multi files:
+// inter_node_bandwidth 800, node_size 8, use_checkpoint true), global batch
+// 512 (3.6B, 64 GPUs) and 1024 (18.4B, 256 GPUs), PP 1. Each pair below is
+// the same model, GPUs and micro-batch, TP8 with DP = GPUs/8 against TP16
+// with half the DP, measured in ms (CSV rows copied unchanged but for
+// their order: parameters, GPUs, global batch, micro-batch, hidden, heads,
+// layers, sequence, TP, DP, PP, iteration ms):
+//
+//	3.6,64,512,4,3072,32,30,2048,8,8,1,5618      3.6,64,512,4,3072,32,30,2048,16,4,1,11960.1   2.13x
+//	3.6,64,512,8,3072,32,30,2048,8,8,1,5178      3.6,64,512,8,3072,32,30,2048,16,4,1,10894     2.10x
+//	3.6,64,512,16,3072,32,30,2048,8,8,1,5017.8   3.6,64,512,16,3072,32,30,2048,16,4,1,10719.3  2.14x
+//	3.6,64,512,32,3072,32,30,2048,8,8,1,4972.3   3.6,64,512,32,3072,32,30,2048,16,4,1,10580.6  2.13x
+//	18.4,256,1024,2,6144,48,40,2048,8,32,1,10453.3  18.4,256,1024,2,6144,48,40,2048,16,16,1,20414.8  1.95x
+//
+// Assumed where the source is silent: vocabulary 51,200 (GPT-2's, padded),
+// fused attention, no distributed optimizer or sequence parallelism (the
+// Megatron defaults of 2023). An earlier version of this test compared
+// TP16 on two hosts with TP8 on one at the same batch (twice the GPUs for
+// TP16), which is not what was measured, and read 1.01x as optimistic.
+// The predicted ratio must fall within 1.6-2.5x (measured 1.95-2.14x), and
+// each iteration within 20% of the measurement.
+func TestTP16AcrossHostsMatchesVTrain(t *testing.T) {
+	m36 := model.Model{Name: "3.6b", NumLayers: 30, Hidden: 3072, Heads: 32, SeqLength: 2048, Vocab: 51200}
+	m184 := model.Model{Name: "18.4b", NumLayers: 40, Hidden: 6144, Heads: 48, SeqLength: 2048, Vocab: 51200}
+	for _, tc := range []struct {
+		m               model.Model
+		gpus, batch, mb int
+		tp8ms, tp16ms   float64
+	}{
+		{m36, 64, 512, 4, 5618, 11960.1},
+		{m36, 64, 512, 8, 5178, 10894},
+		{m36, 64, 512, 16, 5017.8, 10719.3},
+		{m36, 64, 512, 32, 4972.3, 10580.6},
+		{m184, 256, 1024, 2, 10453.3, 20414.8},
+	} {
+		c := testCluster([]islandDef{{hosts: tc.gpus / 8, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 800}}, 0)
+		var it [2]float64
+		for i, tp := range []int{8, 16} {
+			o := Options{Framework: parallel.FrameworkMegatron, GlobalBatch: tc.batch, TopK: 1, Seed: 1,
+				Fixed: parallel.Constraints{TP: tp, PP: 1, DP: tc.gpus / tp, CP: 1, VPP: 1, MicroBatch: tc.mb, ZeroStage: -1,
+					Recompute: parallel.RecomputeFull, DistributedOptimizer: boolp(false), SequenceParallel: boolp(false), NoOffload: true}}
+			r, err := Search(c, tc.m, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			it[i] = r.Plans[0].Predicted.IterationSeconds
+		}
+		meas := [2]float64{tc.tp8ms / 1000, tc.tp16ms / 1000}
+		ratio := it[1] / it[0]
+		t.Logf("%s mb %d: TP8 %.2f s (measured %.2f), TP16 %.2f s (measured %.2f): %.2fx (measured %.2fx)",
+			tc.m.Name, tc.mb, it[0], meas[0], it[1], meas[1], ratio, meas[1]/meas[0])
+		if ratio < 1.6 || ratio > 2.5 {
+			t.Errorf("%s mb %d: TP16 across hosts priced at %.2fx TP8's iteration; measured %.2fx", tc.m.Name, tc.mb, ratio, meas[1]/meas[0])
+		}
+		for i := range it {
+			if e := it[i]/meas[i] - 1; e < -0.2 || e > 0.2 {
+				t.Errorf("%s mb %d TP%d: predicted %.2f s, measured %.2f s (%+.0f%%)", tc.m.Name, tc.mb, 8<<i, it[i], meas[i], 100*e)
+			}
+		}
 	}
 }
