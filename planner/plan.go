@@ -5,6 +5,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -59,6 +60,30 @@ func CheckFixedSizes(m model.Model, f parallel.Constraints, gpus int) error {
 		return fmt.Errorf("TP %d x PP %d x CP %d needs %d GPUs, the cluster has %d", tp, pp, cp, tp*pp*cp, gpus)
 	case f.PP > 0 && m.NumLayers < f.PP:
 		return fmt.Errorf("--pipeline-model-parallel-size %d is more than the %d layers", f.PP, m.NumLayers)
+	}
+	if f.DeepSpeedMoE && m.IsMoE() {
+		return checkDeepSpeedEP(f, gpus)
+	}
+	return nil
+}
+
+// checkDeepSpeedEP names Megatron-DeepSpeed's --moe-expert-parallel-size
+// when DeepSpeed's groups.py would refuse it for every plan: the EP groups
+// are consecutive ranks of a pipeline stage (TP x DP x SP of them), or with
+// --enable-expert-tensor-parallelism ranks of one data-parallel group. A
+// size free in f is taken at 1, the most that divides by EP.
+func checkDeepSpeedEP(f parallel.Constraints, gpus int) error {
+	tp, pp, cp, ep := max(f.TP, 1), max(f.PP, 1), max(f.CP, 1), max(f.EP, 1)
+	if f.ExpertTP {
+		if dp := gpus / (tp * pp * cp); dp%ep != 0 {
+			return fmt.Errorf("%s %d does not divide the data-parallel size %d (%d GPUs / TP %d / PP %d / SP %d): with %s DeepSpeed builds the expert-parallel groups inside the data-parallel group (utils/groups.py asserts dp_world_size %% ep_size == 0)",
+				megatron.DSExpertParallelFlag, ep, dp, gpus, tp, pp, cp, megatron.DSExpertTPFlag)
+		}
+		return nil
+	}
+	if stage := gpus / pp; stage%ep != 0 {
+		return fmt.Errorf("%s %d does not divide the %d ranks of a pipeline stage (%d GPUs / PP %d): DeepSpeed builds the expert-parallel groups from consecutive data-parallel ranks inside a stage (utils/groups.py asserts (world / pp) %% ep_size == 0)",
+			megatron.DSExpertParallelFlag, ep, stage, gpus, pp)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ var (
 		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
 		"--micro-batch-size", "--global-batch-size",
 		"--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--optimizer-offload-fraction",
-		"--expert-model-parallel-size", "--expert-tensor-parallel-size", megatron.UlyssesFlag,
+		"--expert-model-parallel-size", "--expert-tensor-parallel-size", megatron.UlyssesFlag, megatron.DSExpertParallelFlag,
 	}
 	plannedSwitches = []string{
 		"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",

@@ -440,6 +440,11 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 	}
 	c := cfg
 	c.DistributedOptimizer, c.Offload, c.StageLayers = false, parallel.Offload{}, nil
+	// DeepSpeed's MoE layer takes its expert parallelism from
+	// --moe-expert-parallel-size (its ETP follows
+	// --enable-expert-tensor-parallelism, which the plan keeps as the
+	// script has it); Megatron-Core's flags do not exist there.
+	c.EP, c.ETP = 0, 0
 	a, err := MegatronPlanArgs(c, numLayers)
 	if err != nil {
 		return nil, err
@@ -448,6 +453,10 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 	a = megatron.Parse(a).Without(map[string]bool{"--overlap-grad-reduce": true, "--context-parallel-size": true})
 	if cfg.Ulysses {
 		a = append(a, megatron.UlyssesFlag, strconv.Itoa(max(cfg.CP, 1)))
+	}
+	if cfg.EP > 0 {
+		ep, _ := cfg.ExpertParallel()
+		a = append(a, megatron.DSExpertParallelFlag, strconv.Itoa(ep))
 	}
 	return a, nil
 }

@@ -155,7 +155,14 @@ func modelFromArgs(a Args, errs *yamlcheck.Problems, vocab func(Args, *yamlcheck
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
 	m.KVChannels = a.positive("--kv-channels", errs)
-	m.MoE = moeFromArgs(a, m.NumLayers, errs)
+	if isDeepSpeedMoE(a) {
+		var residual bool
+		if m.MoE, residual = moeFromDeepSpeedArgs(a, m.NumLayers, errs); residual {
+			m.SharedFFN = m.FFN()
+		}
+	} else {
+		m.MoE = moeFromArgs(a, m.NumLayers, errs)
+	}
 	if m.Vocab == 0 && !a.Has("--vocab-size") {
 		missing = append(missing, "--vocab-size (the tokenizer's files are not readable here; or pass --model)")
 	}
@@ -354,6 +361,9 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 			c.CP, c.Ulysses = sp, true
 		}
 	}
+	if isDeepSpeedMoE(a) {
+		dsMoEConstraints(a, &c, errs)
+	}
 	c.VPP = vppFromArgs(a, layers, c.PP, errs)
 	c.StageLayers = unevenStagesFromArgs(a, layers, c.PP, c.VPP, errs)
 	// The user's flags decide sequence parallelism and precision: a run
@@ -512,7 +522,8 @@ var unmodelledFeatures = []struct {
 	// alltoall dispatcher; these variants are not.
 	{[]string{"--moe-enable-deepep", "--moe-flex-dispatcher-backend"}, "DeepEP / flex dispatch: the expert all-to-all is priced as the alltoall dispatcher's"},
 	{[]string{"--moe-router-num-groups", "--moe-router-group-topk"}, "device-limited (group) routing: the all-to-all is priced as if a token's experts could sit on any EP rank"},
-	{[]string{"--ep-world-size"}, "Megatron-DeepSpeed mixture of experts: planned as the dense model"},
+	// Megatron-DeepSpeed's MoE (dsmoe.go) is modelled; its Tutel kernels are not.
+	{[]string{"--use-tutel"}, "Tutel's MoE kernels: the dispatch is priced as DeepSpeed's own"},
 	// --fp8-format is modelled (Precision, precision.go); FP4 is not.
 	{[]string{"--fp4-format", "--fp4-recipe"}, "FP4 training: the estimate prices its GEMMs and weights as the planned precision's"},
 	{[]string{"--mtp-num-layers"}, "multi-token prediction: its extra layers and losses are not in the estimate"},
@@ -530,6 +541,9 @@ func UnmodelledFeatures(args []string) []string {
 		if flag := firstFlag(args, f.flags); flag != "" {
 			out = append(out, fmt.Sprintf("%s is passed through, but the planner does not model %s", flag, f.what))
 		}
+	}
+	if n := dsPyramidNote(args); n != "" {
+		out = append(out, n)
 	}
 	return out
 }

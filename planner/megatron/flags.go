@@ -71,6 +71,11 @@ func init() {
 	add(true, MegatronDeepSpeed, "--zero-stage", "--deepspeed_config", "--num-key-value-heads")
 	add(false, MegatronDeepSpeed, "--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer",
 		"--no-query-key-layer-scaling")
+	// Megatron-DeepSpeed's mixture of experts (DeepSpeed's MoE layer; its
+	// --num-experts takes a list, Megatron-LM's one integer).
+	add(true, MegatronDeepSpeed, DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type",
+		"--moe-train-capacity-factor")
+	add(false, MegatronDeepSpeed, DSExpertTPFlag, "--disable-moe-token-dropping")
 	// Holmes' heterogeneous-NIC switch.
 	add(false, Holmes, "--use-hetnet")
 	// What torch.distributed.launch passes each rank (DeepSpeed's scripts).

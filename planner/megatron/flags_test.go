@@ -47,7 +47,8 @@ func TestFlagsAreMegatronLMs(t *testing.T) {
 	}
 	for _, feat := range unmodelledFeatures {
 		for _, name := range feat.flags {
-			if name != "--ep-world-size" && !strings.HasSuffix(name, "-") && !real[name] {
+			// --use-tutel is Megatron-DeepSpeed's (arguments.py at f4157bea).
+			if name != "--use-tutel" && !strings.HasSuffix(name, "-") && !real[name] {
 				t.Errorf("unmodelled feature flag %s: Megatron-LM core_v0.19.0 defines no such flag", name)
 			}
 		}

@@ -39,7 +39,7 @@ type Model struct {
 // (gated when the model is SwiGLU), and optionally a shared-expert MLP of
 // SharedFFN every token goes through. Which layers are MoE follows
 // --moe-layer-freq: layer i (0-based) is MoE when i >= DenseFirst and
-// i % LayerFreq == 0.
+// i % LayerFreq == LayerPhase.
 type MoE struct {
 	NumExperts int `yaml:"num_experts,omitempty" json:"num_experts,omitempty"`
 	// TopK is --moe-router-topk; 0 = Megatron's default 2.
@@ -54,6 +54,11 @@ type MoE struct {
 	// DenseFirst is how many leading layers are dense (the list form
 	// --moe-layer-freq "([0]*k+[1]*n)", DeepSeek's first_k_dense_replace).
 	DenseFirst int `yaml:"moe_dense_first_layers,omitempty" json:"moe_dense_first_layers,omitempty"`
+	// LayerPhase is which layer of every LayerFreq is MoE: 0 in
+	// Megatron-LM (layers 0, N, 2N...); N-1 in Megatron-DeepSpeed, whose
+	// --expert-interval N makes the 1-based layer numbers divisible by N
+	// MoE (get_num_experts_per_layer: layers N-1, 2N-1... 0-based).
+	LayerPhase int `yaml:"moe_layer_phase,omitempty" json:"moe_layer_phase,omitempty"`
 	// CapacityFactor is --moe-expert-capacity-factor: each expert takes at
 	// most CapacityFactor x its even share of the routed tokens and drops
 	// the rest; 0 = dropless (Megatron's default), priced at the even
@@ -113,7 +118,7 @@ func (m Model) IsMoELayer(i int) bool {
 	if !m.IsMoE() || i < m.DenseFirst {
 		return false
 	}
-	return i%max(m.LayerFreq, 1) == 0
+	return i%max(m.LayerFreq, 1) == m.LayerPhase
 }
 
 // MoELayersIn counts the MoE layers among layers [from, from+n).

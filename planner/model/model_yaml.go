@@ -73,11 +73,14 @@ func (m Model) validateMoE(errs *yamlcheck.Problems) {
 	nonNegativeInt(errs, "moe_shared_expert_intermediate_size", e.SharedFFN, 4*limits.MaxHidden)
 	nonNegativeInt(errs, "moe_layer_freq", e.LayerFreq, limits.MaxLayers)
 	nonNegativeInt(errs, "moe_dense_first_layers", e.DenseFirst, limits.MaxLayers)
+	if e.LayerPhase < 0 || e.LayerPhase >= max(e.LayerFreq, 1) {
+		errs.Add("moe_layer_phase", "must be 0..moe_layer_freq-1 (%d), got %d", max(e.LayerFreq, 1)-1, e.LayerPhase)
+	}
 	if e.CapacityFactor < 0 || e.CapacityFactor > 64 || e.CapacityFactor != e.CapacityFactor {
 		errs.Add("moe_expert_capacity_factor", "must be 0 (dropless) or a factor up to 64, got %g", e.CapacityFactor)
 	}
 	if e.NumExperts == 0 {
-		if e.TopK != 0 || e.FFNHidden != 0 || e.SharedFFN != 0 || e.LayerFreq != 0 || e.DenseFirst != 0 || e.CapacityFactor != 0 {
+		if e.TopK != 0 || e.FFNHidden != 0 || e.SharedFFN != 0 || e.LayerFreq != 0 || e.DenseFirst != 0 || e.LayerPhase != 0 || e.CapacityFactor != 0 {
 			errs.Add("num_experts", "is 0 (a dense model) but MoE fields are set; set num_experts or drop them")
 		}
 		return

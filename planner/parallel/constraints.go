@@ -11,6 +11,15 @@ type Constraints struct {
 	// EP and ETP are the expert parallel and expert tensor parallel sizes
 	// (0 = free; MoE models only).
 	EP, ETP int
+	// DeepSpeedMoE: the MoE layers are DeepSpeed's (Megatron-DeepSpeed's
+	// --num-experts), whose groups.py carves the expert-parallel groups
+	// out of the data-parallel ranks: EP consecutive ranks of a pipeline
+	// stage with experts whole on each (ETP 1, TP x DP divisible by EP),
+	// or with ExpertTP (--enable-expert-tensor-parallelism) EP ranks of
+	// one TP rank's data-parallel group, experts split over TP (ETP = TP,
+	// DP divisible by EP). Without it, a DeepSpeed plan of an MoE model is
+	// refused: nothing would render its expert parallelism.
+	DeepSpeedMoE, ExpertTP bool
 	// Ulysses: CP is DeepSpeed-Ulysses sequence parallelism
 	// (Megatron-DeepSpeed's --ds-sequence-parallel-size), not Megatron-LM's
 	// context parallelism; see Config.Ulysses.

@@ -259,6 +259,9 @@ func whyMicroBatch(c *cluster.Cluster, m model.Model, o Options) string {
 // that fails Megatron-Core's rules.
 func whyEP(c *cluster.Cluster, m model.Model, o Options) string {
 	ep := max(o.Fixed.EP, 1)
+	if o.Fixed.DeepSpeedMoE && m.IsMoE() && m.NumExperts%ep == 0 {
+		return whyDeepSpeedEP(c, o, ep)
+	}
 	switch {
 	case !m.IsMoE():
 		return fmt.Sprintf("%s has no experts (expert parallelism needs an MoE model)", m.Name)
@@ -268,4 +271,17 @@ func whyEP(c *cluster.Cluster, m model.Model, o Options) string {
 		return fmt.Sprintf("the expert FFN size %d is not divisible by ETP %d", m.ExpertFFN(), o.Fixed.ETP)
 	}
 	return fmt.Sprintf("no configuration puts EP x ETP ranks inside the TP x CP x DP ranks of a pipeline stage on %d GPUs (and EP > 1 with TP > 1 needs sequence parallelism)", c.TotalGPUs())
+}
+
+// whyDeepSpeedEP explains a Megatron-DeepSpeed expert-parallel size no
+// configuration takes: DeepSpeed's groups.py builds the EP groups inside
+// the data-parallel ranks (with TP when the experts are whole).
+func whyDeepSpeedEP(c *cluster.Cluster, o Options, ep int) string {
+	tp, pp := max(o.Fixed.TP, 1), max(o.Fixed.PP, 1)
+	if o.Fixed.ExpertTP {
+		return fmt.Sprintf("DeepSpeed builds its expert-parallel groups inside the data-parallel group (utils/groups.py asserts dp_world_size %% ep_size == 0), and no configuration on %d GPUs with global batch %d has a data-parallel size divisible by %d (with TP %d, PP %d: DP %d)",
+			c.TotalGPUs(), o.GlobalBatch, ep, tp, pp, c.TotalGPUs()/(tp*pp))
+	}
+	return fmt.Sprintf("DeepSpeed builds its expert-parallel groups from consecutive ranks of a pipeline stage (utils/groups.py asserts (world / PP) %% ep_size == 0), and no configuration on %d GPUs with global batch %d has TP x DP divisible by %d (with PP %d: %d ranks per stage)",
+		c.TotalGPUs(), o.GlobalBatch, ep, pp, c.TotalGPUs()/pp)
 }

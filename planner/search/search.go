@@ -148,7 +148,9 @@ func expertChoices(m model.Model, cfg parallel.Config, fx parallel.Constraints) 
 	}
 	stage := cfg.TP * cfg.CP * cfg.DP
 	etps := []int{cfg.TP}
-	if cfg.TP > 1 {
+	switch {
+	case fx.ExpertTP: // Megatron-DeepSpeed's --enable-expert-tensor-parallelism
+	case cfg.TP > 1:
 		etps = append(etps, 1)
 	}
 	var out [][2]int
@@ -427,6 +429,9 @@ func checkSearchInput(c *cluster.Cluster, m model.Model, o Options) error {
 	}
 	if err := checkConstraintsApply(o.Framework, o.Fixed); err != nil {
 		return err
+	}
+	if o.Framework == parallel.FrameworkDeepSpeed && m.IsMoE() && !o.Fixed.DeepSpeedMoE {
+		return &ConstraintError{Flag: "framework", Message: fmt.Sprintf("%s is a mixture-of-experts model: DeepSpeed plans it only from Megatron-DeepSpeed's arguments (--num-experts with --deepspeed, whose expert parallelism they render); use --framework megatron", m.Name)}
 	}
 	for i, h := range c.Hosts {
 		if h.GPUs <= 0 {
