@@ -180,7 +180,7 @@ func computeModelStates(m model.Model, cfg parallel.Config, f parallel.Framework
 	var s modelStates
 	switch f {
 	case parallel.FrameworkDeepSpeed:
-		s = deepSpeedStates(m, cfg, p)
+		s = deepSpeedExpertStates(m, cfg, p, StageExpertParams(m, cfg, ppRank))
 	case parallel.FrameworkTorch:
 		s = modelStates{weights: 4 * p, grads: 4 * p, optimizer: 8 * p}
 	default:
@@ -239,14 +239,27 @@ func megatronStates(cfg parallel.Config, p, pe float64) modelStates {
 }
 
 func deepSpeedStates(m model.Model, cfg parallel.Config, p float64) modelStates {
+	return deepSpeedExpertStates(m, cfg, p, 0)
+}
+
+// deepSpeedExpertStates prices p parameters per GPU, pe of them MoE
+// experts: ZeRO-1/2 partition the experts' optimizer states (and ZeRO-2
+// their gradients) over the expert-data-parallel group, not DP
+// (stage_1_and_2.py takes the MoE parameter groups' real_dp_process_group
+// from groups._get_expert_data_parallel_group). ZeRO-3 has no MoE.
+func deepSpeedExpertStates(m model.Model, cfg parallel.Config, p, pe float64) modelStates {
 	n := optimizerShards(cfg)
 	z := cfg.ZeroStage
 	optShards, gradShards, weightShards := 1.0, 1.0, 1.0
 	if z >= 1 {
 		optShards = n
+		if pe > 0 {
+			// The shard of p the states are counted on: (p-pe)/n + pe/edp.
+			optShards = p / ((p-pe)/n + pe/float64(cfg.ExpertDP()))
+		}
 	}
 	if z >= 2 {
-		gradShards = n
+		gradShards = optShards
 	}
 	if z >= 3 {
 		weightShards = n

@@ -576,7 +576,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 			hc.logits = logitsCompute(m, e.cfg, host.GPU)
 			hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB
 			if m.IsMoE() {
-				hc.moe = moeLayerCompute(m, e.cfg, host.GPU)
+				hc.moe = moeLayerCompute(m, e.cfg, e.f, host.GPU)
 				nm := float64(m.MoELayers())
 				hc.layerTotal += nm / float64(m.NumLayers) * (hc.moe.Fwd + hc.moe.Bwd - hc.layer.Fwd - hc.layer.Bwd)
 			}
@@ -645,7 +645,7 @@ func (e *planEval) moeParams() {
 	e.optSec = 0
 	for r := 0; r < e.p; r++ {
 		e.params[r] = moeGradParams(e.m, cfg, r)
-		owned := moeOwnedParams(e.m, cfg, r) * (1 - cfg.Offload.OptimizerFraction)
+		owned := moeOwnedParams(e.m, cfg, e.f, r) * (1 - cfg.Offload.OptimizerFraction)
 		for _, hc := range e.classes {
 			e.optSec = max(e.optSec, owned*adamBytesPerParam/gpu.HBMBytesPerS(hc.gpu))
 		}

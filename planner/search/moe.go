@@ -52,7 +52,7 @@ type moeCompute struct {
 	computeCost
 }
 
-func moeLayerCompute(m model.Model, cfg parallel.Config, g gpu.Spec) moeCompute {
+func moeLayerCompute(m model.Model, cfg parallel.Config, f parallel.Framework, g gpu.Spec) moeCompute {
 	s := newLayerShape(m, cfg)
 	cv := gpu.CurveOf(g)
 	r := memory.MoERanksOf(cfg)
@@ -79,7 +79,20 @@ func moeLayerCompute(m model.Model, cfg parallel.Config, g gpu.Spec) moeCompute 
 	traffic := 2*2*routed*s.hidden*gpu.BytesPerElem + cv.ElemScale*gpu.BytesPerElem*elemwiseFFNElems*routed*fe/r.ETP
 	fwd := s.attnGemmSeconds(g, cv) + attn + s.elemwiseSecondsFFN(g, cv, float64(m.SharedFFN)) + shared + router +
 		experts + traffic/gpu.HBMBytesPerS(g)
+	if f == parallel.FrameworkDeepSpeed {
+		fwd += deepSpeedDispatchSeconds(g, cv, s.prec, local, memory.RoutedTokens(m, cfg, s.tokens), s.hidden)
+	}
 	return moeCompute{computeCost: withBackward(fwd, attn, cfg.Recompute)}
+}
+
+// deepSpeedDispatchSeconds is DeepSpeed's dense dispatch and combine
+// (moe/sharded_moe.py MOELayer.forward): einsum("sec,sm->ecm") scatters
+// the s local tokens into the experts' capacity slots (e x c = the routed
+// token slots, capacity padding included) and einsum("sec,ecm->sm")
+// gathers them back, each a GEMM of 2 x s x (e x c) x h FLOPs in the
+// training precision, where Megatron-Core permutes by index.
+func deepSpeedDispatchSeconds(g gpu.Spec, cv gpu.Curve, p gpu.Precision, local, slots, h float64) float64 {
+	return gpu.CurveGEMMSeconds(g, cv, p, slots, h, local) + gpu.CurveGEMMSeconds(g, cv, p, local, h, slots)
 }
 
 // AllToAllSeconds prices one all-to-all in which a GPU sends intraBytes to
@@ -195,11 +208,11 @@ func moeGradParams(m model.Model, cfg parallel.Config, r int) float64 {
 }
 
 // moeOwnedParams is the parameters whose optimizer step rank r's GPU runs:
-// with the distributed optimizer dense ones sharded over DP x CP, expert
-// ones over expert-DP.
-func moeOwnedParams(m model.Model, cfg parallel.Config, r int) float64 {
+// with the distributed optimizer (DeepSpeed: ZeRO >= 1) dense ones sharded
+// over DP x CP, expert ones over expert-DP.
+func moeOwnedParams(m model.Model, cfg parallel.Config, f parallel.Framework, r int) float64 {
 	p := memory.StageParameters(m, cfg, r)
-	if !cfg.DistributedOptimizer {
+	if !cfg.DistributedOptimizer && (f != parallel.FrameworkDeepSpeed || cfg.ZeroStage < 1) {
 		return p
 	}
 	pe := memory.StageExpertParams(m, cfg, r)
