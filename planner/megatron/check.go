@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 )
 
 // megatronSettings is what Megatron-LM's argument validation reads, parsed
@@ -12,6 +14,8 @@ import (
 type megatronSettings struct {
 	tp, pp, cp, ep, etp, experts     int
 	ulysses                          int // --ds-sequence-parallel-size
+	dsMoE, dsExpertTP                bool
+	dsEP, dsExperts                  int // --moe-expert-parallel-size, the largest --num-experts
 	sp                               bool
 	numLayers, hidden, heads, groups int
 	seq, maxPos                      int
@@ -57,6 +61,15 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	intFlag(&s.etp, "--expert-tensor-parallel-size", 0)
 	intFlag(&s.experts, "--num-experts", 0)
 	s.sp = fl.Has("--sequence-parallel")
+	if s.dsMoE = isDeepSpeedMoE(fl); s.dsMoE {
+		var bad yamlcheck.Problems
+		s.dsExperts = dsMaxExperts(dsExpertCounts(fl, &bad))
+		if err := bad.Err("megatron arguments"); err != nil {
+			errs = append(errs, err)
+		}
+		intFlag(&s.dsEP, DSExpertParallelFlag, 1)
+		s.dsExpertTP = fl.Has(DSExpertTPFlag)
+	}
 	intFlag(&s.numLayers, "--num-layers", 0)
 	intFlag(&s.hidden, "--hidden-size", 0)
 	intFlag(&s.heads, "--num-attention-heads", 0)
@@ -177,6 +190,9 @@ func CheckArgs(argv []string, worldSize int) error {
 // "expert parallelism and tensor parallelism" without sequence
 // parallelism.
 func (s megatronSettings) checkMoE(world int) []error {
+	if s.dsMoE {
+		return s.checkDeepSpeedMoE(world)
+	}
 	var errs []error
 	etp := s.etp
 	if etp == 0 {
@@ -462,4 +478,30 @@ func StageLayers(args []string) ([]int, int, error) {
 		stages[i] = perRank[i%s.pp] / vpp
 	}
 	return stages, vpp, nil
+}
+
+// checkDeepSpeedMoE applies DeepSpeed's checks to Megatron-DeepSpeed's
+// expert flags (dsmoe.go): moe/layer.py asserts num_experts % ep_size ==
+// 0; utils/groups.py asserts that EP divides the ranks of a pipeline stage
+// (whole experts) or, with --enable-expert-tensor-parallelism, the
+// data-parallel size.
+func (s megatronSettings) checkDeepSpeedMoE(world int) []error {
+	if s.dsExperts <= 1 {
+		return nil // a dense model: DeepSpeed builds no MoE layer
+	}
+	if s.dsEP < 1 {
+		return []error{fmt.Errorf("%s %d must be >= 1", DSExpertParallelFlag, s.dsEP)}
+	}
+	var errs []error
+	if s.dsExperts%s.dsEP != 0 {
+		errs = append(errs, fmt.Errorf("%s %d does not divide --num-experts %d (DeepSpeed's MoE layer asserts num_experts %% ep_size == 0)", DSExpertParallelFlag, s.dsEP, s.dsExperts))
+	}
+	if s.dsExpertTP {
+		if dp := world / (s.tp * s.pp * s.ulysses); dp%s.dsEP != 0 {
+			errs = append(errs, fmt.Errorf("%s %d does not divide the data-parallel size %d (with %s DeepSpeed's groups.py asserts dp_world_size %% ep_size == 0)", DSExpertParallelFlag, s.dsEP, dp, DSExpertTPFlag))
+		}
+	} else if stage := world / s.pp; stage%s.dsEP != 0 {
+		errs = append(errs, fmt.Errorf("%s %d does not divide the %d ranks of a pipeline stage (DeepSpeed's groups.py asserts (world / pp) %% ep_size == 0)", DSExpertParallelFlag, s.dsEP, stage))
+	}
+	return errs
 }

@@ -41,6 +41,7 @@ type dryRunJSON struct {
 		TP int `json:"tp"`
 		PP int `json:"pp"`
 		DP int `json:"dp"`
+		EP int `json:"ep"`
 	} `json:"plan"`
 }
 
