@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// The checker's MoE rules, each from Megatron-Core (see checkMoE).
+// The checker's MoE rules, each from Megatron-Core (see checkMoE), and
+// DeepSpeed's for Megatron-DeepSpeed's expert flags.
 func TestCheckMegatronArgsMoERules(t *testing.T) {
 	base := "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 --global-batch-size 256 "
 	cases := []struct {
@@ -17,6 +18,14 @@ func TestCheckMegatronArgsMoERules(t *testing.T) {
 		{"--num-experts 64 --expert-model-parallel-size 64 --tensor-model-parallel-size 2 --sequence-parallel", "expert tensor x expert model x pipeline", 64},
 		{"--num-experts 8 --expert-model-parallel-size 8 --expert-tensor-parallel-size 1 --tensor-model-parallel-size 2", "needs --sequence-parallel", 64},
 		{"--expert-model-parallel-size 2", "need --num-experts", 64},
+		// Megatron-DeepSpeed's expert flags, by DeepSpeed's rules
+		// (checkDeepSpeedMoE): EP spans TP ranks without --sequence-parallel.
+		{"--deepspeed --num-experts 64 --moe-expert-parallel-size 8", "", 8},
+		{"--deepspeed --num-experts 64 --moe-expert-parallel-size 8 --tensor-model-parallel-size 2", "", 16},
+		{"--deepspeed --num-experts 64 --moe-expert-parallel-size 6", "--moe-expert-parallel-size 6 does not divide --num-experts 64", 48},
+		{"--deepspeed --num-experts 64 --moe-expert-parallel-size 16", "does not divide the 8 ranks of a pipeline stage", 8},
+		{"--deepspeed --num-experts 64 --moe-expert-parallel-size 8 --tensor-model-parallel-size 2 --enable-expert-tensor-parallelism", "does not divide the data-parallel size 4", 8},
+		{"--deepspeed --num-experts 1 --moe-expert-parallel-size 16", "", 8}, // dense: DeepSpeed builds no MoE layer
 	}
 	for _, c := range cases {
 		err := CheckArgs(strings.Fields(base+c.args), c.world)

@@ -6,32 +6,6 @@ import (
 	"testing"
 )
 
-// The checker applies DeepSpeed's rules to Megatron-DeepSpeed's expert
-// flags (moe/layer.py, utils/groups.py), not Megatron-Core's.
-func TestCheckArgsDeepSpeedMoERules(t *testing.T) {
-	base := "--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 2048 --micro-batch-size 4 --global-batch-size 256 --deepspeed "
-	cases := []struct {
-		args, want string
-		world      int
-	}{
-		{"--num-experts 64 --moe-expert-parallel-size 8", "", 8},
-		{"--num-experts 64 --moe-expert-parallel-size 8 --tensor-model-parallel-size 2", "", 16}, // EP spans TP ranks: no --sequence-parallel needed
-		{"--num-experts 64 --moe-expert-parallel-size 6", "--moe-expert-parallel-size 6 does not divide --num-experts 64", 48},
-		{"--num-experts 64 --moe-expert-parallel-size 16", "does not divide the 8 ranks of a pipeline stage", 8},
-		{"--num-experts 64 --moe-expert-parallel-size 8 --tensor-model-parallel-size 2 --enable-expert-tensor-parallelism", "does not divide the data-parallel size 4", 8},
-		{"--num-experts 1 --moe-expert-parallel-size 16", "", 8}, // dense: DeepSpeed builds no MoE layer
-	}
-	for _, c := range cases {
-		err := CheckArgs(strings.Fields(base+c.args), c.world)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.args, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: error %v, want %q", c.args, err, c.want)
-		}
-	}
-}
-
 // Megatron-DeepSpeed's MoE flags read as its transformer.py and DeepSpeed's
 // MoE layer use them: --num-experts a list (pyramid: the largest count,
 // with a note), --topk, --expert-interval (1-based multiples), residual
