@@ -34,11 +34,14 @@ const (
 	DSExpertParallelFlag = "--moe-expert-parallel-size"
 	// DSExpertTPFlag splits Megatron-DeepSpeed's experts over TP.
 	DSExpertTPFlag = "--enable-expert-tensor-parallelism"
+	// DSMoEParamGroupFlag gives the experts optimizer parameter groups of
+	// their own (what DeepSpeed's ZeRO-1/2 need with MoE layers).
+	DSMoEParamGroupFlag = "--create-moe-param-group"
 )
 
 // dsMoEOnlyFlags are Megatron-DeepSpeed MoE flags Megatron-LM does not have.
 var dsMoEOnlyFlags = []string{DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type",
-	"--moe-train-capacity-factor", DSExpertTPFlag, "--disable-moe-token-dropping"}
+	"--moe-train-capacity-factor", DSExpertTPFlag, "--disable-moe-token-dropping", DSMoEParamGroupFlag}
 
 // isDeepSpeedMoE reports whether an argument list's expert flags are read
 // as Megatron-DeepSpeed's: it runs with --deepspeed (a flag Megatron-LM
@@ -161,6 +164,7 @@ func dsMoEConstraints(a Args, c *parallel.Constraints, errs *yamlcheck.Problems)
 		return
 	}
 	c.DeepSpeedMoE, c.ExpertTP, c.EP, c.ETP = true, a.Has(DSExpertTPFlag), 1, 1
+	c.MoEParamGroup = a.Has(DSMoEParamGroupFlag)
 	if c.ExpertTP {
 		c.ETP = 0 // = TP, whatever TP the plan takes
 	}

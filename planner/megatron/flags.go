@@ -75,7 +75,7 @@ func init() {
 	// --num-experts takes a list, Megatron-LM's one integer).
 	add(true, MegatronDeepSpeed, DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type",
 		"--moe-train-capacity-factor")
-	add(false, MegatronDeepSpeed, DSExpertTPFlag, "--disable-moe-token-dropping")
+	add(false, MegatronDeepSpeed, DSExpertTPFlag, "--disable-moe-token-dropping", DSMoEParamGroupFlag)
 	// Holmes' heterogeneous-NIC switch.
 	add(false, Holmes, "--use-hetnet")
 	// What torch.distributed.launch passes each rank (DeepSpeed's scripts).

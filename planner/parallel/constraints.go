@@ -20,6 +20,10 @@ type Constraints struct {
 	// DP divisible by EP). Without it, a DeepSpeed plan of an MoE model is
 	// refused: nothing would render its expert parallelism.
 	DeepSpeedMoE, ExpertTP bool
+	// MoEParamGroup: Megatron-DeepSpeed's --create-moe-param-group puts
+	// the experts in optimizer groups of their own, which DeepSpeed's
+	// ZeRO-1/2 need with MoE layers; without it only ZeRO stage 0 runs.
+	MoEParamGroup bool
 	// Ulysses: CP is DeepSpeed-Ulysses sequence parallelism
 	// (Megatron-DeepSpeed's --ds-sequence-parallel-size), not Megatron-LM's
 	// context parallelism; see Config.Ulysses.

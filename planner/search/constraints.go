@@ -53,7 +53,9 @@ func checkConstraintsApply(f parallel.Framework, fx parallel.Constraints) error 
 // that would work; failing that, it names the combination.
 func explainNoConfig(c *cluster.Cluster, m model.Model, o Options) error {
 	free := o
-	free.Fixed = parallel.Constraints{ZeroStage: -1, Recompute: o.Fixed.Recompute, NoOffload: o.Fixed.NoOffload, ForceOffload: o.Fixed.ForceOffload}
+	free.Fixed = parallel.Constraints{ZeroStage: -1, Recompute: o.Fixed.Recompute, NoOffload: o.Fixed.NoOffload, ForceOffload: o.Fixed.ForceOffload,
+		// What kind of MoE the script builds is no flag to drop.
+		DeepSpeedMoE: o.Fixed.DeepSpeedMoE, ExpertTP: o.Fixed.ExpertTP, MoEParamGroup: o.Fixed.MoEParamGroup}
 	all := enumerate(c, m, free, 0)
 	set := fixedFlags(o.Fixed)
 	for _, f := range set {
@@ -154,7 +156,10 @@ var allFlags = []fixedFlag{
 			return strconv.Itoa(f.ZeroStage)
 		},
 		of: func(c parallel.Config) string { return strconv.Itoa(c.ZeroStage) },
-		why: func(*cluster.Cluster, model.Model, Options) string {
+		why: func(_ *cluster.Cluster, m model.Model, o Options) string {
+			if o.Fixed.DeepSpeedMoE && !o.Fixed.MoEParamGroup && o.Fixed.ZeroStage > 0 && m.IsMoE() {
+				return "DeepSpeed's ZeRO optimizer needs the expert parameters in a group of their own (stage_1_and_2.py asserts \"None of the param groups are marked as MoE\"): add Megatron-DeepSpeed's --create-moe-param-group, or use ZeRO stage 0"
+			}
 			return "no configuration with this ZeRO stage is valid"
 		}},
 }

@@ -130,6 +130,18 @@ func TestDeepSpeedMoERefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "utils/groups.py") {
 		t.Errorf("EP 16 on 8 GPUs: %v", err)
 	}
+	// ZeRO-1 without --create-moe-param-group: DeepSpeed's ZeRO optimizer
+	// asserts a param group is marked MoE.
+	noGroup := slices.DeleteFunc(slices.Clone(dsMoE125MArgs), func(s string) bool { return s == "--create-moe-param-group" })
+	_, fx1, _, err := megatron.ModelFromArgs(noGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx1.ZeroStage = 1
+	if _, err = Search(c, m, Options{Framework: parallel.FrameworkDeepSpeed, GlobalBatch: 256, Fixed: fx1}); err == nil ||
+		!strings.Contains(err.Error(), "--create-moe-param-group") {
+		t.Errorf("ZeRO-1 without a MoE param group: %v", err)
+	}
 	// A DeepSpeed plan of an MoE model nothing renders the experts of.
 	fx.DeepSpeedMoE, fx.EP, fx.ETP = false, 0, 0
 	if _, err = Search(c, m, Options{Framework: parallel.FrameworkDeepSpeed, GlobalBatch: 256, Fixed: fx}); err == nil ||

@@ -201,6 +201,9 @@ func optimizerChoices(f parallel.Framework, pp int, fx parallel.Constraints) []o
 		if fx.ZeroStage >= 0 && f == parallel.FrameworkDeepSpeed && c.zero != fx.ZeroStage {
 			continue
 		}
+		if fx.DeepSpeedMoE && !fx.MoEParamGroup && c.zero > 0 {
+			continue // DeepSpeed's ZeRO needs the experts in a parameter group of their own
+		}
 		if fx.DistributedOptimizer != nil && c.distOpt != *fx.DistributedOptimizer {
 			continue
 		}
