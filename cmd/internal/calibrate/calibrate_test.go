@@ -197,20 +197,8 @@ func TestCalibrateFlagsAfterLogsAndPinnedOff(t *testing.T) {
 // predicted time is then predicted with no error.
 func TestCalibratePricesTheRunOnPlansTransport(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("../../../examples/two-clusters.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := "    software: {nccl: 2.21.5, torch: 2.4.0, megatron_core: 0.12.0}\n"
-	withVersions := strings.NewReplacer("    pcie_gen: 5\n", "    pcie_gen: 5\n"+sw, "    pcie_gen: 4\n", "    pcie_gen: 4\n"+sw).Replace(string(src))
-	if withVersions == string(src) {
-		t.Fatal("could not add software fields to the example")
-	}
+	clusterFile := cmdtest.TwoClustersWithVersions(t)
 	dir := t.TempDir()
-	clusterFile := filepath.Join(dir, "two-clusters.yaml")
-	if err := os.WriteFile(clusterFile, []byte(withVersions), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	var planOut bytes.Buffer
 	po := plan.Options{IO: &cmdutil.IOStreams{Out: &planOut, ErrOut: &planOut}, JSON: true, ClusterFile: clusterFile,
 		Model: "llama2-13b", GlobalBatch: 64, Top: 1, Seed: 1, NCCLMode: "auto", Fixed: parallel.Constraints{TP: 2, PP: 2, ZeroStage: -1}}

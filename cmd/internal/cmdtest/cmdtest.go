@@ -93,3 +93,25 @@ func RunInTestdata(t *testing.T, newApp func(*cmdutil.IOStreams) *cli.App, args 
 	CleanEnv(t)
 	return Run(newApp, args...)
 }
+
+// TwoClustersWithVersions writes examples/two-clusters.yaml with every
+// host's NCCL, torch and Megatron-Core versions recorded (as `probe`
+// records them) into a temporary file and returns its path: with versions
+// known, a Megatron plan keeps RDMA inside the InfiniBand island.
+func TwoClustersWithVersions(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(Testdata, "..", "..", "..", "examples", "two-clusters.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := "    software: {nccl: 2.21.5, torch: 2.4.0, megatron_core: 0.12.0}\n"
+	withVersions := strings.NewReplacer("    pcie_gen: 5\n", "    pcie_gen: 5\n"+sw, "    pcie_gen: 4\n", "    pcie_gen: 4\n"+sw).Replace(string(src))
+	if withVersions == string(src) {
+		t.Fatal("could not add software fields to examples/two-clusters.yaml")
+	}
+	path := filepath.Join(t.TempDir(), "two-clusters-versions.yaml")
+	if err := os.WriteFile(path, []byte(withVersions), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -2,10 +2,10 @@ package plan
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 )
 
 // TestPlanShowsTransportPerGroupType: on the two-cluster example with the
@@ -14,19 +14,7 @@ import (
 // says why everything runs on sockets.
 func TestPlanShowsTransportPerGroupType(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("../../../examples/two-clusters.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := "    software: {nccl: 2.21.5, torch: 2.4.0, megatron_core: 0.12.0}\n"
-	withVersions := strings.NewReplacer("    pcie_gen: 5\n", "    pcie_gen: 5\n"+sw, "    pcie_gen: 4\n", "    pcie_gen: 4\n"+sw).Replace(string(src))
-	if withVersions == string(src) {
-		t.Fatal("could not add software fields to the example")
-	}
-	path := filepath.Join(t.TempDir(), "two-clusters-versions.yaml")
-	if err := os.WriteFile(path, []byte(withVersions), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := cmdtest.TwoClustersWithVersions(t)
 	for _, tc := range []struct{ file, want string }{
 		{path, "plan 1 NCCL transport (--nccl-mode auto): one NCCL network per group type (ib: tp IB, cp IB, dp IB, pp Socket, embd Socket; eth: tp Socket"},
 		{"../../../examples/two-clusters.yaml", "plan 1 NCCL transport (--nccl-mode auto): TCP sockets for every group\n  (RDMA is not kept inside islands: versions unknown (NCCL on ib"},
