@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -712,4 +713,90 @@ func isZombie(pid int) bool {
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] == "Z"
+}
+
+// TestLaunchRemovesFilesDirEverywhere (issue 21): the job's own files
+// directory (/tmp/pipette-launch-<job-id>, each host's own /tmp) is gone
+// from every host once Launch returns, after a success, a rank's failure
+// and an interrupt alike.
+func TestLaunchRemovesFilesDirEverywhere(t *testing.T) {
+	tb := newBed(t, 2)
+	for _, tc := range []struct {
+		name   string
+		rank1  string // rank 1's script after reading the job's file; rank 0 sleeps unless all succeed
+		cancel bool
+	}{
+		{"success", "echo up", false},
+		{"failure", "echo up; sleep 1; exit 3", false},
+		{"interrupt", "echo up; exec sleep 60", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			filesDir := "/tmp/pipette-launch-rm-" + tc.name
+			rank0 := "echo up; exec sleep 60"
+			if tc.name == "success" {
+				rank0 = "echo up"
+			}
+			j := job.Job{Name: "rm-" + tc.name, WorkDir: "/tmp", FilesDir: filesDir,
+				Files: []job.File{{Path: "data.txt", Content: []byte("from the job\n")}}}
+			for i, h := range tb.Names() {
+				script := []string{rank0, tc.rank1}[i]
+				j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i, Ranks: []job.RankJob{{Rank: i,
+					Argv: []string{"/bin/sh", "-c", "cat " + filesDir + "/data.txt; " + script}}}})
+			}
+			var out syncbuf.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if tc.cancel {
+				go func() {
+					for strings.Count(out.String(), ": up") < 2 && ctx.Err() == nil {
+						time.Sleep(50 * time.Millisecond)
+					}
+					cancel()
+				}()
+			}
+			err := Launch(ctx, j, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 2 * time.Second})
+			if (err == nil) != (tc.name == "success") {
+				t.Fatalf("Launch = %v\noutput:\n%s", err, out.String())
+			}
+			if n := strings.Count(out.String(), ": from the job"); n != 2 {
+				t.Fatalf("%d of 2 ranks read the job's file:\n%s", n, out.String())
+			}
+			assertNoFilesDir(t, tb)
+			tb.AssertNothingLeft(t)
+		})
+	}
+}
+
+// assertNoFilesDir: no job files directory (/tmp/pipette-launch-*) is
+// left in any host's own /tmp.
+func assertNoFilesDir(t *testing.T, tb *testbed.Testbed) {
+	t.Helper()
+	for _, h := range tb.Names() {
+		left, err := tb.ExecInHost(context.Background(), h, "/bin/sh", "-c", "ls -d /tmp/pipette-launch-* 2>/dev/null; true")
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		if s := strings.TrimSpace(string(left)); s != "" {
+			t.Errorf("%s: left after the job: %s", h, s)
+		}
+	}
+}
+
+// inFilesDir moves a hand-built job's files into its own files directory
+// dir, as rendered jobs have them: the ranks name the files there.
+func inFilesDir(j job.Job, dir string) job.Job {
+	j.FilesDir = dir
+	for h := range j.Hosts {
+		for r := range j.Hosts[h].Ranks {
+			argv := j.Hosts[h].Ranks[r].Argv
+			for i, a := range argv {
+				for _, f := range j.Files {
+					if a == f.Path {
+						argv[i] = path.Join(dir, f.Path)
+					}
+				}
+			}
+		}
+	}
+	return j
 }

@@ -63,6 +63,11 @@ type LaunchOptions struct {
 	// after Grace) when it hears nothing from us for this long, and a host
 	// we hear nothing from for this long is lost (default 30s).
 	HeartbeatTimeout time.Duration
+	// KeepFiles leaves the job's files directory (Job.FilesRoot: its
+	// generated ds_config.json, hostfile, NCCL configs) on every host when
+	// the job ends; by default Launch removes it there once every rank is
+	// gone, after a success, a failure or an interrupt alike.
+	KeepFiles bool
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
 	// editAgent (tests) changes a host's agent, e.g. a busy host's delay.
@@ -133,6 +138,11 @@ func Launch(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	if err := pool.DialAll(ctx, targets); err != nil {
 		return fmt.Errorf("job %s: connect: %w", job.Name, err)
 	}
+	defer removeFiles(ctx, job, opts, func(ctx context.Context, script string) error {
+		return pool.Each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
+			return sshTransport{conn: pool.Conn(t), target: t, opts: opts.SSH}.run(ctx, script)
+		})
+	})
 	if err := uploadFiles(ctx, pool, job, targets); err != nil {
 		return fmt.Errorf("job %s: upload: %w", job.Name, err)
 	}
@@ -145,6 +155,29 @@ func Launch(ctx context.Context, job job.Job, opts LaunchOptions) error {
 		}
 		return runAgents(ctx, job, targets, vias, pool.Each, opts, out, attempt)
 	})
+}
+
+// removeFilesTimeout bounds the removal of the job's files directory: a
+// host that does not answer in that time keeps it (and the user is told).
+const removeFilesTimeout = 10 * time.Second
+
+// removeFiles removes the job's files directory on every host through
+// runAll (which runs a shell command everywhere) once the job is over,
+// unless opts.KeepFiles: run deferred from the moment the directory may
+// exist, so that a success, a failed upload or start, a rank's failure and
+// an interrupt (ctx cancelled: the removal gets its own time) all leave no
+// /tmp/pipette-launch-<job-id> behind. A host where it fails is named on
+// opts.Out; the job's own result stands.
+func removeFiles(ctx context.Context, job job.Job, opts LaunchOptions, runAll func(ctx context.Context, script string) error) {
+	script := job.RemoveFilesDirScript()
+	if opts.KeepFiles || script == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeFilesTimeout)
+	defer cancel()
+	if err := runAll(ctx, "exec /bin/sh -c "+shellquote.Quote(script)); err != nil {
+		fmt.Fprintf(opts.Out, "pipette-launch: job %s: its files directory %s was not removed everywhere (remove it by hand): %v\n", job.Name, job.FilesRoot(), err)
+	}
 }
 
 // runAttempts opens the job's output (stream and --log-dir files) and runs

@@ -88,6 +88,13 @@ func launchSlurm(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	if job.WorkDir == "" {
 		job.WorkDir = DefaultWorkDir(job.Name)
 	}
+	defer removeFiles(ctx, job, opts, func(ctx context.Context, script string) error {
+		_, stderr, runErr, _ := s.RunEach(ctx, hostNames(job), script)
+		if runErr != nil {
+			return fmt.Errorf("%w: %s", runErr, strings.TrimSpace(string(stderr)))
+		}
+		return nil
+	})
 	if err := uploadFilesSlurm(ctx, s, job); err != nil {
 		return fmt.Errorf("job %s: upload through srun: %w", job.Name, err)
 	}

@@ -104,7 +104,9 @@ func TestSlurmLaunchAllreduce4x2(t *testing.T) {
 // and no process is left.
 func TestSlurmLaunchFailingRankStopsStep(t *testing.T) {
 	tb, s := slurmBed(t, 4)
-	job := allreduceJob(t, tb, "slurmfail", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3", "--sleep", "60")
+	// The job's files in its own directory, which every node drops once
+	// the step is over (issue 21).
+	job := inFilesDir(allreduceJob(t, tb, "slurmfail", tb.Names(), 2, "--fail-rank", "5", "--exit-code", "3", "--sleep", "60"), "/tmp/pipette-launch-slurmfail")
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -120,6 +122,7 @@ func TestSlurmLaunchFailingRankStopsStep(t *testing.T) {
 		t.Errorf("steps left in the allocation:\n%s", steps)
 	}
 	tb.WaitSlurmStepsGone(30 * time.Second)
+	assertNoFilesDir(t, tb)
 	tb.AssertNothingLeft(t)
 }
 

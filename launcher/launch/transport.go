@@ -115,6 +115,7 @@ func launchLocal(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	if job.WorkDir == "" {
 		job.WorkDir = DefaultWorkDir(job.Name)
 	}
+	defer removeFiles(ctx, job, opts, remote.RunLocal)
 	if err := writeFilesLocal(job); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}

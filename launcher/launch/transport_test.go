@@ -127,3 +127,49 @@ func TestLaunchLocal(t *testing.T) {
 		assertGone(t, dir)
 	})
 }
+
+// TestLaunchLocalRemovesFilesDir (issue 21): the job's own files directory
+// is gone once Launch returns, whether the job succeeded, a rank failed or
+// it was interrupted; KeepFiles keeps it.
+func TestLaunchLocalRemovesFilesDir(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rank   string // rank 0's script; it reads the job's file first
+		cancel bool
+		keep   bool
+	}{
+		{"success", `echo done`, false, false},
+		{"failure", `exit 3`, false, false},
+		{"interrupt", `echo up; exec sleep 60`, true, false},
+		{"kept", `echo done`, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := filepath.Join(t.TempDir(), "pipette-launch-local-1")
+			job := localJob(dir, `cat `+filepath.Join(files, "sub/data.txt")+`; `+tc.rank)
+			job.FilesDir = files
+			var out syncbuf.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				go func() {
+					for !strings.Contains(out.String(), ": up") {
+						time.Sleep(50 * time.Millisecond)
+					}
+					cancel()
+				}()
+			}
+			err := Launch(ctx, job, LaunchOptions{Local: true, Out: &out, Grace: 2 * time.Second, KeepFiles: tc.keep})
+			if (err == nil) != (tc.rank == `echo done`) {
+				t.Fatalf("Launch = %v\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "localhost:0: from the job") {
+				t.Fatalf("rank 0 did not read the job's file:\n%s", out.String())
+			}
+			if _, err := os.Lstat(files); os.IsNotExist(err) == tc.keep {
+				t.Errorf("files directory %s: %v; want kept: %v\n%s", files, err, tc.keep, out.String())
+			}
+			assertGone(t, dir)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
@@ -39,4 +40,21 @@ func (j *Job) FilesDirScript() string {
 		return ""
 	}
 	return PrivateDirScript(root)
+}
+
+// RemoveFilesDirScript is a shell command that removes the job's files
+// directory (FilesRoot) once the job is over, or "" when the job has none
+// of its own (FilesDirScript is ""). It removes only what
+// PrivateDirScript leaves: a real directory of the user running it, never
+// a symlink or another user's path, and never a top-level directory or the
+// work directory (or one above it), whatever FilesDir says.
+func (j *Job) RemoveFilesDirScript() string {
+	root := j.FilesRoot()
+	if j.FilesDirScript() == "" || !path.IsAbs(root) || path.Dir(root) == "/" || root == "/" {
+		return ""
+	}
+	if wd := path.Clean(j.WorkDir); wd == root || strings.HasPrefix(wd, root+"/") {
+		return ""
+	}
+	return fmt.Sprintf(`if [ -d %[1]s ] && [ ! -L %[1]s ] && [ -O %[1]s ]; then rm -rf -- %[1]s; fi`, shellquote.Quote(root))
 }

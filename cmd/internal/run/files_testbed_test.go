@@ -58,6 +58,8 @@ print('DSCONFIG path=%s micro=%s dirmode=%o' % (p, c['train_micro_batch_size_per
 	if after := dirNames(t, dir); !slices.Equal(after, before) {
 		t.Errorf("the launch directory changed: %v, was %v", after, before)
 	}
+	// ... and is gone from every host once the job is over.
+	assertNoJobDirs(t, tb)
 	tb.AssertNothingLeft(t)
 	// The launch cached its probe: a dry run of the same job now shows
 	// rank 0's real address and every host's interface, connecting nowhere.
@@ -195,6 +197,26 @@ func openToOthers(root, path string) bool {
 		}
 		if d == "/" {
 			return true
+		}
+	}
+}
+
+// assertNoJobDirs: no job files directory (/tmp/pipette-launch-*) is
+// left in any host's own /tmp (seen through its mount namespace) once a
+// job is over, however it ended.
+func assertNoJobDirs(t *testing.T, tb *testbed.Testbed) {
+	t.Helper()
+	for _, name := range tb.Names() {
+		h, err := tb.Host(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/pipette-launch-*", h.SshdPid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) > 0 {
+			t.Errorf("%s: job files directories left after the job: %v", name, left)
 		}
 	}
 }

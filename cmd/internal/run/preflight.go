@@ -37,6 +37,7 @@ func preflightLaunchOptions(opts *Options, out io.Writer) launch.LaunchOptions {
 		Out:              out,
 		Grace:            opts.StopGrace,
 		HeartbeatTimeout: opts.HeartbeatTimeout,
+		KeepFiles:        opts.KeepFiles,
 		// Eight ranks importing torch at once on a small host slow the
 		// agents' start: the test's own timeouts bound the network.
 		StartTimeout: 90 * time.Second,

@@ -73,6 +73,9 @@ type Options struct {
 	SequenceParallel string
 	WorkDir          string
 	NoCheckScript    bool
+	// KeepFiles (--keep-files) leaves the job's files directory on every
+	// host when the job ends (launch.LaunchOptions.KeepFiles).
+	KeepFiles bool
 	// PlanOverridesConfig lets the plan change the user's DeepSpeed
 	// config (printed as a diff) instead of keeping it as constraints.
 	PlanOverridesConfig bool
@@ -187,6 +190,7 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 		Grace:            opts.StopGrace,
 		HeartbeatTimeout: opts.HeartbeatTimeout,
 		MaxRestarts:      opts.MaxRestarts,
+		KeepFiles:        opts.KeepFiles,
 	})
 }
 

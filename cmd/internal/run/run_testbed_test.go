@@ -67,6 +67,7 @@ func TestRunCLIOnTestbed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, append(e2eArgs(tb, dir), tc.extra...))
+			assertNoJobDirs(t, tb)
 			tb.AssertNothingLeft(t)
 		})
 	}
@@ -212,6 +213,7 @@ func summaryTime(stderr string) (time.Time, error) {
 func TestRunCLISIGTERM(t *testing.T) {
 	tb, dir := e2eBed(t)
 	signalRun(t, append(e2eArgs(tb, dir), "--sleep", "120"), 8, syscall.SIGTERM)
+	assertNoJobDirs(t, tb)
 	tb.AssertNothingLeft(t)
 }
 
