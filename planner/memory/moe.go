@@ -35,7 +35,9 @@ type MoERanks struct {
 
 func MoERanksOf(cfg parallel.Config) MoERanks {
 	ep, etp := cfg.ExpertParallel()
-	return MoERanks{EP: float64(ep), ETP: float64(etp), TP: float64(max(cfg.TP, 1)), SP: cfg.SequenceParallel && cfg.TP > 1}
+	// DeepSpeed's token dropping splits the routed tokens over TP as
+	// sequence parallelism does (Config.DropTokensTP).
+	return MoERanks{EP: float64(ep), ETP: float64(etp), TP: float64(max(cfg.TP, 1)), SP: (cfg.SequenceParallel || cfg.DropTokensTP) && cfg.TP > 1}
 }
 
 // RoutedTokens is R, the routed token copies one GPU's experts process per

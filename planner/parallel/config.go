@@ -46,6 +46,13 @@ type Config struct {
 	// not change the world size: expert-DP = world / (ETP x EP x PP).
 	EP  int `json:"ep,omitempty"`
 	ETP int `json:"etp,omitempty"`
+	// DropTokensTP: DeepSpeed's MoE layer with whole experts (ETP 1) and
+	// TP > 1 (Megatron-DeepSpeed without --enable-expert-tensor-parallelism):
+	// every TP rank keeps 1/TP of the dispatched tokens (sharded_moe.py
+	// drop_tokens) and all-gathers the expert output over TP afterwards
+	// (gather_tokens), so the experts see the tokens split as with
+	// sequence parallelism.
+	DropTokensTP bool `json:"drop_tokens_tp,omitempty"`
 	// Ulysses: the CP ranks are DeepSpeed-Ulysses sequence parallelism
 	// (Megatron-DeepSpeed's --ds-sequence-parallel-size CP). Like context
 	// parallelism they split each sequence and stand outside DP (world =

@@ -149,3 +149,42 @@ func TestDeepSpeedMoERefusals(t *testing.T) {
 		t.Errorf("MoE preset for DeepSpeed: %v", err)
 	}
 }
+
+// With TP 2 and whole experts, DeepSpeed drops each TP rank to half of the
+// dispatched tokens and all-gathers the expert output over TP afterwards
+// (sharded_moe.py drop_tokens / gather_tokens). By hand, micro-batch 4 x
+// 2048 tokens, top-1, capacity 1, h 768, fp16: the TP rank routes 4096
+// token slots of the 8192, its dispatch sends 4096 x 768 x 2 =
+// 6,291,456 B, 7/8 of them over NVSwitch to the other members of its EP
+// group (8 ranks, 4 TP blocks of one host); the gather moves half of the
+// 8192 x 768 x 2 = 12,582,912 B buffer in. Per MoE layer forward: 2
+// all-to-alls + 1 all-gather; backward the same.
+func TestDeepSpeedMoEDropTokensOverTP(t *testing.T) {
+	m, fx, _, err := megatron.ModelFromArgs(dsMoE125MArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCluster([]islandDef{{hosts: 4, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600}}, 0)
+	fx.TP = 2
+	res, err := Search(c, m, Options{Framework: parallel.FrameworkDeepSpeed, GlobalBatch: 256, Fixed: fx, TopK: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := res.Plans[0].Config
+	if !cfg.DropTokensTP || cfg.TP != 2 || cfg.ETP != 1 || cfg.EP != 8 {
+		t.Fatalf("plan %+v: want TP 2, whole experts over EP 8, tokens dropped over TP", cfg)
+	}
+	if got := memory.RoutedTokens(m, cfg, 8192); got != 4096 {
+		t.Errorf("routed token slots per GPU %.0f, by hand 4096", got)
+	}
+	if got := moeAllToAllBytes(m, cfg); got != 6291456 {
+		t.Errorf("%.0f B per dispatch, by hand 6,291,456", got)
+	}
+	e := newPlanEval(c, m, cfg, parallel.FrameworkDeepSpeed)
+	l := c.LinkBetween(0, 0)
+	a2a := 6291456*7.0/8/l.BytesPerS + l.LatencyS
+	ag := 12582912.0/2/l.BytesPerS + l.LatencyS
+	if f, b := e.moeA2APerLayer([]int{0, 0, 0, 0}); math.Abs(f-(2*a2a+ag)) > 1e-12 || math.Abs(b-f) > 1e-12 {
+		t.Errorf("per MoE layer fwd %.2f us bwd %.2f us, by hand 2 x %.2f + %.2f us", f*1e6, b*1e6, a2a*1e6, ag*1e6)
+	}
+}

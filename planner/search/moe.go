@@ -80,7 +80,7 @@ func moeLayerCompute(m model.Model, cfg parallel.Config, f parallel.Framework, g
 	fwd := s.attnGemmSeconds(g, cv) + attn + s.elemwiseSecondsFFN(g, cv, float64(m.SharedFFN)) + shared + router +
 		experts + traffic/gpu.HBMBytesPerS(g)
 	if f == parallel.FrameworkDeepSpeed {
-		fwd += deepSpeedDispatchSeconds(g, cv, s.prec, local, memory.RoutedTokens(m, cfg, s.tokens), s.hidden)
+		fwd += deepSpeedDispatchSeconds(g, cv, s.prec, s.tokens, deepSpeedSlots(m, cfg), s.hidden)
 	}
 	return moeCompute{computeCost: withBackward(fwd, attn, cfg.Recompute)}
 }
@@ -93,6 +93,18 @@ func moeLayerCompute(m model.Model, cfg parallel.Config, f parallel.Framework, g
 // training precision, where Megatron-Core permutes by index.
 func deepSpeedDispatchSeconds(g gpu.Spec, cv gpu.Curve, p gpu.Precision, local, slots, h float64) float64 {
 	return gpu.CurveGEMMSeconds(g, cv, p, slots, h, local) + gpu.CurveGEMMSeconds(g, cv, p, local, h, slots)
+}
+
+// deepSpeedSlots is the capacity slots (e x c) of DeepSpeed's dispatch
+// buffer for one micro-batch, before drop_tokens splits them over TP: the
+// routed tokens of every TP rank together.
+func deepSpeedSlots(m model.Model, cfg parallel.Config) float64 {
+	s, b := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch)
+	slots := memory.RoutedTokens(m, cfg, s*b)
+	if cfg.DropTokensTP {
+		slots *= float64(max(cfg.TP, 1))
+	}
+	return slots
 }
 
 // AllToAllSeconds prices one all-to-all in which a GPU sends intraBytes to
@@ -137,6 +149,11 @@ func (e *planEval) moeA2APerLayer(hosts []int) (fwd, bwd float64) {
 	}
 	gather := AllGatherSeconds(etpGatherBytes(e.m, e.cfg), etp, intra)
 	one := 2*a2a + 2*gather
+	if e.cfg.DropTokensTP {
+		// gather_tokens: one all-gather of the expert output over TP
+		// forward; backward drop_tokens' all-gather of its gradient.
+		one += AllGatherSeconds(deepSpeedSlots(e.m, e.cfg)*float64(e.m.Hidden)*gpu.ElemBytes(e.cfg.Precision), e.cfg.TP, intra)
+	}
 	fwd, bwd = one, one
 	if e.cfg.Recompute == parallel.RecomputeFull {
 		bwd += fwd

@@ -120,6 +120,7 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 								}
 								for _, x := range expertChoices(m, cfg, fx) {
 									cfg.EP, cfg.ETP = x[0], x[1]
+									cfg.DropTokensTP = fx.DeepSpeedMoE && tp > 1 && cfg.ETP == 1
 									if validate(m, cfg, o.Framework, world) == nil {
 										out = append(out, cfg)
 									}
