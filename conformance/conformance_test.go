@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/conformance/corpus"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // TestConformance is make conformance: the real frameworks judge what
@@ -94,6 +95,10 @@ func (h *harness) dryRun(p *corpus.Prepared) (*job, error) {
 }
 
 type job struct {
+	Summary string `json:"summary"`
+	// Plan is the plan's configuration (the dry run prints search.Plan,
+	// whose parallel.Config fields are at its top level).
+	Plan  *parallel.Config `json:"plan"`
 	Hosts []struct {
 		Name  string `json:"name"`
 		Ranks []struct {

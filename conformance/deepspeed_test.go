@@ -51,6 +51,9 @@ type dsDerived struct {
 	Stage  int    `json:"zero_stage"`
 	OffOpt string `json:"offload_optimizer"`
 	OffPar string `json:"offload_param"`
+	// Set names the values above the file itself sets (the rest DeepSpeed
+	// derived or defaulted).
+	Set []string `json:"set"`
 }
 
 func (d *dsDerived) String() string {
@@ -104,10 +107,13 @@ func argInt(args []string, name string, def int) int {
 // DeepSpeed's own config class at the line's data-parallel size; every
 // config the launcher generates or fills for it (in the dry run's files) is
 // read too and must derive the same batch sizes, ZeRO stage and offload.
+// Each line is also planned on cluster files (dsplanned_test.go): the
+// config its ranks read must derive what the plan reports.
 func (h *harness) deepSpeedConfigs(t *testing.T) {
 	var reqs []map[string]any
 	type pair struct{ name, user, gen string }
 	var pairs []pair
+	var planned []*plannedConfig
 	for _, s := range h.sources {
 		for i := range s.Lines {
 			l := &s.Lines[i]
@@ -139,6 +145,13 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 				}
 			}
 			pairs = append(pairs, pr)
+			for _, which := range planClusters {
+				pc, req := h.planLine(t, s, l, which)
+				planned = append(planned, pc)
+				if req != nil {
+					reqs = append(reqs, req)
+				}
+			}
 		}
 	}
 	res := checkDSConfigs(t, h.kitDir, reqs)
@@ -189,7 +202,9 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 		}
 	}
 	checkListed(t, dsConfigExpectedFailures, names, "dsConfigExpectedFailures")
-	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal\n", accepted, len(pairs), same, gens)
+	planOK, rendered := reportPlanned(t, planned, res)
+	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal; %d/%d planned (%d lines x %s clusters, %d configs rendered by pipette-launch): DeepSpeed derives what the plan reports\n",
+		accepted, len(pairs), same, gens, planOK, len(planned), len(pairs), strings.Join(planClusters, "/"), rendered)
 }
 
 // treeState is every path under dir with its mode and content's hash.

@@ -2,7 +2,8 @@
 
 Input (stdin): one JSON request per line: {"id": ..., "path": FILE, "dp": data-parallel ranks}. Output: one
 JSON line per request: {"id", "ok", "error"} or the values DeepSpeed derived: train_batch_size,
-train_micro_batch_size_per_gpu, gradient_accumulation_steps, zero_stage, offload_optimizer, offload_param.
+train_micro_batch_size_per_gpu, gradient_accumulation_steps, zero_stage, offload_optimizer, offload_param,
+and "set": which of those the file itself names (as DeepSpeed read it; the rest DeepSpeed derived or defaulted).
 The data-parallel size reaches DeepSpeedConfig through its mpu argument, as Megatron-DeepSpeed passes it.
 """
 import json
@@ -37,6 +38,18 @@ def device(off):
     return str(getattr(d, "value", d) or "none")
 
 
+def named(d):
+    """The derived values the config file names itself (legacy cpu_offload counts as offload_optimizer)."""
+    z = d.get("zero_optimization") or {}
+    if not isinstance(z, dict):
+        z = {}
+    keys = [k for k in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps") if d.get(k) is not None]
+    keys += [name for name, spellings in (("zero_stage", ("stage",)), ("offload_optimizer", ("offload_optimizer", "cpu_offload")),
+                                          ("offload_param", ("offload_param", "cpu_offload_params")))
+             if any(k in z for k in spellings)]
+    return keys
+
+
 for line in sys.stdin:
     if not line.strip():
         continue
@@ -49,7 +62,8 @@ for line in sys.stdin:
                    gradient_accumulation_steps=c.gradient_accumulation_steps,
                    zero_stage=int(c.zero_optimization_stage),
                    offload_optimizer=device(c.zero_config.offload_optimizer),
-                   offload_param=device(c.zero_config.offload_param))
+                   offload_param=device(c.zero_config.offload_param),
+                   set=named(c._param_dict))
     except BaseException as e:  # DeepSpeed's own refusal, word for word
         out.update(ok=False, error=f"{type(e).__name__}: {e}")
     print(json.dumps(out), flush=True)
