@@ -71,6 +71,7 @@ func run(nHosts, n int, command, refCLI string) error {
 		{"pipette pool (dial+run+close)", func() error { return poolRun(ctx, targets, sshOpts, command) }},
 		{"pipette Launch (dial+send agent+start+supervise)", func() error { return launchRun(ctx, tb, sshOpts, command) }},
 		{"pipette launch probe (dial+probe+close)", func() error { return launchProbeRun(ctx, targets, sshOpts) }},
+		{"pipette launch probe, then Launch (one pool)", func() error { return probeThenLaunchRun(ctx, tb, targets, sshOpts, command) }},
 		{"pipette-launch run (CLI binary: start+finish)", func() error { return cliRun(ctx, cli, tb, command) }},
 		{"pipette-launch probe+run (CLI binary)", func() error { return cliProbeRun(ctx, cli, tb, command) }},
 		{"pdsh -R ssh", func() error { return pdshRun(ctx, tb, command) }},
@@ -116,6 +117,23 @@ func launchProbeRun(ctx context.Context, targets []remote.HostTarget, opts remot
 	return err
 }
 
+// probeThenLaunchRun is what `run` does over SSH, in-process: the launch
+// probe, then Launch on the probe's pool, where each host's probe session
+// stands by for its agent. Its excess over launchRun is what the launch
+// probe costs a launch.
+func probeThenLaunchRun(ctx context.Context, tb *testbed.Testbed, targets []remote.HostTarget, opts remote.SSHOptions, command string) error {
+	p := remote.NewPool(opts, 64)
+	defer p.Close()
+	lp, err := probe.ProbeLaunch(ctx, p, targets, 0, "")
+	if err != nil {
+		return err
+	}
+	if lp.MasterAddr == "" {
+		return fmt.Errorf("launch probe: no MASTER_ADDR")
+	}
+	return launchOn(ctx, tb, opts, p, command)
+}
+
 func poolRun(ctx context.Context, targets []remote.HostTarget, opts remote.SSHOptions, command string) error {
 	p := remote.NewPool(opts, 64)
 	defer p.Close()
@@ -132,13 +150,18 @@ func poolRun(ctx context.Context, targets []remote.HostTarget, opts remote.SSHOp
 }
 
 func launchRun(ctx context.Context, tb *testbed.Testbed, opts remote.SSHOptions, command string) error {
+	return launchOn(ctx, tb, opts, nil, command)
+}
+
+// launchOn is Launch of command on every host, over pool (nil: its own).
+func launchOn(ctx context.Context, tb *testbed.Testbed, opts remote.SSHOptions, pool *remote.Pool, command string) error {
 	j := job.Job{Name: "bench", WorkDir: "/tmp/pipette-bench"}
 	for i, h := range tb.Names() {
 		j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i,
 			Ranks: []job.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", command}}}})
 	}
 	var out strings.Builder
-	err := launch.Launch(ctx, j, launch.LaunchOptions{SSH: opts, Out: &out})
+	err := launch.Launch(ctx, j, launch.LaunchOptions{SSH: opts, Pool: pool, Out: &out})
 	if err == nil && command == "hostname" {
 		for i, h := range tb.Names() {
 			if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: %s\n", h, i, h)) {

@@ -800,3 +800,59 @@ func inFilesDir(j job.Job, dir string) job.Job {
 	}
 	return j
 }
+
+// A session standing by in the pool (the launch probe's) is where the
+// first attempt's agent starts: each rank descends from the very sshd
+// session process the standby's first command saw as its parent, the job
+// runs to its end, the standby is used up, and a job file uploaded in a
+// session of its own meanwhile is there.
+func TestLaunchStartsInTheStandby(t *testing.T) {
+	tb := newBed(t, 2)
+	pool := remote.NewPool(remotetest.SSH(tb), 0)
+	defer pool.Close()
+	targets := remotetest.Targets(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := pool.DialAll(ctx, targets); err != nil {
+		t.Fatal(err)
+	}
+	sshd := map[string]string{}
+	for _, tg := range targets {
+		st, err := pool.Conn(tg).StartStandby(`echo "$PPID"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := st.First(ctx)
+		if err != nil {
+			t.Fatalf("%s: first command: %v", tg.Name, err)
+		}
+		sshd[tg.Name] = strings.TrimSpace(string(out))
+		pool.SetStandby(tg, st)
+	}
+	ancestors := `p=$$; while [ "$p" -gt 1 ]; do echo "ancestor $p"; p=$(ps -o ppid= -p "$p" | tr -d ' '); done; cat file.txt`
+	j := job.Job{Name: "standby", WorkDir: "/tmp/pipette-standby",
+		Files: []job.File{{Path: "file.txt", Content: []byte("FILE OK\n")}}}
+	for i, h := range tb.Names() {
+		j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i,
+			Ranks: []job.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", ancestors}}}})
+	}
+	var out syncbuf.Buffer
+	if err := Launch(ctx, j, LaunchOptions{SSH: remotetest.SSH(tb), Pool: pool, Out: &out}); err != nil {
+		t.Fatalf("Launch: %v\noutput:\n%s", err, out.String())
+	}
+	for i, h := range tb.Names() {
+		if sshd[h] == "" || !strings.Contains(out.String(), fmt.Sprintf("%s:%d: ancestor %s\n", h, i, sshd[h])) {
+			t.Errorf("%s: the rank does not descend from the standby's sshd session process %q", h, sshd[h])
+		}
+		if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: FILE OK\n", h, i)) {
+			t.Errorf("%s: the job file is missing", h)
+		}
+		if pool.HasStandby(targets[i]) {
+			t.Errorf("%s: the standby is still in the pool", h)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out.String())
+	}
+	tb.AssertNothingLeft(t)
+}

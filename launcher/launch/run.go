@@ -148,11 +148,23 @@ func Launch(ctx context.Context, job job.Job, opts LaunchOptions) error {
 	}
 	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
 		vias := make([]transport, len(targets))
+		var standbys []*remote.Standby
 		for i, t := range targets {
 			if c := pool.Conn(t); c != nil {
-				vias[i] = sshTransport{conn: c, target: t, opts: opts.SSH}
+				// The launch probe's session standing by (first attempt):
+				// the agent starts there, with no login shell of its own.
+				st := pool.TakeStandby(t)
+				if st != nil {
+					standbys = append(standbys, st)
+				}
+				vias[i] = sshTransport{conn: c, target: t, opts: opts.SSH, standby: st}
 			}
 		}
+		defer func() {
+			for _, st := range standbys {
+				st.Close() // those not used
+			}
+		}()
 		return runAgents(ctx, job, targets, vias, pool.Each, opts, out, attempt)
 	})
 }

@@ -49,9 +49,20 @@ type sshTransport struct {
 	conn   *remote.Conn
 	target remote.HostTarget
 	opts   remote.SSHOptions
+	// standby, when not nil, is a session standing by on conn (the launch
+	// probe's): start runs cmd there instead of in a session of its own.
+	standby *remote.Standby
 }
 
 func (t sshTransport) start(cmd string, stdout, stderr io.Writer) (agentSession, error) {
+	if t.standby != nil {
+		if sess, err := t.standby.Then(cmd, stdout, stderr); err == nil {
+			return sess, nil
+		}
+		// Gone (a dropped session, a failed first command): a fresh
+		// session says why, if the connection is gone too.
+		t.standby.Close()
+	}
 	sess, err := t.conn.Start(context.Background(), cmd, stdout, stderr)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,8 @@ import (
 // The launcher reaches test-bed hosts directly, so the connection shows
 // rank 0's address before any host runs the probe and every host probes
 // in one round: what rank 0's host reports must be that address, and every
-// other host's route to it must leave from its own address.
+// other host's route to it must leave from its own address. Each host's
+// probe session then stands by in the pool for the launch.
 func TestProbeLaunchTestbed(t *testing.T) {
 	tb := testbed.New(t, testbed.Spec{Hosts: []testbed.HostSpec{{Name: "lp1"}, {Name: "lp2"}, {Name: "lp3"}}})
 	pool := remote.NewPool(remotetest.SSH(tb), 0)
@@ -34,6 +35,9 @@ func TestProbeLaunchTestbed(t *testing.T) {
 			t.Errorf("rank 0 on %s: MASTER_ADDR %q, want %q", tb.Hosts[rank0].Name, lp.MasterAddr, want)
 		}
 		for i, h := range tb.Hosts {
+			if !pool.HasStandby(targets[i]) {
+				t.Errorf("rank 0 on %s: host %s: no session stands by for the launch", tb.Hosts[rank0].Name, h.Name)
+			}
 			if hr := lp.Hosts[i]; hr.Hostname != h.Name || hr.Ifname == "" || hr.Src != h.Addr || hr.Problem != "" {
 				t.Errorf("rank 0 on %s: host %s: %+v, want its own address %s on an interface", tb.Hosts[rank0].Name, h.Name, hr, h.Addr)
 			}

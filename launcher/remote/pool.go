@@ -21,6 +21,10 @@ type Pool struct {
 
 	mu    sync.Mutex
 	conns map[string]*Conn
+	// standbys are sessions standing by on a connection for the job's
+	// agent (SetStandby): the launch probe leaves them, the launch takes
+	// them, Close ends those left.
+	standbys map[string]*Standby
 }
 
 // NewPool returns an empty pool; fanout <= 0 means DefaultFanout.
@@ -28,7 +32,7 @@ func NewPool(opts SSHOptions, fanout int) *Pool {
 	if fanout <= 0 {
 		fanout = DefaultFanout
 	}
-	return &Pool{Opts: opts, Fanout: fanout, conns: map[string]*Conn{}}
+	return &Pool{Opts: opts, Fanout: fanout, conns: map[string]*Conn{}, standbys: map[string]*Standby{}}
 }
 
 // poolKey identifies a host in the pool.
@@ -60,6 +64,10 @@ func (p *Pool) DialAll(ctx context.Context, targets []HostTarget) error {
 		p.mu.Lock()
 		if old := p.conns[poolKey(t)]; old != nil {
 			old.Close()
+		}
+		if s := p.standbys[poolKey(t)]; s != nil {
+			s.Close()
+			delete(p.standbys, poolKey(t))
 		}
 		p.conns[poolKey(t)] = c
 		p.mu.Unlock()
@@ -104,10 +112,44 @@ func ErrorName(t HostTarget) string {
 	return t.Name
 }
 
-// Close closes every connection.
+// SetStandby keeps s, a standby on t's connection, for whoever starts
+// the next command there (TakeStandby); one it replaces is closed.
+func (p *Pool) SetStandby(t HostTarget, s *Standby) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old := p.standbys[poolKey(t)]; old != nil {
+		old.Close()
+	}
+	if p.standbys == nil {
+		p.standbys = map[string]*Standby{}
+	}
+	p.standbys[poolKey(t)] = s
+}
+
+// HasStandby reports whether t has a standby (SetStandby).
+func (p *Pool) HasStandby(t HostTarget) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.standbys[poolKey(t)] != nil
+}
+
+// TakeStandby returns t's standby (SetStandby) and forgets it, or nil.
+func (p *Pool) TakeStandby(t HostTarget) *Standby {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.standbys[poolKey(t)]
+	delete(p.standbys, poolKey(t))
+	return s
+}
+
+// Close closes every connection and the standbys left.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for k, s := range p.standbys {
+		s.Close()
+		delete(p.standbys, k)
+	}
 	for k, c := range p.conns {
 		c.Close()
 		delete(p.conns, k)
