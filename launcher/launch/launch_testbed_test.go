@@ -802,8 +802,9 @@ func inFilesDir(j job.Job, dir string) job.Job {
 }
 
 // A session standing by in the pool (the launch probe's) is where the
-// first attempt's agent starts: each rank descends from the very sshd
-// session process the standby's first command saw as its parent, the job
+// first attempt's agent starts: each rank descends from the very process
+// the standby's first command ran under (its shell's $$; the session's
+// login shell, exec'd: a session of its own would be another), the job
 // runs to its end, the standby is used up, and a job file uploaded in a
 // session of its own meanwhile is there.
 func TestLaunchStartsInTheStandby(t *testing.T) {
@@ -816,9 +817,9 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 	if err := pool.DialAll(ctx, targets); err != nil {
 		t.Fatal(err)
 	}
-	sshd := map[string]string{}
+	standbyPID := map[string]string{}
 	for _, tg := range targets {
-		st, err := pool.Conn(tg).StartStandby(`echo "$PPID"`)
+		st, err := pool.Conn(tg).StartStandby(`echo "$$"`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -826,7 +827,7 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: first command: %v", tg.Name, err)
 		}
-		sshd[tg.Name] = strings.TrimSpace(string(out))
+		standbyPID[tg.Name] = strings.TrimSpace(string(out))
 		pool.SetStandby(tg, st)
 	}
 	ancestors := `p=$$; while [ "$p" -gt 1 ]; do echo "ancestor $p"; p=$(ps -o ppid= -p "$p" | tr -d ' '); done; cat file.txt`
@@ -841,8 +842,8 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 		t.Fatalf("Launch: %v\noutput:\n%s", err, out.String())
 	}
 	for i, h := range tb.Names() {
-		if sshd[h] == "" || !strings.Contains(out.String(), fmt.Sprintf("%s:%d: ancestor %s\n", h, i, sshd[h])) {
-			t.Errorf("%s: the rank does not descend from the standby's sshd session process %q", h, sshd[h])
+		if standbyPID[h] == "" || !strings.Contains(out.String(), fmt.Sprintf("%s:%d: ancestor %s\n", h, i, standbyPID[h])) {
+			t.Errorf("%s: the rank does not descend from the standby's process %q", h, standbyPID[h])
 		}
 		if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: FILE OK\n", h, i)) {
 			t.Errorf("%s: the job file is missing", h)
@@ -854,5 +855,6 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", out.String())
 	}
+	pool.Close() // its connections are ours, not the job's
 	tb.AssertNothingLeft(t)
 }
