@@ -819,16 +819,11 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 	}
 	standbyPID := map[string]string{}
 	for _, tg := range targets {
-		st, err := pool.Conn(tg).StartStandby(`echo "$$"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _, err := st.First(ctx)
+		out, _, err := pool.RunStandingBy(ctx, tg, `echo "$$"`)
 		if err != nil {
 			t.Fatalf("%s: first command: %v", tg.Name, err)
 		}
 		standbyPID[tg.Name] = strings.TrimSpace(string(out))
-		pool.SetStandby(tg, st)
 	}
 	ancestors := `p=$$; while [ "$p" -gt 1 ]; do echo "ancestor $p"; p=$(ps -o ppid= -p "$p" | tr -d ' '); done; cat file.txt`
 	j := job.Job{Name: "standby", WorkDir: "/tmp/pipette-standby",
@@ -848,7 +843,7 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 		if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: FILE OK\n", h, i)) {
 			t.Errorf("%s: the job file is missing", h)
 		}
-		if pool.HasStandby(targets[i]) {
+		if pool.TakeStandby(targets[i]) != nil {
 			t.Errorf("%s: the standby is still in the pool", h)
 		}
 	}

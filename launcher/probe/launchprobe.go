@@ -69,10 +69,10 @@ func launchProbeCommand(masterAddr, python string) string {
 // ProbeLaunch runs the launch probe: rank 0's host (targets[rank0])
 // reports the address it is reached on, every other host the interface
 // that routes there, each in one command over the pool's connection (the
-// launch reuses it) in a session that then stands by in the pool for the
-// job's agent (probeOn). All hosts probe at once when the connection to rank
-// 0's host shows that address (Conn.ReachedIPv4); else, or when rank 0
-// reports another, the others probe after it. python, when not empty, is
+// launch reuses it), in a session that then stands by in the pool for the
+// job's agent (Pool.RunStandingBy). All hosts probe at once when the
+// connection to rank 0's host shows that address (Conn.ReachedIPv4);
+// else, or when rank 0 reports another, the others probe after it. python, when not empty, is
 // an interpreter path whose presence every host reports.
 func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, rank0 int, python string) (*LaunchProbe, error) {
 	if rank0 < 0 || rank0 >= len(targets) {
@@ -92,7 +92,7 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 	}
 	// Each run writes its own slot of lp.Hosts; index is only read.
 	run := func(ctx context.Context, i int, addr string) error {
-		stdout, stderr, err := probeOn(ctx, pool, targets[i], launchProbeCommand(addr, python))
+		stdout, stderr, err := pool.RunStandingBy(ctx, targets[i], launchProbeCommand(addr, python))
 		if err != nil {
 			return fmt.Errorf("launch probe: %w%s", err, remote.StderrSuffix(stderr))
 		}
@@ -134,30 +134,6 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 		return nil, err
 	}
 	return lp, nil
-}
-
-// probeOn runs the launch probe's command on t: in a session that then
-// stands by for the job's agent (remote.Standby, kept in the pool for the
-// launch), so that probing costs the host no login-shell start of its
-// own; a host probed again (rank 0 named another address than its
-// connection showed) runs it in a session of its own.
-func probeOn(ctx context.Context, pool *remote.Pool, t remote.HostTarget, cmd string) (stdout, stderr []byte, err error) {
-	c := pool.Conn(t)
-	if c == nil {
-		return nil, nil, fmt.Errorf("not connected")
-	}
-	if pool.HasStandby(t) {
-		return c.Run(ctx, cmd)
-	}
-	s, err := c.StartStandby(cmd)
-	if err != nil {
-		return nil, nil, err
-	}
-	if stdout, stderr, err = s.First(ctx); err != nil {
-		return stdout, stderr, err
-	}
-	pool.SetStandby(t, s)
-	return stdout, stderr, nil
 }
 
 // ParseLaunchProbe reads one host's launch-probe output. masterAddr is the

@@ -35,8 +35,10 @@ func TestProbeLaunchTestbed(t *testing.T) {
 			t.Errorf("rank 0 on %s: MASTER_ADDR %q, want %q", tb.Hosts[rank0].Name, lp.MasterAddr, want)
 		}
 		for i, h := range tb.Hosts {
-			if !pool.HasStandby(targets[i]) {
+			if st := pool.TakeStandby(targets[i]); st == nil {
 				t.Errorf("rank 0 on %s: host %s: no session stands by for the launch", tb.Hosts[rank0].Name, h.Name)
+			} else {
+				st.Close()
 			}
 			if hr := lp.Hosts[i]; hr.Hostname != h.Name || hr.Ifname == "" || hr.Src != h.Addr || hr.Problem != "" {
 				t.Errorf("rank 0 on %s: host %s: %+v, want its own address %s on an interface", tb.Hosts[rank0].Name, h.Name, hr, h.Addr)

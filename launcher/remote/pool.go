@@ -22,7 +22,7 @@ type Pool struct {
 	mu    sync.Mutex
 	conns map[string]*Conn
 	// standbys are sessions standing by on a connection for the job's
-	// agent (SetStandby): the launch probe leaves them, the launch takes
+	// agent (RunStandingBy): the launch probe leaves them, the launch takes
 	// them, Close ends those left.
 	standbys map[string]*Standby
 }
@@ -64,10 +64,6 @@ func (p *Pool) DialAll(ctx context.Context, targets []HostTarget) error {
 		p.mu.Lock()
 		if old := p.conns[poolKey(t)]; old != nil {
 			old.Close()
-		}
-		if s := p.standbys[poolKey(t)]; s != nil {
-			s.Close()
-			delete(p.standbys, poolKey(t))
 		}
 		p.conns[poolKey(t)] = c
 		p.mu.Unlock()
@@ -112,28 +108,30 @@ func ErrorName(t HostTarget) string {
 	return t.Name
 }
 
-// SetStandby keeps s, a standby on t's connection, for whoever starts
-// the next command there (TakeStandby); one it replaces is closed.
-func (p *Pool) SetStandby(t HostTarget, s *Standby) {
+// RunStandingBy runs cmd on t as Conn.Run does, in a session that then
+// stands by in the pool for the next command there (TakeStandby, Then);
+// when t has one already, in a session of its own.
+func (p *Pool) RunStandingBy(ctx context.Context, t HostTarget, cmd string) (stdout, stderr []byte, err error) {
+	c := p.Conn(t)
+	if c == nil {
+		return nil, nil, fmt.Errorf("not connected")
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if old := p.standbys[poolKey(t)]; old != nil {
-		old.Close()
+	_, has := p.standbys[poolKey(t)]
+	p.mu.Unlock()
+	if has {
+		return c.Run(ctx, cmd)
 	}
-	if p.standbys == nil {
-		p.standbys = map[string]*Standby{}
+	stdout, stderr, s, err := c.runStandingBy(ctx, cmd)
+	if s != nil {
+		p.mu.Lock()
+		p.standbys[poolKey(t)] = s
+		p.mu.Unlock()
 	}
-	p.standbys[poolKey(t)] = s
+	return stdout, stderr, err
 }
 
-// HasStandby reports whether t has a standby (SetStandby).
-func (p *Pool) HasStandby(t HostTarget) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.standbys[poolKey(t)] != nil
-}
-
-// TakeStandby returns t's standby (SetStandby) and forgets it, or nil.
+// TakeStandby returns t's standby (RunStandingBy) and forgets it, or nil.
 func (p *Pool) TakeStandby(t HostTarget) *Standby {
 	p.mu.Lock()
 	defer p.mu.Unlock()

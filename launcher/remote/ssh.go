@@ -729,11 +729,7 @@ func (c *Conn) start(ctx context.Context, cmd string, in io.Reader, stdout, stde
 	if stdout != nil {
 		sess.Stdout = stdout
 	}
-	if f, ok := stderr.(tailFeeder); ok {
-		// A standby's: only the second command's stderr is its tail.
-		f.feedTail(s.stderr)
-		sess.Stderr = stderr
-	} else if stderr != nil {
+	if stderr != nil {
 		sess.Stderr = io.MultiWriter(stderr, s.stderr)
 	} else {
 		sess.Stderr = s.stderr

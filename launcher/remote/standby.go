@@ -15,232 +15,144 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
 
-// Standby is one session that runs a first command to its end and then
-// stands by for a second command line, which it reads from its stdin: the
-// launch probe and the job's agent in one session per host. Every session
-// costs the host a login-shell start (root's runs pyenv on many machines:
-// most of what starting a job costs), and the second command depends on
-// what the first found (the job is rendered from the probe), so the
-// session waits in between instead of ending.
+// Standby is a session that ran a first command and stands by for a second
+// command line on its stdin (Pool.RunStandingBy, Then): the launch probe
+// and the job's agent in one session, so one login-shell start per host
+// (root's runs pyenv on many machines: most of what a start costs).
 type Standby struct {
-	sess   *Session
-	host   string
-	out    *handoff
-	errOut *handoff
-
-	mu    sync.Mutex
-	taken bool
+	sess *Session
+	out  *handoff // stdout: the first command's output up to the mark line
+	err  *handoff // stderr: kept until Then (for errors), then passed on
+	used sync.Once
 }
 
-// standbyScript runs $1 (a shell command line, stdin from /dev/null, so it
-// cannot eat the second line) and prints "\nMARK STATUS" on stdout and on
-// stderr, then reads one line from stdin and runs it in place of itself
-// (the rest of stdin is that command's); EOF instead ends it. read takes
-// one byte at a time from a pipe, so nothing past the line is consumed.
-const standbyScript = `m=$2
-(eval "$1") </dev/null
-s=$?
-printf '\n%s %s\n' "$m" "$s"
-printf '\n%s %s\n' "$m" "$s" >&2
-IFS= read -r l || exit 0
-eval "$l"`
+// standbyScript runs $1 (stdin from /dev/null: it must not eat the second
+// line), prints "\nMARK STATUS" on stdout, then reads one line from stdin
+// and runs it in its own place (the rest of stdin is that command's); EOF
+// ends it. read takes a pipe byte by byte: nothing past the line is used.
+const standbyScript = `(eval "$1") </dev/null; printf '\n%s %s\n' "$2" "$?"; IFS= read -r l || exit 0; eval "$l"`
 
-// StartStandby starts first (a shell command line) on c, standing by for a
-// second command afterwards (Standby.Then). The session outlives ctx, as a
-// started agent must; First waits for the first command's output.
-func (c *Conn) StartStandby(first string) (*Standby, error) {
+// runStandingBy runs first (a shell command line) on c as Run does (a
+// non-zero exit is an *ExitError), in a session that outlives ctx, as a
+// started agent must, and that stands by once first succeeded.
+func (c *Conn) runStandingBy(ctx context.Context, first string) (stdout, stderr []byte, s *Standby, err error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	mark := "@@pipette-standby-" + hex.EncodeToString(b)
-	s := &Standby{host: c.Target.Name, out: newHandoff(mark), errOut: newHandoff(mark)}
+	s = &Standby{out: &handoff{mark: []byte("\n" + mark + " "), marked: make(chan struct{})}, err: &handoff{}}
 	// The login shell may not be POSIX (fish, csh): run it under sh.
 	cmd := "exec /bin/sh -c " + shellquote.Join([]string{standbyScript, "sh", first, mark})
-	sess, err := c.Start(context.Background(), cmd, s.out, s.errOut)
-	if err != nil {
-		return nil, err
-	}
-	s.sess = sess
-	return s, nil
-}
-
-// First waits for the first command to end and returns its output, as Run
-// does: a non-zero exit is an *ExitError. On an error the standby is
-// closed.
-func (s *Standby) First(ctx context.Context) (stdout, stderr []byte, err error) {
-	for _, h := range []*handoff{s.out, s.errOut} {
-		select {
-		case <-h.marked:
-		case <-s.sess.Done():
-			select {
-			case <-h.marked:
-				continue
-			default:
-			}
-			err := s.sess.Wait()
-			if err == nil {
-				err = fmt.Errorf("session ended before its first command did")
-			}
-			stdout, stderr = s.out.pending(), s.errOut.pending()
-			var ee *ExitError
-			if errors.As(err, &ee) {
-				ee.Stderr = string(stderr)
-			}
-			return stdout, stderr, err
-		case <-ctx.Done():
-			s.Close()
-			return nil, nil, fmt.Errorf("%w (the remote command may still be running)", context.Cause(ctx))
-		}
-	}
-	stdout, stderr = s.out.head(), s.errOut.head()
-	if code := s.out.status; code != 0 {
-		s.Close()
-		return stdout, stderr, &ExitError{Host: s.host, Code: code, Stderr: string(stderr)}
-	}
-	return stdout, stderr, nil
-}
-
-// Then runs cmd (one shell line, run by /bin/sh: quote its words with
-// shellquote) in the standby's place once First has returned without an
-// error; what it writes goes to stdout and stderr from then on, and its
-// stdin is the session's (Session.WriteStdin). A standby runs one second
-// command at most.
-func (s *Standby) Then(cmd string, stdout, stderr io.Writer) (*Session, error) {
-	if strings.ContainsAny(cmd, "\n\r") {
-		return nil, fmt.Errorf("standby: the second command must be one line")
-	}
-	s.mu.Lock()
-	taken := s.taken
-	s.taken = true
-	s.mu.Unlock()
-	if taken {
-		return nil, fmt.Errorf("standby: already used")
+	if s.sess, err = c.Start(context.Background(), cmd, s.out, s.err); err != nil {
+		return nil, nil, nil, err
 	}
 	select {
 	case <-s.out.marked:
-	default:
-		return nil, fmt.Errorf("standby: its first command has not ended")
+		if s.out.status == 0 {
+			return s.out.first, s.err.held(), s, nil
+		}
+		err = &ExitError{Host: c.Target.Name, Code: s.out.status}
+	case <-s.sess.Done():
+		if err = s.sess.Wait(); err == nil {
+			err = fmt.Errorf("session ended before its first command did")
+		}
+	case <-ctx.Done():
+		err = fmt.Errorf("%w (the remote command may still be running)", context.Cause(ctx))
 	}
-	if s.out.status != 0 {
-		return nil, fmt.Errorf("standby: its first command failed (exit code %d)", s.out.status)
+	s.Close() // EOF ends it: then all its stderr is here
+	select {
+	case <-s.sess.Done():
+	case <-ctx.Done():
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		ee.Stderr = string(s.err.held())
+	}
+	return s.out.first, s.err.held(), nil, err
+}
+
+// Then runs cmd (one shell line for /bin/sh: quote its words with
+// shellquote) in the standby's place; what it writes goes to stdout and
+// stderr, and its stdin is the returned session's. A standby runs one
+// second command at most, and none once closed.
+func (s *Standby) Then(cmd string, stdout, stderr io.Writer) (*Session, error) {
+	ok := false
+	s.used.Do(func() { ok = !strings.ContainsAny(cmd, "\n\r") })
+	if !ok {
+		return nil, fmt.Errorf("standby: used, closed, or a command of more than one line")
 	}
 	s.out.to(stdout)
-	s.errOut.to(stderr)
+	s.err.to(stderr)
 	if err := s.sess.WriteStdin([]byte(cmd + "\n")); err != nil {
 		return nil, fmt.Errorf("standby: send the command: %w", err)
 	}
 	return s.sess, nil
 }
 
-// Close ends a standby that was not used (EOF: it exits without running
-// anything) and its session.
+// Close ends a standby not used (EOF: it exits running nothing).
 func (s *Standby) Close() {
-	s.mu.Lock()
-	taken := s.taken
-	s.taken = true
-	s.mu.Unlock()
-	if !taken {
+	s.used.Do(func() {
 		s.sess.CloseStdin()
-		s.sess.Close()
-	}
+		go func() { <-s.sess.Done(); s.sess.Close() }()
+	})
 }
 
-// handoff is a standby's stdout or stderr: it keeps what comes before the
-// mark line (the first command's output) and passes what follows to the
-// second command's writer once there is one.
+// handoff is a standby's stdout or stderr: it holds what comes until Then
+// (to), then passes all on. On stdout (mark set) the mark line ends the
+// first command's output (first) and gives its status.
 type handoff struct {
-	mark   string
-	marked chan struct{} // closed once the mark line arrived
+	mark   []byte
+	marked chan struct{}
 
-	mu      sync.Mutex
-	buf     bytes.Buffer // before the mark; after it, until w is set
-	first   []byte
-	status  int // the first command's exit status (read after marked)
-	w       io.Writer
-	isFirst bool
-	tail    io.Writer // the session's stderr tail (stderr only), fed after the mark
-}
-
-// tailFeeder is a stderr writer that feeds the session's tail itself.
-type tailFeeder interface{ feedTail(t *tailBuffer) }
-
-func (h *handoff) feedTail(t *tailBuffer) {
-	h.mu.Lock()
-	h.tail = t
-	h.mu.Unlock()
-}
-
-func newHandoff(mark string) *handoff {
-	return &handoff{mark: mark, marked: make(chan struct{}), isFirst: true}
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	first  []byte
+	status int
+	w      io.Writer
 }
 
 func (h *handoff) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.w != nil {
-		if h.tail != nil {
-			_, _ = h.tail.Write(p)
-		}
 		return h.w.Write(p)
 	}
 	h.buf.Write(p)
-	if !h.isFirst {
-		return len(p), nil
-	}
-	// The mark follows a newline of its own (printf '\n...'), which is not
-	// the first command's output.
 	b := h.buf.Bytes()
-	i := bytes.Index(b, []byte("\n"+h.mark+" "))
-	if i < 0 {
+	i := bytes.Index(b, h.mark)
+	if h.mark == nil || h.first != nil || i < 0 || bytes.IndexByte(b[i+len(h.mark):], '\n') < 0 {
 		return len(p), nil
 	}
-	rest := b[i+1+len(h.mark)+1:]
-	nl := bytes.IndexByte(rest, '\n')
-	if nl < 0 {
-		return len(p), nil
+	status, rest, _ := bytes.Cut(b[i+len(h.mark):], []byte("\n"))
+	if n, err := strconv.Atoi(string(status)); err == nil {
+		h.status = n
+	} else {
+		h.status = 255
 	}
-	code, err := strconv.Atoi(string(rest[:nl]))
-	if err != nil {
-		code = 255
-	}
-	h.first = append([]byte(nil), b[:i]...)
-	h.status = code
-	after := append([]byte(nil), rest[nl+1:]...)
+	h.first, rest = append([]byte{}, b[:i]...), append([]byte{}, rest...)
 	h.buf.Reset()
-	h.buf.Write(after)
-	h.isFirst = false
+	h.buf.Write(rest)
 	close(h.marked)
 	return len(p), nil
 }
 
-// pending is what came and was not passed on (the whole output of a
-// session that ended before the mark).
-func (h *handoff) pending() []byte {
+// held is what came and was not passed on.
+func (h *handoff) held() []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]byte(nil), h.buf.Bytes()...)
+	return append([]byte{}, h.buf.Bytes()...)
 }
 
-// head is the first command's output (after marked).
-func (h *handoff) head() []byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.first
-}
-
-// to sends what comes after the mark to w (nil: discarded), starting with
-// what already came.
+// to passes on what comes from now on to w (nil: discarded): on stdout
+// what came after the mark first; on stderr what came before is dropped,
+// as a session of its own would not have shown it.
 func (h *handoff) to(w io.Writer) {
-	if w == nil {
-		w = io.Discard
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.buf.Len() > 0 {
-		if h.tail != nil {
-			_, _ = h.tail.Write(h.buf.Bytes())
-		}
-		_, _ = w.Write(h.buf.Bytes())
-		h.buf.Reset()
+	if h.w = w; w == nil {
+		h.w = io.Discard
 	}
-	h.w = w
+	if h.mark != nil {
+		_, _ = h.w.Write(h.buf.Bytes())
+	}
+	h.buf.Reset()
 }
