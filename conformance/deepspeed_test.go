@@ -202,9 +202,9 @@ func (h *harness) deepSpeedConfigs(t *testing.T) {
 		}
 	}
 	checkListed(t, dsConfigExpectedFailures, names, "dsConfigExpectedFailures")
-	planOK, rendered := reportPlanned(t, planned, res)
-	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal; %d/%d planned (%d lines x %s clusters, %d configs rendered by pipette-launch): DeepSpeed derives what the plan reports\n",
-		accepted, len(pairs), same, gens, planOK, len(planned), len(pairs), strings.Join(planClusters, "/"), rendered)
+	planOK, rendered, renderedOK := reportPlanned(t, planned, res)
+	fmt.Printf("deepspeed configs: %d/%d user configs accepted by DeepSpeed; %d/%d generated configs accepted and equal (torchrun order %d/%d, planned %d/%d); planned: %d/%d lines x %s: DeepSpeed derives what the plan reports\n",
+		accepted, len(pairs), same+renderedOK, gens+rendered, same, gens, renderedOK, rendered, planOK, len(planned), strings.Join(planClusters, "/"))
 }
 
 // treeState is every path under dir with its mode and content's hash.

@@ -18,17 +18,20 @@ import (
 // stage and offload the plan reports, and the user's values for every one
 // of them the user's config names.
 
-// planClusters are the cluster files a line is planned on: "exact" has the
-// line's own hosts and GPUs per host (the plan's world is the one the
-// user's config was written for), "example" is examples/cluster.yaml (4
-// hosts x 8 A100 80GB: the plan spreads the user's batch over 32 GPUs and
-// DeepSpeed must derive the new accumulation from the same file).
-var planClusters = []string{"exact", "example"}
+// planClusters are the ways a line is planned: "exact" on a cluster file
+// with the line's own hosts and GPUs per host (the plan's world is the one
+// the user's config was written for); "example" on examples/cluster.yaml
+// (4 hosts x 8 A100 80GB: the plan spreads the user's batch over 32 GPUs
+// and DeepSpeed must derive the new accumulation from the same file);
+// "example-override" there with --plan-overrides-config, where the plan
+// may change the user's batch sizes, ZeRO stage and offload and
+// pipette-launch renders the config the ranks read.
+var planClusters = []string{"exact", "example", "example-override"}
 
 // clusterFile writes (exact) or names (example) the cluster file a line is
 // planned on.
 func clusterFile(which string, l *corpus.Line, dir string) (string, error) {
-	if which == "example" {
+	if which != "exact" {
 		return filepath.Abs("../examples/cluster.yaml")
 	}
 	// examples/cluster.yaml's host kind, with the line's host count and
@@ -84,7 +87,11 @@ func (h *harness) planLine(t *testing.T, s *corpus.Source, l *corpus.Line, which
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Args = append([]string{"--cluster", cl}, p.Args...)
+	flags := []string{"--cluster", cl}
+	if which == "example-override" {
+		flags = append(flags, "--plan-overrides-config")
+	}
+	p.Args = append(flags, p.Args...)
 	j, err := h.dryRun(p)
 	if err != nil {
 		pc.err = fmt.Errorf("not planned: %v", err)
@@ -160,8 +167,10 @@ func plannedVerdict(pc *plannedConfig, got, user *dsDerived) error {
 	if got.String() != want.String() {
 		return fmt.Errorf("DeepSpeed derives %s from the ranks' config at DP %d; the plan reports %s", got, p.DP, want)
 	}
-	if user == nil || !user.OK {
-		return nil // nothing of the user's DeepSpeed could read (checked above)
+	if user == nil || !user.OK || pc.cluster == "example-override" {
+		// Nothing of the user's DeepSpeed could read (checked above), or
+		// the plan may change it (--plan-overrides-config).
+		return nil
 	}
 	var differ []string
 	for _, k := range user.Set {
@@ -186,7 +195,7 @@ func (d *dsDerived) value(key string) string {
 }
 
 // reportPlanned judges every planned line and prints the count.
-func reportPlanned(t *testing.T, planned []*plannedConfig, res map[string]*dsDerived) (passed, rendered int) {
+func reportPlanned(t *testing.T, planned []*plannedConfig, res map[string]*dsDerived) (passed, rendered, renderedOK int) {
 	var keys []string
 	for _, pc := range planned {
 		keys = append(keys, pc.key())
@@ -194,6 +203,9 @@ func reportPlanned(t *testing.T, planned []*plannedConfig, res map[string]*dsDer
 			rendered++
 		}
 		verdict := plannedVerdict(pc, res[pc.id()], res["user:"+pc.name])
+		if pc.rendered && verdict == nil {
+			renderedOK++
+		}
 		why, expected := dsPlannedExpectedFailures[pc.key()]
 		switch {
 		case verdict == nil && expected:
@@ -209,7 +221,7 @@ func reportPlanned(t *testing.T, planned []*plannedConfig, res map[string]*dsDer
 		}
 	}
 	checkListed(t, dsPlannedExpectedFailures, keys, "dsPlannedExpectedFailures")
-	return passed, rendered
+	return passed, rendered, renderedOK
 }
 
 func firstLine(s string) string {
