@@ -873,7 +873,7 @@ func (e *planEval) cost(blockHost []int, scratch *evalScratch) float64 {
 		}
 	}
 	iter := 0.0
-	emb := e.embeddingSyncSeconds(blockHost)
+	emb := e.embeddingSyncSeconds(blockHost, &scratch.sends)
 	for r := 0; r < e.p; r++ {
 		x, _ := e.dpExposed(blockHost, r, scratch.lastBwd[r], scratch.hosts)
 		if r == 0 || r == e.p-1 {
@@ -939,11 +939,16 @@ func roundTripPeriod(work []stageWork, v int) float64 {
 // runs after the data-parallel reduction, unoverlapped, on the link between
 // those stages' hosts: a cross-island pipeline pays it on the slow link.
 // Each TP rank reduces its vocabulary shard, fp32 main grads in Megatron.
-func (e *planEval) embeddingSyncSeconds(blockHost []int) float64 {
+// Every replica reduces at once: those whose first and last stage share
+// a host share its NIC (embShares, linkshare.go); s is scratch for that.
+func (e *planEval) embeddingSyncSeconds(blockHost []int, s *sendScratch) float64 {
 	shard := e.embeddingShardBytes()
 	if shard == 0 || e.wave {
 		// The wave's first and last stages share rank 0: no reduction.
 		return 0
+	}
+	if e.embShares() && anyPlaced(blockHost) {
+		return e.sharedEmbedding(blockHost, s)
 	}
 	worst := 0.0
 	for d := 0; d < e.dp; d++ {

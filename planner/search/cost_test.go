@@ -298,19 +298,19 @@ func TestEmbeddingSyncSeconds(t *testing.T) {
 	l := c.LinkBetween(0, 1)
 	bytes := 4.0 * 51200 / 8 * 12288
 	want := bytes/(l.BytesPerS/8) + 2*l.LatencyS
-	if got := e.embeddingSyncSeconds([]int{0, 1}); !approx(got, want, 1e-12) {
+	if got := e.embeddingSyncSeconds([]int{0, 1}, &sendScratch{}); !approx(got, want, 1e-12) {
 		t.Errorf("across hosts: %g s, want %g", got, want)
 	}
-	if same := e.embeddingSyncSeconds([]int{0, 0}); same >= want {
+	if same := e.embeddingSyncSeconds([]int{0, 0}, &sendScratch{}); same >= want {
 		t.Errorf("first and last stage on one host (NVSwitch) %g s, not below across hosts %g", same, want)
 	}
 	untied := gpt3_175b
 	untied.UntieEmbeddings = true
-	if got := newPlanEval(c, untied, cfg, parallel.FrameworkMegatron).embeddingSyncSeconds([]int{0, 1}); got != 0 {
+	if got := newPlanEval(c, untied, cfg, parallel.FrameworkMegatron).embeddingSyncSeconds([]int{0, 1}, &sendScratch{}); got != 0 {
 		t.Errorf("untied embeddings: %g s, want 0", got)
 	}
 	cfg1 := memory.Normalized(parallel.Config{TP: 8, PP: 1, DP: 2, MicroBatch: 1, NumMicroBatches: 4, GlobalBatch: 8})
-	if got := newPlanEval(c, gpt3_175b, cfg1, parallel.FrameworkMegatron).embeddingSyncSeconds([]int{0, 1}); got != 0 {
+	if got := newPlanEval(c, gpt3_175b, cfg1, parallel.FrameworkMegatron).embeddingSyncSeconds([]int{0, 1}, &sendScratch{}); got != 0 {
 		t.Errorf("PP=1: %g s, want 0", got)
 	}
 }

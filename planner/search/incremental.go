@@ -168,7 +168,10 @@ func (ie *incEval) pipeline(d int) {
 		drain += w.lastBwd/v + w.sendNext
 	}
 	fin[e.p] = 0
-	if ie.shard > 0 {
+	switch {
+	case ie.shard > 0 && e.embShares():
+		fin[e.p] = e.embedSeconds(&ie.load, ie.bh, d) // CP = 1: replica d
+	case ie.shard > 0:
 		first, last := ie.bh[e.block(0, d, 0)], ie.bh[e.block(e.p-1, d, 0)]
 		fin[e.p] = AllReduceSeconds(ie.shard, 2, e.pipeLink(first, last))
 	}

@@ -19,6 +19,9 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		{TP: 2, PP: 4, DP: 16, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, SequenceParallel: true, Recompute: parallel.RecomputeFull},
 		{TP: 1, PP: 4, DP: 32, CP: 1, VPP: 2, MicroBatch: 1, GlobalBatch: 256, Recompute: parallel.RecomputeSelective, DistributedOptimizer: true},
 		{TP: 8, PP: 8, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, SequenceParallel: true},
+		// Four blocks a host, two per stage: hosts hold two stages, so a
+		// move changes the link counts of pipelines it does not move.
+		{TP: 2, PP: 16, DP: 2, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 32, SequenceParallel: true, Recompute: parallel.RecomputeFull},
 	}
 	m := model.Model{Name: "13b", NumLayers: 40, Hidden: 5120, Heads: 40, SeqLength: 2048, Vocab: 50257}
 	const hosts = 16

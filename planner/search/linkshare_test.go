@@ -95,3 +95,31 @@ func TestPlannerAvoidsSharedSlowLink(t *testing.T) {
 		}
 	}
 }
+
+// After the DP reduction every replica all-reduces its tied embedding
+// gradient between its first and last stage, all at once. The TP1 PP3 DP8
+// layout above with tied embeddings: the eight replicas' first stages are
+// on host 0 and their last on host 2, so all eight all-reduces cross the
+// one 1 Gbit/s pair. By hand: the fp32 gradient of the padded vocabulary
+// (50,257 -> 50,304, a multiple of 128) x hidden 2048 is
+// 4 x 50,304 x 2,048 = 412,090,368 B; a 2-rank ring all-reduce sends it
+// once each way (2 x 1/2 x bytes) and pays 2 latencies, so one replica alone
+// takes 412,090,368 / 125,000,000 + 2 x 50 us = 3.2968 s, and eight sharing
+// the pair 8 x 3.2967 + 0.0001 = 26.374 s (before: 3.2968 s).
+func TestReplicasShareEmbeddingAllReduce(t *testing.T) {
+	isl := islandDef{hosts: 1, gpus: 8, gpu: gpuA100, intraGBs: 300, nicGbit: 1600}
+	c := testCluster([]islandDef{isl, isl, isl}, 1)
+	m := model.Model{Name: "1.2b", NumLayers: 24, Hidden: 2048, Heads: 16, SeqLength: 2048, Vocab: 50257}
+	cfg := parallel.Config{TP: 1, PP: 3, DP: 8, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 8,
+		Recompute: parallel.RecomputeFull}
+	e := newPlanEval(c, m, cfg, parallel.FrameworkMegatron)
+	const shard = 4 * 50304 * 2048.0
+	if got := e.embeddingShardBytes(); got != shard {
+		t.Fatalf("shard %g B, want %g", got, shard)
+	}
+	bh := []int{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2}
+	want := 8*shard/(1e9/8) + 2*50e-6
+	if got := e.embeddingSyncSeconds(bh, &sendScratch{}); !approx(got, want, 1e-9) {
+		t.Errorf("eight replicas' embedding all-reduces over one 1 Gbit/s pair: %.4f s, want %.4f s", got, want)
+	}
+}

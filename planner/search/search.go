@@ -669,7 +669,7 @@ func (e *planEval) predict(blockHost []int) Prediction {
 		}
 	}
 	iter := 0.0
-	emb := e.embeddingSyncSeconds(blockHost)
+	emb := e.embeddingSyncSeconds(blockHost, &ss)
 	for r := 0; r < e.p; r++ {
 		x, _ := e.dpExposed(blockHost, r, lastBwd[r], hosts[:0])
 		if r == 0 || r == e.p-1 {

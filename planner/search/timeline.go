@@ -118,7 +118,7 @@ func planTimeline(c *cluster.Cluster, m model.Model, p *Plan, cfg parallel.Confi
 	t.Ops = e.timelineOps(blockHost, critD, crit.Events)
 	t.Transfers = timelineTransfers(crit.Events, critPT, e.p, e.v)
 	iter := 0.0
-	emb := e.embeddingSyncSeconds(blockHost)
+	emb := e.embeddingSyncSeconds(blockHost, &ss)
 	t.Reduce = make([]Span, e.p)
 	t.Hosts = make([]string, e.p)
 	for r := 0; r < e.p; r++ {
