@@ -2,6 +2,7 @@ package deepspeed
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -16,10 +17,12 @@ import (
 // DeepSpeed derives them for dp ranks; the script's own Megatron-DeepSpeed
 // flags (micro, global, fixed.ZeroStage) must agree with them.
 func (u *UserConfig) Unplanned(fixed *parallel.Constraints, micro, global *int, dp int) error {
-	if !u.TrainerFillsBatch() {
-		if err := u.unplannedBatch(micro, global, dp); err != nil {
-			return err
-		}
+	batch := u.unplannedBatch
+	if u.TrainerFillsBatch() {
+		batch = u.trainerBatch
+	}
+	if err := batch(micro, global, dp); err != nil {
+		return err
 	}
 	if u.Stage >= 0 {
 		if fixed.ZeroStage >= 0 && fixed.ZeroStage != u.Stage {
@@ -43,6 +46,72 @@ func (u *UserConfig) TrainerFillsBatch() bool {
 // HFTrainerFlag is HF Trainer's --deepspeed FILE (TrainingArguments), as
 // a config's Flag.
 const HFTrainerFlag = "--deepspeed"
+
+// TrainerBatch is HF Trainer's own batch arguments, which it fills into
+// the config's "auto" batch values (0: not read).
+type TrainerBatch struct{ Micro, Accum int }
+
+// ReadTrainerBatch reads HF Trainer's batch arguments among the script's
+// (TrainingArguments, parsed by argparse: the last occurrence wins, and
+// HfArgumentParser also takes the dashed spelling): the per-device batch
+// (--per_device_train_batch_size, default 8; the deprecated
+// --per_gpu_train_batch_size wins when given) and the accumulation
+// (--gradient_accumulation_steps, default 1).
+func ReadTrainerBatch(args []string) (TrainerBatch, error) {
+	b := TrainerBatch{Micro: 8, Accum: 1}
+	for _, f := range []struct {
+		name string
+		to   *int
+	}{{"per_device_train_batch_size", &b.Micro}, {"per_gpu_train_batch_size", &b.Micro}, {"gradient_accumulation_steps", &b.Accum}} {
+		v, ok := lastArg(args, "--"+f.name)
+		if d, dok := lastArg(args, "--"+strings.ReplaceAll(f.name, "_", "-")); dok && !ok {
+			v, ok = d, true
+		}
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return TrainerBatch{}, fmt.Errorf("--%s %q: HF Trainer wants a positive integer", f.name, v)
+		}
+		*f.to = n
+	}
+	return b, nil
+}
+
+// lastArg is the value of the last --name V or --name=V in args.
+func lastArg(args []string, name string) (string, bool) {
+	v, ok := "", false
+	for i, a := range args {
+		if s, eq := strings.CutPrefix(a, name+"="); eq {
+			v, ok = s, true
+		} else if a == name && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+	}
+	return v, ok
+}
+
+// trainerBatch is the batch HF Trainer fills into the config's "auto" (or
+// unset) batch values from its own arguments (u.Trainer): micro its
+// per-device batch, the global batch micro x accumulation x dp.
+func (u *UserConfig) trainerBatch(micro, global *int, dp int) error {
+	m, a := u.Trainer.Micro, u.Trainer.Accum
+	if m == 0 {
+		return nil // not read (a caller that has no script arguments)
+	}
+	if u.Accum > 0 && u.Accum != a {
+		return fmt.Errorf("%s %s: gradient_accumulation_steps is %d but the script's --gradient_accumulation_steps gives %d, a mismatch HF Trainer refuses: make them agree or set it to \"auto\"", u.Flag, u.Path, u.Accum, a)
+	}
+	if *micro > 0 && *micro != m {
+		return fmt.Errorf("the script's --micro-batch-size %d contradicts its --per_device_train_batch_size %d, which HF Trainer puts in %s %s", *micro, m, u.Flag, u.Path)
+	}
+	if t := m * a * dp; *global > 0 && *global != t {
+		return fmt.Errorf("--global-batch-size %d contradicts HF Trainer's batch: --per_device_train_batch_size %d x --gradient_accumulation_steps %d x %d data-parallel ranks = %d", *global, m, a, dp, t)
+	}
+	*micro, *global = m, m*a*dp
+	return nil
+}
 
 func (u *UserConfig) unplannedBatch(micro, global *int, dp int) error {
 	m, _, t, err := u.Batch(dp)

@@ -30,6 +30,10 @@ type UserConfig struct {
 	OffloadOptimizer, OffloadParam string
 	// Auto lists the keys whose value is "auto" (HuggingFace's convention).
 	Auto []string
+	// Trainer is HF Trainer's batch from the script's arguments, for a
+	// config it fills (TrainerFillsBatch; set by the caller, which has the
+	// arguments: ReadTrainerBatch).
+	Trainer TrainerBatch
 }
 
 // ParseUserConfig reads a user's config; errors name the file and key.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -86,4 +87,57 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestHFTrainerBatchPlanned (issue 21, conformance): an HF Trainer config
+// with "auto" batch values runs with the batch the Trainer fills from its
+// own arguments; the plan must report that batch, not micro 1.
+func TestHFTrainerBatchPlanned(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hf_ds.json"), []byte(`{"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto",
+ "gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 2}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hf_gas2.json"), []byte(`{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name               string
+		args               []string
+		micro, global, gas int
+		wantErr            string
+	}{
+		{"per-device 16, accumulation 2", []string{"--per_device_train_batch_size", "16", "--gradient_accumulation_steps", "2"}, 16, 16 * 2 * 4, 2, ""},
+		{"HF defaults: per-device 8", []string{"--bf16"}, 8, 8 * 4, 1, ""},
+		{"dashed spelling, = form, last wins", []string{"--per-device-train-batch-size=2", "--per_device_train_batch_size=4", "--gradient-accumulation-steps=3"}, 4, 4 * 3 * 4, 3, ""},
+		{"not a number", []string{"--per_device_train_batch_size", "x"}, 0, 0, 0, "HF Trainer wants a positive integer"},
+		{"config's accumulation 2, the Trainer's 1", []string{"--deepspeed", "hf_gas2.json"}, 0, 0, 0, "a mismatch HF Trainer refuses"},
+		{"config's accumulation 2, the Trainer's 2", []string{"--deepspeed", "hf_gas2.json", "--gradient_accumulation_steps", "2"}, 8, 8 * 2 * 4, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--dry-run", "--json", "--no-check-script", "--standalone", "--nproc-per-node", "4", "train.py"}
+			if !slices.Contains(tc.args, "--deepspeed") {
+				args = append(args, "--deepspeed", "hf_ds.json")
+			}
+			args = append(args, tc.args...)
+			code, stdout, stderr := runCLIAt(t, dir, args...)
+			if tc.wantErr != "" {
+				if code == 0 || !strings.Contains(stderr, tc.wantErr) {
+					t.Fatalf("exit %d, want an error naming %s: %s", code, tc.wantErr, stderr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var got dryRunJSON
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil || got.Plan == nil {
+				t.Fatalf("dry run's JSON: %v, plan %v", err, got.Plan)
+			}
+			p := got.Plan
+			if p.MicroBatch != tc.micro || p.GlobalBatch != tc.global || p.GlobalBatch/(p.MicroBatch*p.DP) != tc.gas {
+				t.Errorf("plan: micro %d, global %d, DP %d; HF Trainer runs micro %d, global %d (accumulation %d)", p.MicroBatch, p.GlobalBatch, p.DP, tc.micro, tc.global, tc.gas)
+			}
+		})
+	}
 }

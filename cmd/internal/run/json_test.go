@@ -42,6 +42,9 @@ type dryRunJSON struct {
 		PP int `json:"pp"`
 		DP int `json:"dp"`
 		EP int `json:"ep"`
+
+		MicroBatch  int `json:"micro_batch_size"`
+		GlobalBatch int `json:"global_batch_size"`
 	} `json:"plan"`
 }
 

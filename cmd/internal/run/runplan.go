@@ -86,6 +86,13 @@ func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, err
 	if err != nil {
 		return nil, &cmdutil.InputError{Msg: err.Error()}
 	}
+	if ds.TrainerFillsBatch() {
+		// HF Trainer fills the batch from its own arguments: the plan
+		// reports what the ranks will run.
+		if ds.Trainer, err = deepspeed.ReadTrainerBatch(o.ScriptArgs); err != nil {
+			return nil, &cmdutil.InputError{Msg: err.Error()}
+		}
+	}
 	return ds, nil
 }
 
