@@ -19,20 +19,9 @@ import (
 // the converted line a user types (conformance/corpus reads it).
 const corpusDir = "../../../conformance/testdata/corpus"
 
-// The items of issue 21's "What broke" that corpus lines and real jobs
-// fail on today.
-const (
-	itemNoHosts    = "issue 21: the most common use is refused (a line that names no hosts is planned on the embedded 4x8 example instead of this machine; DeepSpeed's default hostfile /job/hostfile, or an empty one, is not read as DeepSpeed does)"
-	itemInjected   = "issue 21: scripts crash on every rank from an injected argument (--deepspeed_config <generated> appended to a script that passes --deepspeed FILE)"
-	itemSizing     = "issue 21: sizing is demanded where nothing is planned (missing --vocab-size/--num-layers for BERT, T5, Mamba, multimodal, Megatron-DeepSpeed lines)"
-	itemFlags      = "issue 21: launcher flags hard-fail (--rdzv-endpoint HOST:0, --bind_cores_to_rank, --force_multi, --autotuning, torchrun's other flags get 'flag provided but not defined')"
-	itemUnmodelled = "issue 21: unmodelled features cause false refusals (DeepSpeed-Ulysses --ds-sequence-parallel-size, Megatron-DeepSpeed MoE, FP8 lines)"
-)
-
-// corpusExpectedFailures are the corpus lines that fail today, each with the
-// item of issue 21 ("What broke") that makes it fail. Fixing an item turns
-// its lines green; the test then fails until the line is removed from here,
-// so the list stays honest.
+// corpusExpectedFailures are the corpus lines that fail today, each with
+// why. A listed line that passes fails the test until it is removed from
+// here, so the list stays honest.
 var corpusExpectedFailures = map[string]string{
 	// DeepSpeed v0.14.4 refuses the tutorial's config as shown too: its
 	// DeepSpeedConfig asserts "Either train_batch_size or
