@@ -389,6 +389,17 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 		}
 		c.Recompute = parallel.RecomputeSelective
 	}
+	// Megatron-DeepSpeed's --checkpoint-activations recomputes every layer
+	// in full (its GPTModelPipe checkpoints every --checkpoint-num-layers
+	// layers, default 1; the Megatron-LM forks that still read it turn it
+	// into --recompute-granularity full --recompute-method uniform;
+	// Megatron-LM core_v0.19.0 exits on it, "no longer valid").
+	if a.Has("--checkpoint-activations") {
+		if c.Recompute == parallel.RecomputeSelective {
+			errs.Add("--checkpoint-activations", "means full recompute, but selective recompute was asked too (--recompute-activations or --recompute-granularity selective); drop one")
+		}
+		c.Recompute = parallel.RecomputeFull
+	}
 	if v, ok := a.Last("--zero-stage"); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 3 {

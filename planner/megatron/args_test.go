@@ -103,6 +103,21 @@ func TestMegatronArgsRecomputeActivations(t *testing.T) {
 	}
 }
 
+// Megatron-DeepSpeed's --checkpoint-activations (examples_deepspeed's
+// scripts, 6 corpus lines) is full recompute; beside selective recompute
+// it is a contradiction.
+func TestMegatronDeepSpeedCheckpointActivations(t *testing.T) {
+	base := []string{"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128", "--max-position-embeddings", "128", "--vocab-size", "1000"}
+	_, fixed, _, err := ModelFromArgs(append(append([]string{}, base...), "--checkpoint-activations", "--checkpoint-num-layers", "1"))
+	if err != nil || fixed.Recompute != parallel.RecomputeFull {
+		t.Errorf("--checkpoint-activations: recompute %q, err %v; want full", fixed.Recompute, err)
+	}
+	_, _, _, err = ModelFromArgs(append(append([]string{}, base...), "--checkpoint-activations", "--recompute-activations"))
+	if err == nil || !strings.Contains(err.Error(), "--checkpoint-activations") {
+		t.Errorf("with --recompute-activations: err = %v, want one naming --checkpoint-activations", err)
+	}
+}
+
 // Megatron-DeepSpeed's GQA flag, from examples_deepspeed/pretrain_llama2_distributed.sh.
 func TestMegatronDeepSpeedKeyValueHeads(t *testing.T) {
 	args := strings.Fields(`--num-layers 24 --hidden-size 2048 --ffn-hidden-size 5504 --num-attention-heads 16

@@ -64,6 +64,9 @@ func init() {
 	// Recomputation, optimizer, offload, overlap.
 	add(true, MegatronLM, "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
 		"--optimizer-offload-fraction")
+	// --checkpoint-activations: Megatron-DeepSpeed's full recompute; Megatron-LM
+	// core_v0.19.0 still parses it, then exits ("no longer valid").
+	add(false, MegatronLM, "--checkpoint-activations")
 	add(false, MegatronLM, "--recompute-activations", "--use-distributed-optimizer", "--overlap-grad-reduce",
 		"--overlap-param-gather", "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
 		"--overlap-cpu-optimizer-d2h-h2d")
@@ -71,6 +74,7 @@ func init() {
 	add(true, MegatronDeepSpeed, "--zero-stage", "--deepspeed_config", "--num-key-value-heads")
 	add(false, MegatronDeepSpeed, "--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer",
 		"--no-query-key-layer-scaling")
+	add(true, MegatronDeepSpeed, "--checkpoint-num-layers")
 	// Megatron-DeepSpeed's mixture of experts (DeepSpeed's MoE layer; its
 	// --num-experts takes a list, Megatron-LM's one integer).
 	add(true, MegatronDeepSpeed, DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type",
