@@ -161,7 +161,7 @@ func launchOn(ctx context.Context, tb *testbed.Testbed, opts remote.SSHOptions, 
 			Ranks: []job.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", command}}}})
 	}
 	var out strings.Builder
-	err := launch.Launch(ctx, j, launch.LaunchOptions{SSH: opts, Pool: pool, Out: &out})
+	err := launch.Launch(ctx, j, launch.Options{SSH: opts, Pool: pool, Out: &out})
 	if err == nil && command == "hostname" {
 		for i, h := range tb.Names() {
 			if !strings.Contains(out.String(), fmt.Sprintf("%s:%d: %s\n", h, i, h)) {

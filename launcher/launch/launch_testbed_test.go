@@ -109,7 +109,7 @@ func TestLaunchAllreduce4x2(t *testing.T) {
 	logDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, LogDir: logDir})
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, LogDir: logDir})
 	if err != nil {
 		t.Fatalf("Launch: %v\noutput:\n%s", err, out.String())
 	}
@@ -148,7 +148,7 @@ func TestLaunchRankExit3StopsEverything(t *testing.T) {
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 5 * time.Second})
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 5 * time.Second})
 	returned := time.Now()
 	var jf *JobFailure
 	if !errors.As(err, &jf) {
@@ -202,7 +202,7 @@ func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 		}
 		return strings.Replace(script, line, `c=$(date +%s%N); sleep 3; say clock "$c"`, 1)
 	}
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 30 * time.Second, StartTimeout: 90 * time.Second,
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 30 * time.Second, StartTimeout: 90 * time.Second,
 		editAgent: slowClock})
 	t.Logf("Launch took %s; returned %s after rank 5's exit", time.Since(started), time.Since(jf0(err)))
 	var jf *JobFailure
@@ -262,7 +262,7 @@ func TestLaunchCancelStopsEverything(t *testing.T) {
 		}
 		cancel()
 	}()
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 5 * time.Second})
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 5 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) || !jf.Interrupted() {
 		t.Fatalf("Launch = %v, want an interrupted *JobFailure\noutput:\n%s", err, out.String())
@@ -321,7 +321,7 @@ func TestLaunchUnreachableAndBadHostKeys(t *testing.T) {
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = Launch(ctx, j, LaunchOptions{SSH: opts, Out: &out})
+	err = Launch(ctx, j, Options{SSH: opts, Out: &out})
 	var he *remote.HostErrors
 	if !errors.As(err, &he) {
 		t.Fatalf("Launch = %v, want per-host errors", err)
@@ -387,7 +387,7 @@ func TestLaunchHostWithoutScript(t *testing.T) {
 		}
 	}
 	var out syncbuf.Buffer
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 3 * time.Second})
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) {
 		t.Fatalf("Launch = %v, want *JobFailure\noutput:\n%s", err, out.String())
@@ -411,7 +411,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 	job := allreduceJob(t, tb, "restart", tb.Names(), 1, "--fail-rank", "1", "--exit-code", "3", "--fail-restarts", "1")
 	var out syncbuf.Buffer
 	logDir := t.TempDir()
-	if err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, MaxRestarts: 2, Grace: 3 * time.Second, LogDir: logDir}); err != nil {
+	if err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, MaxRestarts: 2, Grace: 3 * time.Second, LogDir: logDir}); err != nil {
 		t.Fatalf("Launch with --max-restarts 2: %v\noutput:\n%s", err, out.String())
 	}
 	text := out.String()
@@ -437,7 +437,7 @@ func TestLaunchMaxRestarts(t *testing.T) {
 	// Failing every time: gives up after the restarts, saying so.
 	job = allreduceJob(t, tb, "restart2", tb.Names(), 1, "--fail-rank", "0", "--exit-code", "3")
 	var out2 syncbuf.Buffer
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out2, MaxRestarts: 1, Grace: 3 * time.Second})
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out2, MaxRestarts: 1, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) || jf.Restarts != 1 || jf.Rank != 0 || jf.ExitCode != 3 {
 		t.Fatalf("Launch = %v, want rank 0 exit 3 after 1 restart\noutput:\n%s", err, out2.String())
@@ -474,7 +474,7 @@ func TestLaunchLostConnection(t *testing.T) {
 			}
 		}
 	}()
-	err := Launch(ctx, job, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 3 * time.Second})
+	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 3 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) || jf.Host != "node2" || !jf.HostLost() {
 		t.Fatalf("Launch = %v, want node2 lost\noutput:\n%s", err, out.String())
@@ -556,7 +556,7 @@ func TestLaunchStartFailsHalfway(t *testing.T) {
 			Ranks: []job.RankJob{{Rank: i, Argv: []string{"sleep", "60"}}}})
 	}
 	var out syncbuf.Buffer
-	err := Launch(ctx, j, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 2 * time.Second})
+	err := Launch(ctx, j, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 2 * time.Second})
 	var he *remote.HostErrors
 	if !errors.As(err, &he) || strings.Join(he.Hosts(), ",") != "node3" {
 		t.Fatalf("Launch = %v, want a start error for node3 only\noutput:\n%s", err, out.String())
@@ -657,7 +657,7 @@ func TestLaunchNetworkCutHeartbeat(t *testing.T) {
 		}
 		res <- r
 	}()
-	err := Launch(ctx, job, LaunchOptions{SSH: ssh, Out: &out, Grace: grace, HeartbeatTimeout: hb, StartTimeout: 90 * time.Second})
+	err := Launch(ctx, job, Options{SSH: ssh, Out: &out, Grace: grace, HeartbeatTimeout: hb, StartTimeout: 90 * time.Second})
 	r := <-res
 	defer func() {
 		tb.Exec(context.Background(), "node2", "ip", "link", "set", "eth0", "up")
@@ -754,7 +754,7 @@ func TestLaunchRemovesFilesDirEverywhere(t *testing.T) {
 					cancel()
 				}()
 			}
-			err := Launch(ctx, j, LaunchOptions{SSH: remotetest.SSH(tb), Out: &out, Grace: 2 * time.Second})
+			err := Launch(ctx, j, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 2 * time.Second})
 			if (err == nil) != (tc.name == "success") {
 				t.Fatalf("Launch = %v\noutput:\n%s", err, out.String())
 			}
@@ -833,7 +833,7 @@ func TestLaunchStartsInTheStandby(t *testing.T) {
 			Ranks: []job.RankJob{{Rank: i, Argv: []string{"/bin/sh", "-c", ancestors}}}})
 	}
 	var out syncbuf.Buffer
-	if err := Launch(ctx, j, LaunchOptions{SSH: remotetest.SSH(tb), Pool: pool, Out: &out}); err != nil {
+	if err := Launch(ctx, j, Options{SSH: remotetest.SSH(tb), Pool: pool, Out: &out}); err != nil {
 		t.Fatalf("Launch: %v\noutput:\n%s", err, out.String())
 	}
 	for i, h := range tb.Names() {

@@ -16,7 +16,7 @@ import (
 // files and a tail kept for failure summaries.
 type output struct {
 	job  job.Job
-	opts LaunchOptions
+	opts Options
 
 	mu    sync.Mutex
 	local map[rankKey]int // rank -> local rank
@@ -30,7 +30,7 @@ type rankKey struct {
 	rank int
 }
 
-func newOutput(j job.Job, opts LaunchOptions) *output {
+func newOutput(j job.Job, opts Options) *output {
 	o := &output{job: j, opts: opts, local: map[rankKey]int{}, shown: map[rankKey]bool{},
 		logs: map[rankKey]*os.File{}, tails: map[rankKey]*lineRing{}}
 	quiet := map[int]bool{}

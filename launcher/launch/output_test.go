@@ -36,7 +36,7 @@ func TestOutputFiltersAndLogs(t *testing.T) {
 	for _, c := range cases {
 		var sb strings.Builder
 		dir := t.TempDir()
-		o := newOutput(twoHostJob(), LaunchOptions{Out: &sb, LogDir: dir, LocalRanksFilter: c.filter, QuietRanks: c.quiet}.withDefaults())
+		o := newOutput(twoHostJob(), Options{Out: &sb, LogDir: dir, LocalRanksFilter: c.filter, QuietRanks: c.quiet}.withDefaults())
 		if err := o.openLogs(); err != nil {
 			t.Fatal(err)
 		}

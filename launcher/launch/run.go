@@ -20,8 +20,8 @@ import (
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
-// LaunchOptions control how a job is started and supervised.
-type LaunchOptions struct {
+// Options control how a job is started and supervised.
+type Options struct {
 	SSH    remote.SSHOptions
 	Fanout int // hosts driven at once; DefaultFanout when 0
 	// Pool reuses connections (e.g. the probe's); Launch dials hosts it
@@ -81,7 +81,7 @@ const DefaultHeartbeatTimeout = 30 * time.Second
 // job is stopped: long enough for a checkpoint-free rank to flush its logs.
 const DefaultGrace = 10 * time.Second
 
-func (o LaunchOptions) withDefaults() LaunchOptions {
+func (o Options) withDefaults() Options {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
@@ -115,7 +115,7 @@ func DefaultWorkDir(jobName string) string {
 // naming the first failure. Connection, upload and start problems are
 // reported per host (*HostErrors inside the returned error) and leave
 // nothing running.
-func Launch(ctx context.Context, job job.Job, opts LaunchOptions) error {
+func Launch(ctx context.Context, job job.Job, opts Options) error {
 	opts = opts.withDefaults()
 	if err := validateJob(job); err != nil {
 		return err
@@ -180,7 +180,7 @@ const removeFilesTimeout = 10 * time.Second
 // an interrupt (ctx cancelled: the removal gets its own time) all leave no
 // /tmp/pipette-launch-<job-id> behind. A host where it fails is named on
 // opts.Out; the job's own result stands.
-func removeFiles(ctx context.Context, job job.Job, opts LaunchOptions, runAll func(ctx context.Context, script string) error) {
+func removeFiles(ctx context.Context, job job.Job, opts Options, runAll func(ctx context.Context, script string) error) {
 	script := job.RemoveFilesDirScript()
 	if opts.KeepFiles || script == "" {
 		return
@@ -194,7 +194,7 @@ func removeFiles(ctx context.Context, job job.Job, opts LaunchOptions, runAll fu
 
 // runAttempts opens the job's output (stream and --log-dir files) and runs
 // the job, and again after a rank failure up to MaxRestarts times.
-func runAttempts(ctx context.Context, job job.Job, opts LaunchOptions, attempt func(out *output, n int) error) error {
+func runAttempts(ctx context.Context, job job.Job, opts Options, attempt func(out *output, n int) error) error {
 	out := newOutput(job, opts)
 	defer out.close()
 	if err := out.openLogs(); err != nil {
@@ -351,7 +351,7 @@ type event struct {
 // once), then supervised until the job ends or fails.
 func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias []transport,
 	each func(context.Context, []remote.HostTarget, func(context.Context, remote.HostTarget) error) error,
-	opts LaunchOptions, out *output, attempt int) error {
+	opts Options, out *output, attempt int) error {
 	nonce := newNonce()
 	runs := make([]*hostRun, len(j.Hosts))
 	nRanks := 0
@@ -406,7 +406,7 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 }
 
 // prepareRanks adds the restart counters and PYTHONUNBUFFERED.
-func prepareRanks(ranks []job.RankJob, attempt int, opts LaunchOptions) []job.RankJob {
+func prepareRanks(ranks []job.RankJob, attempt int, opts Options) []job.RankJob {
 	out := make([]job.RankJob, len(ranks))
 	for i, r := range ranks {
 		r.Env = withRestartEnv(r.Env, attempt, opts.MaxRestarts)
@@ -435,7 +435,7 @@ func newNonce() string {
 
 // startHost starts the host's agent and waits until it reports its
 // process group, so that it can be stopped.
-func startHost(ctx context.Context, r *hostRun, script, nonce string, opts LaunchOptions, out *output, events chan<- event) error {
+func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Options, out *output, events chan<- event) error {
 	tag := "@@pipette-" + nonce + " "
 	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
 	stderr := &lineSplitter{fn: func(line string) {
@@ -509,7 +509,7 @@ func agentStartCommand(n int) string {
 }
 
 // handleAgentLine sorts one line of agent output: control line or rank output.
-func handleAgentLine(r *hostRun, line, tag string, opts LaunchOptions, out *output, events chan<- event) {
+func handleAgentLine(r *hostRun, line, tag string, opts Options, out *output, events chan<- event) {
 	if rest, ok := strings.CutPrefix(line, tag); ok {
 		f := strings.Fields(rest)
 		switch {
@@ -597,7 +597,7 @@ func atois(fs []string) []int {
 // group, KILL after the grace period, then waits for the agent sessions to
 // end. Hosts that cannot be reached are reported; their watchdog stops the
 // ranks once sshd notices the dropped session.
-func stopAll(runs []*hostRun, opts LaunchOptions, out *output) error {
+func stopAll(runs []*hostRun, opts Options, out *output) error {
 	var wg sync.WaitGroup
 	errs := &remote.HostErrors{}
 	var mu sync.Mutex
@@ -638,7 +638,7 @@ func agentEndBound(grace time.Duration) time.Duration { return 2*grace + 20*time
 // stopHost stops one host and returns once every process of the job there
 // is gone (the agent, its helpers and the ranks' sessions), or says what
 // could not be confirmed.
-func stopHost(r *hostRun, sess agentSession, opts LaunchOptions) error {
+func stopHost(r *hostRun, sess agentSession, opts Options) error {
 	// EOF on its stdin sets the agent's watchdog stopping the ranks at
 	// once (TERM, KILL after the grace): no new session, so no login
 	// shell's start-up (seconds on a busy host) before the ranks hear of

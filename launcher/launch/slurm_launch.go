@@ -83,7 +83,7 @@ func hostNames(job job.Job) []string {
 
 // launchSlurm is Launch through srun: same agent, supervision, failure
 // summary and restarts as over SSH.
-func launchSlurm(ctx context.Context, job job.Job, opts LaunchOptions) error {
+func launchSlurm(ctx context.Context, job job.Job, opts Options) error {
 	s := *opts.Slurm
 	if job.WorkDir == "" {
 		job.WorkDir = DefaultWorkDir(job.Name)
@@ -145,7 +145,7 @@ type slurmStep struct {
 	stepID string
 }
 
-func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts LaunchOptions, out *output, attempt int) error {
+func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Options, out *output, attempt int) error {
 	nonce := newNonce()
 	tag := "@@pipette-" + nonce + " "
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
@@ -265,7 +265,7 @@ func withSlurmTaskEnv(ranks []job.RankJob, node int) []job.RankJob {
 type slurmDemux struct {
 	byNode map[string]*hostRun
 	tag    string
-	opts   LaunchOptions
+	opts   Options
 	out    *output
 	events chan<- event
 	step   *slurmStep
@@ -275,7 +275,7 @@ type slurmDemux struct {
 	ended  map[*hostRun]bool
 }
 
-func newSlurmDemux(byNode map[string]*hostRun, tag string, opts LaunchOptions, out *output, events chan<- event, st *slurmStep) *slurmDemux {
+func newSlurmDemux(byNode map[string]*hostRun, tag string, opts Options, out *output, events chan<- event, st *slurmStep) *slurmDemux {
 	return &slurmDemux{byNode: byNode, tag: tag, opts: opts, out: out, events: events, step: st,
 		byTask: map[int]*hostRun{}, ended: map[*hostRun]bool{}}
 }
@@ -362,7 +362,7 @@ func (d *slurmDemux) stepEnded(err error) {
 	}
 }
 
-func waitStarted(ctx context.Context, runs []*hostRun, st *slurmStep, opts LaunchOptions) error {
+func waitStarted(ctx context.Context, runs []*hostRun, st *slurmStep, opts Options) error {
 	t := time.NewTimer(opts.StartTimeout)
 	defer t.Stop()
 	for _, r := range runs {
@@ -386,7 +386,7 @@ func waitStarted(ctx context.Context, runs []*hostRun, st *slurmStep, opts Launc
 
 // stop ends the step: TERM to every process of the step (Slurm signals
 // them all), KILL after the grace period, and waits for srun to end.
-func (st *slurmStep) stop(opts LaunchOptions, out *output) error {
+func (st *slurmStep) stop(opts Options, out *output) error {
 	defer st.stdin.Close()
 	select {
 	case <-st.done:

@@ -67,7 +67,7 @@ func TestSlurmLaunchAllreduce4x2(t *testing.T) {
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := Launch(ctx, job, LaunchOptions{Slurm: &s, Out: &out, MaxRestarts: 1, Grace: 3 * time.Second}); err != nil {
+	if err := Launch(ctx, job, Options{Slurm: &s, Out: &out, MaxRestarts: 1, Grace: 3 * time.Second}); err != nil {
 		t.Fatalf("Launch through srun: %v\noutput:\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "restarting the whole job (restart 1 of 1)") {
@@ -110,7 +110,7 @@ func TestSlurmLaunchFailingRankStopsStep(t *testing.T) {
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := Launch(ctx, job, LaunchOptions{Slurm: &s, Out: &out, Grace: 5 * time.Second})
+	err := Launch(ctx, job, Options{Slurm: &s, Out: &out, Grace: 5 * time.Second})
 	var jf *JobFailure
 	if !errors.As(err, &jf) {
 		t.Fatalf("Launch = %v, want a *JobFailure\noutput:\n%s", err, out.String())
@@ -150,7 +150,7 @@ func TestSlurmScancelStopsJob(t *testing.T) {
 		}
 	}()
 	grace := 5 * time.Second
-	err := Launch(ctx, job, LaunchOptions{Slurm: &s, Out: &out, Grace: grace})
+	err := Launch(ctx, job, Options{Slurm: &s, Out: &out, Grace: grace})
 	returned := time.Now()
 	var jf *JobFailure
 	if !errors.As(err, &jf) || !jf.Interrupted() || !strings.Contains(jf.Reason, "cancelled") {

@@ -27,7 +27,7 @@ type supervisor struct {
 	job    job.Job
 	runs   []*hostRun
 	events <-chan event
-	opts   LaunchOptions
+	opts   Options
 	out    *output
 
 	exits     []rankExit
@@ -52,7 +52,7 @@ type hostFail struct {
 	f    *JobFailure
 }
 
-func newSupervisor(job job.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *supervisor {
+func newSupervisor(job job.Job, runs []*hostRun, events <-chan event, opts Options, out *output) *supervisor {
 	return &supervisor{job: job, runs: runs, events: events, opts: opts, out: out,
 		exited: map[*hostRun]map[int]bool{}, ended: map[*hostRun]bool{}}
 }
@@ -60,7 +60,7 @@ func newSupervisor(job job.Job, runs []*hostRun, events <-chan event, opts Launc
 // supervise waits for the job to finish or fail; nil means every rank
 // exited 0. The failure returned is the first one observed (see rootCause
 // for the one to name).
-func supervise(ctx context.Context, job job.Job, runs []*hostRun, events <-chan event, opts LaunchOptions, out *output) *JobFailure {
+func supervise(ctx context.Context, job job.Job, runs []*hostRun, events <-chan event, opts Options, out *output) *JobFailure {
 	return newSupervisor(job, runs, events, opts, out).watch(ctx)
 }
 

@@ -18,7 +18,7 @@ func TestSuperviseNeedsEveryRanksExit(t *testing.T) {
 	j := job.Job{Name: "j"}
 	h := &hostRun{target: remote.HostTarget{Name: "node1"}, done: true,
 		job: job.HostJob{Name: "node1", Ranks: []job.RankJob{{Rank: 0, LocalRank: 0}, {Rank: 1, LocalRank: 1}}}}
-	opts := LaunchOptions{}.withDefaults()
+	opts := Options{}.withDefaults()
 	for _, tc := range []struct {
 		name     string
 		exits    []int
@@ -64,7 +64,7 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 	stamp := func(h *hostRun, after time.Duration) string {
 		return strconv.FormatInt(base.Add(h.clock.Offset+after).UnixNano(), 10)
 	}
-	opts := LaunchOptions{}.withDefaults()
+	opts := Options{}.withDefaults()
 	events := make(chan event, 16)
 	line := func(h *hostRun, rank, code int, after time.Duration) {
 		handleAgentLine(h, fmt.Sprintf("%d @@pipette-N %s %d %d %s", rank, "exit", rank, code, stamp(h, after)), "@@pipette-N ", opts, nil, events)
@@ -121,7 +121,7 @@ func TestRootCauseClockLineArrivesLate(t *testing.T) {
 	j := job.Job{Name: "j"}
 	t0 := time.Date(2026, 11, 25, 20, 24, 0, 0, time.UTC)
 	now := t0
-	opts := LaunchOptions{Now: func() time.Time { return now }}.withDefaults()
+	opts := Options{Now: func() time.Time { return now }}.withDefaults()
 	events := make(chan event, 8)
 	node1 := &hostRun{target: remote.HostTarget{Name: "node1"}, sentAt: t0,
 		job: job.HostJob{Name: "node1", Ranks: []job.RankJob{{Rank: 0, LocalRank: 0}, {Rank: 1, LocalRank: 1}}}}
@@ -176,7 +176,7 @@ func TestRootCausePeerLossYieldsToOwnFailure(t *testing.T) {
 			t0 := time.Date(2026, 11, 25, 20, 24, 0, 0, time.UTC)
 			now := t0
 			var sb strings.Builder
-			opts := LaunchOptions{Now: func() time.Time { return now }, Out: &sb}.withDefaults()
+			opts := Options{Now: func() time.Time { return now }, Out: &sb}.withDefaults()
 			out := newOutput(j, opts)
 			events := make(chan event, 8)
 			node1 := &hostRun{target: remote.HostTarget{Name: "node1"}, sentAt: t0, job: j.Hosts[0]}

@@ -119,7 +119,7 @@ func (localTransport) heartbeats() bool { return false }
 
 // launchLocal is Launch on this machine without SSH: the job's files are
 // written here, and the agent, the very one SSH starts, runs as our child.
-func launchLocal(ctx context.Context, job job.Job, opts LaunchOptions) error {
+func launchLocal(ctx context.Context, job job.Job, opts Options) error {
 	if len(job.Hosts) != 1 {
 		return fmt.Errorf("job %s: a local launch runs one host (this machine), not %d", job.Name, len(job.Hosts))
 	}

@@ -54,7 +54,7 @@ func TestLaunchLocal(t *testing.T) {
 		job := localJob(dir, `cat sub/data.txt; echo "rank $RANK of pid $$"`, `echo "rank $RANK done" >&2`)
 		var out syncbuf.Buffer
 		logDir := t.TempDir()
-		if err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, LogDir: logDir}); err != nil {
+		if err := Launch(context.Background(), job, Options{Local: true, Out: &out, LogDir: logDir}); err != nil {
 			t.Fatalf("Launch: %v\n%s", err, out.String())
 		}
 		for _, want := range []string{"localhost:0: from the job", "localhost:0: rank 0 of pid", "localhost:1: rank 1 done"} {
@@ -72,7 +72,7 @@ func TestLaunchLocal(t *testing.T) {
 		job := localJob(dir, `echo sleeping; exec sleep 60`, `sleep 1; echo "failing on purpose" >&2; exit 3`)
 		var out syncbuf.Buffer
 		start := time.Now()
-		err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, Grace: 2 * time.Second})
+		err := Launch(context.Background(), job, Options{Local: true, Out: &out, Grace: 2 * time.Second})
 		var jf *JobFailure
 		if !errors.As(err, &jf) {
 			t.Fatalf("Launch = %v, want a *JobFailure\n%s", err, out.String())
@@ -95,7 +95,7 @@ func TestLaunchLocal(t *testing.T) {
 		job := localJob(dir, `echo "attempt $TORCHELASTIC_RESTART_COUNT"; : >said.$TORCHELASTIC_RESTART_COUNT`,
 			`while [ ! -e said.$TORCHELASTIC_RESTART_COUNT ]; do sleep 0.05; done; [ "$TORCHELASTIC_RESTART_COUNT" -ge 1 ] || exit 4; echo recovered`)
 		var out syncbuf.Buffer
-		if err := Launch(context.Background(), job, LaunchOptions{Local: true, Out: &out, MaxRestarts: 1, Grace: 2 * time.Second}); err != nil {
+		if err := Launch(context.Background(), job, Options{Local: true, Out: &out, MaxRestarts: 1, Grace: 2 * time.Second}); err != nil {
 			t.Fatalf("Launch: %v\n%s", err, out.String())
 		}
 		for _, want := range []string{"localhost:0: attempt 0", "restarting the whole job (restart 1 of 1)", "localhost:0: attempt 1", "localhost:1: recovered"} {
@@ -116,7 +116,7 @@ func TestLaunchLocal(t *testing.T) {
 			}
 			cancel()
 		}()
-		err := Launch(ctx, job, LaunchOptions{Local: true, Out: &out, Grace: 2 * time.Second})
+		err := Launch(ctx, job, Options{Local: true, Out: &out, Grace: 2 * time.Second})
 		var jf *JobFailure
 		if !errors.As(err, &jf) || !jf.Interrupted() {
 			t.Fatalf("Launch = %v, want an interrupted *JobFailure\n%s", err, out.String())
@@ -159,7 +159,7 @@ func TestLaunchLocalRemovesFilesDir(t *testing.T) {
 					cancel()
 				}()
 			}
-			err := Launch(ctx, job, LaunchOptions{Local: true, Out: &out, Grace: 2 * time.Second, KeepFiles: tc.keep})
+			err := Launch(ctx, job, Options{Local: true, Out: &out, Grace: 2 * time.Second, KeepFiles: tc.keep})
 			if (err == nil) != (tc.rank == `echo done`) {
 				t.Fatalf("Launch = %v\n%s", err, out.String())
 			}

@@ -45,11 +45,11 @@ func ProbeHost(ctx context.Context, target string, r remote.Runner) (*HostProbe,
 	return hp, nil
 }
 
-// ProbeHosts connects to every target through pool (at most pool.Fanout at
+// Hosts connects to every target through pool (at most pool.Fanout at
 // once) and probes it. Results keep the targets' order, each HostProbe's
 // Target being the target's Name; hosts that failed are nil and named in
 // the returned *HostErrors.
-func ProbeHosts(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, progress *progress.Line) ([]*HostProbe, error) {
+func Hosts(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, progress *progress.Line) ([]*HostProbe, error) {
 	errs := &remote.HostErrors{}
 	addHostErrors := func(err error) error {
 		var he *remote.HostErrors

@@ -18,11 +18,11 @@ SSH_CONNECTION="$SLURM_LAUNCH_NODE_IPADDR 0 $ra 0"
 export SSH_CONNECTION
 `
 
-// ProbeHostsSlurm probes every node in one srun step (one task per node)
+// SlurmHosts probes every node in one srun step (one task per node)
 // with the same probe script and parser as over SSH. Results follow nodes'
 // order, each Target being the node's name; nodes that did not answer are
 // nil and named in the returned *HostErrors.
-func ProbeHostsSlurm(ctx context.Context, s remote.Slurm, nodes []string, progress *progress.Line) ([]*HostProbe, error) {
+func SlurmHosts(ctx context.Context, s remote.Slurm, nodes []string, progress *progress.Line) ([]*HostProbe, error) {
 	progress.Update("probe: srun on %d nodes of Slurm job %s", len(nodes), s.JobID)
 	byNode, stderr, runErr, err := s.RunEach(ctx, nodes, reachWrapper+"exec "+ProbeCommand())
 	progress.Done()

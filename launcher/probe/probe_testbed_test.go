@@ -21,7 +21,7 @@ func probeBed(t *testing.T, tb *testbed.Testbed) (map[string]*HostProbe, *remote
 	t.Cleanup(func() { pool.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	probes, err := ProbeHosts(ctx, pool, remotetest.Targets(tb), nil)
+	probes, err := Hosts(ctx, pool, remotetest.Targets(tb), nil)
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}

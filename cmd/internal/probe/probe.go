@@ -247,9 +247,9 @@ func measureHosts(ctx context.Context, opts *Options, runner func(remote.HostTar
 		fmt.Fprintln(opts.IO.ErrOut, "measure: one host, no links to measure")
 		return nil, nil
 	}
-	hosts := make([]measure.MeasureHost, len(targets))
+	hosts := make([]measure.Host, len(targets))
 	for i, t := range targets {
-		hosts[i] = measure.MeasureHost{Name: t.Name, Addr: probes[i].Addr, Runner: runner(t)}
+		hosts[i] = measure.Host{Name: t.Name, Addr: probes[i].Addr, Runner: runner(t)}
 		if hosts[i].Addr == "" {
 			return nil, fmt.Errorf("measure: %s: the probe found no IPv4 address other hosts could reach", t.Name)
 		}
@@ -261,7 +261,7 @@ func measureHosts(ctx context.Context, opts *Options, runner func(remote.HostTar
 			return nil, err
 		}
 	}
-	cache := measure.MeasureCache{Dir: dir}
+	cache := measure.Cache{Dir: dir}
 	maxAge := opts.MaxAge
 	if maxAge <= 0 {
 		maxAge = measure.DefaultMeasureMaxAge
@@ -273,7 +273,7 @@ func measureHosts(ctx context.Context, opts *Options, runner func(remote.HostTar
 			return m, nil
 		}
 	}
-	m, err := measure.Measure(ctx, hosts, measure.MeasureOptions{
+	m, err := measure.Measure(ctx, hosts, measure.Options{
 		Seconds: opts.MeasureSeconds, Port: opts.MeasurePort, PairsAtOnce: opts.PairsAtOnce, Progress: progress,
 	})
 	if err != nil {

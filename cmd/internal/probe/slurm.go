@@ -82,9 +82,9 @@ func (r *hostReach) probe(ctx context.Context, progress *progress.Line) ([]*prob
 		for i, t := range r.targets {
 			names[i] = t.Name
 		}
-		return probe.ProbeHostsSlurm(ctx, *r.slurm, names, progress)
+		return probe.SlurmHosts(ctx, *r.slurm, names, progress)
 	}
-	return probe.ProbeHosts(ctx, r.pool, r.targets, progress)
+	return probe.Hosts(ctx, r.pool, r.targets, progress)
 }
 
 // runner runs one-off commands on a host (the bandwidth measurement).

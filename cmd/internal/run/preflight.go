@@ -27,8 +27,8 @@ func launchPreflight(ctx context.Context, job *job.Job, opts *Options, out io.Wr
 // preflightLaunchOptions start the preflight job where the job itself will
 // run: on this machine without SSH when the job does (--standalone, or its
 // only host is this machine), else over SSH or srun.
-func preflightLaunchOptions(opts *Options, out io.Writer) launch.LaunchOptions {
-	return launch.LaunchOptions{
+func preflightLaunchOptions(opts *Options, out io.Writer) launch.Options {
+	return launch.Options{
 		Slurm:            opts.slurm,
 		Local:            opts.local,
 		SSH:              opts.SSH,

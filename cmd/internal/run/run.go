@@ -74,7 +74,7 @@ type Options struct {
 	WorkDir          string
 	NoCheckScript    bool
 	// KeepFiles (--keep-files) leaves the job's files directory on every
-	// host when the job ends (launch.LaunchOptions.KeepFiles).
+	// host when the job ends (launch.Options.KeepFiles).
 	KeepFiles bool
 	// PlanOverridesConfig lets the plan change the user's DeepSpeed
 	// config (printed as a diff) instead of keeping it as constraints.
@@ -177,7 +177,7 @@ func (o *Options) newJobID() func(string) string {
 // launchJob starts a rendered job on its hosts and supervises it with the
 // launcher package: Options.Launch when nil.
 func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
-	return launch.Launch(ctx, *job, launch.LaunchOptions{
+	return launch.Launch(ctx, *job, launch.Options{
 		Slurm:            opts.slurm,
 		Local:            opts.local,
 		SSH:              opts.SSH,

@@ -75,15 +75,15 @@ func ParseIperf3JSON(out []byte) (float64, error) {
 	return r.End.SumReceived.BitsPerSecond / 1e9, nil
 }
 
-// MeasureHost is a host taking part in the bandwidth measurement.
-type MeasureHost struct {
+// Host is a host taking part in the bandwidth measurement.
+type Host struct {
 	Name   string // as written in the cluster file
 	Addr   string // where the other hosts reach it
 	Runner remote.Runner
 }
 
-// MeasureOptions tunes the measurement.
-type MeasureOptions struct {
+// Options tunes the measurement.
+type Options struct {
 	// Seconds per direction per pair (iperf3 -t); default 2.
 	Seconds int
 	// Port the iperf3 server listens on; default 5201.
@@ -105,7 +105,7 @@ const MeasureTool = "iperf3"
 // is measured in both directions, one after the other (forward, then -R),
 // because links can be asymmetric (shaped on one side, or a congested
 // uplink). The diagonal stays 0.
-func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*cluster.MeasuredBandwidth, error) {
+func Measure(ctx context.Context, hosts []Host, o Options) (*cluster.MeasuredBandwidth, error) {
 	if o.Seconds <= 0 {
 		o.Seconds = 2
 	}
@@ -159,7 +159,7 @@ func Measure(ctx context.Context, hosts []MeasureHost, o MeasureOptions) (*clust
 
 // measurePair runs an iperf3 server on b and a client on a: forward gives
 // a->b, reverse (-R, b sends) gives b->a.
-func measurePair(ctx context.Context, a, b MeasureHost, o MeasureOptions) (ab, ba float64, err error) {
+func measurePair(ctx context.Context, a, b Host, o Options) (ab, ba float64, err error) {
 	if ab, err = iperfOnce(ctx, a, b, o, false); err != nil {
 		return 0, 0, err
 	}
@@ -185,7 +185,7 @@ func clientCommand(addr string, port, seconds int, reverse bool) string {
 	return shellquote.Join(args)
 }
 
-func iperfOnce(ctx context.Context, client, server MeasureHost, o MeasureOptions, reverse bool) (float64, error) {
+func iperfOnce(ctx context.Context, client, server Host, o Options, reverse bool) (float64, error) {
 	dir := client.Name + "->" + server.Name
 	if reverse {
 		dir = server.Name + "->" + client.Name

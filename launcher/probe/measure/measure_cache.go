@@ -14,10 +14,10 @@ import (
 // DefaultMeasureMaxAge is how long a cached measurement is reused.
 const DefaultMeasureMaxAge = 24 * time.Hour
 
-// MeasureCache keeps measured matrices on disk, one file per set of hosts
+// Cache keeps measured matrices on disk, one file per set of hosts
 // (names and addresses, in order), so a second `probe --measure` on the same
 // hosts reuses a fresh result instead of loading the network again.
-type MeasureCache struct {
+type Cache struct {
 	Dir string
 }
 
@@ -32,7 +32,7 @@ func DefaultMeasureCacheDir() (string, error) {
 }
 
 // key names hosts (names and addresses, in order) as the cache entry's key.
-func (c MeasureCache) key(hosts []MeasureHost) string {
+func (c Cache) key(hosts []Host) string {
 	var b strings.Builder
 	for _, m := range hosts {
 		fmt.Fprintf(&b, "%s\x00%s\x00", m.Name, m.Addr)
@@ -42,7 +42,7 @@ func (c MeasureCache) key(hosts []MeasureHost) string {
 
 // Load returns the cached matrix for hosts when it is younger than maxAge
 // at time now. A missing, unreadable or stale entry is a miss, not an error.
-func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.Time) (*cluster.MeasuredBandwidth, bool) {
+func (c Cache) Load(hosts []Host, maxAge time.Duration, now time.Time) (*cluster.MeasuredBandwidth, bool) {
 	var m cluster.MeasuredBandwidth
 	if !diskcache.Dir(c.Dir).Load("measure", c.key(hosts), &m) || len(m.Hosts) != len(hosts) || len(m.GbitPerS) != len(hosts) {
 		return nil, false
@@ -60,7 +60,7 @@ func (c MeasureCache) Load(hosts []MeasureHost, maxAge time.Duration, now time.T
 
 // Save stores m for hosts, replacing the entry atomically in the private
 // cache directory (internal/diskcache).
-func (c MeasureCache) Save(hosts []MeasureHost, m *cluster.MeasuredBandwidth) error {
+func (c Cache) Save(hosts []Host, m *cluster.MeasuredBandwidth) error {
 	if err := diskcache.Dir(c.Dir).Save("measure", c.key(hosts), m); err != nil {
 		return fmt.Errorf("measure %w", err)
 	}

@@ -81,8 +81,8 @@ func TestParseIperf3JSONCaptures(t *testing.T) {
 }
 
 func TestMeasureCache(t *testing.T) {
-	c := MeasureCache{Dir: filepath.Join(t.TempDir(), "cache")}
-	hosts := []MeasureHost{{Name: "a", Addr: "198.18.0.11"}, {Name: "b", Addr: "198.18.0.12"}}
+	c := Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	hosts := []Host{{Name: "a", Addr: "198.18.0.11"}, {Name: "b", Addr: "198.18.0.12"}}
 	at := time.Date(2026, 11, 21, 5, 0, 0, 0, time.UTC)
 	m := &cluster.MeasuredBandwidth{MeasuredAt: at, Tool: MeasureTool, Hosts: []string{"a", "b"},
 		GbitPerS: [][]float64{{0, 9.5}, {0.1, 0}}}
@@ -94,14 +94,14 @@ func TestMeasureCache(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		hosts []MeasureHost
+		hosts []Host
 		now   time.Time
 		hit   bool
 	}{
 		{"fresh", hosts, at.Add(59 * time.Minute), true},
 		{"stale", hosts, at.Add(61 * time.Minute), false},
-		{"other address", []MeasureHost{{Name: "a", Addr: "198.18.0.11"}, {Name: "b", Addr: "198.18.0.99"}}, at, false},
-		{"other order", []MeasureHost{hosts[1], hosts[0]}, at, false},
+		{"other address", []Host{{Name: "a", Addr: "198.18.0.11"}, {Name: "b", Addr: "198.18.0.99"}}, at, false},
+		{"other order", []Host{hosts[1], hosts[0]}, at, false},
 	} {
 		got, ok := c.Load(tc.hosts, time.Hour, tc.now)
 		if ok != tc.hit {

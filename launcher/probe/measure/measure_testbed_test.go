@@ -33,7 +33,7 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 	t.Cleanup(func() { pool.Close() })
 	pctx, pcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer pcancel()
-	probed, err := probe.ProbeHosts(pctx, pool, remotetest.Targets(tb), nil)
+	probed, err := probe.Hosts(pctx, pool, remotetest.Targets(tb), nil)
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
@@ -41,16 +41,16 @@ func TestMeasureTestbedFindsSlowLinks(t *testing.T) {
 	for _, hp := range probed {
 		probes[hp.Target] = hp
 	}
-	var hosts []MeasureHost
+	var hosts []Host
 	var list []*probe.HostProbe
 	for _, h := range tb.Hosts {
 		hp := probes[h.Name]
 		list = append(list, hp)
-		hosts = append(hosts, MeasureHost{Name: h.Name, Addr: hp.Addr, Runner: pool.Conn(remote.HostTarget{Name: h.Name})})
+		hosts = append(hosts, Host{Name: h.Name, Addr: hp.Addr, Runner: pool.Conn(remote.HostTarget{Name: h.Name})})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	m, err := Measure(ctx, hosts, MeasureOptions{Seconds: 1, Port: 5301})
+	m, err := Measure(ctx, hosts, Options{Seconds: 1, Port: 5301})
 	if err != nil {
 		t.Fatalf("measure: %v", err)
 	}
