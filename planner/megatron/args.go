@@ -371,6 +371,10 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 	c.SequenceParallel = boolPtr(a.Has("--sequence-parallel"))
 	c.Precision = precisionFromArgs(a)
 	c.LowPrecisionDP = parallel.LowPrecisionDP{FP8ParamGather: a.Has("--fp8-param-gather"), GradReduceBF16: a.Has("--grad-reduce-in-bf16")}
+	c.TPCommOverlap = a.Has(TPCommOverlapFlag)
+	if c.TPCommOverlap && !a.Has("--sequence-parallel") {
+		errs.Add(TPCommOverlapFlag, "needs --sequence-parallel: Megatron-LM asserts TP communication/GEMM overlap only runs with sequence parallelism")
+	}
 	if a.Has("--use-distributed-optimizer") {
 		c.DistributedOptimizer = boolPtr(true)
 	}
@@ -496,6 +500,10 @@ func boolPtr(b bool) *bool { return &b }
 // UlyssesFlag is Megatron-DeepSpeed's DeepSpeed-Ulysses sequence-parallel
 // size.
 const UlyssesFlag = "--ds-sequence-parallel-size"
+
+// TPCommOverlapFlag is Megatron-LM's TP communication/GEMM overlap
+// (Transformer Engine userbuffers), priced as parallel.Config.TPCommOverlap.
+const TPCommOverlapFlag = "--tp-comm-overlap"
 
 // BatchArgs returns --micro-batch-size and --global-batch-size from
 // a Megatron-LM argument list; each is 0 when absent. A value that is not

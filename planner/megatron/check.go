@@ -31,6 +31,7 @@ type megatronSettings struct {
 	precisionAware, bf16, fp16       bool
 	fp8ParamGather                   bool
 	noOverlapP2P                     bool
+	tpCommOverlap                    bool // --tp-comm-overlap
 	offloadFraction                  float64
 	hasFirst, hasLast                bool
 }
@@ -116,6 +117,7 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	s.fp16 = fl.Has("--fp16")
 	s.fp8ParamGather = fl.Has("--fp8-param-gather")
 	s.noOverlapP2P = fl.Has("--no-overlap-p2p-communication")
+	s.tpCommOverlap = fl.Has(TPCommOverlapFlag)
 	return s, errors.Join(errs...)
 }
 
@@ -152,6 +154,10 @@ func CheckArgs(argv []string, worldSize int) error {
 	}
 	if s.heads > 0 && s.hidden%s.heads != 0 {
 		fail("--hidden-size %d is not divisible by --num-attention-heads %d", s.hidden, s.heads)
+	}
+	if s.tpCommOverlap && (s.tp == 1 || !s.sp) {
+		// arguments.py turns sequence parallelism off at TP 1, then asserts it.
+		fail("%s needs --sequence-parallel and tp > 1 (Megatron-LM: TP communication/GEMM overlap only runs with sequence parallelism)", TPCommOverlapFlag)
 	}
 	if s.cp > 1 && s.seq%(2*s.cp) != 0 {
 		fail("--seq-length %d is not divisible by 2*cp = %d", s.seq, 2*s.cp)

@@ -3,6 +3,8 @@ package megatron
 import (
 	"strings"
 	"testing"
+
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // The checker's MoE rules, each from Megatron-Core (see checkMoE), and
@@ -103,5 +105,38 @@ func TestCheckMegatronArgsAcceptsValidSplits(t *testing.T) {
 		if err := CheckArgs(append(append([]string{}, base...), extra...), 4); err != nil {
 			t.Errorf("%v: %v", extra, err)
 		}
+	}
+}
+
+// --tp-comm-overlap needs sequence parallelism (and so TP > 1), as
+// Megatron-LM's arguments.py asserts; the planner's constraints and
+// Validate refuse the same.
+func TestTPCommOverlapNeedsSequenceParallel(t *testing.T) {
+	base := "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 256 --tp-comm-overlap "
+	cases := []struct{ args, want string }{
+		{"--tensor-model-parallel-size 2 --sequence-parallel", ""},
+		{"--tensor-model-parallel-size 2", "--tp-comm-overlap needs --sequence-parallel"},
+		{"--tensor-model-parallel-size 1 --sequence-parallel", "--tp-comm-overlap needs --sequence-parallel"},
+	}
+	for _, c := range cases {
+		err := CheckArgs(strings.Fields(base+c.args), 8)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("CheckArgs %s: %v, want %q", c.args, err, c.want)
+		}
+	}
+	m, fixed, _, err := ModelFromArgs(strings.Fields(base + "--vocab-size 32000 --tensor-model-parallel-size 2 --sequence-parallel"))
+	if err != nil || !fixed.TPCommOverlap {
+		t.Fatalf("constraints from a --tp-comm-overlap line: overlap %v, err %v", fixed.TPCommOverlap, err)
+	}
+	if _, _, _, err := ModelFromArgs(strings.Fields(base + "--vocab-size 32000 --tensor-model-parallel-size 2")); err == nil || !strings.Contains(err.Error(), "--sequence-parallel") {
+		t.Fatalf("--tp-comm-overlap without --sequence-parallel read as constraints: %v", err)
+	}
+	cfg := parallel.Config{TP: 1, PP: 1, DP: 8, CP: 1, MicroBatch: 1, GlobalBatch: 256, NumMicroBatches: 32, Recompute: parallel.RecomputeNone, TPCommOverlap: true}
+	if err := Validate(m, cfg, 8); err == nil || !strings.Contains(err.Error(), "--tp-comm-overlap") {
+		t.Fatalf("Validate of a TP 1 config with --tp-comm-overlap: %v", err)
+	}
+	cfg.TP, cfg.DP, cfg.NumMicroBatches, cfg.SequenceParallel = 2, 4, 64, true
+	if err := Validate(m, cfg, 8); err != nil {
+		t.Fatalf("Validate of TP 2 + sequence parallel + --tp-comm-overlap: %v", err)
 	}
 }

@@ -34,6 +34,11 @@ func Validate(m model.Model, cfg parallel.Config, world int) error {
 		// DeepSpeed's all-to-all scatters heads and gathers the sequence.
 		bad("DeepSpeed-Ulysses splits the sequence length %d and the %d heads per TP rank over %d ranks: both must divide", m.SeqLength, m.Heads/cfg.TP, cfg.CP)
 	}
+	if cfg.TPCommOverlap && (cfg.TP <= 1 || !cfg.SequenceParallel) {
+		// arguments.py turns sequence parallelism off at TP 1, then asserts
+		// it for --tp-comm-overlap.
+		bad("%s needs sequence parallelism and tensor parallel size > 1 (got tp=%d, sequence parallel %t)", TPCommOverlapFlag, cfg.TP, cfg.SequenceParallel)
+	}
 	if cfg.CP > 1 && !cfg.Ulysses && m.SeqLength%(2*cfg.CP) != 0 {
 		bad("sequence length %d not divisible by 2*cp = %d", m.SeqLength, 2*cfg.CP)
 	}

@@ -75,6 +75,12 @@ type Config struct {
 	// LowPrecisionDP is how Megatron-LM's data-parallel buffers and
 	// traffic are typed (the user's flags; never searched).
 	LowPrecisionDP
+	// TPCommOverlap is the user's --tp-comm-overlap (never searched):
+	// Transformer Engine's userbuffers pipeline each TP all-gather and
+	// reduce-scatter with the GEMM beside it, so only the communication
+	// longer than the GEMMs is exposed. Megatron requires sequence
+	// parallelism with it (and so TP > 1).
+	TPCommOverlap bool `json:"tp_comm_overlap,omitempty"`
 	// StageLayers[i] is the decoder layers of pipeline stage i (PP*VPP
 	// entries, stage i = vpp_index*PP + pp_rank as in Megatron's layout).
 	StageLayers []int `json:"stage_layers"`

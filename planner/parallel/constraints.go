@@ -39,7 +39,10 @@ type Constraints struct {
 	Precision gpu.Precision
 	// LowPrecisionDP is the user's --fp8-param-gather and
 	// --grad-reduce-in-bf16, copied into every config.
-	LowPrecisionDP       LowPrecisionDP
+	LowPrecisionDP LowPrecisionDP
+	// TPCommOverlap is the user's --tp-comm-overlap, copied into every
+	// config (see Config.TPCommOverlap).
+	TPCommOverlap        bool
 	DistributedOptimizer *bool
 	// NoOffload forbids CPU offload; ForceOffload asks for it.
 	NoOffload, ForceOffload bool

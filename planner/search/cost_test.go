@@ -314,3 +314,44 @@ func TestEmbeddingSyncSeconds(t *testing.T) {
 		t.Errorf("PP=1: %g s, want 0", got)
 	}
 }
+
+// --tp-comm-overlap exposes only the TP communication longer than the GEMMs
+// it is pipelined with: by hand, and in the evaluator's per-layer terms.
+func TestTPCommOverlapExposesWhatGEMMsCannotHide(t *testing.T) {
+	cases := []struct {
+		name             string
+		fwd, bwd, gemm   float64
+		r                parallel.Recompute
+		wantFwd, wantBwd float64
+	}{
+		// forward 3 ms of comm over 2 ms of GEMMs: 1 ms shows; backward
+		// 3 ms under 4 ms (dgrad + wgrad): none.
+		{"comm longer than forward GEMMs", 3e-3, 3e-3, 2e-3, parallel.RecomputeNone, 1e-3, 0},
+		// backward 9 ms against 3 x 2 ms of GEMMs (full recompute): 3 ms.
+		{"full recompute", 4.5e-3, 9e-3, 2e-3, parallel.RecomputeFull, 2.5e-3, 3e-3},
+		{"all hidden", 1e-3, 1e-3, 2e-3, parallel.RecomputeSelective, 0, 0},
+	}
+	for _, c := range cases {
+		f, b := tpCommOverlapped(c.fwd, c.bwd, c.gemm, c.r)
+		if !approx(f, c.wantFwd, 1e-15) || !approx(b, c.wantBwd, 1e-15) {
+			t.Errorf("%s: exposed %g/%g, want %g/%g", c.name, f, b, c.wantFwd, c.wantBwd)
+		}
+	}
+	// The evaluator applies it only with the flag, on the TP link it
+	// priced: a slow TP link (2 GB/s) leaves part of the comm exposed.
+	m := gpt3_175b
+	c := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: gpuH100, intraGBs: 2, nicGbit: 800}}, 0)
+	cfg := parallel.Config{TP: 8, PP: 1, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 1, NumMicroBatches: 1,
+		SequenceParallel: true, StageLayers: []int{m.NumLayers}}
+	plain := newPlanEval(c, m, cfg, parallel.FrameworkMegatron).classes[0]
+	cfg.TPCommOverlap = true
+	over := newPlanEval(c, m, cfg, parallel.FrameworkMegatron).classes[0]
+	gemm := newLayerShape(m, cfg).gemmSeconds(gpuH100, gpu.CurveOf(gpuH100))
+	wantF, wantB := max(0, plain.tpF-gemm), max(0, plain.tpB-2*gemm)
+	if !approx(over.tpF, wantF, 1e-12) || !approx(over.tpB, wantB, 1e-12) {
+		t.Fatalf("overlapped TP comm %g/%g, want %g/%g (comm %g/%g, GEMMs %g)", over.tpF, over.tpB, wantF, wantB, plain.tpF, plain.tpB, gemm)
+	}
+	if over.tpF <= 0 || over.tpF >= plain.tpF {
+		t.Fatalf("a 2 GB/s TP link should leave some but not all of %g s exposed, got %g s", plain.tpF, over.tpF)
+	}
+}

@@ -110,7 +110,7 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 								if fx.SequenceParallel != nil && tp > 1 {
 									cfg.SequenceParallel = *fx.SequenceParallel
 								}
-								cfg.Precision, cfg.LowPrecisionDP = precisionOf(fx), fx.LowPrecisionDP
+								cfg.Precision, cfg.LowPrecisionDP, cfg.TPCommOverlap = precisionOf(fx), fx.LowPrecisionDP, fx.TPCommOverlap
 								cfg.StageLayers = evenLayers(m.NumLayers, pp*vpp)
 								if len(fx.StageLayers) > 0 {
 									if len(fx.StageLayers) != pp*vpp {

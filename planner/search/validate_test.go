@@ -316,12 +316,15 @@ func kfoldScore(rows []publishedRow, pred []float64, k int) (kfold, error) {
 // the issue's targets (10%, 0.85, 6%, never worse: 0.5 points of slack for
 // the draws' own noise). Each wider bound says why.
 var validationBounds = map[string][4]float64{
-	// Megatron-Bridge overlaps TP communication with GEMMs (userbuffers),
-	// which the model does not price: its 70B rows are 17-20% slow, and no
-	// compute factor fits 70B and 405B rows alike (published_test.go).
-	// Pricing the two TP4 blocks of a host sharing its NIC for pipeline
-	// sends (issue 22) moved its leave-one-out MAPE from 11.9% to 12.0%.
-	"bridge_h100_fp8": {0.125, 0.85, 0.08, 0.01},
+	// Megatron-Bridge overlaps TP communication with GEMMs (userbuffers,
+	// priced as --tp-comm-overlap: the table's header cites the recipes).
+	// Pricing it moved leave-one-out from 12.0% (70B rows +20%) to 10.6%,
+	// with errors of opposite sign: 70B +8%, 405B -8 to -14% (the ideal
+	// overlap hides all of 405B's TP traffic; what userbuffers' own SMs
+	// and chunking cost is not priced). One calibration factor cannot move
+	// the two sizes apart, so 3-run calibration leaves the fourth row at
+	// 12% (it was 7.6% when every row erred the same way).
+	"bridge_h100_fp8": {0.11, 0.85, 0.125, 0.01},
 	// Four rows, three big models at micro-batch 1: the rest after 3 is one
 	// row, whose error (7%) calibration on the other three cannot predict.
 	"korthikanti_table4": {0.10, 0.85, 0.08, 0.005},

@@ -211,15 +211,21 @@ func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
 }
 
 // Issue 22: plan says which of the user's flags it passes through without
-// pricing them.
+// pricing them; --tp-comm-overlap is priced, so it is not among them, and
+// without --sequence-parallel it is refused as Megatron-LM refuses it.
 func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
-	code, out, errOut := runAppBuffers("plan", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+	line := []string{"plan", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
 		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
-		"--tp-comm-overlap", "--log-interval", "10", "--use-distributed-optimizer")
+		"--tp-comm-overlap", "--log-interval", "10", "--use-distributed-optimizer"}
+	code, out, errOut := runAppBuffers(append(slices.Clone(line), "--sequence-parallel")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "assumes: your layout's --tp-comm-overlap, --log-interval passed through, not priced") {
-		t.Fatalf("plan does not name the flags it passes through:\n%s", out)
+	if !strings.Contains(out, "assumes: your layout's --log-interval passed through, not priced") {
+		t.Fatalf("plan does not name the flags it passes through (or still lists --tp-comm-overlap):\n%s", out)
+	}
+	code, _, errOut = runAppBuffers(line...)
+	if code == 0 || !strings.Contains(errOut, "--tp-comm-overlap") || !strings.Contains(errOut, "--sequence-parallel") {
+		t.Fatalf("--tp-comm-overlap without --sequence-parallel: exit %d, %q; want a refusal naming both", code, errOut)
 	}
 }
