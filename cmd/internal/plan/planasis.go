@@ -181,6 +181,7 @@ func asIsConstraints(flags parallel.Constraints, m model.Model, globalBatch int,
 	if out.StageLayers == nil {
 		out.StageLayers = slices.Clone(fromArgs.StageLayers)
 	}
+	out.TPCommOverlap = out.TPCommOverlap || fromArgs.TPCommOverlap
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -211,21 +212,36 @@ func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
 }
 
 // Issue 22: plan says which of the user's flags it passes through without
-// pricing them; --tp-comm-overlap is priced, so it is not among them, and
-// without --sequence-parallel it is refused as Megatron-LM refuses it.
+// pricing them. --tp-comm-overlap is priced (the layout gets faster), so
+// it is not among them; without --sequence-parallel the layout is refused
+// as Megatron-LM refuses it.
 func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
-	line := []string{"plan", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
-		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
-		"--tp-comm-overlap", "--log-interval", "10", "--use-distributed-optimizer"}
-	code, out, errOut := runAppBuffers(append(slices.Clone(line), "--sequence-parallel")...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
+	asIs := func(extra ...string) (string, float64) {
+		t.Helper()
+		line := append([]string{"plan", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+			"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
+			"--log-interval", "10", "--use-distributed-optimizer"}, extra...)
+		code, out, errOut := runAppBuffers(line...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+		}
+		var secs float64
+		if _, rest, ok := strings.Cut(out, "your layout (TP 8 PP 2 DP 2"); ok {
+			_, after, _ := strings.Cut(rest, "): ")
+			fmt.Sscanf(after, "%g s/iteration", &secs)
+		}
+		return out, secs
 	}
+	out, overlapped := asIs("--tp-comm-overlap", "--sequence-parallel")
 	if !strings.Contains(out, "assumes: your layout's --log-interval passed through, not priced") {
 		t.Fatalf("plan does not name the flags it passes through (or still lists --tp-comm-overlap):\n%s", out)
 	}
-	code, _, errOut = runAppBuffers(line...)
-	if code == 0 || !strings.Contains(errOut, "--tp-comm-overlap") || !strings.Contains(errOut, "--sequence-parallel") {
-		t.Fatalf("--tp-comm-overlap without --sequence-parallel: exit %d, %q; want a refusal naming both", code, errOut)
+	_, exposed := asIs("--sequence-parallel")
+	if overlapped <= 0 || exposed <= 0 || overlapped >= exposed {
+		t.Fatalf("as-is layout with --tp-comm-overlap %g s, without %g s: want both priced, the overlapped one faster", overlapped, exposed)
+	}
+	out, _ = asIs("--tp-comm-overlap")
+	if !strings.Contains(out, "not priced") || !strings.Contains(out, "--tp-comm-overlap: needs --sequence-parallel") {
+		t.Fatalf("--tp-comm-overlap without --sequence-parallel: want the layout refused naming both:\n%s", out)
 	}
 }
