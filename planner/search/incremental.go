@@ -107,27 +107,61 @@ func newIncEval(e *planEval, slots []int, order []int) *incEval {
 	}
 	ie.fin = newVecTree(e.dp, e.p+1, false)
 	ie.lbw = newVecTree(e.dp, e.p, true)
-	ie.reset(order)
+	ie.reset(order, nil, math.Inf(1))
 	return ie
 }
 
-// reset prices order from scratch.
-func (ie *incEval) reset(order []int) {
+// reset prices order from scratch. prev, when not nil, is the state saved
+// just before (incState.save): what depends only on hosts that did not
+// change, a stage's DP reduction and a block's own send link, is taken
+// from it instead of priced again, which gives the same values. It returns
+// the cost, or, as soon as the pipelines priced so far already cost at
+// least bound, a figure at least bound and no more than the cost; the
+// state is then half priced, and the caller restores prev (revert).
+func (ie *incEval) reset(order []int, prev *incState, bound float64) float64 {
 	e := ie.e
 	fillBlocks(order, ie.slots, ie.bh)
-	e.countAll(&ie.load, ie.bh)
-	for d := 0; d < e.dp; d++ {
-		ie.pipeline(d)
+	var was []int
+	if prev != nil {
+		was = prev.hosts
+		e.recount(&ie.load, ie.bh, &prev.load, was)
+	} else {
+		e.countAll(&ie.load, ie.bh)
 	}
-	ie.fin.build()
-	ie.lbw.build()
 	for r := 0; r < e.p; r++ {
-		ie.stageDP(r)
+		if was == nil || ie.stageMoved(r, was) {
+			ie.stageDP(r)
+		}
 	}
 	ie.pen = 0
 	for u, h := range ie.bh {
 		ie.pen += ie.penalty(u, h)
 	}
+	// fin and lbw: the trees' roots over the pipelines priced so far. The
+	// cost only grows with a larger fin and a smaller lbw, so it bounds
+	// the whole order's from below, in floating point too.
+	fin, lbw := ie.vec[:e.p+1], ie.vec2[:e.p]
+	for k := range fin {
+		fin[k] = math.Inf(-1)
+	}
+	for k := range lbw {
+		lbw[k] = math.Inf(1)
+	}
+	for d := 0; d < e.dp; d++ {
+		ie.pipeline(d)
+		for k, x := range ie.fin.leaf(d) {
+			fin[k] = max(fin[k], x)
+		}
+		for k, x := range ie.lbw.leaf(d) {
+			lbw[k] = min(lbw[k], x)
+		}
+		if c := ie.costOf(fin, lbw); c >= bound {
+			return c
+		}
+	}
+	ie.fin.build()
+	ie.lbw.build()
+	return ie.cost()
 }
 
 func fillBlocks(order, slots, out []int) {
@@ -177,6 +211,18 @@ func (ie *incEval) pipeline(d int) {
 	}
 }
 
+// stageMoved reports whether a block of stage r is on another host in bh
+// than in was (stageDP reads nothing else that a move changes).
+func (ie *incEval) stageMoved(r int, was []int) bool {
+	e := ie.e
+	for d := 0; d < e.dp; d++ {
+		if u := e.block(r, d, 0); ie.bh[u] != was[u] {
+			return true
+		}
+	}
+	return false
+}
+
 // stageDP recomputes stage r's DP reduction (total and tail).
 func (ie *incEval) stageDP(r int) {
 	e := ie.e
@@ -200,9 +246,11 @@ func (ie *incEval) penalty(u, h int) float64 {
 }
 
 // cost is planEval.cost of the current order.
-func (ie *incEval) cost() float64 {
+func (ie *incEval) cost() float64 { return ie.costOf(ie.fin.root(), ie.lbw.root()) }
+
+// costOf is cost with fin and lbw in place of the trees' roots.
+func (ie *incEval) costOf(fin, lbw []float64) float64 {
 	e := ie.e
-	fin, lbw := ie.fin.root(), ie.lbw.root()
 	emb := fin[e.p]
 	iter := 0.0
 	for r := 0; r < e.p; r++ {
@@ -216,8 +264,10 @@ func (ie *incEval) cost() float64 {
 }
 
 // moved re-prices the order after positions lo..hi (inclusive) changed and
-// returns its cost.
-func (ie *incEval) moved(order []int, lo, hi int) float64 {
+// returns its cost. When the cost is at least bound it may return any
+// figure from bound to the cost, having stopped pricing early: the caller
+// must then revert the move (a caller that keeps only cheaper orders does).
+func (ie *incEval) moved(order []int, lo, hi int, bound float64) float64 {
 	e := ie.e
 	u0 := lo * ie.sameSlot
 	if ie.sameSlot == 0 {
@@ -246,8 +296,7 @@ func (ie *incEval) moved(order []int, lo, hi int) float64 {
 	if changed > e.nBlocks/4 { // cheaper to start over
 		un.full = true
 		un.snap.save(ie)
-		ie.reset(order)
-		return ie.cost()
+		return ie.reset(order, &un.snap, bound)
 	}
 	for x := u0; x < u; x++ {
 		h := ie.next[x]

@@ -44,7 +44,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 				}
 				swap := rng.IntN(2) == 0
 				applyMove(order, i, j, swap)
-				got := inc.moved(order, i, j)
+				got := inc.moved(order, i, j, math.Inf(1))
 				if want := pl.cost(order); math.Abs(got-want) > 1e-9*want {
 					t.Fatalf("seed %d cfg %+v step %d order %v: incremental %g, full %g", seed, cfg, step, order, got, want)
 				}
@@ -80,8 +80,58 @@ func TestIncrementalMixedHostSizes(t *testing.T) {
 			i, j = j, i
 		}
 		applyMove(order, i, j, rng.IntN(2) == 0)
-		if got, want := inc.moved(order, i, j), pl.cost(order); math.Abs(got-want) > 1e-9*want {
+		if got, want := inc.moved(order, i, j, math.Inf(1)), pl.cost(order); math.Abs(got-want) > 1e-9*want {
 			t.Fatalf("step %d order %v: incremental %g, full %g", step, order, got, want)
 		}
+	}
+}
+
+// With a bound, a move re-priced from scratch may stop early, but only when
+// its cost is at least the bound, and then with a figure between the two;
+// below the bound it is the cost, and undoing a stopped move restores the
+// priced state. The walk stops some moves early (else this checks
+// nothing).
+func TestIncrementalBound(t *testing.T) {
+	cfg := parallel.Config{TP: 2, PP: 4, DP: 16, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 4, SequenceParallel: true, Recompute: parallel.RecomputeFull}
+	m := model.Model{Name: "13b", NumLayers: 40, Hidden: 5120, Heads: 40, SeqLength: 2048, Vocab: 50257}
+	const hosts = 16
+	stopped := 0
+	for seed := uint64(1); seed <= 4; seed++ {
+		c := randomCluster(hosts, 8, seed)
+		e := newPlanEval(c, m, cfg, parallel.FrameworkMegatron)
+		pl := newPlacer(e, cluster.HostSymmetry(c), startOrders(c))
+		order := identity(hosts)
+		inc := newIncEval(e, pl.slots, order)
+		rng := rand.New(rand.NewPCG(seed, 7))
+		for step := 0; step < 200; step++ {
+			i, j := rng.IntN(hosts), rng.IntN(hosts)
+			if i > j {
+				i, j = j, i
+			}
+			swap := rng.IntN(2) == 0
+			applyMove(order, i, j, swap)
+			want := pl.cost(order)
+			bound := want * []float64{0.5, 0.99, 1.01, 2}[rng.IntN(4)]
+			got := inc.moved(order, i, j, bound)
+			switch {
+			case want < bound && math.Abs(got-want) > 1e-9*want:
+				t.Fatalf("seed %d step %d: cost %g below bound %g, moved says %g", seed, step, want, bound, got)
+			case want >= bound && (got < bound || got > want*(1+1e-9)):
+				t.Fatalf("seed %d step %d: cost %g at least bound %g, moved says %g", seed, step, want, bound, got)
+			}
+			if got < want*(1-1e-9) {
+				stopped++
+			}
+			if got >= bound || rng.IntN(2) == 0 {
+				applyMove(order, i, j, swap)
+				inc.revert(order)
+				if got, want := inc.cost(), pl.cost(order); math.Abs(got-want) > 1e-9*want {
+					t.Fatalf("seed %d step %d undo: incremental %g, full %g", seed, step, got, want)
+				}
+			}
+		}
+	}
+	if stopped == 0 {
+		t.Error("no move stopped early")
 	}
 }

@@ -348,14 +348,37 @@ func (e *planEval) sharedEmbedding(blockHost []int, s *sendScratch) float64 {
 }
 
 // countAll fills ld for every block of blockHost.
-func (e *planEval) countAll(ld *linkLoad, blockHost []int) {
+func (e *planEval) countAll(ld *linkLoad, blockHost []int) { e.recount(ld, blockHost, nil, nil) }
+
+// recount is countAll given prev, ld's counts for the placement was (or
+// nil): a send (an embedding all-reduce) whose two hosts are the same in
+// both keeps prev's own link instead of looking it up again, which gives
+// the same values.
+func (e *planEval) recount(ld *linkLoad, blockHost []int, prev *linkLoad, was []int) {
 	if !e.shares {
 		return
+	}
+	if prev != nil && (prev.n != len(e.c.Hosts) || len(prev.spb) != e.nBlocks) {
+		prev = nil
 	}
 	ld.init(e)
 	if e.embShares() {
 		for k := 0; k < e.dp*e.cp; k++ {
-			e.embed(ld, blockHost, k)
+			a, b := e.embedHosts(blockHost, k)
+			if prev == nil {
+				e.embed(ld, blockHost, k)
+				continue
+			}
+			if wa, wb := e.embedHosts(was, k); a != wa || b != wb {
+				e.embed(ld, blockHost, k)
+				continue
+			}
+			s := prev.embSpb[k]
+			ld.embSpb[k], ld.embLat[k] = s, prev.embLat[k]
+			if s > 0 {
+				ld.emb[a]++
+				ld.emb[b]++
+			}
 		}
 	}
 	for r := 0; r < e.p; r++ {
@@ -367,7 +390,18 @@ func (e *planEval) countAll(ld *linkLoad, blockHost []int) {
 					ld.spb[u], ld.lat[u] = 0, 0
 					continue
 				}
-				e.sendAt(ld, blockHost, u, e.block(nx, d, c), r)
+				to := e.block(nx, d, c)
+				a, b := blockHost[u], blockHost[to]
+				if prev == nil || a != was[u] || b != was[to] {
+					e.sendAt(ld, blockHost, u, to, r)
+					continue
+				}
+				s := prev.spb[u]
+				ld.spb[u], ld.lat[u] = s, prev.lat[u]
+				if s > 0 {
+					ld.out[r*ld.n+a]++
+					ld.in[r*ld.n+b]++
+				}
 			}
 		}
 	}

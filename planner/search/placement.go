@@ -284,7 +284,10 @@ func (pl *placer) heuristic(o PlaceOptions, deadline time.Time) ([]int, float64)
 		if inc != nil { // move in place, re-price what it touched, undo if worse
 			applyMove(order, i, j, swap)
 			pl.evals++
-			if c := inc.moved(order, i, j); c < best*(1-1e-12) {
+			// Below bound moved's figure is the cost; at or above it the
+			// move is undone whatever the exact figure.
+			bound := best * (1 - 1e-12)
+			if c := inc.moved(order, i, j, bound); c < bound {
 				best = c
 				stale = 0
 			} else {
