@@ -40,8 +40,7 @@ type incEval struct {
 	shard          float64
 	work           []stageWork
 	hosts          []int
-	vec            []float64
-	vec2           []float64
+	vec, vec2      []float64 // addBound's fin and lbw
 	touchedD       []int
 	touchedR       []int
 	markD, markR   []bool
@@ -137,25 +136,10 @@ func (ie *incEval) reset(order []int, prev *incState, bound float64) float64 {
 	for u, h := range ie.bh {
 		ie.pen += ie.penalty(u, h)
 	}
-	// fin and lbw: the trees' roots over the pipelines priced so far. The
-	// cost only grows with a larger fin and a smaller lbw, so it bounds
-	// the whole order's from below, in floating point too.
-	fin, lbw := ie.vec[:e.p+1], ie.vec2[:e.p]
-	for k := range fin {
-		fin[k] = math.Inf(-1)
-	}
-	for k := range lbw {
-		lbw[k] = math.Inf(1)
-	}
+	fin, lbw := ie.startBound()
 	for d := 0; d < e.dp; d++ {
 		ie.pipeline(d)
-		for k, x := range ie.fin.leaf(d) {
-			fin[k] = max(fin[k], x)
-		}
-		for k, x := range ie.lbw.leaf(d) {
-			lbw[k] = min(lbw[k], x)
-		}
-		if c := ie.costOf(fin, lbw); c >= bound {
+		if c := ie.addBound(fin, lbw, d); c >= bound {
 			return c
 		}
 	}
@@ -316,23 +300,65 @@ func (ie *incEval) moved(order []int, lo, hi int, bound float64) float64 {
 	if ie.sameSlot == 0 {
 		ie.touchSharers(un.blocks, un.hosts)
 	}
-	for _, d := range ie.touchedD {
-		un.ds = append(un.ds, d)
-		un.fin = append(un.fin, ie.fin.leaf(d)...)
-		un.lbw = append(un.lbw, ie.lbw.leaf(d)...)
-		ie.pipeline(d)
-		ie.fin.update(d)
-		ie.lbw.update(d)
-		ie.markD[d] = false
-	}
 	for _, r := range ie.touchedR {
 		un.rs = append(un.rs, r)
 		un.total, un.tail = append(un.total, ie.dpTotal[r]), append(un.tail, ie.dpTai[r])
 		ie.stageDP(r)
 		ie.markR[r] = false
 	}
-	ie.touchedD, ie.touchedR = ie.touchedD[:0], ie.touchedR[:0]
+	ie.touchedR = ie.touchedR[:0]
+	for _, d := range ie.touchedD {
+		un.ds = append(un.ds, d)
+		un.fin = append(un.fin, ie.fin.leaf(d)...)
+		un.lbw = append(un.lbw, ie.lbw.leaf(d)...)
+		ie.markD[d] = false
+	}
+	defer func() { ie.touchedD = ie.touchedD[:0] }()
+	// The touched pipelines alone bound the cost from below (see reset):
+	// once those priced so far reach bound, the move stops; the trees
+	// take the new leaves only at the end, so revert's restored leaves
+	// match them either way.
+	fin, lbw := ie.startBound()
+	for i, d := range ie.touchedD {
+		ie.pipeline(d)
+		if i < len(ie.touchedD)-1 {
+			if c := ie.addBound(fin, lbw, d); c >= bound {
+				return c
+			}
+		}
+	}
+	for _, d := range ie.touchedD {
+		ie.fin.update(d)
+		ie.lbw.update(d)
+	}
 	return ie.cost()
+}
+
+// startBound returns fin and lbw for addBound, holding no pipeline yet.
+func (ie *incEval) startBound() (fin, lbw []float64) {
+	fin, lbw = ie.vec[:ie.e.p+1], ie.vec2[:ie.e.p]
+	for k := range fin {
+		fin[k] = math.Inf(-1)
+	}
+	for k := range lbw {
+		lbw[k] = math.Inf(1)
+	}
+	return fin, lbw
+}
+
+// addBound adds pipeline d's leaves to fin (maxima) and lbw (minima) and
+// returns the cost with those in place of the trees' roots. The cost only
+// grows with a larger fin and a smaller lbw, so over some of the
+// pipelines it bounds the whole order's cost from below, in floating point
+// too.
+func (ie *incEval) addBound(fin, lbw []float64, d int) float64 {
+	for k, x := range ie.fin.leaf(d) {
+		fin[k] = max(fin[k], x)
+	}
+	for k, x := range ie.lbw.leaf(d) {
+		lbw[k] = min(lbw[k], x)
+	}
+	return ie.costOf(fin, lbw)
 }
 
 // setHost moves block x to host h, keeping the link load up to date.

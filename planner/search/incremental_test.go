@@ -86,8 +86,9 @@ func TestIncrementalMixedHostSizes(t *testing.T) {
 	}
 }
 
-// With a bound, a move re-priced from scratch may stop early, but only when
-// its cost is at least the bound, and then with a figure between the two;
+// With a bound, a move (re-priced incrementally or from scratch) may stop
+// early, but only when its cost is at least the bound, and then with a
+// figure between the two;
 // below the bound it is the cost, and undoing a stopped move restores the
 // priced state. The walk stops some moves early (else this checks
 // nothing).
