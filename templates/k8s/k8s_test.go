@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/internal/golden"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -63,23 +64,7 @@ func exampleJob(t testing.TB, env []string, explicit []job.EnvVar) (*job.Job, []
 
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run go test ./templates/k8s -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file %s (rerun with -update if the change is intended)\n--- got ---\n%s", name, path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got, *update)
 }
 
 func TestRenderGolden(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/golden"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
@@ -88,23 +89,7 @@ var predictionRE = regexp.MustCompile(`predicted [0-9.]+ s/iteration, [0-9.]+ of
 func checkGolden(t *testing.T, name string, got string) {
 	t.Helper()
 	got = predictionRE.ReplaceAllString(got, "predicted (figures masked in golden files)")
-	path := filepath.Join(goldenDir, name)
-	if *update {
-		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (go test ./cmd/internal/run -update creates it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (rerun with -update if intended):\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join(goldenDir, name), []byte(got), *update)
 }
 
 func TestDryRunGolden(t *testing.T) {
