@@ -38,12 +38,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(seed, 3))
 			for step := 0; step < 200; step++ {
-				i, j := rng.IntN(hosts), rng.IntN(hosts)
-				if i > j {
-					i, j = j, i
-				}
-				swap := rng.IntN(2) == 0
-				applyMove(order, i, j, swap)
+				i, j, swap := randomMove(rng, order)
 				got := inc.moved(order, i, j, math.Inf(1))
 				if want := pl.cost(order); math.Abs(got-want) > 1e-9*want {
 					t.Fatalf("seed %d cfg %+v step %d order %v: incremental %g, full %g", seed, cfg, step, order, got, want)
@@ -75,11 +70,7 @@ func TestIncrementalMixedHostSizes(t *testing.T) {
 	inc := newIncEval(e, pl.slots, order)
 	rng := rand.New(rand.NewPCG(5, 5))
 	for step := 0; step < 300; step++ {
-		i, j := rng.IntN(10), rng.IntN(10)
-		if i > j {
-			i, j = j, i
-		}
-		applyMove(order, i, j, rng.IntN(2) == 0)
+		i, j, _ := randomMove(rng, order)
 		if got, want := inc.moved(order, i, j, math.Inf(1)), pl.cost(order); math.Abs(got-want) > 1e-9*want {
 			t.Fatalf("step %d order %v: incremental %g, full %g", step, order, got, want)
 		}
@@ -105,12 +96,7 @@ func TestIncrementalBound(t *testing.T) {
 		inc := newIncEval(e, pl.slots, order)
 		rng := rand.New(rand.NewPCG(seed, 7))
 		for step := 0; step < 200; step++ {
-			i, j := rng.IntN(hosts), rng.IntN(hosts)
-			if i > j {
-				i, j = j, i
-			}
-			swap := rng.IntN(2) == 0
-			applyMove(order, i, j, swap)
+			i, j, swap := randomMove(rng, order)
 			want := pl.cost(order)
 			bound := want * []float64{0.5, 0.99, 1.01, 2}[rng.IntN(4)]
 			got := inc.moved(order, i, j, bound)
@@ -135,4 +121,16 @@ func TestIncrementalBound(t *testing.T) {
 	if stopped == 0 {
 		t.Error("no move stopped early")
 	}
+}
+
+// randomMove draws a move of the placement search (positions i <= j of
+// order, a swap or a reversal) and applies it to order.
+func randomMove(rng *rand.Rand, order []int) (i, j int, swap bool) {
+	i, j = rng.IntN(len(order)), rng.IntN(len(order))
+	if i > j {
+		i, j = j, i
+	}
+	swap = rng.IntN(2) == 0
+	applyMove(order, i, j, swap)
+	return i, j, swap
 }
