@@ -2,6 +2,7 @@ package megatron
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,9 +40,12 @@ const (
 	DSMoEParamGroupFlag = "--create-moe-param-group"
 )
 
-// dsMoEOnlyFlags are Megatron-DeepSpeed MoE flags Megatron-LM does not have.
-var dsMoEOnlyFlags = []string{DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type",
-	"--moe-train-capacity-factor", DSExpertTPFlag, "--disable-moe-token-dropping", DSMoEParamGroupFlag}
+// Megatron-DeepSpeed MoE flags Megatron-LM does not have: those that take
+// a value and the switches (Flags registers both lists).
+var (
+	dsMoEValueFlags = []string{DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type", "--moe-train-capacity-factor"}
+	dsMoESwitches   = []string{DSExpertTPFlag, "--disable-moe-token-dropping", DSMoEParamGroupFlag}
+)
 
 // isDeepSpeedMoE reports whether an argument list's expert flags are read
 // as Megatron-DeepSpeed's: it runs with --deepspeed (a flag Megatron-LM
@@ -50,12 +54,7 @@ func isDeepSpeedMoE(a Args) bool {
 	if a.Has("--deepspeed") {
 		return true
 	}
-	for _, f := range dsMoEOnlyFlags {
-		if a.Has(f) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(dsMoEValueFlags, a.Has) || slices.ContainsFunc(dsMoESwitches, a.Has)
 }
 
 // listValues returns a list flag's values as argparse's nargs='+' reads

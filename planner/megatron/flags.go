@@ -79,9 +79,8 @@ func init() {
 	add(true, MegatronDeepSpeed, "--checkpoint-num-layers")
 	// Megatron-DeepSpeed's mixture of experts (DeepSpeed's MoE layer; its
 	// --num-experts takes a list, Megatron-LM's one integer).
-	add(true, MegatronDeepSpeed, DSExpertParallelFlag, "--topk", "--expert-interval", "--mlp-type",
-		"--moe-train-capacity-factor")
-	add(false, MegatronDeepSpeed, DSExpertTPFlag, "--disable-moe-token-dropping", DSMoEParamGroupFlag)
+	add(true, MegatronDeepSpeed, dsMoEValueFlags...)
+	add(false, MegatronDeepSpeed, dsMoESwitches...)
 	// Holmes' heterogeneous-NIC switch.
 	add(false, Holmes, "--use-hetnet")
 	// What torch.distributed.launch passes each rank (DeepSpeed's scripts).
