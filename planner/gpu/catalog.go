@@ -32,6 +32,14 @@ func (e CatalogEntry) fp32(tflops float64) CatalogEntry {
 	return e
 }
 
+// sms sets the SM count (Spec.SMs), from the architecture whitepapers:
+// H100 SXM5 and NVL 132, H100 PCIe 114, H200 and GH200 132 (the H100 SXM5
+// configuration), A100 108, V100 80, B200 148.
+func (e CatalogEntry) sms(n int) CatalogEntry {
+	e.spec.SMs = n
+	return e
+}
+
 // fp8 sets the dense FP8 tensor-core TFLOP/s (datasheet, no sparsity).
 func (e CatalogEntry) fp8(tflops float64) CatalogEntry {
 	e.spec.PeakFP8TFLOPS = tflops
@@ -67,21 +75,21 @@ var gpuCatalog = []CatalogEntry{
 	// 900 GB/s per GPU each way. GB200 before B200 ("gb200" contains
 	// "b200"): the NVL72 part, 186 GB, 2.5/5 PFLOP/s.
 	gpu("GB200", 184.0, 2500, 8.0, `gb200`, "nvswitch", 900, 6).fp8(5000).fp32(1250),
-	gpu("B200", 179.1, 2250, 8.0, `b200`, "nvswitch", 900, 6).fp8(4500).fp32(1125),
+	gpu("B200", 179.1, 2250, 8.0, `b200`, "nvswitch", 900, 6).fp8(4500).fp32(1125).sms(148),
 	// GH200 before H200 ("gh200" contains "h200"); the 96 GB HBM3 variant.
-	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5).fp8(1979).fp32(494.7),
-	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5).fp8(1979).fp32(494.7),
-	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5).fp8(1671).fp32(417.5),
-	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5).fp8(1513).fp32(378),
-	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5).fp8(1979).fp32(494.7),
-	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4).fp32(156),
-	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4).fp32(156),
-	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4).fp32(156),
-	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4).fp32(156),
-	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3).fp32(14),
-	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3).fp32(15.7),
-	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3).fp32(14),
-	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3).fp32(15.7),
+	gpu("GH200", 95.6, 989, 4.0, `gh200`, "nvswitch", 450, 5).fp8(1979).fp32(494.7).sms(132),
+	gpu("H200", 140.4, 989, 4.8, `h200`, "nvswitch", 450, 5).fp8(1979).fp32(494.7).sms(132),
+	gpu("H100-NVL", 93.6, 835, 3.9, `h100.*nvl|nvl.*h100`, "pcie", 0, 5).fp8(1671).fp32(417.5).sms(132),
+	gpu("H100-PCIe", 79.6, 756, 2.0, `h100.*pcie|pcie.*h100`, "pcie", 0, 5).fp8(1513).fp32(378).sms(114),
+	gpu("H100-SXM", 79.6, 989, 3.35, `h100`, "nvswitch", 450, 5).fp8(1979).fp32(494.7).sms(132),
+	gpu("A100-80GB-PCIe", 80, 312, 1.935, `a100.*(80g.*pcie|pcie.*80g)`, "pcie", 0, 4).fp32(156).sms(108),
+	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4).fp32(156).sms(108),
+	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4).fp32(156).sms(108),
+	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4).fp32(156).sms(108),
+	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3).fp32(14).sms(80),
+	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3).fp32(15.7).sms(80),
+	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3).fp32(14).sms(80),
+	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3).fp32(15.7).sms(80),
 	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4).fp8(733).fp32(183),
 	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4).fp32(90.5),
 	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4).fp8(242).fp32(60),
@@ -229,6 +237,9 @@ func Resolve(s Spec) (Spec, CatalogEntry, bool) {
 		}
 		if out.PeakFP32TFLOPS == 0 {
 			out.PeakFP32TFLOPS = e.spec.PeakFP32TFLOPS
+		}
+		if out.SMs == 0 {
+			out.SMs = e.spec.SMs
 		}
 	} else if out.MemoryBandwidthTBPerS == 0 {
 		out.MemoryBandwidthTBPerS = defaultGPUMemoryBandwidthTBPerS

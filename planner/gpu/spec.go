@@ -19,6 +19,10 @@ type Spec struct {
 	// GEMMs measured on the host and the calibration of past runs.
 	ComputeScale16  float64 `yaml:"-" json:"-"`
 	ComputeScaleFP8 float64 `yaml:"-" json:"-"`
+	// SMs is the streaming multiprocessor count (catalog GPUs only; 0:
+	// unknown): what a GEMM launched beside a communication kernel with an
+	// SM margin keeps (Transformer Engine userbuffers, --tp-comm-overlap).
+	SMs int `yaml:"-" json:"-"`
 }
 
 const GiB = 1 << 30

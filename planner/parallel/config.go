@@ -81,9 +81,23 @@ type Config struct {
 	// longer than the GEMMs is exposed. Megatron requires sequence
 	// parallelism with it (and so TP > 1).
 	TPCommOverlap bool `json:"tp_comm_overlap,omitempty"`
+	// TPOverlapCfg is the userbuffers configuration --tp-comm-overlap runs
+	// with (Megatron-LM's --tp-comm-overlap-cfg, Megatron-Bridge's
+	// tp_comm_overlap_cfg); nil: Transformer Engine's defaults (see
+	// TPOverlap). Shared, never modified.
+	TPOverlapCfg *TPOverlapCfg `json:"tp_comm_overlap_cfg,omitempty"`
 	// StageLayers[i] is the decoder layers of pipeline stage i (PP*VPP
 	// entries, stage i = vpp_index*PP + pp_rank as in Megatron's layout).
 	StageLayers []int `json:"stage_layers"`
+}
+
+// TPOverlap is the userbuffers configuration of --tp-comm-overlap: the
+// one given, else Transformer Engine's defaults.
+func (c Config) TPOverlap() TPOverlapCfg {
+	if c.TPOverlapCfg != nil {
+		return *c.TPOverlapCfg
+	}
+	return DefaultTPOverlap()
 }
 
 // ExpertParallel returns EP and ETP with their defaults (1 and TP).

@@ -257,7 +257,7 @@ func P2PSeconds(bytes float64, link cluster.Link) float64 {
 }
 
 // tpCommPerLayer is the TP communication of one layer and one micro-batch
-// (exposed unless --tp-comm-overlap: see tpCommOverlapped): 2 all-reduces in
+// (without --tp-comm-overlap: see tpCommOverlapped): 2 all-reduces in
 // forward and 2 in backward, or with sequence parallelism 2 all-gathers and
 // 2 reduce-scatters each way, which move the same bytes. Full recompute
 // repeats the forward ones. link is the TP ring's slowest hop.
@@ -278,22 +278,6 @@ func tpCommPerLayer(m model.Model, cfg parallel.Config, link cluster.Link) (fwd,
 		bwd += one
 	}
 	return fwd, bwd
-}
-
-// tpCommOverlapped is what --tp-comm-overlap leaves exposed of a layer's
-// TP communication (fwd, bwd). Transformer Engine's userbuffers split each
-// sequence-parallel all-gather and reduce-scatter into chunks pipelined
-// with the GEMM that consumes or produces it (QKV, projection, FC1, FC2 in
-// forward; their data- and weight-gradient GEMMs in backward), so only
-// communication longer than those GEMMs shows: max(0, comm - GEMM time)
-// each way. gemmFwd is the layer's forward GEMM time; backward runs twice
-// its GEMMs, and full recompute the forward's once more.
-func tpCommOverlapped(fwd, bwd, gemmFwd float64, r parallel.Recompute) (float64, float64) {
-	gemmBwd := 2 * gemmFwd
-	if r == parallel.RecomputeFull {
-		gemmBwd += gemmFwd
-	}
-	return max(0, fwd-gemmFwd), max(0, bwd-gemmBwd)
 }
 
 // cpCommPerLayer is ring attention's exchange of K and V blocks: each of the
@@ -590,8 +574,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 			hc.layer = layerCompute(m, e.cfg, host.GPU)
 			hc.tpF, hc.tpB = tpCommPerLayer(m, e.cfg, intra)
 			if e.cfg.TPCommOverlap {
-				gemm := newLayerShape(m, e.cfg).gemmSeconds(host.GPU, gpu.CurveOf(host.GPU))
-				hc.tpF, hc.tpB = tpCommOverlapped(hc.tpF, hc.tpB, gemm, e.cfg.Recompute)
+				hc.tpF, hc.tpB = tpCommOverlapped(newLayerShape(m, e.cfg), e.cfg, host.GPU, gpu.CurveOf(host.GPU), intra)
 			}
 			hc.logits = logitsCompute(m, e.cfg, host.GPU)
 			hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB

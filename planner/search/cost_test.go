@@ -315,43 +315,84 @@ func TestEmbeddingSyncSeconds(t *testing.T) {
 	}
 }
 
-// --tp-comm-overlap exposes only the TP communication longer than the GEMMs
-// it is pipelined with: by hand, and in the evaluator's per-layer terms.
-func TestTPCommOverlapExposesWhatGEMMsCannotHide(t *testing.T) {
+// --tp-comm-overlap runs each TP collective beside its own GEMM with the
+// userbuffers settings (Transformer Engine): the GEMM slows by SMs/(SMs -
+// num_sm) under an SM margin and pays a launch per extra split, and only a
+// collective longer than its GEMM shows. By hand, and in the evaluator.
+func TestTPCommOverlapPricesEachGEMMWithItsCollective(t *testing.T) {
+	h100 := gpuH100
+	h100.SMs, h100.PeakFP8TFLOPS = 132, 1979
+	cv := gpu.CurveOf(h100)
+	m := model.Model{Name: "l", NumLayers: 1, Hidden: 16384, Heads: 128, QueryGroups: 8, FFNHidden: 53248, SwiGLU: true, Vocab: 128256, SeqLength: 8192}
+	cfg := parallel.Config{TP: 8, CP: 2, MicroBatch: 1, SequenceParallel: true, Precision: gpu.PrecisionFP8}
+	s := newLayerShape(m, cfg)
+	fast := cluster.Link{BytesPerS: 1e15}
+	gemm := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 2304, 16384) // QKV: 4096 tokens, (16384+2*1024)/8 columns
 	cases := []struct {
-		name             string
-		fwd, bwd, gemm   float64
-		r                parallel.Recompute
-		wantFwd, wantBwd float64
+		name string
+		ub   parallel.TPOverlapGEMM
+		want float64
 	}{
-		// forward 3 ms of comm over 2 ms of GEMMs: 1 ms shows; backward
-		// 3 ms under 4 ms (dgrad + wgrad): none.
-		{"comm longer than forward GEMMs", 3e-3, 3e-3, 2e-3, parallel.RecomputeNone, 1e-3, 0},
-		// backward 9 ms against 3 x 2 ms of GEMMs (full recompute): 3 ms.
-		{"full recompute", 4.5e-3, 9e-3, 2e-3, parallel.RecomputeFull, 2.5e-3, 3e-3},
-		{"all hidden", 1e-3, 1e-3, 2e-3, parallel.RecomputeSelective, 0, 0},
+		{"margin of 24 SMs on 132", parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk, NumSM: 24, SetSMMargin: true}, gemm * 132 / 108},
+		{"bulk without margin", parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk, NumSM: 24}, gemm},
+		{"ring exchange: TP chunks", parallel.TPOverlapGEMM{Method: parallel.TPOverlapRingExchange, NumSM: 1}, gemm + 7*gpu.GEMMLaunchS},
+		{"pipeline, 4 splits, 16 SMs", parallel.TPOverlapGEMM{Method: parallel.TPOverlapPipeline, NumSM: 16, SetSMMargin: true, NumSplits: 4}, gemm*132/116 + 3*gpu.GEMMLaunchS},
 	}
 	for _, c := range cases {
-		f, b := tpCommOverlapped(c.fwd, c.bwd, c.gemm, c.r)
-		if !approx(f, c.wantFwd, 1e-15) || !approx(b, c.wantBwd, 1e-15) {
-			t.Errorf("%s: exposed %g/%g, want %g/%g", c.name, f, b, c.wantFwd, c.wantBwd)
+		p := tpOverlapPair{m: 4096, n: 2304, k: 16384, ub: c.ub, gather: true}
+		got, own := p.seconds(s, h100, cv, fast, 8)
+		if !approx(got, c.want, 1e-12) || own != gemm {
+			t.Errorf("%s: %g s (GEMM %g), want %g", c.name, got, own, c.want)
 		}
 	}
-	// The evaluator applies it only with the flag, on the TP link it
-	// priced: a slow TP link (2 GB/s) leaves part of the comm exposed.
-	m := gpt3_175b
-	c := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: gpuH100, intraGBs: 2, nicGbit: 800}}, 0)
-	cfg := parallel.Config{TP: 8, PP: 1, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 1, NumMicroBatches: 1,
-		SequenceParallel: true, StageLayers: []int{m.NumLayers}}
-	plain := newPlanEval(c, m, cfg, parallel.FrameworkMegatron).classes[0]
-	cfg.TPCommOverlap = true
-	over := newPlanEval(c, m, cfg, parallel.FrameworkMegatron).classes[0]
-	gemm := newLayerShape(m, cfg).gemmSeconds(gpuH100, gpu.CurveOf(gpuH100))
-	wantF, wantB := max(0, plain.tpF-gemm), max(0, plain.tpB-2*gemm)
-	if !approx(over.tpF, wantF, 1e-12) || !approx(over.tpB, wantB, 1e-12) {
-		t.Fatalf("overlapped TP comm %g/%g, want %g/%g (comm %g/%g, GEMMs %g)", over.tpF, over.tpB, wantF, wantB, plain.tpF, plain.tpB, gemm)
+	// A slow link: the collective (all-gather of 4096 x 16384 bf16 over
+	// TP 8 at 100 GB/s: 7/8 x 134 MB / 100 GB/s = 1.17 ms) outlasts the
+	// GEMM and is what the pair costs.
+	slow := cluster.Link{BytesPerS: 100e9}
+	p := tpOverlapPair{m: 4096, n: 2304, k: 16384, ub: parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk}, gather: true}
+	if got, _ := p.seconds(s, h100, cv, slow, 8); !approx(got, 7.0/8*4096*16384*2/100e9, 1e-12) {
+		t.Errorf("slow link: %g s, want the all-gather's %g", got, 7.0/8*4096*16384*2/100e9)
 	}
-	if over.tpF <= 0 || over.tpF >= plain.tpF {
-		t.Fatalf("a 2 GB/s TP link should leave some but not all of %g s exposed, got %g s", plain.tpF, over.tpF)
+
+	// Llama 3.1 405B at TP 8, CP 2 on DGX H100 (450 GB/s): one collective
+	// (0.30 ms) outlasts the QKV (0.27 ms) and projection (0.24 ms) GEMMs
+	// though the layer's GEMMs (2.6 ms) could hide all four (the lumped
+	// max(0, comm - GEMMs) priced none of it). The evaluator prices what
+	// shows per pair: forward QKV and projection, backward the projection's
+	// dgrad and QKV's wgrad.
+	c := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: h100, intraGBs: 450, nicGbit: 3200}}, 0)
+	link := c.LinkBetween(0, 0)
+	cfg = parallel.Config{TP: 8, PP: 1, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 1, NumMicroBatches: 1,
+		SequenceParallel: true, Precision: gpu.PrecisionFP8, StageLayers: []int{1}}
+	m.SeqLength = 4096 // CP 2's local tokens, without CP's own traffic
+	s = newLayerShape(m, cfg)
+	comm := AllGatherSeconds(s.tokens*s.hidden*s.elem(), 8, link)
+	qkvT := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 2304, 16384)
+	projT := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 16384, 2048)
+	if comm <= projT*132/131+7*gpu.GEMMLaunchS || comm <= qkvT {
+		t.Fatalf("premise: all-gather %g s should outlast QKV %g s and projection %g s", comm, qkvT, projT)
+	}
+	ub := parallel.TPOverlapCfg{}
+	for _, u := range []*parallel.TPOverlapGEMM{&ub.QKVFprop, &ub.ProjFprop, &ub.FC1Fprop, &ub.FC2Fprop, &ub.ProjDgrad, &ub.FC2Dgrad} {
+		*u = parallel.TPOverlapGEMM{Method: parallel.TPOverlapRingExchange, NumSM: 1}
+	}
+	ub.ProjFprop.SetSMMargin, ub.FC2Fprop.SetSMMargin = true, true
+	for _, u := range []*parallel.TPOverlapGEMM{&ub.QKVDgrad, &ub.QKVWgrad, &ub.FC1Dgrad, &ub.FC1Wgrad} {
+		*u = parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk, NumSM: 2}
+	}
+	cfg.TPCommOverlap, cfg.TPOverlapCfg = true, &ub
+	over := newPlanEval(c, m, cfg, parallel.FrameworkMegatron).classes[0]
+	// The forward QKV GEMM as ring exchange runs it (7 more launches) about
+	// matches the collective. What the hidden pairs still add: FC1's and
+	// FC2's ring exchange 7 extra GEMM launches each, FC2's forward 1/131
+	// more (1 SM margin); backward FC2's dgrad 7 launches, FC1's bulk
+	// pairs nothing. QKV's input gathered again for its wgrad is not
+	// counted (nor is it without the flag).
+	fc2T := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 16384, 53248/8)
+	l := gpu.GEMMLaunchS
+	wantF := (max(comm, qkvT+7*l) - qkvT) + (comm - projT) + 7*l + (fc2T*132/131 - fc2T + 7*l)
+	wantB := (comm - projT) + 7*l + (comm - qkvT)
+	if !approx(over.tpF, wantF, 1e-9) || !approx(over.tpB, wantB, 1e-9) {
+		t.Fatalf("overlapped TP comm %g/%g s, want %g/%g s (collective %g, QKV %g, projection %g)", over.tpF, over.tpB, wantF, wantB, comm, qkvT, projT)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,13 +60,25 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	sc := bufio.NewScanner(f)
 	line := 0
 	tpOverlap := false
+	ubOf := map[string]*parallel.TPOverlapCfg{}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
 		// A table whose every run overlapped TP communication with GEMMs
-		// says so in its header (with the source of that assumption).
+		// says so in its header (with the source of that assumption), and
+		// which userbuffers configuration each row ran.
 		if strings.HasPrefix(text, tpOverlapHeader) {
 			tpOverlap = true
+		}
+		if rest, ok := strings.CutPrefix(text, tpOverlapCfgHeader); ok {
+			fs := strings.Fields(rest)
+			ub, known := publishedTPOverlapCfgs[fs[0]]
+			if len(fs) != 2 || !known {
+				t.Fatalf("%s:%d: want %q NAME ROW[,ROW...] with NAME in publishedTPOverlapCfgs", path, line, tpOverlapCfgHeader)
+			}
+			for _, row := range strings.Split(fs[1], ",") {
+				ubOf[row] = &ub
+			}
 		}
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
@@ -86,7 +99,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 			SwiGLU: n(6) == 1, Vocab: n(7), SeqLength: n(8), UntieEmbeddings: n(6) == 1 || n(7) > 200000}
 		r.cfg = parallel.Config{TP: n(11), PP: n(12), CP: n(13), VPP: n(14), MicroBatch: n(15), GlobalBatch: n(16),
 			Recompute: parallel.Recompute(fs[17]), SequenceParallel: n(18) == 1, Precision: gpu.Precision(fs[19]),
-			TPCommOverlap: tpOverlap && n(11) > 1}
+			TPCommOverlap: tpOverlap && n(11) > 1, TPOverlapCfg: ubOf[fs[0]]}
 		// Megatron-LM of 2021-22 (SC21, Korthikanti) ran unfused attention
 		// with a fused softmax kernel; flash attention came later.
 		r.m.MaterializedAttention = strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
@@ -110,6 +123,11 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+	for name := range ubOf {
+		if !slices.ContainsFunc(rows, func(r publishedRow) bool { return r.name == name }) {
+			t.Fatalf("%s: %s names row %s, which the table does not have", path, tpOverlapCfgHeader, name)
+		}
+	}
 	return rows
 }
 
@@ -121,7 +139,7 @@ func publishedCluster(kind string, gpus int) *cluster.Cluster {
 	switch kind {
 	case "h100":
 		d.gpu, d.intraGBs, d.nicGbit = gpuH100, 450, 3200
-		d.gpu.PeakFP8TFLOPS = 1979
+		d.gpu.PeakFP8TFLOPS, d.gpu.SMs = 1979, 132
 	case "a100-40":
 		d.gpu = gpu.Spec{Model: "A100-SXM4-40GB", MemoryGiB: 40, PeakTFLOPS: 312, MemoryBandwidthTBPerS: 1.555}
 	}
@@ -201,10 +219,10 @@ var calibrationBounds = map[string][2]float64{
 	"korthikanti_table4": {0.08, 0.15},
 	"nemo_2407_fp8":      {0.08, 0.15},
 	// Megatron-Bridge's H100 Llama 3 recipes overlap TP communication with
-	// GEMMs (the table's header cites them), priced as --tp-comm-overlap:
-	// 70B rows about +9% slow, 405B rows -10 to -11% fast (ideal overlap
-	// hides all of their TP traffic). The curves are not fitted to this
-	// table; it is a check of the FP8 curve.
+	// GEMMs (the table's header cites them and their ub configurations),
+	// priced as --tp-comm-overlap: 70B rows about +10% slow, 405B rows -8
+	// to -10% fast. The curves are not fitted to this table; it is a check
+	// of the FP8 curve.
 	"bridge_h100_fp8": {0.11, 0.15},
 	// FSDP priced by analogy as ZeRO-3, one Hopper 16-bit curve for all of
 	// it (triton flash attention, sequences 512-65,536, micro-batches
