@@ -62,9 +62,10 @@ type TPOverlapCfg struct {
 // DefaultTPOverlap is what Megatron-LM's --tp-comm-overlap runs without
 // --tp-comm-overlap-cfg: Transformer Engine's initialize_ub defaults
 // (transformer_engine/pytorch/module/base.py, get_default_config, at
-// NVIDIA/TransformerEngine v2.18, commit 27486e03): ring exchange on 1 SM
-// without margin and TP splits; pipeline and bulk on 16 SMs with the SM
-// margin, pipeline in 4 splits; all-gather buffers in FP8 under FP8.
+// NVIDIA/TransformerEngine v2.18, commit 27486e03, the same at v2.4):
+// ring exchange on 1 SM without margin and TP splits; pipeline and bulk on
+// 16 SMs with the SM margin, pipeline in 4 splits; all-gather buffers in
+// FP8 under FP8.
 func DefaultTPOverlap() TPOverlapCfg {
 	ring := TPOverlapGEMM{Method: TPOverlapRingExchange, NumSM: 1, FP8Buf: true}
 	pipe := TPOverlapGEMM{Method: TPOverlapPipeline, NumSM: 16, SetSMMargin: true, NumSplits: 4}
