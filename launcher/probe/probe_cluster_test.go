@@ -53,7 +53,7 @@ func TestBuildClusterFileGroupsIdenticalHosts(t *testing.T) {
 		t.Errorf("GPU island hosts %+v, want %+v", gpuIsland.Hosts, wantHosts)
 	}
 	// From the catalog by nvidia-smi's name, with nvidia-smi's memory.
-	wantGPU := gpu.Spec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35, PeakFP8TFLOPS: 1979, PeakFP32TFLOPS: 494.7}
+	wantGPU := gpu.Spec{Model: "H100-SXM", MemoryGiB: 79.6, PeakTFLOPS: 989, MemoryBandwidthTBPerS: 3.35, PeakFP8TFLOPS: 1979, PeakFP32TFLOPS: 494.7, SMs: 132}
 	if gpuIsland.GPUsPerHost != 1 || gpuIsland.GPU != wantGPU || gpuIsland.PCIeGen != 5 {
 		t.Errorf("GPU island: %d x %+v PCIe gen %d; want 1 x %+v gen 5", gpuIsland.GPUsPerHost, gpuIsland.GPU, gpuIsland.PCIeGen, wantGPU)
 	}

@@ -62,7 +62,7 @@ func TestResolveDefaultCluster(t *testing.T) {
 	h := c.Hosts[2]
 	want := Host{
 		HostEntry: HostEntry{Name: "a100-03", Address: "a100-03"}, Island: 0, GPUs: 8,
-		GPU:            gpu.Spec{Model: "A100-80GB-SXM", MemoryGiB: 80, PeakTFLOPS: 312, MemoryBandwidthTBPerS: 2.039, PeakFP32TFLOPS: 156},
+		GPU:            gpu.Spec{Model: "A100-80GB-SXM", MemoryGiB: 80, PeakTFLOPS: 312, MemoryBandwidthTBPerS: 2.039, PeakFP32TFLOPS: 156, SMs: 108},
 		IntraBytesPerS: 300e9, NICBytesPerS: 8 * 200e9 / 8, MemoryBytes: 1024 * gpu.GiB,
 		PCIeBytesPerS: 25e9, CPUCores: 128, HostMemBytesPerS: 200e9,
 	}
