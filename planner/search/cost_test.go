@@ -345,32 +345,43 @@ func TestTPCommOverlapPricesEachGEMMWithItsCollective(t *testing.T) {
 			t.Errorf("%s: %g s (GEMM %g), want %g", c.name, got, own, c.want)
 		}
 	}
-	// A slow link: the collective (all-gather of 4096 x 16384 bf16 over
-	// TP 8 at 100 GB/s: 7/8 x 134 MB / 100 GB/s = 1.17 ms) outlasts the
-	// GEMM and is what the pair costs.
+	// A slow link: the collective (a reduce-scatter of 4096 x 16384 bf16
+	// over TP 8 at 100 GB/s: 7/8 x 134 MB / 100 GB/s = 1.17 ms) outlasts
+	// the GEMM and is what the pair costs; an all-gather in FP8 training
+	// moves FP8 (TE's fp8_buf): half of it.
 	slow := cluster.Link{BytesPerS: 100e9}
-	p := tpOverlapPair{m: 4096, n: 2304, k: 16384, ub: parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk}, gather: true}
-	if got, _ := p.seconds(s, h100, cv, slow, 8); !approx(got, 7.0/8*4096*16384*2/100e9, 1e-12) {
-		t.Errorf("slow link: %g s, want the all-gather's %g", got, 7.0/8*4096*16384*2/100e9)
+	rs := 7.0 / 8 * 4096 * 16384 * 2 / 100e9
+	for _, gather := range []bool{false, true} {
+		p := tpOverlapPair{m: 4096, n: 2304, k: 16384, ub: parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk}, gather: gather}
+		want := rs
+		if gather {
+			want = rs / 2
+		}
+		if got, _ := p.seconds(s, h100, cv, slow, 8); !approx(got, want, 1e-12) {
+			t.Errorf("slow link, all-gather %t: %g s, want the collective's %g", gather, got, want)
+		}
 	}
 
-	// Llama 3.1 405B at TP 8, CP 2 on DGX H100 (450 GB/s): one collective
-	// (0.30 ms) outlasts the QKV (0.27 ms) and projection (0.24 ms) GEMMs
-	// though the layer's GEMMs (2.6 ms) could hide all four (the lumped
-	// max(0, comm - GEMMs) priced none of it). The evaluator prices what
-	// shows per pair: forward QKV and projection, backward the projection's
-	// dgrad and QKV's wgrad.
+	// Llama 3.1 405B at TP 8, CP 2 on DGX H100 (450 GB/s), FP8: a
+	// reduce-scatter (bf16, 0.30 ms) outlasts the QKV (0.27 ms) and
+	// projection (0.24 ms) GEMMs though the layer's GEMMs (2.6 ms) could
+	// hide all four collectives (the lumped max(0, comm - GEMMs) priced
+	// none of it); the all-gathers move FP8 (0.15 ms) and hide. The
+	// evaluator prices what shows per pair: the projection's forward
+	// reduce-scatter and QKV's dgrad reduce-scatter beside its wgrad.
 	c := testCluster([]islandDef{{hosts: 1, gpus: 8, gpu: h100, intraGBs: 450, nicGbit: 3200}}, 0)
 	link := c.LinkBetween(0, 0)
 	cfg = parallel.Config{TP: 8, PP: 1, DP: 1, CP: 1, VPP: 1, MicroBatch: 1, GlobalBatch: 1, NumMicroBatches: 1,
 		SequenceParallel: true, Precision: gpu.PrecisionFP8, StageLayers: []int{1}}
 	m.SeqLength = 4096 // CP 2's local tokens, without CP's own traffic
 	s = newLayerShape(m, cfg)
-	comm := AllGatherSeconds(s.tokens*s.hidden*s.elem(), 8, link)
+	rsT := AllGatherSeconds(s.tokens*s.hidden*2, 8, link)
+	agT := AllGatherSeconds(s.tokens*s.hidden*1, 8, link)
 	qkvT := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 2304, 16384)
 	projT := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 16384, 2048)
-	if comm <= projT*132/131+7*gpu.GEMMLaunchS || comm <= qkvT {
-		t.Fatalf("premise: all-gather %g s should outlast QKV %g s and projection %g s", comm, qkvT, projT)
+	l := gpu.GEMMLaunchS
+	if rsT <= projT*132/131+7*l || rsT <= qkvT || agT >= projT {
+		t.Fatalf("premise: reduce-scatter %g s should outlast QKV %g s and projection %g s, the all-gather %g s not", rsT, qkvT, projT, agT)
 	}
 	ub := parallel.TPOverlapCfg{}
 	for _, u := range []*parallel.TPOverlapGEMM{&ub.QKVFprop, &ub.ProjFprop, &ub.FC1Fprop, &ub.FC2Fprop, &ub.ProjDgrad, &ub.FC2Dgrad} {
@@ -382,17 +393,14 @@ func TestTPCommOverlapPricesEachGEMMWithItsCollective(t *testing.T) {
 	}
 	cfg.TPCommOverlap, cfg.TPOverlapCfg = true, &ub
 	over := newPlanEval(c, m, cfg, parallel.FrameworkMegatron).classes[0]
-	// The forward QKV GEMM as ring exchange runs it (7 more launches) about
-	// matches the collective. What the hidden pairs still add: FC1's and
-	// FC2's ring exchange 7 extra GEMM launches each, FC2's forward 1/131
-	// more (1 SM margin); backward FC2's dgrad 7 launches, FC1's bulk
-	// pairs nothing. QKV's input gathered again for its wgrad is not
-	// counted (nor is it without the flag).
+	// What the hidden pairs still add: every ring exchange 7 extra GEMM
+	// launches, FC2's forward 1/131 more (1 SM margin); the bulk pairs
+	// without margin nothing. The inputs gathered again for the wgrads
+	// are not counted (nor are they without the flag).
 	fc2T := gpu.CurveGEMMSeconds(h100, cv, s.prec, 4096, 16384, 53248/8)
-	l := gpu.GEMMLaunchS
-	wantF := (max(comm, qkvT+7*l) - qkvT) + (comm - projT) + 7*l + (fc2T*132/131 - fc2T + 7*l)
-	wantB := (comm - projT) + 7*l + (comm - qkvT)
+	wantF := 7*l + (rsT - projT) + 7*l + (fc2T*132/131 - fc2T + 7*l)
+	wantB := 7*l + 7*l + (rsT - qkvT)
 	if !approx(over.tpF, wantF, 1e-9) || !approx(over.tpB, wantB, 1e-9) {
-		t.Fatalf("overlapped TP comm %g/%g s, want %g/%g s (collective %g, QKV %g, projection %g)", over.tpF, over.tpB, wantF, wantB, comm, qkvT, projT)
+		t.Fatalf("overlapped TP comm %g/%g s, want %g/%g s (reduce-scatter %g, QKV %g, projection %g)", over.tpF, over.tpB, wantF, wantB, rsT, qkvT, projT)
 	}
 }

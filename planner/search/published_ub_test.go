@@ -19,9 +19,8 @@ const tpOverlapCfgHeader = "# tp-comm-overlap-cfg:"
 // (llama3_70b_pretrain_config_h100) and llama31_llm_pretrain.py
 // (llama31_405b_pretrain_config_h100) at that commit set for FP8. The
 // dataclasses' defaults fill what a line omits: RingExchangeOverlapCfg
-// num_sm 1, set_sm_margin False, fp8_buf False; BulkOverlapCfg has no
-// fp8_buf, so Transformer Engine's default applies (True for the
-// all-gathers qkv_dgrad and fc1_dgrad).
+// num_sm 1, set_sm_margin False. (Their fp8_buf does not matter: TE puts
+// every all-gather in an FP8 buffer in FP8 training.)
 var publishedTPOverlapCfgs = map[string]parallel.TPOverlapCfg{
 	"userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192":      bridgeFP8H100(4, 24, 2, 4),
 	"userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192": bridgeFP8H100(2, 24, 2, 2),
@@ -31,15 +30,15 @@ var publishedTPOverlapCfgs = map[string]parallel.TPOverlapCfg{
 // bulk dgrad/wgrad overlaps on the given SMs without margin, ring exchange
 // for the rest (proj_fprop and fc2_fprop: num_sm 1 with the SM margin).
 func bridgeFP8H100(qkvDgrad, qkvWgrad, fc1Dgrad, fc1Wgrad int) parallel.TPOverlapCfg {
-	bulk := func(sm int, ag bool) parallel.TPOverlapGEMM {
-		return parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk, NumSM: sm, FP8Buf: ag}
+	bulk := func(sm int) parallel.TPOverlapGEMM {
+		return parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk, NumSM: sm}
 	}
 	ring := parallel.TPOverlapGEMM{Method: parallel.TPOverlapRingExchange, NumSM: 1}
 	rs := ring
 	rs.SetSMMargin = true
 	return parallel.TPOverlapCfg{
-		QKVDgrad: bulk(qkvDgrad, true), QKVWgrad: bulk(qkvWgrad, false),
-		FC1Dgrad: bulk(fc1Dgrad, true), FC1Wgrad: bulk(fc1Wgrad, false),
+		QKVDgrad: bulk(qkvDgrad), QKVWgrad: bulk(qkvWgrad),
+		FC1Dgrad: bulk(fc1Dgrad), FC1Wgrad: bulk(fc1Wgrad),
 		QKVFprop: ring, ProjDgrad: ring, FC1Fprop: ring, FC2Dgrad: ring,
 		ProjFprop: rs, FC2Fprop: rs,
 	}

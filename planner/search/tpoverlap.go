@@ -41,7 +41,9 @@ func (p tpOverlapPair) seconds(s layerShape, g gpu.Spec, cv gpu.Curve, link clus
 	}
 	run += float64(splits-1) * gpu.GEMMLaunchS
 	elem := s.elem()
-	if p.gather && p.ub.FP8Buf && s.prec == gpu.PrecisionFP8 {
+	if p.gather && s.prec == gpu.PrecisionFP8 {
+		// TE (since v2.8) gathers into an FP8 buffer in FP8 training,
+		// whatever the configuration's fp8_buf says (initialize_ub).
 		elem = 1
 	}
 	comm := AllGatherSeconds(s.tokens*s.hidden*elem, tp, link)
