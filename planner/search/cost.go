@@ -316,6 +316,38 @@ func P2PBytes(m model.Model, cfg parallel.Config) float64 {
 	return b
 }
 
+// pipeSendBytes is what one TP rank sends to the next pipeline stage per
+// micro-batch (the activation, or its gradient back). Megatron-Core sends
+// the whole tensor from every TP rank. DeepSpeed's pipeline engine
+// partitions it over the TP group (its pipeline section's pipe_partitioned
+// and grad_partitioned, both true by default in v0.14.4's runtime/config.py;
+// runtime/pipe/engine.py sends a PartitionedTensor): each rank sends 1/t,
+// and the receiver rebuilds the whole with an all-gather over the TP group
+// (pipeGatherSeconds).
+func pipeSendBytes(m model.Model, cfg parallel.Config, f parallel.Framework) float64 {
+	b := P2PBytes(m, cfg)
+	if pipePartitioned(cfg, f) {
+		b /= float64(cfg.TP)
+	}
+	return b
+}
+
+// pipePartitioned: the stages exchange 1/t of each activation per TP rank
+// (DeepSpeed's pipeline engine with TP; with sequence parallelism the
+// tensor is already split).
+func pipePartitioned(cfg parallel.Config, f parallel.Framework) bool {
+	return f == parallel.FrameworkDeepSpeed && cfg.PP > 1 && cfg.TP > 1 && !cfg.SequenceParallel
+}
+
+// pipeGatherSeconds is the TP all-gather that rebuilds a partitioned
+// activation (or gradient) on receipt, over the host's own link.
+func pipeGatherSeconds(m model.Model, cfg parallel.Config, f parallel.Framework, intra cluster.Link) float64 {
+	if !pipePartitioned(cfg, f) {
+		return 0
+	}
+	return AllGatherSeconds(P2PBytes(m, cfg), cfg.TP, intra)
+}
+
 // stageParams is the parameter count of a pipeline stage holding layers
 // decoder layers (plus embedding on the first, output layer on the last).
 func stageParams(m model.Model, layers int, first, last bool) float64 {
@@ -541,6 +573,7 @@ type hostCost struct {
 	intra      cluster.Link
 	layer      computeCost
 	tpF, tpB   float64
+	pipeGather float64 // per received activation or gradient (pipeGatherSeconds)
 	logits     computeCost
 	layerTotal float64 // F+B of one layer incl. TP comm (the mean over dense and MoE layers)
 	moe        moeCompute
@@ -576,6 +609,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 			if e.cfg.TPCommOverlap {
 				hc.tpF, hc.tpB = tpCommOverlapped(newLayerShape(m, e.cfg), e.cfg, host.GPU, gpu.CurveOf(host.GPU), intra)
 			}
+			hc.pipeGather = pipeGatherSeconds(m, e.cfg, f, intra)
 			hc.logits = logitsCompute(m, e.cfg, host.GPU)
 			hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB
 			if m.IsMoE() {
@@ -593,7 +627,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 			e.best = i
 		}
 	}
-	e.p2p = P2PBytes(m, e.cfg)
+	e.p2p = pipeSendBytes(m, e.cfg, f)
 	e.shares = sharesLinks(c, e.cfg)
 	e.stageMoE = memory.StageMoELayers(m, e.cfg.StageLayers)
 	e.epBlocks = epGroupBlocks(e.cfg)
@@ -778,6 +812,22 @@ func (e *planEval) stage(blockHost []int, r, d int, hosts []int, w *stageWork, s
 		w.a2a += nm * (a2aF + a2aB)
 		w.total += cf + mf + cb + mb
 		w.lastBwd += cb + mb
+	}
+	if g := hc.pipeGather; g > 0 {
+		// DeepSpeed rebuilds the activation it receives (every stage but
+		// the first) before forward and the gradient (every stage but the
+		// last) before backward.
+		if r > 0 {
+			w.fwd[0] += g
+			w.commF += g
+			w.total += g
+		}
+		if r < e.p-1 {
+			w.bwd[len(w.bwd)-1] += g
+			w.commB += g
+			w.total += g
+			w.lastBwd += g
+		}
 	}
 	w.sendNext, w.sendWr = 0, 0
 	nx, ok := e.nextRank(r)
