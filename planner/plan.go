@@ -107,7 +107,7 @@ func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Con
 	}
 	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, Ulysses: fixed.Ulysses, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
 		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers,
-		LowPrecisionDP: fixed.LowPrecisionDP, TPCommOverlap: fixed.TPCommOverlap}
+		LowPrecisionDP: fixed.LowPrecisionDP, TPCommOverlap: fixed.TPCommOverlap, TPOverlapCfg: fixed.TPOverlapCfg}
 	if fixed.SequenceParallel != nil {
 		cfg.SequenceParallel = *fixed.SequenceParallel
 	}

@@ -61,8 +61,10 @@ func init() {
 		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
 		"--micro-batch-size", "--global-batch-size", "--nccl-communicator-config-path")
 	add(false, MegatronLM, "--sequence-parallel", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping")
-	// Priced (parallel.Config.TPCommOverlap), passed through as the user's.
+	// Priced (parallel.Config.TPCommOverlap, TPOverlapCfg), passed through
+	// as the user's.
 	add(false, MegatronLM, TPCommOverlapFlag)
+	add(true, MegatronLM, TPCommOverlapCfgFlag)
 	// Recomputation, optimizer, offload, overlap.
 	add(true, MegatronLM, "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
 		"--optimizer-offload-fraction")

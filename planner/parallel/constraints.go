@@ -42,7 +42,10 @@ type Constraints struct {
 	LowPrecisionDP LowPrecisionDP
 	// TPCommOverlap is the user's --tp-comm-overlap, copied into every
 	// config (see Config.TPCommOverlap).
-	TPCommOverlap        bool
+	TPCommOverlap bool
+	// TPOverlapCfg is the userbuffers configuration the user's
+	// --tp-comm-overlap-cfg names (nil: TE's defaults), copied with it.
+	TPOverlapCfg         *TPOverlapCfg
 	DistributedOptimizer *bool
 	// NoOffload forbids CPU offload; ForceOffload asks for it.
 	NoOffload, ForceOffload bool

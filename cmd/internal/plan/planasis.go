@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -182,7 +183,31 @@ func asIsConstraints(flags parallel.Constraints, m model.Model, globalBatch int,
 		out.StageLayers = slices.Clone(fromArgs.StageLayers)
 	}
 	out.TPCommOverlap = out.TPCommOverlap || fromArgs.TPCommOverlap
+	if out.TPCommOverlap {
+		if out.TPOverlapCfg, err = tpOverlapCfgFromArgs(args); err != nil {
+			return flags, err
+		}
+	}
 	return out, nil
+}
+
+// tpOverlapCfgFromArgs reads the userbuffers configuration the Megatron
+// arguments name (--tp-comm-overlap-cfg); without one, nil: Transformer
+// Engine's defaults are priced, as Megatron-LM runs them.
+func tpOverlapCfgFromArgs(args []string) (*parallel.TPOverlapCfg, error) {
+	path := megatron.Parse(args).Value(megatron.TPCommOverlapCfgFlag)
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (plan reads it to price the overlap: give a path readable here, or leave the flag out to price Transformer Engine's defaults)", megatron.TPCommOverlapCfgFlag, err)
+	}
+	cfg, err := megatron.ParseTPOverlapCfg(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", megatron.TPCommOverlapCfgFlag, path, err)
+	}
+	return &cfg, nil
 }
 
 // secondsLabel prints an iteration time with sensible precision.

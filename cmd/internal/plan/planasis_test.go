@@ -245,3 +245,40 @@ func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
 		t.Fatalf("--tp-comm-overlap without --sequence-parallel: want the layout refused naming both:\n%s", out)
 	}
 }
+
+// --tp-comm-overlap-cfg is read and priced (issue 22): the userbuffers
+// settings of a published configuration (NeMo launcher's 405B FP8 file,
+// planner/megatron's testdata) price the same layout differently from
+// Transformer Engine's defaults, the flag is not listed as passed through,
+// and a file plan cannot read refuses the layout naming the flag.
+func TestPlanAsIsReadsTPOverlapCfg(t *testing.T) {
+	const ubFile = "../../../planner/megatron/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml"
+	asIs := func(extra ...string) (string, float64) {
+		t.Helper()
+		line := append([]string{"plan", "--cluster", "../../../examples/cluster.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
+			"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
+			"--use-distributed-optimizer", "--tp-comm-overlap", "--sequence-parallel"}, extra...)
+		code, out, errOut := runAppBuffers(line...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+		}
+		var secs float64
+		if _, rest, ok := strings.Cut(out, "your layout (TP 8 PP 2 DP 2"); ok {
+			_, after, _ := strings.Cut(rest, "): ")
+			fmt.Sscanf(after, "%g s/iteration", &secs)
+		}
+		return out, secs
+	}
+	_, defaults := asIs()
+	out, given := asIs("--tp-comm-overlap-cfg", ubFile)
+	if defaults <= 0 || given <= 0 || given == defaults {
+		t.Fatalf("as-is with TE's default ub configuration %g s, with %s %g s: want both priced, and differently", defaults, ubFile, given)
+	}
+	if strings.Contains(out, "--tp-comm-overlap-cfg passed through") || strings.Contains(out, "--tp-comm-overlap-cfg, ") {
+		t.Errorf("--tp-comm-overlap-cfg listed as not priced:\n%s", out)
+	}
+	out, _ = asIs("--tp-comm-overlap-cfg", "no-such-ub.yaml")
+	if !strings.Contains(out, "not priced") || !strings.Contains(out, "--tp-comm-overlap-cfg: open no-such-ub.yaml") {
+		t.Fatalf("an unreadable --tp-comm-overlap-cfg: want the layout refused naming it:\n%s", out)
+	}
+}
