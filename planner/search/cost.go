@@ -394,6 +394,14 @@ func dpCommSeconds(cfg parallel.Config, f parallel.Framework, params float64, al
 	}
 	bucket := min(1, dpBucketParams/max(params, 1))
 	tail = total * bucket
+	if f == parallel.FrameworkDeepSpeed && cfg.ZeroStage == 0 {
+		// DeepSpeed without ZeRO reduces every gradient at the accumulation
+		// boundary, once backward is done (v0.14.4 runtime/engine.py:
+		// backward -> allreduce_gradients -> buffered_allreduce_fallback;
+		// the pipeline engine's ReduceGrads runs after its last backward):
+		// nothing overlaps.
+		tail = total
+	}
 	if f == parallel.FrameworkDeepSpeed && cfg.ZeroStage >= 2 {
 		// ZeRO-2 reduce-scatters gradients at every micro-batch; ZeRO-3 also
 		// all-gathers parameters for forward and backward.

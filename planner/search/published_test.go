@@ -280,7 +280,7 @@ var calibrationBounds = map[string][2]float64{
 	"llmfoundry_a100_40_bf16": {0.08, 0.45},
 	// Held out (vTrain's Megatron-DeepSpeed runs, 109 rows): a few rows
 	// measure far off their neighbours in ways the model has no mechanism
-	// for: 3.6B TP8 at micro-batch 64 takes 2x micro-batch 32 (-46%),
+	// for: 3.6B TP8 at micro-batch 64 takes 2x micro-batch 32 (-45%),
 	// micro-batch 2 at TP4 and TP8 1.4-1.6x micro-batch 4 (-30 to -36%),
 	// and 39.1B at TP2 1.5x TP4 on the same GPUs (-33 to -35%).
 	"vtrain_a100": {0.09, 0.50},

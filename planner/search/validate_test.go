@@ -336,13 +336,13 @@ var validationBounds = map[string][4]float64{
 	// only: 5B at micro-batch 4 is 24% fast, the rest scatter by 8%.
 	"nemo_2407_fp8": {0.10, 0.85, 0.10, 0.005},
 	// vTrain's Megatron-DeepSpeed runs (held out): the 39.1B group's rank
-	// correlation is 0.68 because its TP2 rows measure 1.5x the TP4 rows on
-	// the same GPUs (predicted 33-35% fast) while its TP8 rows at large
+	// correlation is 0.66 because its TP2 rows measure 1.5x the TP4 rows on
+	// the same GPUs (predicted 32-35% fast) while its TP8 rows at large
 	// micro-batches are 8-12% slow; the same rows, and 3.6B TP8 at
-	// micro-batches 2 and 64 (-36%, -47%), leave 8.7% after calibrating on
+	// micro-batches 2 and 64 (-35%, -46%), leave 8.4% after calibrating on
 	// 3 runs: errors of both signs inside one model that one factor per
 	// link class cannot remove.
-	"vtrain_a100": {0.10, 0.65, 0.09, 0.005},
+	"vtrain_a100": {0.10, 0.62, 0.09, 0.005},
 }
 
 func TestLeaveOneTableOut(t *testing.T) {

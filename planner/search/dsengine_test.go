@@ -39,3 +39,29 @@ func TestDeepSpeedPipeSendsPartitioned(t *testing.T) {
 		t.Errorf("last stage's work: DeepSpeed %.6g s - Megatron %.6g s = %.3g s, want the activation's all-gather %.3g s", total[1], total[0], d, gather)
 	}
 }
+
+// DeepSpeed without ZeRO reduces gradients once backward is done (v0.14.4
+// runtime/engine.py: backward calls allreduce_gradients, which runs
+// buffered_allreduce_fallback at the accumulation boundary; the pipeline
+// engine's ReduceGrads follows its last backward), so none of the reduction
+// hides behind backward; Megatron's DDP leaves only its last bucket.
+func TestDeepSpeedZeRO0ReducesAfterBackward(t *testing.T) {
+	cfg := parallel.Config{TP: 1, PP: 1, DP: 8, CP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 8, Precision: gpu.PrecisionBF16}
+	allReduce := func(bytes float64) float64 { return bytes / 10e9 }
+	params := 1e9
+	for _, tc := range []struct {
+		f        parallel.Framework
+		wantTail float64 // share of the total exposed after backward
+	}{
+		{parallel.FrameworkDeepSpeed, 1},
+		{parallel.FrameworkMegatron, dpBucketParams / params},
+	} {
+		total, tail, _ := dpCommSeconds(cfg, tc.f, params, allReduce)
+		if got := tail / total; math.Abs(got-tc.wantTail) > 1e-9 {
+			t.Errorf("%s ZeRO 0: %.3g of %.3g s after backward (%.3f), want %.3f", tc.f, tail, total, got, tc.wantTail)
+		}
+		if exp := exposedDP(total, tail, 10*total); math.Abs(exp-tail) > 1e-12 {
+			t.Errorf("%s: exposed %.3g s behind a long backward, want the tail %.3g s", tc.f, exp, tail)
+		}
+	}
+}
