@@ -60,6 +60,47 @@ const (
 	nicHeader          = "# inter-host Gbit/s per host:"
 )
 
+// tableHeader is what a table's header lines say about its rows.
+type tableHeader struct {
+	tpOverlap, materialized bool
+	nicGbit                 float64
+	ubOf                    map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
+}
+
+// read takes one line of a table (where is file:line); header lines that
+// say something about every row (or named rows) set it, each with its
+// source in the table's comments.
+func (h *tableHeader) read(t *testing.T, where, text string) {
+	t.Helper()
+	// A table whose every run overlapped TP communication with GEMMs says
+	// so in its header, and which userbuffers configuration each row ran.
+	if strings.HasPrefix(text, tpOverlapHeader) {
+		h.tpOverlap = true
+	}
+	if rest, ok := strings.CutPrefix(text, tpOverlapCfgHeader); ok {
+		fs := strings.Fields(rest)
+		if len(fs) != 2 {
+			t.Fatalf("%s: want %q NAME ROW[,ROW...] with NAME in publishedTPOverlapCfgs", where, tpOverlapCfgHeader)
+		}
+		ub, known := publishedTPOverlapCfgs[fs[0]]
+		if !known {
+			t.Fatalf("%s: want %q NAME ROW[,ROW...] with NAME in publishedTPOverlapCfgs", where, tpOverlapCfgHeader)
+		}
+		for _, row := range strings.Split(fs[1], ",") {
+			h.ubOf[row] = &ub
+		}
+	}
+	if strings.HasPrefix(text, materializedHeader) {
+		h.materialized = true
+	}
+	if v, ok := strings.CutPrefix(text, nicHeader); ok {
+		var err error
+		if h.nicGbit, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || h.nicGbit <= 0 {
+			t.Fatalf("%s: %q: want a positive number of Gbit/s", where, text)
+		}
+	}
+}
+
 func loadPublished(t *testing.T, path string) []publishedRow {
 	t.Helper()
 	f, err := os.Open(path)
@@ -70,36 +111,11 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	var rows []publishedRow
 	sc := bufio.NewScanner(f)
 	line := 0
-	tpOverlap, materialized, nicGbit := false, false, 0.0
-	ubOf := map[string]*parallel.TPOverlapCfg{}
+	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
-		// A table whose every run overlapped TP communication with GEMMs
-		// says so in its header (with the source of that assumption), and
-		// which userbuffers configuration each row ran.
-		if strings.HasPrefix(text, tpOverlapHeader) {
-			tpOverlap = true
-		}
-		if rest, ok := strings.CutPrefix(text, tpOverlapCfgHeader); ok {
-			fs := strings.Fields(rest)
-			ub, known := publishedTPOverlapCfgs[fs[0]]
-			if len(fs) != 2 || !known {
-				t.Fatalf("%s:%d: want %q NAME ROW[,ROW...] with NAME in publishedTPOverlapCfgs", path, line, tpOverlapCfgHeader)
-			}
-			for _, row := range strings.Split(fs[1], ",") {
-				ubOf[row] = &ub
-			}
-		}
-		if strings.HasPrefix(text, materializedHeader) {
-			materialized = true
-		}
-		if v, ok := strings.CutPrefix(text, nicHeader); ok {
-			var err error
-			if nicGbit, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || nicGbit <= 0 {
-				t.Fatalf("%s:%d: %q: want a positive number of Gbit/s", path, line, text)
-			}
-		}
+		h.read(t, fmt.Sprintf("%s:%d", path, line), text)
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
@@ -114,16 +130,16 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 			}
 			return v
 		}
-		r := publishedRow{table: strings.TrimSuffix(filepath.Base(path), ".tsv"), name: fs[0], gpu: fs[9], gpus: n(10), metric: fs[21], nicGbit: nicGbit}
+		r := publishedRow{table: strings.TrimSuffix(filepath.Base(path), ".tsv"), name: fs[0], gpu: fs[9], gpus: n(10), metric: fs[21], nicGbit: h.nicGbit}
 		r.m = model.Model{Name: fs[0], NumLayers: n(1), Hidden: n(2), Heads: n(3), QueryGroups: n(4), FFNHidden: n(5),
 			SwiGLU: n(6) == 1, Vocab: n(7), SeqLength: n(8), UntieEmbeddings: n(6) == 1 || n(7) > 200000}
 		r.cfg = parallel.Config{TP: n(11), PP: n(12), CP: n(13), VPP: n(14), MicroBatch: n(15), GlobalBatch: n(16),
 			Recompute: parallel.Recompute(fs[17]), SequenceParallel: n(18) == 1, Precision: gpu.Precision(fs[19]),
-			TPCommOverlap: tpOverlap && n(11) > 1, TPOverlapCfg: ubOf[fs[0]]}
+			TPCommOverlap: h.tpOverlap && n(11) > 1, TPOverlapCfg: h.ubOf[fs[0]]}
 		// Megatron-LM of 2021-22 (SC21, Korthikanti) ran unfused attention
 		// with a fused softmax kernel; flash attention came later. Other
 		// tables say so in their header.
-		r.m.MaterializedAttention = materialized || strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
+		r.m.MaterializedAttention = h.materialized || strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
 		r.cfg.DP = r.gpus / (r.cfg.TP * r.cfg.PP * r.cfg.CP)
 		r.cfg.NumMicroBatches = r.cfg.GlobalBatch / (r.cfg.MicroBatch * r.cfg.DP)
 		switch fs[20] {
@@ -146,7 +162,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for name := range ubOf {
+	for name := range h.ubOf {
 		if !slices.ContainsFunc(rows, func(r publishedRow) bool { return r.name == name }) {
 			t.Fatalf("%s: %s names row %s, which the table does not have", path, tpOverlapCfgHeader, name)
 		}
