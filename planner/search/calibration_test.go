@@ -105,8 +105,12 @@ func TestFitCalibrationRecoversFactors(t *testing.T) {
 	// the fit can tell them apart. TP1 PP8 DP1 (one replica: its sends
 	// share no link) replaced TP1 PP4 DP2, whose two replicas now share
 	// the 0.1 Gbit/s link between the islands (issue 22), which left it
-	// 75% inter-host time like the others.
-	for _, fx := range []parallel.Constraints{pinned(2, 2, 2, 1), pinned(1, 8, 1, 1), pinned(2, 4, 1, 1), pinned(1, 2, 4, 1)} {
+	// 75% inter-host time like the others. Six configurations, not four:
+	// under calibration.Fit's prior (a run is mispriced by ~8% on its own,
+	// and most clusters are near the model) four runs 10-14% off the model
+	// are as well explained by that scatter; TP1 DP8 and TP4 DP2, nearly
+	// all inter-host time and 25% off, decide it.
+	for _, fx := range []parallel.Constraints{pinned(2, 2, 2, 1), pinned(1, 8, 1, 1), pinned(2, 4, 1, 1), pinned(1, 2, 4, 1), pinned(1, 1, 8, 1), pinned(4, 1, 2, 1)} {
 		run, err := cluster.Linearize(f, fabric.TransportAuto, predictPinned(t, tinyModel, fx))
 		if err != nil {
 			t.Fatal(err)
@@ -131,8 +135,8 @@ func TestFitCalibrationRecoversFactors(t *testing.T) {
 	if errAfter > 0.06 || errAfter > errBefore/3 {
 		t.Errorf("calibrated error %.1f%% (uncalibrated %.1f%%): want under 6%% and a third of before", 100*errAfter, 100*errBefore)
 	}
-	if cal.Compute.Observations != len(runs) || math.Abs(cal.Compute.Factor/1.4-1) > 0.1 {
-		t.Errorf("compute factor %+v, want ~1.4 from %d runs", cal.Compute, len(runs))
+	if cal.Compute.Observations < 4 || math.Abs(cal.Compute.Factor/1.4-1) > 0.1 {
+		t.Errorf("compute factor %+v, want ~1.4 from the 4 runs where compute is 5%% of the time or more", cal.Compute)
 	}
 }
 

@@ -99,12 +99,16 @@ func TestCalibrateFromPlanAndMegatronLog(t *testing.T) {
 	if !strings.HasPrefix(string(data), "# a hand-written cluster") {
 		t.Errorf("comment lost:\n%s", data)
 	}
-	// One run's correction is shrunk by 1 - 2 x 8%^2 / 23%^2 in log space
-	// (planner/calibration.Fit: a single run's error may be the model's own
-	// per-configuration scatter): the fitted run comes within ~6-7%.
+	// One run 30% off is as likely the model's own per-configuration
+	// scatter (8%) in a rare draw as a cluster off the model
+	// (planner/calibration.Fit's prior): about half the correction is
+	// applied, and calibrate says why.
 	after := predictTarget(t, cluster, pj)
-	if math.Abs(after/observed-1) > 0.08 || math.Abs(after/observed-1) > math.Abs(predicted/observed-1)/3 {
-		t.Errorf("calibrated prediction %.4f s, observed %.4f s", after, observed)
+	if math.Abs(after/observed-1) > 0.6*math.Abs(predicted/observed-1) {
+		t.Errorf("calibrated prediction %.4f s, observed %.4f s: want at least 40%% of the error corrected", after, observed)
+	}
+	if !strings.Contains(out.String(), "with 1 runs only part of the correction is applied") {
+		t.Errorf("output does not say the correction is partial:\n%s", out.String())
 	}
 	var table bytes.Buffer
 	po = planFlags
