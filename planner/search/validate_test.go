@@ -319,11 +319,12 @@ var validationBounds = map[string][4]float64{
 	// Megatron-Bridge overlaps TP communication with GEMMs (userbuffers,
 	// priced as --tp-comm-overlap with the recipes' own ub configurations:
 	// the table's header cites them). Leave-one-out meets the 10% target,
-	// just (9.9%: 70B +8.5%, 405B -11 to -12%). Its errors have opposite
-	// signs, which one calibration factor cannot move apart: 3-run
-	// calibration leaves the fourth row at 10.7% (7.6% when every row erred
-	// the same way, before TP overlap was priced).
-	"bridge_h100_fp8": {0.10, 0.85, 0.11, 0.005},
+	// just (9.9%: 70B +8.5% twice, 405B -11 to -12%). Its four rows err in
+	// opposite directions by model, so any 3 of them have a mean of the
+	// other sign from the fourth: no correction helps it, and the small one
+	// calibrate's near-the-model prior applies costs 1.1 points (10.7% ->
+	// 11.8%).
+	"bridge_h100_fp8": {0.10, 0.85, 0.125, 0.012},
 	// FSDP priced as ZeRO-3 by analogy: a per-row scatter of 7-9% (13B and
 	// 30B too slow, 125M-760M too fast) that one compute factor cannot
 	// remove. Calibrating keeps it (7.6% -> 7.6%, 8.1% -> 8.5%).
