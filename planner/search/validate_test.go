@@ -353,6 +353,20 @@ var validationBounds = map[string][4]float64{
 	// 3 runs: errors of both signs inside one model that one factor per
 	// link class cannot remove.
 	"vtrain_a100": {0.10, 0.62, 0.09, 0.005},
+	// Sailor's GH200 runs (DeepSpeed's pipeline engine, fp32, TP 4), each
+	// scored with deepSpeedEngineLayerS fitted on the other family under
+	// the leave-one-out curve (2.39 ms on OPT-350M, 1.77 ms on
+	// GPT-Neo-2.7B). The constant is what the kernels leave unexplained,
+	// so it carries their error: GPT-Neo's kernels (hidden 2560) are priced
+	// slow, its micro-batch-4 rows 5-17% slow with OPT's constant, its
+	// micro-batch-1 rows 22-33%; OPT-350M with GPT-Neo's constant 4-22%
+	// fast. Fitting kernel scale and engine cost together gives the same
+	// engine cost on both (1.88 and 1.86 ms, cost.go's curve) and kernel
+	// scales of 0.95 and 0.78: one compute factor cannot fix GPT-Neo's
+	// micro-batch-1 and -4 rows at once. Before the engine cost: OPT-350M
+	// 42.9% (worst -69%), GPT-Neo 15.6% (worst -55%).
+	"sailor_gh200_opt350":   {0.14, 0.85, 0.09, 0.005},
+	"sailor_gh200_gptneo27": {0.155, 0.85, 0.14, 0.005},
 }
 
 func TestLeaveOneTableOut(t *testing.T) {
@@ -403,9 +417,26 @@ func TestLeaveOneTableOut(t *testing.T) {
 		}
 		saved := gpu.Curves[arch]
 		gpu.Curves[arch] = cv
+		savedEngine := deepSpeedEngineLayerS
+		restore := func() { gpu.Curves[arch], deepSpeedEngineLayerS = saved, savedEngine }
+		if usesEngine(rows) && os.Getenv("PIPETTE_VALIDATION_NOFIT") != "1" {
+			// DeepSpeed's engine cost, fitted under this curve on
+			// engineFitTable, or on engineCrossTable when scoring that.
+			fitOn := engineFitTable
+			if name == engineFitTable {
+				fitOn = engineCrossTable
+			}
+			c, err := fitEngine([][]publishedRow{all[fitOn]})
+			if err != nil {
+				restore()
+				t.Fatal(err)
+			}
+			deepSpeedEngineLayerS = c
+			t.Logf("%s: DeepSpeed engine cost fitted on %s: %.3g s per layer and micro-batch", name, fitOn, c)
+		}
 		pred, err := predictAll(rows, nil)
 		if err != nil {
-			gpu.Curves[arch] = saved
+			restore()
 			t.Fatal(err)
 		}
 		errs := timeErrors(rows, pred)
@@ -419,11 +450,11 @@ func TestLeaveOneTableOut(t *testing.T) {
 		var kf [2]kfold
 		for i, k := range []int{1, 3} {
 			if kf[i], err = kfoldScore(rows, pred, k); err != nil {
-				gpu.Curves[arch] = saved
+				restore()
 				t.Fatal(err)
 			}
 		}
-		gpu.Curves[arch] = saved
+		restore()
 		rhoText := "-"
 		if groups > 0 {
 			rhoText = fmt.Sprintf("%.2f", rho)
