@@ -34,6 +34,10 @@ type Job struct {
 	Model func() (model.Model, error)
 	// Vocab reads the vocabulary of the script's tokenizer (nil: none).
 	Vocab megatron.VocabFunc
+	// TPOverlapCfg is the userbuffers configuration the script's
+	// --tp-comm-overlap-cfg names, read by the caller (nil: none, and
+	// Transformer Engine's defaults are priced).
+	TPOverlapCfg *parallel.TPOverlapCfg
 	// DS is the user's DeepSpeed config (nil: none); OverrideDS lets the
 	// plan change its settings instead of keeping them as constraints.
 	DS         *deepspeed.UserConfig
@@ -113,6 +117,9 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	}
 	if err := ApplySequenceParallel(j.SequenceParallel, j.SequenceParallelFlag, &fixed, found); err != nil {
 		return nil, err
+	}
+	if fixed.TPCommOverlap {
+		fixed.TPOverlapCfg = j.TPOverlapCfg
 	}
 	if fw == parallel.FrameworkTorch || !planned {
 		// The ranks are the world: Megatron checks first that the world

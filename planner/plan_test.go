@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -130,5 +131,54 @@ func TestApplySequenceParallel(t *testing.T) {
 	fx = parallel.Constraints{SequenceParallel: &yes}
 	if err := ApplySequenceParallel(nil, "auto", &fx, true); err != nil || !*fx.SequenceParallel {
 		t.Fatalf("auto changed the script's choice: %v", err)
+	}
+}
+
+// Bridge's review: `run` planned with Transformer Engine's default
+// userbuffers settings where `plan --as-is` read the script's
+// --tp-comm-overlap-cfg. Choose now prices the configuration the caller
+// read (Job.TPOverlapCfg), and only when the script overlaps.
+func TestChooseCarriesTPOverlapCfg(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../examples/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := cluster.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ubData, err := os.ReadFile("megatron/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub, err := megatron.ParseTPOverlapCfg(ubData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Fields("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 " +
+		"--vocab-size 128256 --micro-batch-size 1 --global-batch-size 64 --bf16 --tensor-model-parallel-size 8 --sequence-parallel")
+	choose := func(args []string, cfg *parallel.TPOverlapCfg) *search.Plan {
+		t.Helper()
+		ch, err := Choose(c, Job{Framework: parallel.FrameworkMegatron, Script: "pretrain_gpt.py", Args: args, TPOverlapCfg: cfg, PlanIndex: 1}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch.Plan
+	}
+	overlap := append(slices.Clone(args), "--tp-comm-overlap")
+	defaults, given := choose(overlap, nil), choose(overlap, &ub)
+	if given.TPOverlapCfg == nil || defaults.TPOverlapCfg != nil {
+		t.Fatalf("plan's userbuffers configuration: %v with the file, %v without: want the file's, then none", given.TPOverlapCfg, defaults.TPOverlapCfg)
+	}
+	if given.Predicted.IterationSeconds == defaults.Predicted.IterationSeconds {
+		t.Errorf("the file's configuration priced as TE's defaults: %.4f s both", given.Predicted.IterationSeconds)
+	}
+	if p := choose(args, &ub); p.TPOverlapCfg != nil || p.TPCommOverlap {
+		t.Errorf("a script without --tp-comm-overlap planned with the overlap: %+v", p.Config)
 	}
 }

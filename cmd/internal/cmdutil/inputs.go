@@ -5,7 +5,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/model"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 func LoadModel(spec string, seq int) (model.Model, error) {
@@ -62,4 +64,24 @@ func EnvLookup(env []string) func(string) string {
 		}
 		return ""
 	}
+}
+
+// TPOverlapCfgFromArgs reads the userbuffers configuration the Megatron
+// arguments name (--tp-comm-overlap-cfg) for pricing the overlap; without
+// one, nil: Transformer Engine's defaults are priced, as Megatron-LM runs
+// them. plan --as-is and run read it alike.
+func TPOverlapCfgFromArgs(args []string) (*parallel.TPOverlapCfg, error) {
+	path := megatron.Parse(args).Value(megatron.TPCommOverlapCfgFlag)
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (it is read to price the overlap: give a path readable here, or leave the flag out to price Transformer Engine's defaults)", megatron.TPCommOverlapCfgFlag, err)
+	}
+	cfg, err := megatron.ParseTPOverlapCfg(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", megatron.TPCommOverlapCfgFlag, path, err)
+	}
+	return &cfg, nil
 }

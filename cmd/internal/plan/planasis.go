@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -184,30 +184,11 @@ func asIsConstraints(flags parallel.Constraints, m model.Model, globalBatch int,
 	}
 	out.TPCommOverlap = out.TPCommOverlap || fromArgs.TPCommOverlap
 	if out.TPCommOverlap {
-		if out.TPOverlapCfg, err = tpOverlapCfgFromArgs(args); err != nil {
+		if out.TPOverlapCfg, err = cmdutil.TPOverlapCfgFromArgs(args); err != nil {
 			return flags, err
 		}
 	}
 	return out, nil
-}
-
-// tpOverlapCfgFromArgs reads the userbuffers configuration the Megatron
-// arguments name (--tp-comm-overlap-cfg); without one, nil: Transformer
-// Engine's defaults are priced, as Megatron-LM runs them.
-func tpOverlapCfgFromArgs(args []string) (*parallel.TPOverlapCfg, error) {
-	path := megatron.Parse(args).Value(megatron.TPCommOverlapCfgFlag)
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w (plan reads it to price the overlap: give a path readable here, or leave the flag out to price Transformer Engine's defaults)", megatron.TPCommOverlapCfgFlag, err)
-	}
-	cfg, err := megatron.ParseTPOverlapCfg(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", megatron.TPCommOverlapCfgFlag, path, err)
-	}
-	return &cfg, nil
 }
 
 // secondsLabel prints an iteration time with sensible precision.

@@ -372,3 +372,16 @@ func TestUnmodelledFeaturesPassThroughWithAWarning(t *testing.T) {
 		}
 	}
 }
+
+// run reads the script's --tp-comm-overlap-cfg as plan --as-is does (it
+// prices the overlap with it): an unreadable one is refused naming it,
+// before anything starts.
+func TestRunReadsTPOverlapCfg(t *testing.T) {
+	launch, script, args := scriptArgs(t, "megatron-lm-gpt3-175b.args")
+	cli := append(append([]string{"--dry-run", "--cluster", "a100-16x8.yaml"}, launch...), script)
+	line := append(append([]string(nil), args...), "--sequence-parallel", "--tp-comm-overlap", "--tp-comm-overlap-cfg", "no-such-ub.yaml")
+	code, _, errOut := runCLI(t, append(cli, line...)...)
+	if code != 2 || !strings.Contains(errOut, "--tp-comm-overlap-cfg: open no-such-ub.yaml") {
+		t.Fatalf("exit %d, stderr %s; want exit 2 naming the unreadable --tp-comm-overlap-cfg", code, errOut)
+	}
+}

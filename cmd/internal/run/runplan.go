@@ -44,9 +44,13 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	if err != nil {
 		return nil, cmdutil.InputErrorf("%v", err)
 	}
+	ub, err := cmdutil.TPOverlapCfgFromArgs(o.ScriptArgs)
+	if err != nil {
+		return nil, cmdutil.InputErrorf("script arguments: %v", err)
+	}
 	job := planner.Job{Framework: fw, Script: o.Script, Args: o.ScriptArgs, GlobalBatch: o.GlobalBatch,
 		SequenceParallel: sp, SequenceParallelFlag: o.SequenceParallel, Vocab: tokenizer.Reader{Dir: o.WorkDir}.Vocab,
-		DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom}
+		TPOverlapCfg: ub, DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom}
 	if o.Model != "" {
 		job.Model = func() (model.Model, error) { return cmdutil.LoadModel(o.Model, 0) }
 	}
