@@ -140,15 +140,7 @@ func TestApplySequenceParallel(t *testing.T) {
 // read (Job.TPOverlapCfg), and only when the script overlaps.
 func TestChooseCarriesTPOverlapCfg(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../examples/cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := cluster.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := f.Resolve()
+	c, err := twoIslands(t).Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
