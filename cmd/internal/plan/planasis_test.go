@@ -218,19 +218,7 @@ func TestPlanAsIsHonoursUnevenSplit(t *testing.T) {
 func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
 	asIs := func(extra ...string) (string, float64) {
 		t.Helper()
-		line := append([]string{"plan", "--cluster", "../../../examples/two-clusters.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
-			"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
-			"--log-interval", "10", "--use-distributed-optimizer"}, extra...)
-		code, out, errOut := runAppBuffers(line...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
-		}
-		var secs float64
-		if _, rest, ok := strings.Cut(out, "your layout (TP 8 PP 2 DP 2"); ok {
-			_, after, _ := strings.Cut(rest, "): ")
-			fmt.Sscanf(after, "%g s/iteration", &secs)
-		}
-		return out, secs
+		return asIsLlama8B(t, "two-clusters.yaml", append([]string{"--log-interval", "10"}, extra...)...)
 	}
 	out, overlapped := asIs("--tp-comm-overlap", "--sequence-parallel")
 	if !strings.Contains(out, "assumes: your layout's --log-interval passed through, not priced") {
@@ -255,19 +243,7 @@ func TestPlanAsIsReadsTPOverlapCfg(t *testing.T) {
 	const ubFile = "../../../planner/megatron/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml"
 	asIs := func(extra ...string) (string, float64) {
 		t.Helper()
-		line := append([]string{"plan", "--cluster", "../../../examples/cluster.yaml", "--model", "llama3-8b", "--global-batch-size", "64",
-			"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
-			"--use-distributed-optimizer", "--tp-comm-overlap", "--sequence-parallel"}, extra...)
-		code, out, errOut := runAppBuffers(line...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
-		}
-		var secs float64
-		if _, rest, ok := strings.Cut(out, "your layout (TP 8 PP 2 DP 2"); ok {
-			_, after, _ := strings.Cut(rest, "): ")
-			fmt.Sscanf(after, "%g s/iteration", &secs)
-		}
-		return out, secs
+		return asIsLlama8B(t, "cluster.yaml", append([]string{"--tp-comm-overlap", "--sequence-parallel"}, extra...)...)
 	}
 	_, defaults := asIs()
 	out, given := asIs("--tp-comm-overlap-cfg", ubFile)
@@ -281,4 +257,25 @@ func TestPlanAsIsReadsTPOverlapCfg(t *testing.T) {
 	if !strings.Contains(out, "not priced") || !strings.Contains(out, "--tp-comm-overlap-cfg: open no-such-ub.yaml") {
 		t.Fatalf("an unreadable --tp-comm-overlap-cfg: want the layout refused naming it:\n%s", out)
 	}
+}
+
+// asIsLlama8B prices llama3-8b's layout TP 8 PP 2 (micro-batch 1, bf16,
+// distributed optimizer) with `plan --as-is` on the example cluster file
+// named, plus the script flags extra: plan's output and the layout's
+// seconds per iteration (0 when it was not priced).
+func asIsLlama8B(t *testing.T, clusterFile string, extra ...string) (string, float64) {
+	t.Helper()
+	line := append([]string{"plan", "--cluster", "../../../examples/" + clusterFile, "--model", "llama3-8b", "--global-batch-size", "64",
+		"--as-is", "--top", "1", "--", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2", "--micro-batch-size", "1", "--bf16",
+		"--use-distributed-optimizer"}, extra...)
+	code, out, errOut := runAppBuffers(line...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+	}
+	var secs float64
+	if _, rest, ok := strings.Cut(out, "your layout (TP 8 PP 2 DP 2"); ok {
+		_, after, _ := strings.Cut(rest, "): ")
+		fmt.Sscanf(after, "%g s/iteration", &secs)
+	}
+	return out, secs
 }
