@@ -18,7 +18,8 @@ var fittedGPUs = []string{"A100-80GB-SXM", "A100-40GB-SXM", "H100-SXM"}
 // Assumptions says what a prediction of plan p for m on c leans on that the
 // model does not see or was not fitted to: the attention kernel it priced
 // (fused flash attention unless the model says materialized_attention, or
-// the plan is fp32, for which no flash kernel exists) and every GPU whose
+// the plan is fp32, for which no flash kernel exists), for fp32 plans the
+// TF32 rate and DeepSpeed's engine cost, and every GPU whose
 // rates come only from a datasheet and a curve fitted to other GPUs, when
 // calibrated is false (no `calibrate` run and no `probe --measure` in the
 // cluster file).
@@ -31,6 +32,15 @@ func Assumptions(c *cluster.Cluster, m model.Model, p *Plan, calibrated bool) []
 		out = append(out, "attention priced unfused (materialized scores), as the model file says (materialized_attention: true)")
 	default:
 		out = append(out, "attention priced as a fused flash-attention kernel; if the job runs it unfused (Megatron-DeepSpeed without --use-flash-attn, --transformer-impl local without a fused backend) add materialized_attention: true to the model file: unfused attention takes 15-25% more time on these models")
+	}
+	if p != nil && p.Precision == gpu.PrecisionFP32 {
+		// PyTorch >= 1.12 runs fp32 matmuls without TF32 by default
+		// (torch.backends.cuda.matmul.allow_tf32 = False): the catalog's
+		// fp32 rate is the TF32 tensor rate, several times the plain one.
+		out = append(out, "fp32 GEMMs priced at the TF32 tensor-core rate (peak_fp32_tflops): PyTorch >= 1.12 uses TF32 for matmuls only when the script sets torch.backends.cuda.matmul.allow_tf32 = True (HF Trainer: --tf32 True) or the container enables it; without it they run at the plain FP32 rate, several times slower")
+		if e := engineLayerCost(p.Framework, p.Config); e.Fwd+e.Bwd > 0 {
+			out = append(out, fmt.Sprintf("DeepSpeed's pipeline engine in fp32 priced at %.2f ms per layer and micro-batch (fitted on Sailor's GH200 runs; docs/cost-model.md)", 1e3*(e.Fwd+e.Bwd)))
+		}
 	}
 	if calibrated {
 		return out

@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // Issue 22: the attention kernel was a silent assumption, and so were GPUs
-// the curves were never fitted to. Assumptions names both.
+// the curves were never fitted to, the TF32 rate fp32 plans are priced at
+// and DeepSpeed's fitted engine cost. Assumptions names them.
 func TestAssumptionsNameAttentionAndUnfittedGPUs(t *testing.T) {
 	a100 := dgxA100(1)
 	rtx := testCluster([]islandDef{{hosts: 1, gpus: 4, gpu: gpu.Spec{Model: "NVIDIA GeForce RTX 3090", MemoryGiB: 24, PeakTFLOPS: 71, MemoryBandwidthTBPerS: 0.936}, intraGBs: 25, nicGbit: 100}}, 0)
@@ -16,6 +18,8 @@ func TestAssumptionsNameAttentionAndUnfittedGPUs(t *testing.T) {
 	unfused.MaterializedAttention = true
 	fp32 := &Plan{}
 	fp32.Precision = gpu.PrecisionFP32
+	fp32DS := &Plan{Framework: parallel.FrameworkDeepSpeed}
+	fp32DS.Precision, fp32DS.ZeroStage = gpu.PrecisionFP32, 1
 	for _, c := range []struct {
 		name       string
 		got        []string
@@ -23,7 +27,9 @@ func TestAssumptionsNameAttentionAndUnfittedGPUs(t *testing.T) {
 	}{
 		{"fused on A100", Assumptions(a100, fused, &Plan{}, false), []string{"fused flash-attention", "materialized_attention: true"}, []string{"datasheet"}},
 		{"unfused", Assumptions(a100, unfused, &Plan{}, false), []string{"unfused", "model file says"}, []string{"datasheet"}},
-		{"fp32", Assumptions(a100, fused, fp32, false), []string{"fp32 has no flash-attention"}, nil},
+		{"fp32", Assumptions(a100, fused, fp32, false), []string{"fp32 has no flash-attention", "TF32 tensor-core rate", "allow_tf32 = True"}, []string{"pipeline engine"}},
+		{"fp32 DeepSpeed", Assumptions(a100, fused, fp32DS, false), []string{"TF32 tensor-core rate", "pipeline engine in fp32 priced at 1.77 ms"}, nil},
+		{"bf16", Assumptions(a100, fused, &Plan{}, false), nil, []string{"TF32", "pipeline engine"}},
 		{"RTX 3090 uncalibrated", Assumptions(rtx, fused, &Plan{}, false), []string{"RTX-3090: compute priced from datasheet rates", "calibrate"}, nil},
 		{"RTX 3090 calibrated", Assumptions(rtx, fused, &Plan{}, true), nil, []string{"datasheet"}},
 	} {
