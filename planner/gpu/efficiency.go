@@ -57,6 +57,33 @@ var Curves = map[string]Curve{
 	"hopper": {GEMMMax: 0.602, GEMMRamp: 333, GEMMRampPow: 1, FP8Max: 0.741, AttnMax: 0.446, AttnHeadRamp: 30.5, ElemScale: 1.52},
 }
 
+// FP32GEMMMax is the fraction of the fp32 (TF32) peak a linear layer's
+// fp32 GEMM reaches, per generation, flat in shape: measured kernels, not
+// fitted to the published tables. Hopper: Aceso's per-op fp32 profiles of
+// OPT-30B on GH200 (eth-easl/sailor at cf2c8e3, Aceso/profiler/GH-96/
+// profiled-data-fp32, TP 1, micro-batch 1-8: 257-316 TFLOP/s for every
+// GEMM, where the 16-bit curve's ramp priced them at 240-275 and
+// GPT-Neo-2.7B's, hidden 2560, at 215); fitted by TestFitFP32GEMMMax,
+// checked on GPT-Neo-2.7B and OPT-350M (TestFP32GEMMsMatchProfiles). The
+// 16-bit ramp stays for 16-bit GEMMs: it was fitted to whole bf16/FP8
+// steps. A generation without
+// an entry prices fp32 GEMMs with its 16-bit max and ramp.
+var FP32GEMMMax = map[string]float64{"hopper": 0.576}
+
+// LinearGEMMCurve is the curve a linear layer's GEMM of precision p is
+// priced with on g: for fp32 on a generation with an FP32GEMMMax, that
+// max without the shape ramp; otherwise cv. (Attention's batched GEMMs,
+// with the head dimension as one side, keep cv's ramp.)
+func LinearGEMMCurve(g Spec, cv Curve, p Precision) Curve {
+	if p != PrecisionFP32 {
+		return cv
+	}
+	if m, ok := FP32GEMMMax[Arch(g)]; ok {
+		cv.GEMMMax, cv.GEMMRamp = m, 0
+	}
+	return cv
+}
+
 // Arch is the generation (key of Curves) whose curve prices g: Hopper and Blackwell
 // data-centre parts (and MI300X, a peer of H100 in achieved efficiency)
 // use "hopper", everything else "ampere".

@@ -28,7 +28,7 @@ func TestAssumptionsNameAttentionAndUnfittedGPUs(t *testing.T) {
 		{"fused on A100", Assumptions(a100, fused, &Plan{}, false), []string{"fused flash-attention", "materialized_attention: true"}, []string{"datasheet"}},
 		{"unfused", Assumptions(a100, unfused, &Plan{}, false), []string{"unfused", "model file says"}, []string{"datasheet"}},
 		{"fp32", Assumptions(a100, fused, fp32, false), []string{"fp32 has no flash-attention", "TF32 tensor-core rate", "allow_tf32 = True"}, []string{"pipeline engine"}},
-		{"fp32 DeepSpeed", Assumptions(a100, fused, fp32DS, false), []string{"TF32 tensor-core rate", "pipeline engine in fp32 priced at 1.77 ms"}, nil},
+		{"fp32 DeepSpeed", Assumptions(a100, fused, fp32DS, false), []string{"TF32 tensor-core rate", "pipeline engine in fp32 priced at 2.10 ms"}, nil},
 		{"bf16", Assumptions(a100, fused, &Plan{}, false), nil, []string{"TF32", "pipeline engine"}},
 		{"RTX 3090 uncalibrated", Assumptions(rtx, fused, &Plan{}, false), []string{"RTX-3090: compute priced from datasheet rates", "calibrate"}, nil},
 		{"RTX 3090 calibrated", Assumptions(rtx, fused, &Plan{}, true), nil, []string{"datasheet"}},

@@ -72,7 +72,8 @@ func moeLayerCompute(m model.Model, cfg parallel.Config, f parallel.Framework, g
 	if m.SwiGLU {
 		up = 2 * fe
 	}
-	one := gpu.CurveGEMMSeconds(g, cv, s.prec, perExpert, up/r.ETP, s.hidden) + gpu.CurveGEMMSeconds(g, cv, s.prec, perExpert, s.hidden, fe/r.ETP)
+	lin := gpu.LinearGEMMCurve(g, cv, s.prec)
+	one := gpu.CurveGEMMSeconds(g, lin, s.prec, perExpert, up/r.ETP, s.hidden) + gpu.CurveGEMMSeconds(g, lin, s.prec, perExpert, s.hidden, fe/r.ETP)
 	experts := nLocal*one - (nLocal-1)*2*gpu.GEMMLaunchS
 	// permute + unpermute each read and write the routed tokens; the
 	// activation function runs over their FFN columns.

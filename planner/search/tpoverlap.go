@@ -27,7 +27,7 @@ type tpOverlapPair struct {
 // chunks, a pipeline num_splits, bulk one. Returns the pair's time and
 // the GEMM's own (what the layer's compute already counts).
 func (p tpOverlapPair) seconds(s layerShape, g gpu.Spec, cv gpu.Curve, link cluster.Link, tp int) (pair, gemm float64) {
-	gemm = gpu.CurveGEMMSeconds(g, cv, s.prec, p.m, p.n, p.k)
+	gemm = gpu.CurveGEMMSeconds(g, gpu.LinearGEMMCurve(g, cv, s.prec), s.prec, p.m, p.n, p.k)
 	run := gemm
 	if p.ub.SetSMMargin && g.SMs > p.ub.NumSM && p.ub.NumSM > 0 {
 		run *= float64(g.SMs) / float64(g.SMs-p.ub.NumSM)
