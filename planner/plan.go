@@ -106,8 +106,8 @@ func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Con
 		global = micro * dp
 	}
 	cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, Ulysses: fixed.Ulysses, VPP: max(fixed.VPP, 1), MicroBatch: micro, GlobalBatch: global,
-		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers,
-		LowPrecisionDP: fixed.LowPrecisionDP, TPCommOverlap: fixed.TPCommOverlap, TPOverlapCfg: fixed.TPOverlapCfg}
+		NumMicroBatches: global / (micro * dp), ZeroStage: max(fixed.ZeroStage, 0), Recompute: fixed.Recompute, StageLayers: fixed.StageLayers}
+	cfg.SetFixedFlags(fixed)
 	if fixed.SequenceParallel != nil {
 		cfg.SequenceParallel = *fixed.SequenceParallel
 	}

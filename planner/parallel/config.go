@@ -91,6 +91,14 @@ type Config struct {
 	StageLayers []int `json:"stage_layers"`
 }
 
+// SetFixedFlags copies into c the settings of fx that every config of a
+// search shares, priced but never searched: low-precision DP reductions,
+// --tp-comm-overlap and its userbuffers configuration. One place, so a
+// setting added to both types is carried wherever a config is built.
+func (c *Config) SetFixedFlags(fx Constraints) {
+	c.LowPrecisionDP, c.TPCommOverlap, c.TPOverlapCfg = fx.LowPrecisionDP, fx.TPCommOverlap, fx.TPOverlapCfg
+}
+
 // TPOverlap is the userbuffers configuration of --tp-comm-overlap: the
 // one given, else Transformer Engine's defaults.
 func (c Config) TPOverlap() TPOverlapCfg {

@@ -118,7 +118,7 @@ func microBatchChoices(c *cluster.Cluster, m model.Model, o Options, shape paral
 func perSampleLayerSeconds(c *cluster.Cluster, m model.Model, o Options, shape parallel.Config) (ideal, mb1 float64) {
 	cfg := shape
 	cfg.MicroBatch, cfg.Precision, cfg.Recompute = 1, precisionOf(o.Fixed), parallel.RecomputeNone
-	cfg.LowPrecisionDP, cfg.TPCommOverlap, cfg.TPOverlapCfg = o.Fixed.LowPrecisionDP, o.Fixed.TPCommOverlap, o.Fixed.TPOverlapCfg
+	cfg.SetFixedFlags(o.Fixed)
 	cfg.SequenceParallel = shape.TP > 1
 	ideal, mb1 = math.Inf(1), math.Inf(1)
 	seen := map[gpu.Spec]bool{}
@@ -144,8 +144,8 @@ func frugalFits(m model.Model, o Options, shape parallel.Config, mb int, maxCap 
 	cfg := shape
 	cfg.VPP, cfg.MicroBatch, cfg.GlobalBatch = 1, mb, o.GlobalBatch
 	cfg.NumMicroBatches = o.GlobalBatch / (mb * shape.DP)
-	cfg.Precision, cfg.LowPrecisionDP, cfg.TPCommOverlap = precisionOf(fx), fx.LowPrecisionDP, fx.TPCommOverlap
-	cfg.TPOverlapCfg = fx.TPOverlapCfg
+	cfg.Precision = precisionOf(fx)
+	cfg.SetFixedFlags(fx)
 	cfg.Recompute = parallel.RecomputeFull
 	if fx.Recompute != "" {
 		cfg.Recompute = fx.Recompute

@@ -110,8 +110,8 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 								if fx.SequenceParallel != nil && tp > 1 {
 									cfg.SequenceParallel = *fx.SequenceParallel
 								}
-								cfg.Precision, cfg.LowPrecisionDP, cfg.TPCommOverlap = precisionOf(fx), fx.LowPrecisionDP, fx.TPCommOverlap
-								cfg.TPOverlapCfg = fx.TPOverlapCfg
+								cfg.Precision = precisionOf(fx)
+								cfg.SetFixedFlags(fx)
 								cfg.StageLayers = evenLayers(m.NumLayers, pp*vpp)
 								if len(fx.StageLayers) > 0 {
 									if len(fx.StageLayers) != pp*vpp {
