@@ -181,11 +181,12 @@ func GEMMSeconds(g Spec, m, n, k float64) float64 {
 }
 
 // GEMMKernelTFLOPS is the model's rate (TFLOP/s) of one GEMM of precision p
-// on g without the measured/calibrated scale: what a GEMM benchmark on the
-// host is compared with to derive that scale.
+// on g without the measured/calibrated scale, priced as a linear layer's
+// GEMM is (LinearGEMMCurve): what a GEMM benchmark on the host is compared
+// with to derive that scale.
 func GEMMKernelTFLOPS(g Spec, p Precision, m, n, k float64) float64 {
 	g.ComputeScale16, g.ComputeScaleFP8 = 0, 0
-	s := CurveGEMMSeconds(g, CurveOf(g), p, m, n, k)
+	s := CurveGEMMSeconds(g, LinearGEMMCurve(g, CurveOf(g), p), p, m, n, k)
 	if s <= 0 {
 		return 0
 	}
