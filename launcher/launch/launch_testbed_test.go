@@ -191,19 +191,28 @@ func TestLaunchCascadeNamesTheCulprit(t *testing.T) {
 	// A busy machine (load 20+ on 2 cores) may take long to start torch.
 	// node3's clock line reaches us 3 s after its agent read the clock, as
 	// on a busy host: that delay must not move node3's exit stamps (it
-	// used to, and a cascading rank on another host was blamed).
-	slowClock := func(host, script string) string {
-		const line = `say clock "$(date +%s%N)"`
+	// used to, and a cascading rank on another host was blamed). node3's
+	// exit reports also reach us 2 s late, so the cascading ranks' reports
+	// arrive first, as the scenario needs: with rank 5's exit reported at
+	// once, our stop could reach every other rank before gloo told it its
+	// peer was gone, and no cascade happened (one CI run in five).
+	slowHost := func(host, script string) string {
 		if host != "node3" {
 			return script
 		}
-		if !strings.Contains(script, line) {
-			t.Fatalf("the agent has no line %q to delay", line)
+		for _, edit := range [][2]string{
+			{`say clock "$(date +%s%N)"`, `c=$(date +%s%N); sleep 3; say clock "$c"`},
+			{`printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2")"`, `sleep 2; printf '%s %s exit %s %s\n' "$1" "$T" "$1" "$(cat "$2")"`},
+		} {
+			if !strings.Contains(script, edit[0]) {
+				t.Fatalf("the agent has no line %q to delay", edit[0])
+			}
+			script = strings.Replace(script, edit[0], edit[1], 1)
 		}
-		return strings.Replace(script, line, `c=$(date +%s%N); sleep 3; say clock "$c"`, 1)
+		return script
 	}
 	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 30 * time.Second, StartTimeout: 90 * time.Second,
-		editAgent: slowClock})
+		editAgent: slowHost})
 	t.Logf("Launch took %s; returned %s after rank 5's exit", time.Since(started), time.Since(jf0(err)))
 	var jf *JobFailure
 	if !errors.As(err, &jf) {
