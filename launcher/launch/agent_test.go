@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/internal/hostclock"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -63,7 +63,7 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "@@pipette-N0NCE clock ") || !strings.HasPrefix(lines[1], "@@pipette-N0NCE pgid ") || !strings.HasPrefix(lines[2], "@@pipette-N0NCE wd ") {
 		t.Fatalf("agent must report its clock, pgid then watchdog first; got %q", lines)
 	}
-	if ts, err := remote.ParseNanos(strings.TrimPrefix(lines[0], "@@pipette-N0NCE clock ")); err != nil || time.Since(ts).Abs() > time.Minute {
+	if ts, err := hostclock.ParseNanos(strings.TrimPrefix(lines[0], "@@pipette-N0NCE clock ")); err != nil || time.Since(ts).Abs() > time.Minute {
 		t.Errorf("clock line %q: %v, %v", lines[0], ts, err)
 	}
 	got := strings.Join(lines[3:], "\n")
@@ -72,7 +72,7 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 	stamps := map[string]time.Time{}
 	for _, l := range lines {
 		if m := regexp.MustCompile(`^(\d+) @@pipette-N0NCE exit (\d+ \d+) (\d+) 0$`).FindStringSubmatch(l); m != nil {
-			ts, err := remote.ParseNanos(m[3])
+			ts, err := hostclock.ParseNanos(m[3])
 			if err != nil || time.Since(ts).Abs() > time.Minute {
 				t.Errorf("exit line %q: stamp %v, %v: want the host's clock now", l, ts, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/hostclock"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -308,8 +309,8 @@ type hostRun struct {
 	stopping bool      // stopAll has begun on this host
 	stopAt   time.Time // when stopAll began on this host (our clock)
 
-	clock  remote.ClockOffset // the host's clock against ours, from the agent's first line
-	sentAt time.Time          // when we started the agent: its clock line was stamped after it
+	clock  hostclock.Offset // the host's clock against ours, from the agent's first line
+	sentAt time.Time        // when we started the agent: its clock line was stamped after it
 
 	started chan struct{} // closed when the pgid line arrived
 
@@ -514,13 +515,13 @@ func handleAgentLine(r *hostRun, line, tag string, opts Options, out *output, ev
 		f := strings.Fields(rest)
 		switch {
 		case len(f) == 2 && f[0] == "clock":
-			if t, err := remote.ParseNanos(f[1]); err == nil {
+			if t, err := hostclock.ParseNanos(f[1]); err == nil {
 				now := opts.Now()
 				r.mu.Lock()
 				if r.sentAt.IsZero() {
-					r.clock = remote.OffsetFrom(t, now)
+					r.clock = hostclock.From(t, now)
 				} else {
-					r.clock = remote.OffsetBetween(t, r.sentAt, now)
+					r.clock = hostclock.Between(t, r.sentAt, now)
 				}
 				r.mu.Unlock()
 			}
@@ -571,7 +572,7 @@ func handleAgentLine(r *hostRun, line, tag string, opts Options, out *output, ev
 				r.mu.Lock()
 				clk := r.clock
 				r.mu.Unlock()
-				if t, err := remote.ParseNanos(f[2]); err == nil {
+				if t, err := hostclock.ParseNanos(f[2]); err == nil {
 					ev.hostAt = clk.ToLocal(t)
 				}
 			}

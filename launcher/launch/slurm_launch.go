@@ -489,25 +489,10 @@ func slurmDuration(s string) (time.Duration, bool) {
 	return time.Duration(((days*24+hms[0])*60+hms[1])*60+hms[2]) * time.Second, true
 }
 
-// waitStepGone waits (bounded) until Slurm no longer lists the step: srun
-// ends when its tasks have, while each node's slurmstepd may still be
-// tidying up; a restart or the next command should find the nodes free.
+// waitStepGone waits (bounded) until Slurm no longer lists the step.
 func (st *slurmStep) waitStepGone(limit time.Duration) {
 	st.mu.Lock()
 	step := st.stepID
 	st.mu.Unlock()
-	if step == "" {
-		return
-	}
-	id := st.s.JobID + "." + step
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c := exec.CommandContext(ctx, "squeue", "-h", "-s", "-j", st.s.JobID, "-o", "%i")
-		c.Env = st.s.Environ()
-		out, err := c.Output()
-		cancel()
-		if err != nil || !slices.Contains(strings.Fields(string(out)), id) {
-			return // gone, or the job itself is gone (squeue fails then)
-		}
-	}
+	st.s.WaitStepGone(step, limit)
 }

@@ -126,6 +126,22 @@ func TestSlurmLaunchFailingRankStopsStep(t *testing.T) {
 	tb.AssertNothingLeft(t)
 }
 
+// RunEach (the probe's and the file clean-up's step) returns only once
+// Slurm no longer lists its step: what runs next finds the nodes free. One
+// CI run found the clean-up step still listed right after a launch.
+func TestSlurmRunEachLeavesNoStep(t *testing.T) {
+	tb, s := slurmBed(t, 2)
+	for i := range 10 {
+		byNode, stderr, runErr, err := s.RunEach(context.Background(), tb.Names(), "echo hi")
+		if runErr != nil || err != nil || len(byNode) != 2 {
+			t.Fatalf("RunEach %d = %v, %v, %v: %s", i, byNode, runErr, err, stderr)
+		}
+		if steps := slurmSteps(t, s); steps != "" {
+			t.Fatalf("after RunEach %d, steps left in the allocation:\n%s", i, steps)
+		}
+	}
+}
+
 // scancel of the allocation stops every rank within the grace period, and
 // the summary says Slurm cancelled the job.
 func TestSlurmScancelStopsJob(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/hostclock"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -52,7 +53,7 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 	base := time.Date(2026, 11, 23, 1, 0, 0, 0, time.UTC)
 	mk := func(name string, offset time.Duration, ranks ...int) *hostRun {
 		h := &hostRun{target: remote.HostTarget{Name: name}, job: job.HostJob{Name: name},
-			clock: remote.ClockOffset{Offset: offset, Known: true}}
+			clock: hostclock.Offset{Offset: offset, Known: true}}
 		for i, r := range ranks {
 			h.job.Ranks = append(h.job.Ranks, job.RankJob{Rank: r, LocalRank: i})
 		}
@@ -101,7 +102,7 @@ func TestRootCauseEarliestByCorrectedClock(t *testing.T) {
 
 	// Without the clock correction (offsets unknown), rank 0's raw stamp
 	// is 5 s early and it would be blamed: the offset is what names rank 5.
-	node1.clock, node3.clock = remote.ClockOffset{}, remote.ClockOffset{}
+	node1.clock, node3.clock = hostclock.Offset{}, hostclock.Offset{}
 	sv = newSupervisor(j, []*hostRun{node1, node2, node3}, events, opts, nil)
 	line(node1, 0, 1, 150*time.Millisecond-5*time.Second)
 	line(node3, 5, 3, 2*time.Second)

@@ -3,7 +3,7 @@
 // ~/.ssh/config, connects over SSH with host keys verified against
 // known_hosts (Conn, Session, Upload), keeps one connection per host in a
 // Pool with bounded fan-out and per-host errors (HostErrors), runs
-// commands through srun instead inside a Slurm allocation (Slurm), tells
-// whether a target is this very machine, and converts a host's clock to
-// ours. It knows nothing of plans, probes or jobs.
+// commands through srun instead inside a Slurm allocation (Slurm), and
+// tells whether a target is this very machine. It knows nothing of plans,
+// probes or jobs.
 package remote

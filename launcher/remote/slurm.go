@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
 )
@@ -109,19 +111,43 @@ const nodeMarker = "::pipette-node::"
 // the step's (all tasks'), runErr srun's own failure; a node missing from
 // byNode did not answer. err is output that cannot be told apart by node.
 func (s Slurm) RunEach(ctx context.Context, nodes []string, script string) (byNode map[string]string, stderr []byte, runErr, err error) {
-	args := append(s.StepArgs(nodes), "/bin/sh", "-c", `printf '%s %s\n' '`+nodeMarker+`' "$SLURMD_NODENAME"`+"\n"+script)
+	args := append(s.StepArgs(nodes), "/bin/sh", "-c", `printf '%s %s %s\n' '`+nodeMarker+`' "$SLURMD_NODENAME" "$SLURM_STEP_ID"`+"\n"+script)
 	c := exec.CommandContext(ctx, s.Program(), args...)
 	c.Env = s.Environ()
 	var o, e bytes.Buffer
 	c.Stdout, c.Stderr = &o, &e
 	runErr = c.Run()
-	byNode, err = splitByNode(o.String())
+	byNode, step, err := splitByNode(o.String())
+	s.WaitStepGone(step, 30*time.Second)
 	return byNode, e.Bytes(), runErr, err
 }
 
+// WaitStepGone waits (up to limit) until Slurm no longer lists step of the
+// allocation. srun ends when its tasks have, while each node's slurmstepd
+// may still be tidying up; the next step, or whoever runs after
+// pipette-launch returns, should find the nodes free. An empty step (it
+// never started) returns at once.
+func (s Slurm) WaitStepGone(step string, limit time.Duration) {
+	if step == "" {
+		return
+	}
+	id := s.JobID + "." + step
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c := exec.CommandContext(ctx, "squeue", "-h", "-s", "-j", s.JobID, "-o", "%i")
+		c.Env = s.Environ()
+		out, err := c.Output()
+		cancel()
+		if err != nil || !slices.Contains(strings.Fields(string(out)), id) {
+			return // gone, or the job itself is gone (squeue fails then)
+		}
+	}
+}
+
 // splitByNode sorts srun --label output ("  3: text") into each task's
-// text, and names each task by the node marker line it printed first.
-func splitByNode(out string) (map[string]string, error) {
+// text, and names each task by the node marker line it printed first; that
+// line also names the step.
+func splitByNode(out string) (byNode map[string]string, step string, err error) {
 	tasks := map[int][]string{}
 	node := map[int]string{}
 	for _, line := range strings.Split(out, "\n") {
@@ -133,8 +159,10 @@ func splitByNode(out string) (map[string]string, error) {
 		if err != nil {
 			continue
 		}
-		if name, ok := strings.CutPrefix(text, nodeMarker+" "); ok && node[task] == "" {
-			node[task] = strings.TrimSpace(name)
+		if rest, ok := strings.CutPrefix(text, nodeMarker+" "); ok && node[task] == "" {
+			if f := strings.Fields(rest); len(f) > 0 {
+				node[task], step = f[0], strings.Join(f[1:], "") // the step ID
+			}
 			continue
 		}
 		tasks[task] = append(tasks[task], text)
@@ -144,12 +172,12 @@ func splitByNode(out string) (map[string]string, error) {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
-	byNode := map[string]string{}
+	byNode = map[string]string{}
 	for _, id := range ids {
 		if _, dup := byNode[node[id]]; dup {
-			return nil, fmt.Errorf("two tasks ran on node %s: the step must have one task per node", node[id])
+			return nil, step, fmt.Errorf("two tasks ran on node %s: the step must have one task per node", node[id])
 		}
 		byNode[node[id]] = strings.Join(tasks[id], "\n")
 	}
-	return byNode, nil
+	return byNode, step, nil
 }

@@ -1,11 +1,5 @@
-package remote
-
-import (
-	"fmt"
-	"strconv"
-	"time"
-)
-
+// Package hostclock converts a host's clock to ours.
+//
 // Hosts stamp each rank's exit with their own clock, which may differ from
 // ours (and from each other's) by seconds; the summary compares exits on
 // different hosts, so each host's offset is measured when its agent
@@ -18,44 +12,51 @@ import (
 // smallest correction the bounds allow: none when the clocks agree within
 // what we can measure (NTP-synced hosts, or one machine), else the nearest
 // bound.
+package hostclock
 
-// ClockOffset is a host's clock minus ours.
-type ClockOffset struct {
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Offset is a host's clock minus ours.
+type Offset struct {
 	Offset time.Duration
 	Known  bool
-	// Lo and Hi bound the true offset when Bounded (see OffsetBetween).
+	// Lo and Hi bound the true offset when Bounded (see Between).
 	Lo, Hi  time.Duration
 	Bounded bool
 }
 
 // ToLocal converts a host timestamp to our clock.
-func (c ClockOffset) ToLocal(t time.Time) time.Time { return t.Add(-c.Offset) }
+func (c Offset) ToLocal(t time.Time) time.Time { return t.Add(-c.Offset) }
 
 // Uncertainty is how far the true offset may be from Offset: the width of
 // the bounds (0 when unbounded: nothing is known about it).
-func (c ClockOffset) Uncertainty() time.Duration {
+func (c Offset) Uncertainty() time.Duration {
 	if !c.Bounded {
 		return 0
 	}
 	return max(c.Offset-c.Lo, c.Hi-c.Offset)
 }
 
-// OffsetFrom is the offset of a host whose clock read host when we
+// From is the offset of a host whose clock read host when we
 // received it at now, with nothing known about when it was read.
-func OffsetFrom(host, now time.Time) ClockOffset {
-	return ClockOffset{Offset: host.Sub(now), Known: true}
+func From(host, now time.Time) Offset {
+	return Offset{Offset: host.Sub(now), Known: true}
 }
 
-// OffsetBetween is the offset of a host whose clock read host at some
+// Between is the offset of a host whose clock read host at some
 // moment after we sent (by our clock) and before we received it: the true
 // offset lies in [host-received, host-sent]. It picks the value in there
 // closest to 0.
-func OffsetBetween(host, sent, received time.Time) ClockOffset {
+func Between(host, sent, received time.Time) Offset {
 	lo, hi := host.Sub(received), host.Sub(sent)
 	if hi < lo { // our clock stepped back between the two readings
 		lo, hi = hi, lo
 	}
-	return ClockOffset{Offset: min(max(0, lo), hi), Known: true, Lo: lo, Hi: hi, Bounded: true}
+	return Offset{Offset: min(max(0, lo), hi), Known: true, Lo: lo, Hi: hi, Bounded: true}
 }
 
 // parseNanos reads `date +%s%N` (seconds and nanoseconds since the epoch).

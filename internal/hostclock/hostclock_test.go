@@ -1,4 +1,4 @@
-package remote
+package hostclock
 
 import (
 	"testing"
@@ -25,7 +25,7 @@ func TestOffsetBetween(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			host := t0.Add(tc.stampAt + tc.skew)
-			c := OffsetBetween(host, t0, t0.Add(tc.arrives))
+			c := Between(host, t0, t0.Add(tc.arrives))
 			if c.Offset != tc.want || !c.Known || !c.Bounded {
 				t.Errorf("offset = %+v, want %s", c, tc.want)
 			}
