@@ -65,15 +65,21 @@ print("%.4f %.2f mbs=%d,PP=%d,layers(of.26)=%s,stages=%s" % (1/r["throughput"], 
 
 echo "pipette-launch: planning" >&2
 (cd "$root" && go build -o "$work/pipette-launch" ./cmd/pipette-launch)
+# fp32, as the scenario trains (run_het.sh passes no --fp16, and Sailor's profiles are fp32); bf16 for comparison.
 start=$(date +%s.%N)
 "$work/pipette-launch" plan --cluster "$here/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
-	--framework deepspeed --top 1 --json >"$work/plan.json"
+	--framework deepspeed --precision fp32 --top 1 --json >"$work/plan.json"
 end=$(date +%s.%N)
+"$work/pipette-launch" plan --cluster "$here/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
+	--framework deepspeed --precision bf16 --top 1 --json >"$work/plan-bf16.json"
 ours=$("$py" "$here/score.py" --plan-json "$work/plan.json" 2>"$work/score.log")
+bf16=$("$py" "$here/score.py" --plan-json "$work/plan-bf16.json" 2>>"$work/score.log")
 even=$("$py" "$here/score.py" --mbs 1 --dp 32 V100-16:6 V100-16:6 V100-16:6 A100-40:6 2>>"$work/score.log")
 
+secs() { "$py" -c 'import json,sys; print(json.loads(sys.argv[1])["iteration_seconds"])' "$1"; }
 echo "Sailor's simulator, OPT-350 on 32 A100-40 + 96 V100-16, global batch 1024 (copy and logs: $work)"
 set -- $sailor
-echo "  Sailor's plan:               $1 s/iteration (planner $2 s; $3)"
-echo "  pipette-launch plan 1:       $("$py" -c 'import json,sys; print(json.loads(sys.argv[1])["iteration_seconds"])' "$ours") s/iteration (planner $("$py" -c "print(round($end - $start, 2))") s; $ours)"
-echo "  the same, even 6/6/6/6:      $("$py" -c 'import json,sys; print(json.loads(sys.argv[1])["iteration_seconds"])' "$even") s/iteration"
+echo "  Sailor's plan:                  $1 s/iteration (planner $2 s; $3)"
+echo "  pipette-launch plan 1, fp32:    $(secs "$ours") s/iteration (planner $("$py" -c "print(round($end - $start, 2))") s; $ours)"
+echo "  pipette-launch plan 1, bf16:    $(secs "$bf16") s/iteration ($bf16)"
+echo "  TP1 PP4 DP32, even 6/6/6/6:     $(secs "$even") s/iteration"

@@ -30,3 +30,28 @@ func TestCatalogConsumerAndGH200(t *testing.T) {
 		}
 	}
 }
+
+// TF32 tells a TF32 tensor-core rate from a plain FP32 one, for the catalog
+// (Ampere and later, and MI300X, have TF32; Volta, Turing and MI250X do
+// not) and for a cluster file that gives the plain rate for a job that
+// leaves TF32 off.
+func TestTF32(t *testing.T) {
+	for _, tc := range []struct {
+		gpu  string
+		fp32 float64 // a cluster file's peak_fp32_tflops (0: the catalog's)
+		want bool
+	}{
+		{"A100-40GB-SXM", 0, true}, {"H100-SXM", 0, true}, {"GH200", 0, true}, {"B200", 0, true},
+		{"L40S", 0, true}, {"RTX-3090", 0, true}, {"RTX-4090", 0, true}, {"MI300X", 0, true},
+		{"V100-16GB-SXM2", 0, false}, {"TITAN-RTX", 0, false}, {"RTX-2080-Ti", 0, false}, {"MI250X", 0, false},
+		{"A100-40GB-SXM", 19.5, false}, {"H100-SXM", 66.9, false},
+	} {
+		s, _, ok := Resolve(Spec{Model: tc.gpu, PeakFP32TFLOPS: tc.fp32})
+		if !ok {
+			t.Fatalf("%s: not in the catalog", tc.gpu)
+		}
+		if got := TF32(s); got != tc.want {
+			t.Errorf("TF32(%s, fp32 %.1f TFLOP/s) = %v, want %v", tc.gpu, s.PeakFP32TFLOPS, got, tc.want)
+		}
+	}
+}

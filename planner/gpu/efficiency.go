@@ -57,28 +57,61 @@ var Curves = map[string]Curve{
 	"hopper": {GEMMMax: 0.602, GEMMRamp: 333, GEMMRampPow: 1, FP8Max: 0.741, AttnMax: 0.446, AttnHeadRamp: 30.5, ElemScale: 1.52},
 }
 
-// FP32GEMMMax is the fraction of the fp32 (TF32) peak a linear layer's
-// fp32 GEMM reaches, per generation, flat in shape: measured kernels, not
-// fitted to the published tables. Hopper: Aceso's per-op fp32 profiles of
-// OPT-30B on GH200 (eth-easl/sailor at cf2c8e3, Aceso/profiler/GH-96/
-// profiled-data-fp32, TP 1, micro-batch 1-8: 257-316 TFLOP/s for every
-// GEMM, where the 16-bit curve's ramp priced them at 240-275 and
-// GPT-Neo-2.7B's, hidden 2560, at 215); fitted by TestFitFP32GEMMMax,
-// checked on GPT-Neo-2.7B and OPT-350M (TestFP32GEMMsMatchProfiles). The
-// 16-bit ramp stays for 16-bit GEMMs: it was fitted to whole bf16/FP8
-// steps. A generation without
-// an entry prices fp32 GEMMs with its 16-bit max and ramp.
-var FP32GEMMMax = map[string]float64{"hopper": 0.576}
+// FP32GEMMMax is the fraction of the fp32 peak an fp32 GEMM reaches, per
+// kind of fp32 unit (fp32Kind), flat in shape: measured kernels, not fitted
+// to the published tables.
+//   - "hopper" (TF32 tensor cores): Aceso's per-op fp32 profiles of OPT-30B
+//     on GH200 (eth-easl/sailor at cf2c8e3, Aceso/profiler/GH-96/
+//     profiled-data-fp32, TP 1, micro-batch 1-8: 257-316 TFLOP/s for every
+//     linear GEMM, where the 16-bit curve's ramp priced them at 240-275 and
+//     GPT-Neo-2.7B's, hidden 2560, at 215); fitted by TestFitFP32GEMMMax,
+//     checked on GPT-Neo-2.7B and OPT-350M (TestFP32GEMMsMatchProfiles).
+//   - "cuda-core" (a GPU without TF32: Volta, Turing, CDNA2): the same
+//     profiles on V100-16GB, OPT-30B at micro-batch 1 and 2 (larger ones ran
+//     out of memory); checked on GPT-Neo-2.7B, OPT-350M and on TITAN RTX.
+//     The 16-bit ramp priced V100's linear GEMMs 7-27% too slow.
+//   - "cuda-core attention": unfused attention's batched GEMMs (QK^T, AV:
+//     the head dimension, 64-128, on one side) on such a GPU, fitted on the
+//     same V100 profiles' two batched ops; flat too (CUDA-core SGEMM has no
+//     tensor-core tile for a thin side to leave idle), where the 16-bit ramp
+//     priced them 3-4x too slow.
+//
+// The 16-bit ramp stays for 16-bit GEMMs: it was fitted to whole bf16/FP8
+// steps. A kind without an entry (TF32 on Ampere) prices fp32 GEMMs with
+// its generation's 16-bit max and ramp.
+var FP32GEMMMax = map[string]float64{"hopper": 0.576, "cuda-core": 0.905, "cuda-core attention": 0.79}
+
+// fp32Kind is the key of FP32GEMMMax for g: "cuda-core" on a GPU whose fp32
+// rate is not a TF32 rate, else its generation.
+func fp32Kind(g Spec) string {
+	if !TF32(g) {
+		return "cuda-core"
+	}
+	return Arch(g)
+}
 
 // LinearGEMMCurve is the curve a linear layer's GEMM of precision p is
-// priced with on g: for fp32 on a generation with an FP32GEMMMax, that
-// max without the shape ramp; otherwise cv. (Attention's batched GEMMs,
-// with the head dimension as one side, keep cv's ramp.)
+// priced with on g: for fp32 where FP32GEMMMax has g's kind, that max
+// without the shape ramp; otherwise cv.
 func LinearGEMMCurve(g Spec, cv Curve, p Precision) Curve {
 	if p != PrecisionFP32 {
 		return cv
 	}
-	if m, ok := FP32GEMMMax[Arch(g)]; ok {
+	if m, ok := FP32GEMMMax[fp32Kind(g)]; ok {
+		cv.GEMMMax, cv.GEMMRamp = m, 0
+	}
+	return cv
+}
+
+// BatchedGEMMCurve is the curve attention's batched GEMMs (QK^T and AV,
+// the head dimension on one side) of precision p are priced with on g:
+// in fp32 where FP32GEMMMax has an attention entry for g's kind, that max
+// without the shape ramp; otherwise cv.
+func BatchedGEMMCurve(g Spec, cv Curve, p Precision) Curve {
+	if p != PrecisionFP32 {
+		return cv
+	}
+	if m, ok := FP32GEMMMax[fp32Kind(g)+" attention"]; ok {
 		cv.GEMMMax, cv.GEMMRamp = m, 0
 	}
 	return cv
@@ -133,6 +166,15 @@ func fp32PeakFLOPS(g Spec) float64 {
 		return g.PeakFP32TFLOPS * 1e12
 	}
 	return PeakFLOPS(g) / 4
+}
+
+// TF32 reports whether g's fp32 rate is a TF32 tensor-core rate. Ampere
+// and later (and CDNA3) run TF32 at half their dense 16-bit rate; Volta's,
+// Turing's and CDNA2's fp32 rates are a quarter of it or less, and so is a
+// cluster file's plain-FP32 peak_fp32_tflops, given for a job that leaves
+// TF32 off.
+func TF32(g Spec) bool {
+	return g.PeakFP32TFLOPS > 0 && g.PeakFP32TFLOPS >= 0.4*g.PeakTFLOPS
 }
 
 func scaleOr1(x float64) float64 {

@@ -37,7 +37,9 @@ func Assumptions(c *cluster.Cluster, m model.Model, p *Plan, calibrated bool) []
 		// PyTorch >= 1.12 runs fp32 matmuls without TF32 by default
 		// (torch.backends.cuda.matmul.allow_tf32 = False): the catalog's
 		// fp32 rate is the TF32 tensor rate, several times the plain one.
-		out = append(out, "fp32 GEMMs priced at the TF32 tensor-core rate (peak_fp32_tflops): PyTorch >= 1.12 uses TF32 for matmuls only when the script sets torch.backends.cuda.matmul.allow_tf32 = True (HF Trainer: --tf32 True) or the container enables it; without it they run at the plain FP32 rate, several times slower")
+		if tf32 := tf32GPUs(c); len(tf32) > 0 {
+			out = append(out, fmt.Sprintf("fp32 GEMMs on %s priced at the TF32 tensor-core rate (peak_fp32_tflops): PyTorch >= 1.12 uses TF32 for matmuls only when the script sets torch.backends.cuda.matmul.allow_tf32 = True (HF Trainer: --tf32 True) or the container enables it; without it they run at the plain FP32 rate, several times slower: give that rate as peak_fp32_tflops in the cluster file's gpu section", strings.Join(tf32, ", ")))
+		}
 		if e := engineLayerCost(p.Framework, p.Config); e.Fwd+e.Bwd > 0 {
 			out = append(out, fmt.Sprintf("DeepSpeed's pipeline engine in fp32 priced at %.2f ms per layer and micro-batch (fitted on Sailor's GH200 runs; docs/cost-model.md)", 1e3*(e.Fwd+e.Bwd)))
 		}
@@ -45,19 +47,41 @@ func Assumptions(c *cluster.Cluster, m model.Model, p *Plan, calibrated bool) []
 	if calibrated {
 		return out
 	}
+	if u := unfittedGPUs(c); len(u) > 0 {
+		out = append(out, fmt.Sprintf("%s: compute priced from datasheet rates with a curve fitted to other GPUs' runs (%s); run `pipette-launch calibrate` after a job, or `probe --measure`, to correct it",
+			strings.Join(u, ", "), strings.Join(fittedGPUs, ", ")))
+	}
+	return out
+}
+
+// catalogName is the catalog's name for a host's GPU (its own name when
+// the catalog has none).
+func catalogName(g gpu.Spec) string {
+	if e, ok := gpu.Lookup(g.Model); ok {
+		return e.Model
+	}
+	return g.Model
+}
+
+// tf32GPUs are c's GPU models whose fp32 rate is a TF32 rate, once each.
+func tf32GPUs(c *cluster.Cluster) []string {
+	var out []string
+	for _, h := range c.Hosts {
+		spec, _, _ := gpu.Resolve(h.GPU)
+		if name := catalogName(h.GPU); gpu.TF32(spec) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// unfittedGPUs are c's GPU models the compute curves were not fitted to.
+func unfittedGPUs(c *cluster.Cluster) []string {
 	var unfitted []string
 	for _, h := range c.Hosts {
-		name := h.GPU.Model
-		if e, ok := gpu.Lookup(name); ok {
-			name = e.Model
-		}
-		if !slices.Contains(fittedGPUs, name) && !slices.Contains(unfitted, name) {
+		if name := catalogName(h.GPU); !slices.Contains(fittedGPUs, name) && !slices.Contains(unfitted, name) {
 			unfitted = append(unfitted, name)
 		}
 	}
-	if len(unfitted) > 0 {
-		out = append(out, fmt.Sprintf("%s: compute priced from datasheet rates with a curve fitted to other GPUs' runs (%s); run `pipette-launch calibrate` after a job, or `probe --measure`, to correct it",
-			strings.Join(unfitted, ", "), strings.Join(fittedGPUs, ", ")))
-	}
-	return out
+	return unfitted
 }

@@ -14,6 +14,10 @@ import (
 func TestAssumptionsNameAttentionAndUnfittedGPUs(t *testing.T) {
 	a100 := dgxA100(1)
 	rtx := testCluster([]islandDef{{hosts: 1, gpus: 4, gpu: gpu.Spec{Model: "NVIDIA GeForce RTX 3090", MemoryGiB: 24, PeakTFLOPS: 71, MemoryBandwidthTBPerS: 0.936}, intraGBs: 25, nicGbit: 100}}, 0)
+	v100 := testCluster([]islandDef{{hosts: 1, gpus: 4, gpu: gpu.Spec{Model: "V100-16GB-SXM2"}, intraGBs: 150, nicGbit: 100}}, 0)
+	// A100s whose cluster file gives the plain FP32 rate: the job leaves
+	// TF32 off (PyTorch's default), as Sailor's fp32 runs do.
+	noTF32 := testCluster([]islandDef{{hosts: 1, gpus: 4, gpu: gpu.Spec{Model: "A100-40GB-SXM", PeakFP32TFLOPS: 19.5}, intraGBs: 300, nicGbit: 100}}, 0)
 	fused, unfused := tinyModel, tinyModel
 	unfused.MaterializedAttention = true
 	fp32 := &Plan{}
@@ -31,6 +35,9 @@ func TestAssumptionsNameAttentionAndUnfittedGPUs(t *testing.T) {
 		{"fp32 DeepSpeed", Assumptions(a100, fused, fp32DS, false), []string{"TF32 tensor-core rate", "pipeline engine in fp32 priced at 2.10 ms"}, nil},
 		{"bf16", Assumptions(a100, fused, &Plan{}, false), nil, []string{"TF32", "pipeline engine"}},
 		{"RTX 3090 uncalibrated", Assumptions(rtx, fused, &Plan{}, false), []string{"RTX-3090: compute priced from datasheet rates", "calibrate"}, nil},
+		{"fp32, TF32 GPU named", Assumptions(a100, fused, fp32, false), []string{"fp32 GEMMs on A100-80GB-SXM priced at the TF32"}, nil},
+		{"fp32 on V100 (no TF32)", Assumptions(v100, fused, fp32, false), []string{"fp32 has no flash-attention"}, []string{"TF32"}},
+		{"fp32, TF32 left off in the cluster file", Assumptions(noTF32, fused, fp32, false), []string{"fp32 has no flash-attention"}, []string{"TF32"}},
 		{"RTX 3090 calibrated", Assumptions(rtx, fused, &Plan{}, true), nil, []string{"datasheet"}},
 	} {
 		all := strings.Join(c.got, "\n")

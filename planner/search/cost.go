@@ -124,12 +124,22 @@ func (s layerShape) attnSeconds(g gpu.Spec, cv gpu.Curve) float64 {
 		sl := s.tokens / s.mb
 		// One batched-GEMM kernel each: the launch is paid once.
 		p := s.attnPrecision()
-		one := gpu.CurveGEMMSeconds(g, cv, p, sl, s.seq, s.headDim) + gpu.CurveGEMMSeconds(g, cv, p, sl, s.headDim, s.seq) - 2*gpu.GEMMLaunchS
-		t := batch*one + 2*gpu.GEMMLaunchS
-		return t + scoreBytesPerElem*gpu.ElemBytes(p)/2*batch*sl*s.seq/gpu.HBMBytesPerS(g)
+		bcv := gpu.BatchedGEMMCurve(g, cv, p)
+		one := gpu.CurveGEMMSeconds(g, bcv, p, sl, s.seq, s.headDim) + gpu.CurveGEMMSeconds(g, bcv, p, sl, s.headDim, s.seq) - 2*gpu.GEMMLaunchS
+		return batch*one + 2*gpu.GEMMLaunchS + s.scoreSeconds(g)
 	}
 	eff := s.headDim / (s.headDim + cv.AttnHeadRamp) * cv.Ramp(s.tokens)
 	return s.attnFLOPs() / (gpu.AttnPeakFLOPS(g, cv) * eff)
+}
+
+// scoreSeconds is materialized attention's element-wise traffic over every
+// score (softmax, mask, dropout), forward; 0 for flash attention.
+func (s layerShape) scoreSeconds(g gpu.Spec) float64 {
+	if !s.materialized {
+		return 0
+	}
+	scores := s.heads / s.tp * s.tokens * s.seq
+	return scoreBytesPerElem * gpu.ElemBytes(s.attnPrecision()) / 2 * scores / gpu.HBMBytesPerS(g)
 }
 
 // attnPrecision is what the attention core computes in: 16-bit even in
