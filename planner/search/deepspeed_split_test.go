@@ -5,17 +5,16 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
-// TestSearchDeepSpeedUnevenSplit: DeepSpeed plans get the same layer
-// rebalancing as Megatron's. On Sailor's heterogeneous scenario (32
-// A100-40GB + 96 V100-16GB, OPT-350M, global batch 1024; bench/sailor) an
-// even 6/6/6/6 split leaves the A100 stage idle most of the iteration; the
-// best plan must give the A100 stage more layers than any V100 stage.
-func TestSearchDeepSpeedUnevenSplit(t *testing.T) {
+// sailorScenario is bench/sailor's cluster and model: Sailor's
+// heterogeneous scenario.
+func sailorScenario(t *testing.T) (*cluster.Cluster, model.Model) {
+	t.Helper()
 	cdata, err := os.ReadFile("../../bench/sailor/cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +27,16 @@ func TestSearchDeepSpeedUnevenSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := resolveFile(t, cdata)
+	return resolveFile(t, cdata), m
+}
+
+// TestSearchDeepSpeedUnevenSplit: DeepSpeed plans get the same layer
+// rebalancing as Megatron's. On Sailor's heterogeneous scenario (32
+// A100-40GB + 96 V100-16GB, OPT-350M, global batch 1024; bench/sailor) an
+// even 6/6/6/6 split leaves the A100 stage idle most of the iteration; the
+// best plan must give the A100 stage more layers than any V100 stage.
+func TestSearchDeepSpeedUnevenSplit(t *testing.T) {
+	c, m := sailorScenario(t)
 	res, err := Search(c, m, Options{Framework: parallel.FrameworkDeepSpeed, GlobalBatch: 1024, Seed: 1, TopK: 3,
 		Fixed: parallel.Constraints{ZeroStage: -1}})
 	if err != nil {
@@ -68,19 +76,7 @@ func TestSearchDeepSpeedUnevenSplit(t *testing.T) {
 // and its score is unknown. Rerun bench/sailor/run.sh, then update the
 // README's table and this test.
 func TestSailorScenarioPlans(t *testing.T) {
-	cdata, err := os.ReadFile("../../bench/sailor/cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mdata, err := os.ReadFile("../../bench/sailor/opt-350m.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Parse(mdata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := resolveFile(t, cdata)
+	c, m := sailorScenario(t)
 	for _, tc := range []struct {
 		precision gpu.Precision
 		tp, pp    int
