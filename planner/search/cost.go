@@ -76,10 +76,7 @@ func (s layerShape) attnGemmFLOPs() float64 {
 
 // mlpFLOPs is an MLP of ffn columns over the layer's tokens, split by TP.
 func (s layerShape) mlpFLOPs(ffn float64) float64 {
-	up := ffn
-	if s.swiglu {
-		up = 2 * ffn
-	}
+	up := s.upCols(ffn)
 	return 2*s.tokens*s.hidden*up/s.tp + 2*s.tokens*ffn*s.hidden/s.tp
 }
 
@@ -93,10 +90,33 @@ func (s layerShape) gemmSeconds(g gpu.Spec, cv gpu.Curve) float64 {
 	return s.attnGemmSeconds(g, cv) + s.mlpSeconds(g, cv, s.ffn)
 }
 
+// upCols is the width of an MLP's up projection for ffn columns: SwiGLU
+// runs its gate and up projections as one GEMM of twice the width.
+func (s layerShape) upCols(ffn float64) float64 {
+	if s.swiglu {
+		return 2 * ffn
+	}
+	return ffn
+}
+
+// gemmShape is one GEMM: m x k times k x n.
+type gemmShape struct{ m, n, k float64 }
+
+// linearGEMMs are one GPU's linear GEMMs of the layer, forward: QKV and
+// the attention projection, then FC1 and FC2 of an MLP of ffn columns.
+func (s layerShape) linearGEMMs(ffn float64) (qkv, proj, fc1, fc2 gemmShape) {
+	return gemmShape{s.tokens, (s.q + 2*s.kv) / s.tp, s.hidden}, gemmShape{s.tokens, s.hidden, s.q / s.tp},
+		gemmShape{s.tokens, s.upCols(ffn) / s.tp, s.hidden}, gemmShape{s.tokens, s.hidden, ffn / s.tp}
+}
+
+// linearSeconds prices one of the layer's linear GEMMs.
+func (s layerShape) linearSeconds(g gpu.Spec, cv gpu.Curve, sh gemmShape) float64 {
+	return gpu.CurveGEMMSeconds(g, gpu.LinearGEMMCurve(g, cv, s.prec), s.prec, sh.m, sh.n, sh.k)
+}
+
 func (s layerShape) attnGemmSeconds(g gpu.Spec, cv gpu.Curve) float64 {
-	lin := gpu.LinearGEMMCurve(g, cv, s.prec)
-	t := gpu.CurveGEMMSeconds(g, lin, s.prec, s.tokens, (s.q+2*s.kv)/s.tp, s.hidden)
-	return t + gpu.CurveGEMMSeconds(g, lin, s.prec, s.tokens, s.hidden, s.q/s.tp)
+	qkv, proj, _, _ := s.linearGEMMs(0)
+	return s.linearSeconds(g, cv, qkv) + s.linearSeconds(g, cv, proj)
 }
 
 // mlpSeconds is an MLP of ffn columns (0: none) split by TP.
@@ -104,13 +124,8 @@ func (s layerShape) mlpSeconds(g gpu.Spec, cv gpu.Curve, ffn float64) float64 {
 	if ffn <= 0 {
 		return 0
 	}
-	up := ffn
-	if s.swiglu {
-		up = 2 * ffn
-	}
-	lin := gpu.LinearGEMMCurve(g, cv, s.prec)
-	t := gpu.CurveGEMMSeconds(g, lin, s.prec, s.tokens, up/s.tp, s.hidden)
-	return t + gpu.CurveGEMMSeconds(g, lin, s.prec, s.tokens, s.hidden, ffn/s.tp)
+	_, _, fc1, fc2 := s.linearGEMMs(ffn)
+	return s.linearSeconds(g, cv, fc1) + s.linearSeconds(g, cv, fc2)
 }
 
 // attnSeconds prices the attention core. Flash attention: efficiency set

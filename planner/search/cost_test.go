@@ -339,7 +339,7 @@ func TestTPCommOverlapPricesEachGEMMWithItsCollective(t *testing.T) {
 		{"pipeline, 4 splits, 16 SMs", parallel.TPOverlapGEMM{Method: parallel.TPOverlapPipeline, NumSM: 16, SetSMMargin: true, NumSplits: 4}, gemm*132/116 + 3*gpu.GEMMLaunchS},
 	}
 	for _, c := range cases {
-		p := tpOverlapPair{m: 4096, n: 2304, k: 16384, ub: c.ub, gather: true}
+		p := tpOverlapPair{gemm: gemmShape{4096, 2304, 16384}, ub: c.ub, gather: true}
 		got, own := p.seconds(s, h100, cv, fast, 8)
 		if !approx(got, c.want, 1e-12) || own != gemm {
 			t.Errorf("%s: %g s (GEMM %g), want %g", c.name, got, own, c.want)
@@ -352,7 +352,7 @@ func TestTPCommOverlapPricesEachGEMMWithItsCollective(t *testing.T) {
 	slow := cluster.Link{BytesPerS: 100e9}
 	rs := 7.0 / 8 * 4096 * 16384 * 2 / 100e9
 	for _, gather := range []bool{false, true} {
-		p := tpOverlapPair{m: 4096, n: 2304, k: 16384, ub: parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk}, gather: gather}
+		p := tpOverlapPair{gemm: gemmShape{4096, 2304, 16384}, ub: parallel.TPOverlapGEMM{Method: parallel.TPOverlapBulk}, gather: gather}
 		want := rs
 		if gather {
 			want = rs / 2

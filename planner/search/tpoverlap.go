@@ -9,9 +9,9 @@ import (
 // tpOverlapPair is one GEMM of a layer and the TP collective Transformer
 // Engine's userbuffers run beside it (--tp-comm-overlap).
 type tpOverlapPair struct {
-	m, n, k float64 // the GEMM (m: the gathered tokens)
-	ub      parallel.TPOverlapGEMM
-	gather  bool // all-gather (else reduce-scatter)
+	gemm   gemmShape // m: the gathered tokens
+	ub     parallel.TPOverlapGEMM
+	gather bool // all-gather (else reduce-scatter)
 	// uncounted: the collective is one tpCommPerLayer does not count
 	// without the flag either (the inputs gathered again for the wgrads,
 	// which Megatron overlaps with the dgrad GEMMs on its own): only the
@@ -27,7 +27,7 @@ type tpOverlapPair struct {
 // chunks, a pipeline num_splits, bulk one. Returns the pair's time and
 // the GEMM's own (what the layer's compute already counts).
 func (p tpOverlapPair) seconds(s layerShape, g gpu.Spec, cv gpu.Curve, link cluster.Link, tp int) (pair, gemm float64) {
-	gemm = gpu.CurveGEMMSeconds(g, gpu.LinearGEMMCurve(g, cv, s.prec), s.prec, p.m, p.n, p.k)
+	gemm = s.linearSeconds(g, cv, p.gemm)
 	run := gemm
 	if p.ub.SetSMMargin && g.SMs > p.ub.NumSM && p.ub.NumSM > 0 {
 		run *= float64(g.SMs) / float64(g.SMs-p.ub.NumSM)
@@ -73,18 +73,11 @@ func tpCommOverlapped(s layerShape, cfg parallel.Config, g gpu.Spec, cv gpu.Curv
 		return 0, 0
 	}
 	ub := cfg.TPOverlap()
-	up := s.ffn
-	if s.swiglu {
-		up = 2 * s.ffn
+	qkv, proj, fc1, fc2 := s.linearGEMMs(s.ffn)
+	pair := func(shape gemmShape, u parallel.TPOverlapGEMM, gather bool) tpOverlapPair {
+		return tpOverlapPair{gemm: shape, ub: u, gather: gather}
 	}
-	qkv := [3]float64{s.tokens, (s.q + 2*s.kv) / s.tp, s.hidden}
-	proj := [3]float64{s.tokens, s.hidden, s.q / s.tp}
-	fc1 := [3]float64{s.tokens, up / s.tp, s.hidden}
-	fc2 := [3]float64{s.tokens, s.hidden, s.ffn / s.tp}
-	pair := func(shape [3]float64, u parallel.TPOverlapGEMM, gather bool) tpOverlapPair {
-		return tpOverlapPair{m: shape[0], n: shape[1], k: shape[2], ub: u, gather: gather}
-	}
-	regather := func(shape [3]float64, u parallel.TPOverlapGEMM) tpOverlapPair {
+	regather := func(shape gemmShape, u parallel.TPOverlapGEMM) tpOverlapPair {
 		p := pair(shape, u, true)
 		p.uncounted = true
 		return p
