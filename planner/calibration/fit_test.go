@@ -179,3 +179,58 @@ func TestFitCalibrationThreeRunsHelpOrStay(t *testing.T) {
 		})
 	}
 }
+
+// Issue 22: calibrating on 3 runs made the other runs worse when the runs
+// erred in opposite directions by configuration (Megatron-Bridge's 70B
+// rows +9%, its 405B rows -10%): any 3 of them pass as a cluster off the
+// model, and the correction they share moves the fourth further off
+// (10.7% -> 11.8%). Fit predicts each run from the others and keeps only
+// the share of the correction that does that; runs that agree keep it all.
+func TestFitCalibrationCrossValidates(t *testing.T) {
+	mk := func(predicted, observed float64) cluster.CalibrationRun {
+		return cluster.CalibrationRun{ObservedS: observed, PredictedS: predicted, PartsS: map[string]float64{cluster.ComputeFactorKey: predicted}}
+	}
+	for _, tc := range []struct {
+		name      string
+		fit       []cluster.CalibrationRun
+		next      cluster.CalibrationRun // a run the fit did not see
+		wantFolds int
+		maxKept   float64
+		minKept   float64
+	}{
+		{name: "70B +9%, 405B -10%, 70B +10%; next a 405B run",
+			fit:       []cluster.CalibrationRun{mk(21.9, 20.2), mk(35.3, 39.5), mk(11.1, 10.2)},
+			next:      mk(12.3, 14.0),
+			wantFolds: 3, maxKept: 0.5},
+		{name: "four runs 18-22% slow",
+			fit:       []cluster.CalibrationRun{mk(10, 12.2), mk(5, 5.9), mk(20, 24.4), mk(8, 9.6)},
+			next:      mk(12, 14.5),
+			wantFolds: 4, minKept: 1},
+		{name: "two runs: too few to hold one out",
+			fit:  []cluster.CalibrationRun{mk(10, 12.2), mk(5, 4.4)},
+			next: mk(12, 14.5)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := Fit(tc.fit, time.Unix(0, 0))
+			cv := cal.CrossValidation
+			if tc.wantFolds == 0 {
+				if cv != nil {
+					t.Fatalf("cross-validation %+v on %d runs, want none", *cv, len(tc.fit))
+				}
+				return
+			}
+			if cv == nil || cv.Folds != tc.wantFolds {
+				t.Fatalf("cross-validation %+v, want %d folds", cv, tc.wantFolds)
+			}
+			if cv.Kept > max(tc.maxKept, tc.minKept) || cv.Kept < tc.minKept {
+				t.Errorf("kept %.2f of the correction, want %.2f-%.2f", cv.Kept, tc.minKept, max(tc.maxKept, tc.minKept))
+			}
+			before := math.Abs(tc.next.PredictedS/tc.next.ObservedS - 1)
+			after := math.Abs(predictedWith(tc.next, cal)/tc.next.ObservedS - 1)
+			t.Logf("compute x%.3f, kept %.2f: next run %.1f%% -> %.1f%%", cal.Compute.Factor, cv.Kept, 100*before, 100*after)
+			if after > before+0.005 {
+				t.Errorf("calibrating made the next run worse: %.1f%% -> %.1f%% (compute x%.3f)", 100*before, 100*after, cal.Compute.Factor)
+			}
+		})
+	}
+}

@@ -24,6 +24,17 @@ type Calibration struct {
 	Links []LinkCalibration `yaml:"links,omitempty" json:"links,omitempty"`
 	// Runs are every observation the factors were fitted to, newest last.
 	Runs []CalibrationRun `yaml:"runs" json:"runs"`
+	// CrossValidation says how much of the correction the runs support
+	// when each is predicted from the others (3 runs or more; nil before).
+	CrossValidation *CrossValidation `yaml:"cross_validation,omitempty" json:"cross_validation,omitempty"`
+}
+
+// CrossValidation is the outcome of predicting runs the fit did not see:
+// the factors are the fitted ones scaled, in log space, by Kept (1: the
+// whole correction, 0: none) over Folds folds of the runs.
+type CrossValidation struct {
+	Folds int     `yaml:"folds" json:"folds"`
+	Kept  float64 `yaml:"kept" json:"kept"`
 }
 
 // CalibrationFactor is one fitted factor and how many runs constrain it

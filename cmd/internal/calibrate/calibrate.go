@@ -380,6 +380,13 @@ func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, aft
 		// misprices, and few runs cannot tell them apart.
 		fmt.Fprintf(w, "note: with %d runs only part of the correction is applied (one configuration alone may be mispriced by ~8%%); record runs of other configurations to apply the rest\n", len(cal.Runs))
 	}
+	if cv := cal.CrossValidation; cv != nil && cv.Kept < 1 {
+		// Why the factors are nearer 1 than the runs alone suggest:
+		// calibration.Fit predicts each run from the others and keeps
+		// only the share of the correction that does so.
+		fmt.Fprintf(w, "note: each run predicted from the others (%d folds) supports %.0f%% of the fitted correction, and only that share is applied: the runs disagree, as when the model misprices one configuration; runs of other configurations decide it\n",
+			cv.Folds, 100*cv.Kept)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FACTOR\tTIME x\tRUNS\tTHIS RUN'S SHARE")
 	share := func(k string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/plan"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -235,5 +236,32 @@ func TestCalibratePricesTheRunOnPlansTransport(t *testing.T) {
 	want := fmt.Sprintf("predicted before: %.4f s (error +0.0%%)", planned)
 	if !strings.Contains(out.String(), want) && !strings.Contains(out.String(), strings.Replace(want, "+0.0", "-0.0", 1)) {
 		t.Errorf("calibrate priced the run differently from plan (%.4f s); want %q in:\n%s", planned, want, out.String())
+	}
+}
+
+// When cross-validation keeps only part of the correction, calibrate says
+// so and why; when it keeps all of it, or had too few runs to run, the
+// note is left out.
+func TestPrintCalibrationSaysWhatCrossValidationKept(t *testing.T) {
+	run := cluster.CalibrationRun{ObservedS: 14, PredictedS: 12.3, Iterations: 20, Source: "r0.log",
+		PartsS: map[string]float64{cluster.ComputeFactorKey: 12.3}}
+	for _, tc := range []struct {
+		name string
+		cv   *cluster.CrossValidation
+		want bool
+	}{
+		{"runs disagree", &cluster.CrossValidation{Folds: 4, Kept: 0.25}, true},
+		{"runs agree", &cluster.CrossValidation{Folds: 4, Kept: 1}, false},
+		{"two runs", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := &cluster.Calibration{Compute: cluster.CalibrationFactor{Factor: 1.01, Observations: 4}, Runs: []cluster.CalibrationRun{run, run, run, run}, CrossValidation: tc.cv}
+			var out bytes.Buffer
+			printCalibration(&out, "megatron tiny TP1 PP1", run, 12.4, cal)
+			got := strings.Contains(out.String(), "(4 folds) supports 25% of the fitted correction, and only that share is applied")
+			if got != tc.want {
+				t.Errorf("note shown %v, want %v:\n%s", got, tc.want, out.String())
+			}
+		})
 	}
 }
