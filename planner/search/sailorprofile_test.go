@@ -70,3 +70,75 @@ func TestFP32LayersMatchSailorProfiles(t *testing.T) {
 		}
 	}
 }
+
+// sailorGH200LayerS is the mean forward + backward seconds of model's
+// decoder layers at micro-batch mb and TP tp in the GH200 profiles Sailor's
+// simulator validates with (testdata/profiles/sailor_gh96_fp32).
+func sailorGH200LayerS(t *testing.T, model string, mb, tp int) float64 {
+	t.Helper()
+	path := "testdata/profiles/sailor_gh96_fp32/profiles_tmp.json"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]map[string]map[string]map[string]map[string][]float64
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	layers := p[model]["GH-96"][strconv.Itoa(mb)][strconv.Itoa(tp)]
+	if len(layers) < 3 {
+		t.Fatalf("%s: no %s GH-96 profile at micro-batch %d, TP %d", path, model, mb, tp)
+	}
+	sum := 0.0
+	for i := 1; i < len(layers)-1; i++ { // 0 is the embedding, the last the head
+		l := layers[strconv.Itoa(i)]
+		sum += l[0] + l[1]
+	}
+	return sum / float64(len(layers)-2)
+}
+
+// TestSailorGH200LayersSplitTheFamilies is why one DeepSpeed engine cost
+// (deepSpeedEngineLayerS) cannot price both of Sailor's GH200 tables, and
+// why each misses 10% scored with the other's (validationBounds). Sailor's
+// own per-layer profiles, measured in its training code on the cluster of
+// those runs (fit to nothing here), against the layer's kernels and TP
+// all-reduces as priced (no engine cost), where the GPU is busy enough to
+// hide the host (micro-batch 4 and up): OPT-350M's layer runs 11-18%
+// slower than priced, GPT-Neo-2.7B's 3-12% faster, at TP 1 and 4 alike.
+// Aceso's kernel profiles on GH200 say the same of the kernels alone
+// (docs/cost-model.md): OPT-350M's layer in Sailor's code costs 28% more
+// than the sum of its kernels, GPT-Neo's 5%. A cost added to every layer,
+// fitted on one family, is then wrong for the other by about the gap
+// between them: with the engine cost fitted on OPT-350M's runs, OPT's
+// layers come out within 10% of the profile and GPT-Neo's 6-23% slow
+// (the log says each). If this test fails,
+// the kernels now price the two families alike: refit the engine cost
+// (TestFitDeepSpeedEngine) and rescore both tables.
+func TestSailorGH200LayersSplitTheFamilies(t *testing.T) {
+	g, _ := gpu.Lookup("GH200")
+	intra := publishedClusterNIC("gh200", 4, 0).LinkBetween(0, 0)
+	for _, tc := range []struct {
+		model, profile string
+		tp             int
+		mbs            []int
+		lo, hi         float64 // bounds on Sailor's layer over the priced one
+	}{
+		{"OPT-350", "OPT-350", 1, []int{4, 8, 16}, 1.05, 1.25},
+		{"OPT-350", "OPT-350", 4, []int{8, 16, 32}, 1.05, 1.25},
+		{"GPT-Neo-2.7", "GPT-Neo-2.7", 1, []int{4, 8, 16}, 0.8, 1.0},
+		{"GPT-Neo-2.7", "GPT-Neo-2.7", 4, []int{4, 8, 16}, 0.8, 1.0},
+	} {
+		for _, mb := range tc.mbs {
+			cfg := parallel.Config{TP: tc.tp, PP: 1, CP: 1, MicroBatch: mb, Precision: gpu.PrecisionFP32}
+			c := layerCompute(acesoModels[tc.model], cfg, g)
+			tf, tb := tpCommPerLayer(acesoModels[tc.model], cfg, intra)
+			priced := c.Fwd + c.Bwd + tf + tb
+			measured := sailorGH200LayerS(t, tc.profile, mb, tc.tp)
+			r := measured / priced
+			t.Logf("%s TP %d micro-batch %d: Sailor's layer %.2f ms, kernels priced %.2f ms (x%.2f), with the engine cost %.2f ms", tc.model, tc.tp, mb, 1e3*measured, 1e3*priced, r, 1e3*(priced+deepSpeedEngineLayerS))
+			if r < tc.lo || r > tc.hi {
+				t.Errorf("%s TP %d micro-batch %d: Sailor's layer is x%.2f the priced kernels, want x%.2f-%.2f (see the test's comment)", tc.model, tc.tp, mb, r, tc.lo, tc.hi)
+			}
+		}
+	}
+}
