@@ -86,7 +86,9 @@ const ComputeFactorKey = "compute"
 // Error is the relative error of the run's prediction (signed: + is too slow).
 func (r CalibrationRun) Error() float64 { return (r.PredictedS - r.ObservedS) / r.ObservedS }
 
-// Summary is "calibrated from N runs, last error X%".
+// Summary is "calibrated from N runs, last error X% (factors)", and
+// how much of the fitted correction cross-validation kept when it kept
+// less than all (why the factors sit nearer 1 than the runs suggest).
 func (c *Calibration) Summary() string {
 	if c == nil || len(c.Runs) == 0 {
 		return ""
@@ -95,6 +97,9 @@ func (c *Calibration) Summary() string {
 	s := fmt.Sprintf("calibrated from %d runs, last error %.1f%% (compute x%.3f", len(c.Runs), 100*math.Abs(last.Error()), c.Compute.Factor)
 	for _, l := range c.Links {
 		s += fmt.Sprintf(", %s x%.3f", l.Link, l.Factor)
+	}
+	if cv := c.CrossValidation; cv != nil && cv.Kept < 1 {
+		s += fmt.Sprintf("; %.0f%% of the fitted correction kept: the runs disagree", 100*cv.Kept)
 	}
 	return s + ")"
 }

@@ -98,3 +98,37 @@ func TestMeasuredComputeRoundTripsAndValidates(t *testing.T) {
 		}
 	}
 }
+
+// A calibration's cross-validation survives the cluster file, and plan's
+// summary line says how much of the fitted correction it kept when it
+// kept less than all.
+func TestCalibrationCrossValidationInFileAndSummary(t *testing.T) {
+	const section = `
+calibration:
+  updated_at: 2026-11-26T00:00:00Z
+  compute: {factor: 1.01, observations: 3}
+  runs:
+    - {source: r0.log, plan: p, iterations: 10, observed_iteration_s: 2, predicted_iteration_s: 1.8, parts_s: {compute: 1.8}}
+  cross_validation: {folds: 3, kept: %s}
+`
+	for _, tc := range []struct {
+		kept, want string
+	}{
+		{"0.25", "calibrated from 1 runs, last error 10.0% (compute x1.010; 25% of the fitted correction kept: the runs disagree)"},
+		{"1", "calibrated from 1 runs, last error 10.0% (compute x1.010)"},
+	} {
+		f := mustParseCluster(t, twoIslandCPU+strings.Replace(section, "%s", tc.kept, 1))
+		data, err := f.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := mustParseCluster(t, string(data))
+		cv := g.Calibration.CrossValidation
+		if cv == nil || cv.Folds != 3 {
+			t.Fatalf("kept %s: cross_validation lost in the round trip: %+v\n%s", tc.kept, cv, data)
+		}
+		if got := g.Calibration.Summary(); got != tc.want {
+			t.Errorf("kept %s: summary %q, want %q", tc.kept, got, tc.want)
+		}
+	}
+}
