@@ -164,9 +164,10 @@ func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.Cro
 	for f := range folds {
 		sub := p.withoutFold(f, folds)
 		uf := sub.fit()
-		for i := f; i < n; i += folds {
-			for k, share := range keptShares {
-				r := p.residualAt(i, uf, share)
+		for k, share := range keptShares {
+			us := scaled(uf, share)
+			for i := f; i < n; i += folds {
+				r := p.residual(i, us)
 				sse[k] += p.w[i] * r * r
 			}
 		}
@@ -177,20 +178,16 @@ func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.Cro
 			best = k
 		}
 	}
-	kept := make([]float64, len(u))
-	for j := range u {
-		kept[j] = keptShares[best] * u[j]
-	}
-	return kept, &cluster.CrossValidation{Folds: folds, Kept: keptShares[best]}
+	return scaled(u, keptShares[best]), &cluster.CrossValidation{Folds: folds, Kept: keptShares[best]}
 }
 
-// residualAt is run i's relative residual at share times the log factors u.
-func (p *calibrationProblem) residualAt(i int, u []float64, share float64) float64 {
-	v := p.fixed[i]
-	for j, a := range p.raw[i] {
-		v += a * math.Exp(share*u[j])
+// scaled is the log factors u times share.
+func scaled(u []float64, share float64) []float64 {
+	out := make([]float64, len(u))
+	for j := range u {
+		out[j] = share * u[j]
 	}
-	return v - 1
+	return out
 }
 
 // withoutFold is p less the runs of fold f (run i is in fold i mod folds),
@@ -245,13 +242,18 @@ func newCalibrationProblem(runs []cluster.CalibrationRun, keys []string, free []
 func (p *calibrationProblem) residuals(u []float64) []float64 {
 	out := make([]float64, len(p.fixed))
 	for i := range out {
-		v := p.fixed[i]
-		for j, a := range p.raw[i] {
-			v += a * math.Exp(u[j])
-		}
-		out[i] = v - 1
+		out[i] = p.residual(i, u)
 	}
 	return out
+}
+
+// residual is run i's relative residual at the log factors u.
+func (p *calibrationProblem) residual(i int, u []float64) float64 {
+	v := p.fixed[i]
+	for j, a := range p.raw[i] {
+		v += a * math.Exp(u[j])
+	}
+	return v - 1
 }
 
 // sumSquares is the runs' weighted squared residual at u.

@@ -68,9 +68,7 @@ func moeLayerCompute(m model.Model, cfg parallel.Config, f parallel.Framework, g
 	nLocal := float64(m.NumExperts) / r.EP
 	perExpert := routed / nLocal
 	fe := float64(m.ExpertFFN())
-	up := s.upCols(fe)
-	lin := gpu.LinearGEMMCurve(g, cv, s.prec)
-	one := gpu.CurveGEMMSeconds(g, lin, s.prec, perExpert, up/r.ETP, s.hidden) + gpu.CurveGEMMSeconds(g, lin, s.prec, perExpert, s.hidden, fe/r.ETP)
+	one := s.linearSeconds(g, cv, gemmShape{perExpert, s.upCols(fe) / r.ETP, s.hidden}) + s.linearSeconds(g, cv, gemmShape{perExpert, s.hidden, fe / r.ETP})
 	experts := nLocal*one - (nLocal-1)*2*gpu.GEMMLaunchS
 	// permute + unpermute each read and write the routed tokens; the
 	// activation function runs over their FFN columns.

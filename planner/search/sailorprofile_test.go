@@ -71,23 +71,32 @@ func TestFP32LayersMatchSailorProfiles(t *testing.T) {
 	}
 }
 
-// sailorGH200LayerS is the mean forward + backward seconds of model's
-// decoder layers at micro-batch mb and TP tp in the GH200 profiles Sailor's
-// simulator validates with (testdata/profiles/sailor_gh96_fp32).
-func sailorGH200LayerS(t *testing.T, model string, mb, tp int) float64 {
+// sailorGH200Profiles are the GH200 profiles Sailor's simulator validates
+// with (testdata/profiles/sailor_gh96_fp32):
+// profile[model][gpu][micro-batch][tp][layer] = [forward, backward, update].
+type sailorGH200Profiles map[string]map[string]map[string]map[string]map[string][]float64
+
+func loadSailorGH200Profiles(t *testing.T) sailorGH200Profiles {
 	t.Helper()
 	path := "testdata/profiles/sailor_gh96_fp32/profiles_tmp.json"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p map[string]map[string]map[string]map[string]map[string][]float64
+	var p sailorGH200Profiles
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	return p
+}
+
+// layerS is the mean forward + backward seconds of model's decoder layers
+// on GH200 at micro-batch mb and TP tp.
+func (p sailorGH200Profiles) layerS(t *testing.T, model string, mb, tp int) float64 {
+	t.Helper()
 	layers := p[model]["GH-96"][strconv.Itoa(mb)][strconv.Itoa(tp)]
 	if len(layers) < 3 {
-		t.Fatalf("%s: no %s GH-96 profile at micro-batch %d, TP %d", path, model, mb, tp)
+		t.Fatalf("no %s GH-96 profile at micro-batch %d, TP %d", model, mb, tp)
 	}
 	sum := 0.0
 	for i := 1; i < len(layers)-1; i++ { // 0 is the embedding, the last the head
@@ -117,23 +126,24 @@ func sailorGH200LayerS(t *testing.T, model string, mb, tp int) float64 {
 func TestSailorGH200LayersSplitTheFamilies(t *testing.T) {
 	g, _ := gpu.Lookup("GH200")
 	intra := publishedClusterNIC("gh200", 4, 0).LinkBetween(0, 0)
+	profiles := loadSailorGH200Profiles(t)
 	for _, tc := range []struct {
-		model, profile string
-		tp             int
-		mbs            []int
-		lo, hi         float64 // bounds on Sailor's layer over the priced one
+		model  string
+		tp     int
+		mbs    []int
+		lo, hi float64 // bounds on Sailor's layer over the priced one
 	}{
-		{"OPT-350", "OPT-350", 1, []int{4, 8, 16}, 1.05, 1.25},
-		{"OPT-350", "OPT-350", 4, []int{8, 16, 32}, 1.05, 1.25},
-		{"GPT-Neo-2.7", "GPT-Neo-2.7", 1, []int{4, 8, 16}, 0.8, 1.0},
-		{"GPT-Neo-2.7", "GPT-Neo-2.7", 4, []int{4, 8, 16}, 0.8, 1.0},
+		{"OPT-350", 1, []int{4, 8, 16}, 1.05, 1.25},
+		{"OPT-350", 4, []int{8, 16, 32}, 1.05, 1.25},
+		{"GPT-Neo-2.7", 1, []int{4, 8, 16}, 0.8, 1.0},
+		{"GPT-Neo-2.7", 4, []int{4, 8, 16}, 0.8, 1.0},
 	} {
 		for _, mb := range tc.mbs {
 			cfg := parallel.Config{TP: tc.tp, PP: 1, CP: 1, MicroBatch: mb, Precision: gpu.PrecisionFP32}
 			c := layerCompute(acesoModels[tc.model], cfg, g)
 			tf, tb := tpCommPerLayer(acesoModels[tc.model], cfg, intra)
 			priced := c.Fwd + c.Bwd + tf + tb
-			measured := sailorGH200LayerS(t, tc.profile, mb, tc.tp)
+			measured := profiles.layerS(t, tc.model, mb, tc.tp)
 			r := measured / priced
 			t.Logf("%s TP %d micro-batch %d: Sailor's layer %.2f ms, kernels priced %.2f ms (x%.2f), with the engine cost %.2f ms", tc.model, tc.tp, mb, 1e3*measured, 1e3*priced, r, 1e3*(priced+deepSpeedEngineLayerS))
 			if r < tc.lo || r > tc.hi {
