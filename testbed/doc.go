@@ -6,7 +6,8 @@
 // # Topology
 //
 // Instance k (allocated under a flock on the state root, default
-// /var/lib/pipette-testbed) owns the subnet 198.18.k.0/24 and the names
+// /var/lib/pipette-testbed, going round 1-254 so that a just-freed k is not
+// handed out again at once) owns the subnet 198.18.k.0/24 and the names
 // pl<k>h<i> (host i's namespace, address 198.18.k.(10+i)), pl<k>sw (a
 // "switch" namespace holding every bridge) and plb<k> (the root namespace's
 // veth into the switch, address 198.18.k.1, through which ssh and

@@ -133,6 +133,29 @@ func lockRoot(root string) (unlock func(), err error) {
 	}, nil
 }
 
+// nextIndexFile, in the state root, holds the index allocate tries first:
+// the one after the last it handed out.
+const nextIndexFile = ".next"
+
+// nextIndex is where allocate starts looking (minIndex when the file is
+// missing or holds no index). Allocating round the indices rather than
+// from the lowest free one keeps a name just torn down (its netns, link
+// and state directory, all named by the index) from being handed out again
+// at once: the kernel removes a netns's devices after `ip netns del`
+// returns, and whoever checks that an instance is gone (its tests, a user
+// after `down`) would find a newer instance's objects under its names.
+func nextIndex(root string) int {
+	b, err := os.ReadFile(filepath.Join(root, nextIndexFile))
+	if err != nil {
+		return minIndex
+	}
+	k, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || k < minIndex || k > maxIndex {
+		return minIndex
+	}
+	return k
+}
+
 // allocate picks a free instance index under the root lock, reclaiming
 // instances whose owner process has died, and writes the initial state.
 func allocate(spec Spec) (*state, error) {
@@ -150,7 +173,9 @@ func allocate(spec Spec) (*state, error) {
 			busy[k] = true
 		}
 	}
-	for k := minIndex; k <= maxIndex; k++ {
+	next := nextIndex(root)
+	for i := 0; i <= maxIndex-minIndex; i++ {
+		k := minIndex + (next-minIndex+i)%(maxIndex-minIndex+1)
 		if busy[k] {
 			continue
 		}
@@ -168,6 +193,10 @@ func allocate(spec Spec) (*state, error) {
 		if err := s.save(); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
+		}
+		if err := atomicfile.Write(filepath.Join(root, nextIndexFile), []byte(strconv.Itoa(k+1)), 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("record the next test-bed index: %w", err)
 		}
 		return s, nil
 	}
