@@ -690,7 +690,10 @@ func stopHost(r *hostRun, sess agentSession, opts Options) error {
 // agent's helpers first (the watchdog would race us; the killer), TERM to
 // the agent's group (the agent passes it to each rank's session), wait up
 // to grace for the agent's group and the ranks' sessions, KILL them all,
-// wait until they are gone (a KILLed process still has to run to die), and
+// then any killer the agent started that we were not told of (the TERM
+// makes the agent start one, and a dropped session loses the line naming
+// it: the agent puts its group last on the killer's command line), wait
+// until they are gone (a KILLed process still has to run to die), and
 // fail if anything survives. The waits are timed by the clock, not by
 // counting turns: one ps scan takes seconds on a busy host. Signals are
 // written "kill -SIG -PGID": dash's kill rejects "--".
@@ -707,11 +710,13 @@ func stopCommand(pgid int, helpers, groups []int, grace time.Duration) string {
 	}
 	// alive ignores zombies: they are dead, only not yet reaped (slow on
 	// some inits), and kill -0 would count them.
-	script := cmd + fmt.Sprintf("alive() { ps -e -o pgid= -o stat= | awk -v gs=' %[3]s ' '$2 !~ /^Z/ && index(gs, \" \" $1 \" \") {f=1} END {exit !f}'; }; "+
+	script := cmd + fmt.Sprintf("ks=; alive() { ps -e -o pgid= -o stat= | awk -v gs=\" %[3]s $ks \" '$2 !~ /^Z/ && index(gs, \" \" $1 \" \") {f=1} END {exit !f}'; }; "+
 		"ms() { echo $(($(date +%%s%%N) / 1000000)); }; "+
 		"kill -TERM -%[4]d 2>/dev/null; end=$(($(ms) + %[2]d)); "+
 		"while alive && [ $(ms) -lt $end ]; do sleep 0.1; done; "+
-		"for g in %[1]s; do kill -KILL $g 2>/dev/null; done; end=$(($(ms) + 10000)); "+
+		"for g in %[1]s; do kill -KILL $g 2>/dev/null; done; "+
+		"ks=$(ps -e -o pid= -o args= | awk -v pg=%[4]d '$NF == pg && index($0, \" pipette-killer \") {print $1}'); "+
+		"for k in $ks; do kill -KILL -$k 2>/dev/null; kill -KILL $k 2>/dev/null; done; end=$(($(ms) + 10000)); "+
 		"while alive && [ $(ms) -lt $end ]; do sleep 0.1; done; "+
 		"if alive; then echo 'processes survived KILL' >&2; exit 1; fi", strings.Join(kill, " "), grace.Milliseconds(), strings.Join(ids, " "), pgid)
 	// The login shell may not be POSIX (fish, csh): run it under sh.

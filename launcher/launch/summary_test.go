@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,13 @@ func TestStopCommandIsPOSIX(t *testing.T) {
 		t.Fatal(err)
 	}
 	go killer.Wait()
+	// The killer the agent starts when the stop command's TERM reaches it,
+	// named nowhere but by the agent's group last on its command line.
+	unnamed := exec.Command("setsid", "/bin/sh", "-c", "sleep 300; :", "pipette-killer", "3", "/tmp/status", strconv.Itoa(grp.Process.Pid))
+	if err := unnamed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go unnamed.Wait()
 	time.Sleep(200 * time.Millisecond)
 	pgid, rpg, kpg := grp.Process.Pid, rank.Process.Pid, killer.Process.Pid
 	start := time.Now()
@@ -97,6 +105,9 @@ func TestStopCommandIsPOSIX(t *testing.T) {
 	// Gone when it returns, not only signalled: no settling time here.
 	if groupAlive(pgid) || groupAlive(rpg) || groupAlive(kpg) {
 		t.Errorf("process group %d, %d or %d survived the stop command", pgid, rpg, kpg)
+	}
+	if groupAlive(unnamed.Process.Pid) {
+		t.Errorf("the agent's unnamed killer (group %d) survived the stop command", unnamed.Process.Pid)
 	}
 	if d := time.Since(start); d < 900*time.Millisecond {
 		t.Errorf("stopped after %s: the TERM-ignoring member should have had the 1s grace", d)

@@ -174,9 +174,11 @@ stop_ranks() {
 	fi
 	# KILL after the grace period, from its own session with fds closed: a
 	# pending SIGKILL must neither keep the caller's pipes (an SSH session)
-	# open nor outlive this script.
+	# open nor outlive this script. Our group last on its command line: a
+	# launcher that lost the line naming the killer (the session dropped)
+	# finds it by that.
 	setsid /bin/sh -c 'sleep "$1"; for g in $(cat "$2"/*.pg 2>/dev/null); do kill -KILL -"$g" 2>/dev/null; done' \
-		pipette-killer "$G" "$S" </dev/null >/dev/null 2>&1 &
+		pipette-killer "$G" "$S" "$PG" </dev/null >/dev/null 2>&1 &
 	killer=$!
 	# Known to the watchdog (and the launcher): if this script is killed
 	# before it ends the killer itself, they do.
