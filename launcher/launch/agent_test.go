@@ -51,8 +51,11 @@ func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
 	weird := `it's "quoted" $HOME ; rm -rf / * \n`
 	h := job.HostJob{Name: "h", Ranks: []job.RankJob{
 		{Rank: 4, LocalRank: 0, Env: []job.EnvVar{{Name: "RANK", Value: "4"}, {Name: "ODD", Value: weird}},
-			Argv: []string{"/bin/sh", "-c", `printf '%s|%s|%s\n' "$RANK" "$ODD" "$1"; pwd; printf 'no newline at end'`, "sh", weird}},
-		{Rank: 5, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "echo to-stderr >&2; exit 3"}},
+			Argv: []string{"/bin/sh", "-c", `printf '%s|%s|%s\n' "$RANK" "$ODD" "$1"; pwd; printf 'no newline at end'; : >rank4-done`, "sh", weird}},
+		// Rank 5 fails only once rank 4 is through: a failing rank makes the
+		// agent stop the others, and on a busy machine rank 4 could be
+		// stopped before its first line (CI saw it: exit 143).
+		{Rank: 5, LocalRank: 1, Argv: []string{"/bin/sh", "-c", "i=0; while [ ! -e rank4-done ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; echo to-stderr >&2; exit 3"}},
 	}}
 	_, stdin, sc := startAgent(t, h, 2)
 	defer stdin.Close()
