@@ -156,7 +156,7 @@ type Stack struct {
 // built, naming what to run.
 func Up(ctx context.Context, o Options) (*Stack, error) {
 	if m := missingFor(o.Mode); len(m) > 0 {
-		return nil, fmt.Errorf("kubernetes stack not built (%s missing from %s): run `pipette-testbed build --kubernetes` or .ci/build-kubernetes first",
+		return nil, fmt.Errorf("kubernetes stack not built (%s missing from %s): run `make deps` (or `pipette-testbed build --kubernetes`) first",
 			strings.Join(m, ", "), BinDir())
 	}
 	if o.Dir == "" {

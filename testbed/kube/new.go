@@ -16,7 +16,7 @@ import (
 func New(t testing.TB, mode Mode) *Stack {
 	t.Helper()
 	if m := missingFor(mode); len(m) > 0 {
-		t.Fatalf("kubernetes test-bed: %s not built in %s: run .ci/build-kubernetes (or `pipette-testbed build --kubernetes`) first",
+		t.Fatalf("kubernetes test-bed: %s not built in %s: run `make deps` (or `pipette-testbed build --kubernetes`; `make test` runs it) first",
 			strings.Join(m, ", "), BinDir())
 	}
 	if os.Geteuid() != 0 {
