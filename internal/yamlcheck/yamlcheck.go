@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -246,8 +247,15 @@ func (w *Walker) value(n *yaml.Node, t reflect.Type, path string) {
 			w.Bad(n, path, "%s is out of range; want an integer below 2^%d", n.Value, bits-1)
 		}
 	case reflect.Float64, reflect.Float32:
-		if w.scalar(n, path, "a number") && n.ShortTag() != "!!int" && n.ShortTag() != "!!float" {
+		if !w.scalar(n, path, "a number") {
+			return
+		}
+		if _, err := strconv.ParseFloat(n.Value, 64); errors.Is(err, strconv.ErrRange) && n.Style == 0 {
+			w.Bad(n, path, "got %s; too large for a 64-bit float (want a finite number)", n.Value)
+		} else if n.ShortTag() != "!!int" && n.ShortTag() != "!!float" {
 			w.Bad(n, path, "got %s; want a number", Describe(n))
+		} else if msg := notFinite(n); msg != "" {
+			w.Bad(n, path, "got %s; %s", n.Value, msg)
 		}
 	case reflect.Bool:
 		if w.scalar(n, path, "true or false") && n.ShortTag() != "!!bool" {
@@ -256,6 +264,31 @@ func (w *Walker) value(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.String:
 		w.scalar(n, path, "a string")
 	}
+}
+
+// notFinite says why a number node is not a usable finite number: YAML's
+// .nan and .inf decode into float fields, and a number below 1e-308 such
+// as 1e-400 silently becomes 0, which a field reads as "not given".
+func notFinite(n *yaml.Node) string {
+	var v float64
+	if err := n.Decode(&v); err != nil {
+		return "want a number"
+	}
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "want a finite number"
+	case v == 0 && strings.ContainsAny(mantissa(n.Value), "123456789"):
+		return "too small for a 64-bit float (it reads as 0); write 0 or a larger number"
+	}
+	return ""
+}
+
+// mantissa is a number's text before its exponent.
+func mantissa(s string) string {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // Describe names a node as a user wrote it: "8.5", the string "yes", a list.

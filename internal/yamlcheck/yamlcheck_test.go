@@ -44,6 +44,12 @@ func TestDecode(t *testing.T) {
 		{"list for map", "items: [3]\n", "items[0] (line 1, column 9): got 3; want a map with keys size"},
 		{"hook", "tagged: u\n", "tagged (line 1, column 9): want t-..."},
 		{"syntax", "name: [\n", "yaml: line 1"},
+		// Issue 31: .nan in a NIC rate deadlocked the planner; .inf and
+		// numbers past float64 are no figure either.
+		{"nan", "rate: .nan\n", "rate (line 1, column 7): got .nan; want a finite number"},
+		{"inf", "rate: -.Inf\n", "rate (line 1, column 7): got -.Inf; want a finite number"},
+		{"overflow", "rate: 1e400\n", "rate (line 1, column 7): got 1e400; too large for a 64-bit float"},
+		{"underflow", "rate: 1e-400\n", "rate (line 1, column 7): got 1e-400; too small for a 64-bit float (it reads as 0)"},
 	} {
 		var d doc
 		_, err := Decode([]byte(c.in), &d, hooks)
