@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
 )
@@ -38,10 +39,8 @@ func Check(s string) error {
 	if s[0] == '-' {
 		return fmt.Errorf("starts with '-', which ssh would read as an option (want %s)", Allowed)
 	}
-	for i := 0; i < len(s); i++ {
-		if !nameByte(s[i]) {
-			return fmt.Errorf("contains %q at byte %d (want %s)", rune(s[i]), i, Allowed)
-		}
+	if i, c := firstBad(s); i >= 0 {
+		return fmt.Errorf("contains %s at byte %d (want %s)", c, i, Allowed)
 	}
 	if strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
 		return fmt.Errorf("has an empty label between dots (want %s)", Allowed)
@@ -59,13 +58,33 @@ func CheckUser(u string) error {
 	case u[0] == '-':
 		return fmt.Errorf("user name %q starts with '-', which ssh would read as an option", u)
 	}
-	for i := 0; i < len(u); i++ {
-		if c := u[i]; !nameByte(c) {
-			return fmt.Errorf("user name %q contains %q (want %s)", u, rune(c), AllowedUser)
-		}
+	if i, c := firstBad(u); i >= 0 {
+		return fmt.Errorf("user name %q contains %s at byte %d (want %s)", u, c, i, AllowedUser)
 	}
 	return nil
 }
+
+// firstBad finds the first character of s that is not a name byte: its
+// byte offset and the character as written ('ü' for a UTF-8 'ü', not the
+// 'Ã' its first byte would print as; '\xff' for a byte that is no UTF-8),
+// or -1.
+func firstBad(s string) (int, string) {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
+			return i, fmt.Sprintf("the byte %q (not UTF-8)", s[i:i+1])
+		case r >= utf8.RuneSelf:
+			return i, fmt.Sprintf("%q (%U, not ASCII)", r, r)
+		case !nameByte(byte(r)):
+			return i, fmt.Sprintf("%q", r)
+		}
+	}
+	return -1, ""
+}
+
+// Key is the form host names compare in: DNS names are case-insensitive
+// (RFC 4343), so n1 and N1 are one host.
+func Key(name string) string { return strings.ToLower(name) }
 
 func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 )
@@ -56,10 +57,12 @@ const (
 	// the others agree on gets no weight, so one outlier cannot move the
 	// factors (4.685 keeps 95% efficiency when residuals are normal).
 	biweightScale      = 4.685
-	minFactor          = 0.05
-	maxFactor          = 20
 	observedShareFloor = 0.05
 )
+
+// Factors are clamped to the range a cluster file may hold
+// (limits.CalibrationFactor), so that what calibrate writes loads again.
+var minFactor, maxFactor = limits.CalibrationFactor.Min, limits.CalibrationFactor.Max
 
 // Fit fits the factors to runs. With P_ik = part_k/x_k,run (the raw
 // seconds factor k scales in run i) and F_i the rest, run i's relative

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -126,37 +128,47 @@ func (c *Calibration) factor(key string) float64 {
 	return 1
 }
 
+// secondsPart bounds the parts of a recorded prediction (parts_s,
+// fixed_s): any share of an iteration, down to none.
+var secondsPart = limits.Range{Max: limits.IterationSeconds.Max, Unit: "s"}
+
+// keptShare bounds cross_validation.kept: the share of the correction kept.
+var keptShare = limits.Range{Max: 1}
+
 func validateCalibration(errs *yamlcheck.Problems, c *Calibration, islands map[string]int) {
-	positive := func(p string, f CalibrationFactor) {
-		if !(f.Factor > 0) || math.IsInf(f.Factor, 0) {
-			errs.Add(p+".factor", "must be > 0, got %g", f.Factor)
-		}
+	factor := func(p string, f CalibrationFactor) {
+		required(errs, p+".factor", limits.CalibrationFactor, f.Factor)
 		if f.Observations < 0 {
 			errs.Add(p+".observations", "must be >= 0, got %d", f.Observations)
 		}
 	}
-	positive("calibration.compute", c.Compute)
+	factor("calibration.compute", c.Compute)
 	for i, l := range c.Links {
 		p := fmt.Sprintf("calibration.links[%d]", i)
-		positive(p, l.CalibrationFactor)
+		factor(p, l.CalibrationFactor)
 		if err := checkLinkKey(l.Link, islands); err != nil {
 			errs.Add(p+".link", "%v", err)
 		}
 	}
 	for i, r := range c.Runs {
 		p := fmt.Sprintf("calibration.runs[%d]", i)
-		if !(r.ObservedS > 0) {
-			errs.Add(p+".observed_iteration_s", "must be > 0, got %g", r.ObservedS)
+		required(errs, p+".observed_iteration_s", limits.IterationSeconds, r.ObservedS)
+		optional(errs, p+".predicted_iteration_s", limits.IterationSeconds, r.PredictedS)
+		required(errs, p+".fixed_s", secondsPart, r.FixedS)
+		if r.Iterations < 0 {
+			errs.Add(p+".iterations", "must be >= 0, got %d", r.Iterations)
 		}
-		for k, v := range r.PartsS {
-			if v < 0 || math.IsNaN(v) {
-				errs.Add(p+".parts_s."+k, "must be >= 0, got %g", v)
-			}
+		for _, k := range slices.Sorted(maps.Keys(r.PartsS)) {
+			required(errs, p+".parts_s."+k, secondsPart, r.PartsS[k])
 		}
-		for k, v := range r.Factors {
-			if !(v > 0) {
-				errs.Add(p+".factors."+k, "must be > 0, got %g", v)
-			}
+		for _, k := range slices.Sorted(maps.Keys(r.Factors)) {
+			required(errs, p+".factors."+k, limits.CalibrationFactor, r.Factors[k])
+		}
+	}
+	if cv := c.CrossValidation; cv != nil {
+		required(errs, "calibration.cross_validation.kept", keptShare, cv.Kept)
+		if cv.Folds < 0 {
+			errs.Add("calibration.cross_validation.folds", "must be >= 0, got %d", cv.Folds)
 		}
 	}
 }

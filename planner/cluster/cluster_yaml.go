@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
 	"github.com/pipette-launch/pipette-launch/internal/hostname"
@@ -147,6 +148,7 @@ func (f *File) validate() yamlcheck.Problems {
 	}
 	names := map[string]int{}
 	hosts := map[string]string{}
+	folded := map[string]hostAt{}
 	for i, c := range f.Clusters {
 		p := fmt.Sprintf("clusters[%d]", i)
 		if c.Name == "" {
@@ -156,7 +158,7 @@ func (f *File) validate() yamlcheck.Problems {
 		} else {
 			names[c.Name] = i
 		}
-		validateHosts(&errs, p, c.Hosts, hosts)
+		validateHosts(&errs, p, c.Hosts, hosts, folded)
 		validateIsland(&errs, p, c, totalHosts)
 	}
 	for i, l := range f.Links {
@@ -175,7 +177,12 @@ func (f *File) validate() yamlcheck.Problems {
 	return errs
 }
 
-func validateHosts(errs *yamlcheck.Problems, p string, hs HostEntries, seen map[string]string) {
+// hostAt is a host name as written and its field path.
+type hostAt struct{ name, path string }
+
+// validateHosts checks one island's hosts; seen maps each name to its path
+// (for the measured sections), folded each name's hostname.Key.
+func validateHosts(errs *yamlcheck.Problems, p string, hs HostEntries, seen map[string]string, folded map[string]hostAt) {
 	if len(hs) == 0 {
 		errs.Add(p+".hosts", "at least one host is required")
 	}
@@ -199,9 +206,16 @@ func validateHosts(errs *yamlcheck.Problems, p string, hs HostEntries, seen map[
 				errs.Add(hp+".user", "%v", err)
 			}
 		}
-		if where, dup := seen[h.Name]; dup {
-			errs.Add(hp, "duplicate host %q (also %s)", h.Name, where)
+		// Host names are case-insensitive (RFC 4343): n1 and N1 are one
+		// host, which two entries would count twice.
+		if prev, dup := folded[hostname.Key(h.Name)]; dup {
+			if prev.name == h.Name {
+				errs.Add(hp, "duplicate host %q (also %s)", h.Name, prev.path)
+			} else {
+				errs.Add(hp, "duplicate host %q (also %s, as %q: host names are case-insensitive); list each host once", h.Name, prev.path, prev.name)
+			}
 		}
+		folded[hostname.Key(h.Name)] = hostAt{h.Name, hp}
 		seen[h.Name] = hp
 		if h.Port < 0 || h.Port > 65535 {
 			errs.Add(hp+".port", "must be 1..65535 (0 or unset: ssh's default), got %d", h.Port)
@@ -219,14 +233,14 @@ func validateIsland(errs *yamlcheck.Problems, p string, c IslandSpec, totalHosts
 	default:
 		errs.Add(p+".intra_host.type", "must be nvlink, nvswitch or pcie, got %q", c.IntraHost.Type)
 	}
-	nonNegative(errs, p+".intra_host.bandwidth_gbyte_per_s", c.IntraHost.BandwidthGBytesPerS)
+	optional(errs, p+".intra_host.bandwidth_gbyte_per_s", limits.BusGBytePerS, c.IntraHost.BandwidthGBytesPerS)
 	if len(c.NICs) == 0 && totalHosts > 1 {
 		errs.Add(p+".nics", "at least one NIC is required when the cluster has more than one host")
 	}
 	for k, n := range c.NICs {
 		validateNIC(errs, fmt.Sprintf("%s.nics[%d]", p, k), n)
 	}
-	nonNegative(errs, p+".host_memory_gib", c.HostMemoryGiB)
+	optional(errs, p+".host_memory_gib", limits.MemoryGiB, c.HostMemoryGiB)
 	if c.CPUCores < 0 {
 		errs.Add(p+".cpu_cores", "must be >= 0, got %d", c.CPUCores)
 	}
@@ -235,7 +249,7 @@ func validateIsland(errs *yamlcheck.Problems, p string, c IslandSpec, totalHosts
 	default:
 		errs.Add(p+".pcie_gen", "must be 3, 4, 5 or 6 (0 = unknown), got %d", c.PCIeGen)
 	}
-	nonNegative(errs, p+".host_memory_bandwidth_gbyte_per_s", c.HostMemoryBandwidthGBytesPerS)
+	optional(errs, p+".host_memory_bandwidth_gbyte_per_s", limits.BusGBytePerS, c.HostMemoryBandwidthGBytesPerS)
 }
 
 func validateGPU(errs *yamlcheck.Problems, p string, g gpu.Spec) {
@@ -243,15 +257,30 @@ func validateGPU(errs *yamlcheck.Problems, p string, g gpu.Spec) {
 		errs.Add(p+".model", "required (e.g. H100-SXM, A100-80GB-SXM, L40S)")
 		return
 	}
-	nonNegative(errs, p+".memory_gib", g.MemoryGiB)
-	nonNegative(errs, p+".peak_bf16_tflops", g.PeakTFLOPS)
-	nonNegative(errs, p+".memory_bandwidth_tbyte_per_s", g.MemoryBandwidthTBPerS)
-	if _, _, complete := gpu.Resolve(g); !complete {
-		if s := gpu.Suggest(g.Model); s != "" {
-			errs.Add(p+".model", "unknown GPU %q: did you mean %s? (or give memory_gib and peak_bf16_tflops for a GPU of your own)", g.Model, s)
-		} else {
-			errs.Add(p+".model", "unknown GPU %q: give memory_gib and peak_bf16_tflops", g.Model)
-		}
+	optional(errs, p+".memory_gib", limits.MemoryGiB, g.MemoryGiB)
+	optional(errs, p+".peak_bf16_tflops", limits.TFLOPS, g.PeakTFLOPS)
+	optional(errs, p+".peak_fp8_tflops", limits.TFLOPS, g.PeakFP8TFLOPS)
+	optional(errs, p+".peak_fp32_tflops", limits.TFLOPS, g.PeakFP32TFLOPS)
+	optional(errs, p+".memory_bandwidth_tbyte_per_s", limits.HBMTBytePerS, g.MemoryBandwidthTBPerS)
+	if _, known := gpu.Lookup(g.Model); known {
+		return
+	}
+	// A GPU the catalog lacks needs its own figures; a figure given but
+	// out of range is reported above, not as an unknown GPU.
+	var missing []string
+	if g.MemoryGiB == 0 {
+		missing = append(missing, "memory_gib")
+	}
+	if g.PeakTFLOPS == 0 {
+		missing = append(missing, "peak_bf16_tflops")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if s := gpu.Suggest(g.Model); s != "" {
+		errs.Add(p+".model", "unknown GPU %q: did you mean %s? (or give %s for a GPU of your own)", g.Model, s, strings.Join(missing, " and "))
+	} else {
+		errs.Add(p+".model", "unknown GPU %q: the catalog has %s; for a GPU of your own give %s", g.Model, strings.Join(gpu.Names(), ", "), strings.Join(missing, " and "))
 	}
 }
 
@@ -262,18 +291,24 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	if n.Count <= 0 || n.Count > limits.MaxGPUsPerHost {
 		errs.Add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
 	}
-	if n.RateGbitPerS <= 0 {
-		errs.Add(p+".rate_gbit_per_s", "must be > 0, got %g", n.RateGbitPerS)
-	}
+	required(errs, p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
 }
 
 func validNICType(t NICType) bool {
 	return t == NICInfiniBand || t == NICRoCE || t == NICEthernet
 }
 
-func nonNegative(errs *yamlcheck.Problems, p string, v float64) {
-	if v < 0 || math.IsNaN(v) {
-		errs.Add(p, "must be >= 0, got %g", v)
+// required and optional record a number at path p outside its range
+// (internal/limits); for optional, 0 means "not given".
+func required(errs *yamlcheck.Problems, p string, r limits.Range, v float64) {
+	if err := r.Check(v); err != nil {
+		errs.Add(p, "%v", err)
+	}
+}
+
+func optional(errs *yamlcheck.Problems, p string, r limits.Range, v float64) {
+	if err := r.CheckOptional(v); err != nil {
+		errs.Add(p, "%v", err)
 	}
 }
 
@@ -289,10 +324,8 @@ func validateLink(errs *yamlcheck.Problems, p string, l LinkSpec, names map[stri
 	if !validNICType(l.Type) {
 		errs.Add(p+".type", "must be infiniband, roce or ethernet, got %q", l.Type)
 	}
-	if l.BandwidthGbitPerS <= 0 {
-		errs.Add(p+".bandwidth_gbit_per_s", "must be > 0, got %g", l.BandwidthGbitPerS)
-	}
-	nonNegative(errs, p+".latency_us", l.LatencyMicroseconds)
+	required(errs, p+".bandwidth_gbit_per_s", limits.LinkGbitPerS, l.BandwidthGbitPerS)
+	optional(errs, p+".latency_us", limits.LatencyMicroseconds, l.LatencyMicroseconds)
 }
 
 func validateDuplicateLinks(errs *yamlcheck.Problems, links []LinkSpec) {
@@ -327,7 +360,7 @@ func validateMeasured(errs *yamlcheck.Problems, m *MeasuredBandwidth, hosts map[
 			errs.Add(fmt.Sprintf("measured.gbit_per_s[%d]", i), "needs %d columns, got %d", len(m.Hosts), len(row))
 		}
 		for j, v := range row {
-			nonNegative(errs, fmt.Sprintf("measured.gbit_per_s[%d][%d]", i, j), v)
+			optional(errs, fmt.Sprintf("measured.gbit_per_s[%d][%d]", i, j), limits.LinkGbitPerS, v)
 		}
 	}
 }

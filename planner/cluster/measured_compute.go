@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -78,10 +78,10 @@ func validateMeasuredCompute(errs *yamlcheck.Problems, m *MeasuredCompute, hosts
 			errs.Add(p+".host", "duplicate host %q", h.Host)
 		}
 		seen[h.Host] = true
-		if h.Workers < 0 {
-			errs.Add(p+".workers", "must be >= 0, got %d", h.Workers)
+		if h.Workers < 0 || h.Workers > limits.MaxGPUsPerHost {
+			errs.Add(p+".workers", "must be 0..%d, got %d", limits.MaxGPUsPerHost, h.Workers)
 		}
-		nonNegative(errs, p+".allreduce_bus_gbyte_per_s", h.AllReduceBusGBytePerS)
+		optional(errs, p+".allreduce_bus_gbyte_per_s", limits.BusGBytePerS, h.AllReduceBusGBytePerS)
 		for j, s := range h.GEMM {
 			q := fmt.Sprintf("%s.gemm[%d]", p, j)
 			if !slices.Contains(measuredPrecisions, s.Precision) && s.Precision != "fp8" {
@@ -90,9 +90,7 @@ func validateMeasuredCompute(errs *yamlcheck.Problems, m *MeasuredCompute, hosts
 			if s.M <= 0 || s.N <= 0 || s.K <= 0 {
 				errs.Add(q, "m, n and k must be > 0, got %d x %d x %d", s.M, s.N, s.K)
 			}
-			if !(s.TFLOPS > 0) || math.IsInf(s.TFLOPS, 0) {
-				errs.Add(q+".tflops", "must be > 0, got %g", s.TFLOPS)
-			}
+			required(errs, q+".tflops", limits.TFLOPS, s.TFLOPS)
 		}
 	}
 }

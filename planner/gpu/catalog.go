@@ -118,16 +118,62 @@ var nonAlnum = regexp.MustCompile(`[^a-z0-9]+`)
 // compactGPUName lower-cases a name and drops vendor words and punctuation,
 // so "NVIDIA GeForce RTX 4080 SUPER" and "rtx-4080-super" compare equal.
 func compactGPUName(name string) string {
+	return nonAlnum.ReplaceAllString(withoutVendor(name), "")
+}
+
+// withoutVendor is name in lower case with the vendor words blanked out.
+func withoutVendor(name string) string {
 	s := strings.ToLower(name)
 	for _, w := range []string{"nvidia", "geforce", "tesla", "amd", "instinct", "radeon"} {
 		s = strings.ReplaceAll(s, w, " ")
 	}
-	return nonAlnum.ReplaceAllString(s, "")
+	return s
+}
+
+// knownWords are the words (runs of letters) a GPU name may hold besides
+// numbers and vendor words: those of the catalog's names and the others
+// nvidia-smi prints (variantWords, otherWords). A name with any other word
+// ("banana", the "xx" of "xxA100-80GB-SXM") is not the catalog GPU its
+// letters happen to contain.
+var knownWords = func() map[string]bool {
+	w := map[string]bool{}
+	for _, e := range gpuCatalog {
+		for _, r := range wordRuns.FindAllString(withoutVendor(e.spec.Model), -1) {
+			w[r] = true
+		}
+	}
+	for _, v := range variantWords {
+		w[v] = true
+	}
+	for k := range otherWords {
+		w[k] = true
+	}
+	return w
+}()
+
+// unknownWord is the first word of name the catalog's names do not use,
+// or "".
+func unknownWord(name string) string {
+	for _, r := range wordRuns.FindAllString(withoutVendor(name), -1) {
+		if !knownWords[r] {
+			return r
+		}
+	}
+	return ""
+}
+
+// Names lists the catalog's GPU names, for an error about a name it lacks.
+func Names() []string {
+	out := make([]string, len(gpuCatalog))
+	for i, e := range gpuCatalog {
+		out[i] = e.spec.Model
+	}
+	return out
 }
 
 func lookupCatalog(name string) (CatalogEntry, bool) {
 	c := compactGPUName(name)
-	if c == "" || Suggest(name) != "" {
+	if c == "" || Suggest(name) != "" || unknownWord(name) != "" {
 		return CatalogEntry{}, false // a misspelt variant is not its family's default
 	}
 	for _, e := range gpuCatalog {

@@ -30,3 +30,21 @@ func TestSuggestMisspeltVariant(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupRefusesUnknownWords (issue 31): "xxA100-80GB-SXM" and
+// "A100-80GB-SXM banana" were planned as A100s, the catalog's pattern found
+// inside them. A word no catalog or nvidia-smi name uses makes the name
+// unknown; nvidia-smi's own words still resolve.
+func TestLookupRefusesUnknownWords(t *testing.T) {
+	for _, name := range []string{"xxA100-80GB-SXM", "A100-80GB-SXM banana", "H100 fake", "NVIDIA A100-SXM4-80GB MIG 1g.10gb", "superA100"} {
+		if s, ok := Lookup(name); ok {
+			t.Errorf("Lookup(%q) = %s, want unknown", name, s.Model)
+		}
+	}
+	for name, want := range map[string]string{"NVIDIA A100 80GB PCIe": "A100-80GB-PCIe", "Tesla V100-PCIE-32GB": "V100-32GB-PCIe",
+		"NVIDIA TITAN RTX": "TITAN-RTX", "NVIDIA GeForce RTX 2080 Ti": "RTX-2080-Ti", "NVIDIA GH200 480GB": "GH200", "NVIDIA B200": "B200"} {
+		if s, ok := Lookup(name); !ok || s.Model != want {
+			t.Errorf("Lookup(%q) = %q, %v; want %s", name, s.Model, ok, want)
+		}
+	}
+}
