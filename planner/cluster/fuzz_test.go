@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,6 +33,8 @@ func FuzzParseClusterFile(f *testing.F) {
 	addFiles(f, "../../examples/*.yaml", "../../cmd/internal/testdata/*.yaml", "../../bench/crosscluster/*.yaml")
 	f.Add("clusters:\n  - name: a\n    hosts: node[1-20000]\n    gpus_per_host: 8\n    gpu: {model: H100}\n")
 	f.Add("clusters: [{name: a, hosts: [\"[::1]:2222\"], gpus_per_host: 8.5, gpu: {model: H100}}]\n")
+	f.Add("clusters: [{name: a, hosts: [n1, n2], gpus_per_host: 8, gpu: {model: H100}, nics: [{type: roce, count: 1, rate_gbit_per_s: .nan}]}]\n")
+	f.Add("clusters: [{name: a, hosts: n1, gpus_per_host: 8, gpu: {model: L40S, memory_gib: 1e308, peak_bf16_tflops: .inf}}]\n")
 	f.Fuzz(func(t *testing.T, doc string) {
 		c, err := Parse([]byte(doc))
 		if err != nil {
@@ -49,6 +53,19 @@ func FuzzParseClusterFile(f *testing.F) {
 		if hosts > limits.MaxHosts {
 			t.Fatalf("%d hosts", hosts)
 		}
+		// Issue 31: every number that loads is finite and inside the
+		// widest range any field has (no NaN rate reaches the planner),
+		// and a small file resolves to finite figures.
+		if p, v, ok := badFloat(reflect.ValueOf(c), "file"); !ok {
+			t.Fatalf("loaded %s = %g", p, v)
+		}
+		if hosts <= 64 {
+			if r, err := c.Resolve(); err == nil {
+				if p, v, ok := badFloat(reflect.ValueOf(r.Hosts), "hosts"); !ok {
+					t.Fatalf("resolved %s = %g", p, v)
+				}
+			}
+		}
 		out, err := c.Marshal()
 		if err != nil {
 			t.Fatal(err)
@@ -57,6 +74,47 @@ func FuzzParseClusterFile(f *testing.F) {
 			t.Fatalf("marshalled file does not load: %v\n%s", err, out)
 		}
 	})
+}
+
+// widestRange holds every range of internal/limits a cluster file's
+// numbers are checked against, and the figures resolving derives from
+// them (bytes/s of 64 NICs at the highest rate: 8e14).
+var widestRange = limits.Range{Min: 0, Max: 1e15}
+
+// badFloat finds a float64 in v (structs, pointers, slices, maps) that is
+// NaN, infinite or outside widestRange: its path and value, ok false.
+func badFloat(v reflect.Value, path string) (string, float64, bool) {
+	switch v.Kind() {
+	case reflect.Float64:
+		if !widestRange.Contains(v.Float()) {
+			return path, v.Float(), false
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return badFloat(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				if p, x, ok := badFloat(v.Field(i), path+"."+v.Type().Field(i).Name); !ok {
+					return p, x, false
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if p, x, ok := badFloat(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); !ok {
+				return p, x, false
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if p, x, ok := badFloat(it.Value(), fmt.Sprintf("%s[%v]", path, it.Key())); !ok {
+				return p, x, false
+			}
+		}
+	}
+	return "", 0, true
 }
 
 // Every model file either loads or errs; what loads has a positive
@@ -71,6 +129,9 @@ func FuzzParseModelFile(f *testing.F) {
 		}
 		if m.Parameters() <= 0 {
 			t.Fatalf("%+v: %d parameters", m, m.Parameters())
+		}
+		if p, v, ok := badFloat(reflect.ValueOf(m), "model"); !ok {
+			t.Fatalf("loaded %s = %g", p, v)
 		}
 	})
 }

@@ -76,8 +76,8 @@ func (m Model) validateMoE(errs *yamlcheck.Problems) {
 	if e.LayerPhase < 0 || e.LayerPhase >= max(e.LayerFreq, 1) {
 		errs.Add("moe_layer_phase", "must be 0..moe_layer_freq-1 (%d), got %d", max(e.LayerFreq, 1)-1, e.LayerPhase)
 	}
-	if e.CapacityFactor < 0 || e.CapacityFactor > 64 || e.CapacityFactor != e.CapacityFactor {
-		errs.Add("moe_expert_capacity_factor", "must be 0 (dropless) or a factor up to 64, got %g", e.CapacityFactor)
+	if err := limits.CapacityFactor.CheckOptional(e.CapacityFactor); err != nil {
+		errs.Add("moe_expert_capacity_factor", "%v (0: dropless)", err)
 	}
 	if e.NumExperts == 0 {
 		if e.TopK != 0 || e.FFNHidden != 0 || e.SharedFFN != 0 || e.LayerFreq != 0 || e.DenseFirst != 0 || e.LayerPhase != 0 || e.CapacityFactor != 0 {

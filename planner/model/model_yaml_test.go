@@ -49,6 +49,9 @@ func TestParseModelFileErrors(t *testing.T) {
 		{"list for int", "num_layers: 24", "num_layers: [24]", `model file: num_layers (line 1, column 13): got a list; want an integer`},
 		{"huge hidden", "hidden_size: 1024", "hidden_size: 2000000000", `hidden_size (line 2, column 14): must be 1..1048576, got 2000000000`},
 		{"negative ffn", "seq_length", "ffn_hidden_size: -1\nseq_length", "ffn_hidden_size (line 4, column 18): must be 0..4194304, got -1"},
+		// Issue 31: a capacity factor is finite and in limits.CapacityFactor.
+		{"nan capacity", "seq_length", "num_experts: 8\nmoe_router_topk: 2\nmoe_expert_capacity_factor: .nan\nseq_length", "moe_expert_capacity_factor (line 6, column 29): got .nan; want a finite number"},
+		{"tiny capacity", "seq_length", "num_experts: 8\nmoe_router_topk: 2\nmoe_expert_capacity_factor: 1e-300\nseq_length", "moe_expert_capacity_factor (line 6, column 29): must be 0 (not given) or a number from 0.01 to 64, got 1e-300 (0: dropless)"},
 	}
 	for _, c := range cases {
 		doc := strings.Replace(base, c.old, c.new, 1)
