@@ -3,9 +3,12 @@ package deepspeed
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
@@ -54,8 +57,15 @@ func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
 		}
 		f, isNum := v.(float64)
 		switch {
-		case !isNum || f != float64(int(f)) || f < 0:
-			errs = append(errs, fmt.Sprintf("%s: want a non-negative integer, \"auto\" or null, got %v", name, v))
+		case !isNum:
+			errs = append(errs, fmt.Sprintf("%s: want a non-negative integer, \"auto\" or null, got %s", name, describeJSON(v)))
+			return 0
+		case key == "stage" && !(f >= 0 && f <= 3 && f == math.Trunc(f)):
+			// DeepSpeed's ZeroStageEnum has stages 0 to 3 (zero/config.py).
+			errs = append(errs, fmt.Sprintf("%s: want a ZeRO stage 0, 1, 2 or 3, \"auto\" or null, got %s", name, describeJSON(v)))
+			return -1
+		case f < 0 || f != math.Trunc(f) || f > limits.MaxGlobalBatch:
+			errs = append(errs, fmt.Sprintf("%s: want an integer from 1 to %d, \"auto\" or null, got %s", name, limits.MaxGlobalBatch, describeJSON(v)))
 			return 0
 		case f == 0 && key != "stage":
 			// DeepSpeed asserts every batch value > 0 (_batch_assertion).
@@ -86,7 +96,7 @@ func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
 			on, isBool := v.(bool)
 			switch _, both := z[legacy.replacement]; {
 			case !isBool:
-				errs = append(errs, fmt.Sprintf("zero_optimization.%s: want true or false, got %v", legacy.key, v))
+				errs = append(errs, fmt.Sprintf("zero_optimization.%s: want true or false, got %s", legacy.key, describeJSON(v)))
 			case both:
 				errs = append(errs, fmt.Sprintf("zero_optimization.%s and %s are both given: DeepSpeed refuses the deprecated key beside its replacement (\"Cannot provide deprecated parameter '%s' and replacing parameter '%s' together\")", legacy.key, legacy.replacement, legacy.key, legacy.replacement))
 			case on:
@@ -100,6 +110,27 @@ func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
 		return nil, fmt.Errorf("%s %s: %s", flag, path, strings.Join(errs, "; "))
 	}
 	return u, nil
+}
+
+// describeJSON names a decoded JSON value as the user wrote it: the
+// string "16" (quoted: not the number 16), 6.5, an object.
+func describeJSON(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q (write numbers without quotes)", x)
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e21 {
+			return strconv.FormatFloat(x, 'f', -1, 64) // 16777217, not 1.6777217e+07
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(v)
 }
 
 func offloadDevice(z map[string]any, key string) string {

@@ -78,3 +78,23 @@ func TestDSUserConfigPlanChangesNameTheKeys(t *testing.T) {
 		t.Errorf("changed keys = %s", got)
 	}
 }
+
+// TestParseUserConfigHostileValues (issue 31): `"train_batch_size": "16"`
+// was reported as "got 16" (the quotes lost), `"stage": 7` passed and
+// ended in a suggestion to use --plan-overrides-config, and 1e30 overflowed.
+// Each names the key, what was written and what is allowed.
+func TestParseUserConfigHostileValues(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`{"train_batch_size": "16"}`, `ds.json: train_batch_size: want a non-negative integer, "auto" or null, got the string "16" (write numbers without quotes)`},
+		{`{"train_batch_size": 16, "zero_optimization": {"stage": 7}}`, `ds.json: zero_optimization.stage: want a ZeRO stage 0, 1, 2 or 3, "auto" or null, got 7`},
+		{`{"train_batch_size": 16, "zero_optimization": {"stage": -1}}`, `zero_optimization.stage: want a ZeRO stage 0, 1, 2 or 3, "auto" or null, got -1`},
+		{`{"train_batch_size": 1e30}`, `train_batch_size: want an integer from 1 to 16777216, "auto" or null, got 1e+30`},
+		{`{"train_micro_batch_size_per_gpu": 16777217}`, `train_micro_batch_size_per_gpu: want an integer from 1 to 16777216, "auto" or null, got 16777217`},
+		{`{"train_batch_size": 8, "zero_optimization": {"cpu_offload": "yes"}}`, `zero_optimization.cpu_offload: want true or false, got the string "yes"`},
+	} {
+		_, err := ParseUserConfig("--deepspeed_config", "ds.json", []byte(tc.json))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant %s", tc.json, err, tc.want)
+		}
+	}
+}
