@@ -56,6 +56,13 @@ func ParseHostTarget(s string) (HostTarget, error) {
 	return HostTarget{Name: t.Host, User: t.User, Port: t.Port}, err
 }
 
+// key is what two entries for one host share: the target with its name
+// case-folded (hostname.Key), so that n1 and N1 are one host.
+func (t HostTarget) key() string {
+	t.Name = hostname.Key(t.Name)
+	return t.String()
+}
+
 // ParseHostList expands a --hosts value: comma-separated hosts, each may use
 // Slurm hostlist brackets and user@/:port, e.g. "root@node[01-04]:2222,gpu7".
 func ParseHostList(expr string) ([]HostSpec, error) {
@@ -70,10 +77,10 @@ func ParseHostList(expr string) ([]HostSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--hosts: %w", err)
 		}
-		if seen[t.String()] {
-			return nil, fmt.Errorf("--hosts %q: host %s is listed twice", expr, t)
+		if seen[t.key()] {
+			return nil, fmt.Errorf("--hosts %q: host %s is listed twice (host names are case-insensitive)", expr, t)
 		}
-		seen[t.String()] = true
+		seen[t.key()] = true
 		out = append(out, HostSpec{HostTarget: t})
 	}
 	return out, nil
@@ -100,7 +107,8 @@ func ReadHostfile(path string) ([]HostSpec, error) {
 // allow. name is used in error messages.
 func ParseHostfile(name string, r io.Reader) ([]HostSpec, error) {
 	var out []HostSpec
-	seen := map[string]int{}
+	type hostfileEntry struct{ line, index int }
+	seen := map[string]hostfileEntry{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), limits.MaxHostfileLine)
 	read := 0
@@ -117,14 +125,17 @@ func ParseHostfile(name string, r io.Reader) ([]HostSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("hostfile %s:%d: bad entry %q: %w", name, ln, line, err)
 		}
-		key := spec.HostTarget.String()
+		key := spec.HostTarget.key()
 		if prev, dup := seen[key]; dup {
-			return nil, fmt.Errorf("hostfile %s:%d: duplicate host %s (first on line %d)", name, ln, key, prev)
+			if first := out[prev.index].HostTarget; first != spec.HostTarget {
+				return nil, fmt.Errorf("hostfile %s:%d: duplicate host %s (first on line %d as %s: host names are case-insensitive)", name, ln, spec.HostTarget, prev.line, first)
+			}
+			return nil, fmt.Errorf("hostfile %s:%d: duplicate host %s (first on line %d)", name, ln, key, prev.line)
 		}
 		if len(out) == limits.MaxHosts {
 			return nil, fmt.Errorf("hostfile %s:%d: more than %d hosts (the limit of one job)", name, ln, limits.MaxHosts)
 		}
-		seen[key] = ln
+		seen[key] = hostfileEntry{line: ln, index: len(out)}
 		out = append(out, spec)
 	}
 	if err := sc.Err(); err != nil {
@@ -159,6 +170,9 @@ func parseHostfileLine(line string) (HostSpec, error) {
 	if m == nil {
 		return HostSpec{}, fmt.Errorf(`want "host slots=N" (no spaces around '=') or a single host`)
 	}
+	if err := checkRepeatedKeys(fields[1:]); err != nil {
+		return HostSpec{}, err
+	}
 	t, err := ParseHostTarget(m[1])
 	if err != nil {
 		return HostSpec{}, err
@@ -168,6 +182,28 @@ func parseHostfileLine(line string) (HostSpec, error) {
 		return HostSpec{}, fmt.Errorf("slots=%s: want a number from 1 to %d (GPUs per host)", m[2], limits.MaxGPUsPerHost)
 	}
 	return HostSpec{HostTarget: t, Slots: slots}, nil
+}
+
+// checkRepeatedKeys refuses a key=value given twice on one line before
+// any # comment ("n1 slots=2 slots=4"): DeepSpeed's regex reads the
+// first, the writer may have meant the last; which one counts would be a
+// guess.
+func checkRepeatedKeys(fields []string) error {
+	first := map[string]string{}
+	for _, f := range fields {
+		if strings.HasPrefix(f, "#") {
+			break // a comment: DeepSpeed ignores what follows slots=N
+		}
+		k, _, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		if prev, dup := first[k]; dup {
+			return fmt.Errorf("%s is given twice (%s, %s): give it once", k, prev, f)
+		}
+		first[k] = f
+	}
+	return nil
 }
 
 // HostSources are the places hosts may come from, in order of preference.

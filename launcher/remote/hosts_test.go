@@ -68,7 +68,7 @@ func TestParseHostList(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	for _, bad := range []string{"node[1-2],node2", "node[1-", ""} {
+	for _, bad := range []string{"node[1-2],node2", "node[1-", "", "n1,N1"} {
 		if _, err := ParseHostList(bad); err == nil {
 			t.Errorf("ParseHostList(%q) succeeded, want an error", bad)
 		}
@@ -162,6 +162,10 @@ func TestParseHostfileLimits(t *testing.T) {
 		{"ssh option", "-oProxyCommand=x\n", "starts with '-'"},
 		{"long line", strings.Repeat("a", 5000) + "\n", "a line longer than 4096 bytes"},
 		{"too many hosts", manyHosts(16385), "hostfile h:16385: more than 16384 hosts"},
+		// Issue 31: a key given twice was read as its first value, and
+		// host names differing only in case were two hosts.
+		{"slots twice", "n1 slots=2 slots=4\n", `hostfile h:1: bad entry "n1 slots=2 slots=4": slots is given twice (slots=2, slots=4): give it once`},
+		{"case-folded duplicate", "n1 slots=2\nN1 slots=2\n", "hostfile h:2: duplicate host N1 (first on line 1 as n1: host names are case-insensitive)"},
 	}
 	for _, c := range cases {
 		_, err := ParseHostfile("h", strings.NewReader(c.in))
