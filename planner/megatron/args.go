@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -513,6 +514,14 @@ func BatchArgs(args []string) (micro, global int, err error) {
 	var errs yamlcheck.Problems
 	micro = a.positive("--micro-batch-size", &errs)
 	global = a.positive("--global-batch-size", &errs)
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"--micro-batch-size", micro}, {"--global-batch-size", global}} {
+		if f.v > limits.MaxGlobalBatch {
+			errs.Add(f.flag, "must be 1..%d, got %d", limits.MaxGlobalBatch, f.v)
+		}
+	}
 	if err := errs.Err("megatron arguments"); err != nil {
 		return 0, 0, err
 	}

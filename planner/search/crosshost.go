@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 )
@@ -151,8 +152,8 @@ func Search(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 	if err := checkPrecision(c, o); err != nil {
 		return nil, err
 	}
-	if h := o.MemoryHeadroom; h < 0 || h >= 0.5 {
-		return nil, fmt.Errorf("memory headroom %g: want a share from 0 to below 0.5 (0.05 keeps 5%% of each GPU free)", h)
+	if h := o.MemoryHeadroom; !limits.MemoryHeadroom.Contains(h) {
+		return nil, fmt.Errorf("memory headroom %g: want a share from %s (0.05 keeps 5%% of each GPU free)", h, limits.MemoryHeadroom)
 	}
 	c = withHeadroom(c, o.MemoryHeadroom)
 	minGPUs := c.Hosts[0].GPUs

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -426,8 +427,9 @@ func checkSearchInput(c *cluster.Cluster, m model.Model, o Options) error {
 	switch {
 	case c == nil || len(c.Hosts) == 0:
 		return fmt.Errorf("cluster has no hosts")
-	case o.GlobalBatch <= 0:
-		return fmt.Errorf("global batch size must be > 0 (got %d)", o.GlobalBatch)
+	case o.GlobalBatch <= 0 || o.GlobalBatch > limits.MaxGlobalBatch:
+		// The search enumerates the batch's divisors: 2^32 spun for ever.
+		return fmt.Errorf("global batch size must be 1..%d (got %d)", limits.MaxGlobalBatch, o.GlobalBatch)
 	}
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("model %q: %w", m.Name, err)

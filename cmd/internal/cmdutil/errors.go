@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/urfave/cli/v2"
 )
@@ -50,4 +51,21 @@ func AsInputError(err error) error {
 		return nil
 	}
 	return &InputError{Msg: err.Error()}
+}
+
+// CheckIntFlag is bad input unless --name's value v is from lo to hi.
+func CheckIntFlag(name string, v, lo, hi int) error {
+	if err := limits.CheckInt(int64(v), int64(lo), int64(hi)); err != nil {
+		return InputErrorf("--%s %d: %v", name, v, err)
+	}
+	return nil
+}
+
+// CheckNumberFlag is bad input unless --name's value v is finite and
+// inside r (internal/limits; docs/usage.md's table states each range).
+func CheckNumberFlag(name string, v float64, r limits.Range) error {
+	if err := r.Check(v); err != nil {
+		return InputErrorf("--%s: %v", name, err)
+	}
+	return nil
 }

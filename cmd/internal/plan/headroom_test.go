@@ -54,7 +54,7 @@ func TestPlansKeepMemoryHeadroom(t *testing.T) {
 	if p := peaks("--memory-headroom", "0"); p[0] <= 0.95 {
 		t.Errorf("--memory-headroom 0: plan 1 uses %.1f%%; the test's case no longer reaches the edge of memory", 100*p[0])
 	}
-	if code, _, errOut := runAppBuffers("plan", "--cluster", file, "--model", "llama3-8b", "--global-batch-size", "128", "--memory-headroom", "0.7"); code != 2 || !strings.Contains(errOut, "memory headroom 0.7") {
+	if code, _, errOut := runAppBuffers("plan", "--cluster", file, "--model", "llama3-8b", "--global-batch-size", "128", "--memory-headroom", "0.7"); code != 2 || !strings.Contains(errOut, "--memory-headroom: must be a number from 0 to below 0.5, got 0.7") {
 		t.Errorf("--memory-headroom 0.7: exit %d, %s", code, errOut)
 	}
 }

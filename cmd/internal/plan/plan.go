@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
@@ -355,8 +356,14 @@ func SearchOptions(opts *Options) (search.Options, error) {
 	default:
 		return so, fmt.Errorf("--framework %q: use megatron or deepspeed", opts.Framework)
 	}
-	if opts.GlobalBatch <= 0 {
-		return so, fmt.Errorf("--global-batch-size is required and must be > 0 (got %d)", opts.GlobalBatch)
+	if opts.GlobalBatch == 0 {
+		return so, fmt.Errorf("--global-batch-size is required (sequences per iteration)")
+	}
+	if err := cmdutil.CheckIntFlag("global-batch-size", opts.GlobalBatch, 1, limits.MaxGlobalBatch); err != nil {
+		return so, err
+	}
+	if err := cmdutil.CheckNumberFlag("memory-headroom", opts.MemoryHeadroom, limits.MemoryHeadroom); err != nil {
+		return so, err
 	}
 	if opts.Top < 1 {
 		return so, fmt.Errorf("--top %d: want at least 1 (plans to show)", opts.Top)

@@ -170,6 +170,14 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	if o.Fanout < 1 {
 		return nil, cmdutil.InputErrorf("--fanout %d: want at least 1 (hosts contacted at once)", o.Fanout)
 	}
+	if c.IsSet("global-batch-size") {
+		if err := cmdutil.CheckIntFlag("global-batch-size", o.GlobalBatch, 1, limits.MaxGlobalBatch); err != nil {
+			return nil, err
+		}
+	}
+	if err := cmdutil.CheckNumberFlag("memory-headroom", o.MemoryHeadroom, limits.MemoryHeadroom); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(o.RunID) == "" {
 		return nil, cmdutil.InputErrorf("--run-id %q: want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)", o.RunID)
 	}
