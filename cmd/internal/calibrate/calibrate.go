@@ -3,6 +3,7 @@ package calibrate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -353,6 +354,11 @@ func observedIteration(opts *Options, globalBatch int) (median float64, sources 
 		}
 		l, err := measure.ParseIterationLog(fh, globalBatch, opts.Skip)
 		fh.Close()
+		if err != nil && !errors.Is(err, measure.ErrNoIterationTimes) {
+			// A bad value is wrong wherever it is: skipping the log would
+			// calibrate from the others without saying so.
+			return 0, nil, 0, fmt.Errorf("%s: %w", name, err)
+		}
 		if err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("%s: %w", name, err)

@@ -142,6 +142,12 @@ func TestCalibrateBadInputExit2(t *testing.T) {
 	os.WriteFile(cluster, []byte(calibrateCluster), 0o644)
 	empty := filepath.Join(dir, "empty.log")
 	os.WriteFile(empty, []byte("nothing here\n"), 0o644)
+	// Issue 31: an absurd time is refused naming the file and line, even
+	// beside a good log (it was recorded as observed).
+	absurd := filepath.Join(dir, "absurd.log")
+	os.WriteFile(absurd, []byte(" iteration 2/ 9 | elapsed time per iteration (ms): 120.5 |\n iteration 3/ 9 | elapsed time per iteration (ms): 1e30 |\n"), 0o644)
+	good := filepath.Join(dir, "good.log")
+	os.WriteFile(good, []byte(" iteration 2/ 9 | elapsed time per iteration (ms): 120.5 |\n iteration 3/ 9 | elapsed time per iteration (ms): 121.0 |\n"), 0o644)
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -151,6 +157,8 @@ func TestCalibrateBadInputExit2(t *testing.T) {
 		{"nothing says what ran", Options{ClusterFile: cluster, Logs: []string{empty}}, "say what ran"},
 		{"no iteration lines", Options{ClusterFile: cluster, Logs: []string{empty}, Model: "gpt3-125m", GlobalBatch: 8,
 			Fixed: parallel.Constraints{TP: 1, PP: 1, ZeroStage: -1}}, "no iteration times"},
+		{"absurd iteration time", Options{ClusterFile: cluster, Logs: []string{good, absurd}, Model: "gpt3-125m", GlobalBatch: 8, Skip: 1,
+			Fixed: parallel.Constraints{TP: 1, PP: 1, ZeroStage: -1}}, absurd + ": line 2: elapsed time per iteration (ms) is 1e30: want an iteration time from 0.000001 to 1000000 s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -2,11 +2,14 @@ package measure
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 )
 
@@ -22,11 +25,22 @@ import (
 // Samples per second are the whole job's (the timer counts the global batch,
 // or the micro-batch times the data-parallel size per micro-step), so one
 // iteration of the global batch takes global_batch / rate.
+//
+// The value is whatever follows the label up to a space, '|' or ',', so that
+// "nan", "-5" or "0" is refused by name rather than skipped.
 var (
-	megatronIterRe = regexp.MustCompile(`elapsed time per iteration \(ms\):\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)`)
-	dsCurrRe       = regexp.MustCompile(`\bCurrSamplesPerSec=([0-9.]+(?:[eE][-+]?[0-9]+)?)`)
-	dsOldRe        = regexp.MustCompile(`[\s,]SamplesPerSec=([0-9.]+(?:[eE][-+]?[0-9]+)?)`)
+	megatronIterRe = regexp.MustCompile(`elapsed time per iteration \(ms\):\s*([^\s|,]+)`)
+	dsCurrRe       = regexp.MustCompile(`\bCurrSamplesPerSec=([^\s|,]+)`)
+	dsOldRe        = regexp.MustCompile(`[\s,]SamplesPerSec=([^\s|,]+)`)
 )
+
+// ErrNoIterationTimes is ParseIterationLog's error for output without
+// iteration-time lines (a rank that does not log them).
+var ErrNoIterationTimes = errors.New(`no iteration times found (want Megatron's "elapsed time per iteration (ms)" or DeepSpeed's "CurrSamplesPerSec=" lines)`)
+
+// rateRange bounds a DeepSpeed samples/s figure: finite and positive; the
+// iteration time it gives is then checked against limits.IterationSeconds.
+var rateRange = limits.Range{Min: math.SmallestNonzeroFloat64, Max: math.MaxFloat64, Unit: "samples/s"}
 
 // Iteration-log formats.
 const (
@@ -48,16 +62,24 @@ type IterationLog struct {
 // beside it). DeepSpeed's rates need globalBatch (sequences per
 // iteration); without it they are an error. The first skip iterations
 // (start-up, allocator warm-up, compilation) are dropped.
+//
+// Every value must be a number and give an iteration time inside
+// limits.IterationSeconds: a bad one (nan, 0, -5, 1e30 ms) is an error
+// naming its line, not a line skipped or an absurd time recorded. Output
+// without such lines is ErrNoIterationTimes.
 func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error) {
-	var meg, ds []float64
+	var meg []float64
+	var ds []dsRate
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
+	for ln := 1; sc.Scan(); ln++ {
 		line := sc.Text()
 		if m := megatronIterRe.FindStringSubmatch(line); m != nil {
-			if v, err := strconv.ParseFloat(m[1], 64); err == nil && v > 0 {
-				meg = append(meg, v/1000)
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || !limits.IterationSeconds.Contains(v/1000) {
+				return IterationLog{}, fmt.Errorf("line %d: elapsed time per iteration (ms) is %s: want an iteration time from %s", ln, m[1], limits.IterationSeconds)
 			}
+			meg = append(meg, v/1000)
 			continue
 		}
 		m := dsCurrRe.FindStringSubmatch(line)
@@ -65,9 +87,11 @@ func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error)
 			m = dsOldRe.FindStringSubmatch(line)
 		}
 		if m != nil {
-			if v, err := strconv.ParseFloat(m[1], 64); err == nil && v > 0 {
-				ds = append(ds, v)
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || !rateRange.Contains(v) {
+				return IterationLog{}, fmt.Errorf("line %d: samples per second is %s: want a positive number", ln, m[1])
 			}
+			ds = append(ds, dsRate{v, ln})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -79,16 +103,26 @@ func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error)
 			return IterationLog{}, fmt.Errorf("DeepSpeed throughput lines give samples/s: pass --global-batch-size (train_batch_size) to turn them into iteration times")
 		}
 		out.Format = FormatDeepSpeed
-		for _, v := range ds {
-			out.Seconds = append(out.Seconds, float64(globalBatch)/v)
+		for _, d := range ds {
+			s := float64(globalBatch) / d.perS
+			if !limits.IterationSeconds.Contains(s) {
+				return IterationLog{}, fmt.Errorf("line %d: %g samples per second at a global batch of %d is an iteration of %.3g s: want an iteration time from %s", d.line, d.perS, globalBatch, s, limits.IterationSeconds)
+			}
+			out.Seconds = append(out.Seconds, s)
 		}
 	}
 	if len(out.Seconds) == 0 {
-		return IterationLog{}, fmt.Errorf("no iteration times found (want Megatron's \"elapsed time per iteration (ms)\" or DeepSpeed's \"CurrSamplesPerSec=\" lines)")
+		return IterationLog{}, ErrNoIterationTimes
 	}
 	out.Skipped = min(skip, len(out.Seconds)-1)
 	out.Seconds = out.Seconds[out.Skipped:]
 	return out, nil
+}
+
+// dsRate is a DeepSpeed samples/s figure and its line.
+type dsRate struct {
+	perS float64
+	line int
 }
 
 // MedianSeconds is the median iteration time: robust to the odd slow

@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -55,6 +56,26 @@ func TestParseIterationLogErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
+	}
+	// Issue 31: 1e30 ms was recorded as observed; zero, negative and NaN
+	// were skipped, ending in "no iteration times found". Each is refused
+	// with its line and the range.
+	const meg = " iteration        3/      10 | consumed samples: 96 | elapsed time per iteration (ms): %s | learning rate: 1.0E-04 |\n"
+	for _, tc := range []struct{ name, log, want string }{
+		{"1e30 ms", "x\n" + strings.Replace(meg, "%s", "1e30", 1), "line 2: elapsed time per iteration (ms) is 1e30: want an iteration time from 0.000001 to 1000000 s"},
+		{"zero", strings.Replace(meg, "%s", "0.0", 1), "line 1: elapsed time per iteration (ms) is 0.0: want an iteration time from"},
+		{"negative", strings.Replace(meg, "%s", "-5", 1), "line 1: elapsed time per iteration (ms) is -5:"},
+		{"nan", strings.Replace(meg, "%s", "nan", 1), "line 1: elapsed time per iteration (ms) is nan:"},
+		{"ds zero rate", "[timer.py:258:stop] epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=0, MemAllocated=1GB\n", "line 1: samples per second is 0: want a positive number"},
+		{"ds absurd rate", "[timer.py:258:stop] epoch=0/micro_step=1/global_step=1, RunningAvgSamplesPerSec=1, CurrSamplesPerSec=1e-300, MemAllocated=1GB\n", "line 1: 1e-300 samples per second at a global batch of 16 is an iteration of 1.6e+301 s: want an iteration time from"},
+	} {
+		_, err := ParseIterationLog(strings.NewReader(tc.log), 16, 0)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrNoIterationTimes) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := ParseIterationLog(strings.NewReader("hello\n"), 0, 0); !errors.Is(err, ErrNoIterationTimes) {
+		t.Errorf("no lines: %v, want ErrNoIterationTimes", err)
 	}
 	// More warm-up than iterations keeps the last one.
 	l, err := ParseIterationLog(strings.NewReader(" iteration 1/ 2 | elapsed time per iteration (ms): 10.0 |\n iteration 2/ 2 | elapsed time per iteration (ms): 20.0 |\n"), 0, 5)
