@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
@@ -147,8 +148,10 @@ func (o *Options) validate() error {
 		return probeInputErrorf("--measure-port %d: want 1-65535", o.MeasurePort)
 	case o.Output == "":
 		return probeInputErrorf("-o: give the cluster file to write (or - for stdout)")
-	case o.ComputeSeconds < 0 || o.ComputeSeconds > 300:
+	case !(o.ComputeSeconds >= 0 && o.ComputeSeconds <= 300): // NaN too
 		return probeInputErrorf("--measure-compute-seconds %g: want 0-300", o.ComputeSeconds)
+	case o.CPUSlotTFLOPS != 0 && !limits.TFLOPS.Contains(o.CPUSlotTFLOPS):
+		return probeInputErrorf("--cpu-tflops %g: want a number from %s (it is written as peak_bf16_tflops)", o.CPUSlotTFLOPS, limits.TFLOPS)
 	}
 	if _, err := cmdutil.ChooseLauncher(o.Launcher, o.getenv()); err != nil {
 		return probeInputError{err}

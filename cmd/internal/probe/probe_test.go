@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -39,6 +40,10 @@ func TestProbeInputErrorsExit2(t *testing.T) {
 		{"bad group", Options{Hosts: "a", Group: "rack", Output: "-"}, "--group"},
 		{"bad hostlist", Options{Hosts: "node[3-1]", Output: "-"}, "node[3-1]"},
 		{"missing hostfile", Options{Hostfile: "/nonexistent/hosts", Output: "-"}, "/nonexistent/hosts"},
+		// Issue 31: NaN passed both comparisons; an absurd slot rate went
+		// into the cluster file.
+		{"nan compute seconds", Options{Hosts: "a", Output: "-", ComputeSeconds: math.NaN()}, "--measure-compute-seconds NaN: want 0-300"},
+		{"absurd cpu tflops", Options{Hosts: "a", Output: "-", CPUSlotTFLOPS: 1e300}, "--cpu-tflops 1e+300: want a number from 0.0001 to 100000 TFLOP/s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

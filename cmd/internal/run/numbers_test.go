@@ -14,6 +14,7 @@ func TestRunRefusesOutOfRangeNumberFlags(t *testing.T) {
 		{"--global-batch-size", "4294967296", "--global-batch-size 4294967296: must be 1..16777216, got 4294967296"},
 		{"--global-batch-size", "0", "--global-batch-size 0: must be 1..16777216, got 0"},
 		{"--memory-headroom", "NaN", "--memory-headroom: must be a number from 0 to below 0.5, got NaN (not a number)"},
+		{"--preflight-min-share", "NaN", "--preflight-min-share NaN: want a share between 0 and 1"},
 	} {
 		code, _, errOut := runAppBuffers("run", "--cluster", "../../../examples/cluster.yaml", "--dry-run", "--no-check-script", tc.flag, tc.value, "train.py")
 		if code != 2 || !strings.Contains(errOut, tc.want) {

@@ -191,7 +191,7 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	if o.PreflightTimeout < time.Second {
 		return nil, cmdutil.InputErrorf("--preflight-timeout %s: want at least 1s, such as 30s", o.PreflightTimeout)
 	}
-	if o.PreflightMinShare < 0 || o.PreflightMinShare > 1 {
+	if !(o.PreflightMinShare >= 0 && o.PreflightMinShare <= 1) { // NaN too
 		return nil, cmdutil.InputErrorf("--preflight-min-share %g: want a share between 0 and 1", o.PreflightMinShare)
 	}
 	o.HeartbeatTimeout = c.Duration("heartbeat-timeout")
