@@ -24,15 +24,29 @@ func FuzzParseHostfile(f *testing.F) {
 	}
 	f.Add("w1 slots=99999999\n")
 	f.Add("[::1]:2222 slots=2\nroot@10.0.0.1:22\n")
+	f.Add("n1 slots=2 slots=4\nN1 slots=2\n")
 	f.Fuzz(func(t *testing.T, data string) {
 		hosts, err := ParseHostfile("fuzz", strings.NewReader(data))
 		if err != nil {
 			return
 		}
+		for _, line := range strings.Split(data, "\n") {
+			if line, _, _ = strings.Cut(line, "#"); strings.Count(line, " slots=") > 1 {
+				t.Fatalf("line %q with slots= twice accepted", line)
+			}
+		}
 		if len(hosts) == 0 || len(hosts) > limits.MaxHosts {
 			t.Fatalf("%d hosts", len(hosts))
 		}
+		seen := map[string]bool{}
 		for _, h := range hosts {
+			// Issue 31: one host (names fold case) is one entry, and a
+			// line's slots= is given once.
+			if k := h.HostTarget.key(); seen[k] {
+				t.Fatalf("host %s accepted twice", h.HostTarget)
+			} else {
+				seen[k] = true
+			}
 			if h.Slots < 0 || h.Slots > limits.MaxGPUsPerHost {
 				t.Fatalf("slots %d", h.Slots)
 			}
