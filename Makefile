@@ -26,12 +26,16 @@ test: deps check
 # are sized to about 5-10 s each on an idle 2-core machine (rates differ
 # 150x between targets); FUZZSCALE multiplies them all. A crash leaves its
 # input under the package's testdata/fuzz/, which plain `go test` then runs
-# as a regression test: commit it.
+# as a regression test: commit it. The three script renderers' targets
+# (FuzzHostScript, FuzzPodScripts, FuzzBatchScript) run each generated
+# script with a real sh, a few dozen processes an execution, hence their
+# small counts.
 FUZZSCALE ?= 1
 FUZZ_TARGETS = ./internal/hostlist:FuzzExpand:300000 ./launcher/remote:FuzzParseHostfile:40000 \
 	./planner/cluster:FuzzParseClusterFile:60000 ./planner/cluster:FuzzParseModelFile:100000 \
 	./planner/cluster:FuzzModelFromMegatronArgs:200000 ./templates:FuzzPlannedDSConfig:100000 \
-	./internal/shellquote:FuzzQuoteRoundTrip:6000
+	./internal/shellquote:FuzzQuoteRoundTrip:6000 ./templates/job:FuzzHostScript:100 \
+	./templates/k8s:FuzzPodScripts:100 ./cmd/internal/sbatch:FuzzBatchScript:1500
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$$(( $${rest##*:} * $(FUZZSCALE) )); \
