@@ -225,3 +225,78 @@ func inComment(prefix string) bool {
 	}
 	return false
 }
+
+// Skeleton collects the values of one render in the order they are marked
+// and stands Marker(i) in for values[i], to render the skeleton SameLines
+// compares with.
+type Skeleton struct{ Values []string }
+
+// Mark records v and returns its marker.
+func (s *Skeleton) Mark(v string) string {
+	s.Values = append(s.Values, v)
+	return Marker(len(s.Values) - 1)
+}
+
+// MarkName is Mark for a variable's name: the marker is a name a shell can
+// export exactly when v is one, so the skeleton takes the renderer's same
+// branch.
+func (s *Skeleton) MarkName(v string, exportable bool) string {
+	if exportable {
+		return s.Mark(v)
+	}
+	return "9" + s.Mark(v)
+}
+
+// Words splits a fuzz input into words at NUL (none for "").
+func Words(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x00")
+}
+
+// Vars reads a fuzz input of NAME=VALUE items separated by NUL: items
+// without a name, repeated names and the names in skip are left out.
+func Vars(s string, skip ...string) [][2]string {
+	var out [][2]string
+	seen := map[string]bool{}
+	for _, kv := range Words(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || seen[k] || slices.Contains(skip, k) {
+			continue
+		}
+		seen[k] = true
+		out = append(out, [2]string{k, v})
+	}
+	return out
+}
+
+// VarsText is Vars' input for vars: a seed.
+func VarsText(vars [][2]string) string {
+	var kv []string
+	for _, v := range vars {
+		kv = append(kv, v[0]+"="+v[1])
+	}
+	return strings.Join(kv, "\x00")
+}
+
+// WantEnv is the environment a command given vars sees under Run: vars,
+// and Run's PATH unless vars set one.
+func WantEnv(vars [][2]string) map[string]string {
+	want := map[string]string{"PATH": HarnessPath}
+	for _, v := range vars {
+		want[v[0]] = v[1]
+	}
+	return want
+}
+
+// Component is dir joined with one new path component made from v: its
+// slashes replaced, "." and ".." and over-long names prefixed and cut, so
+// a fuzzed value names a directory inside dir.
+func Component(dir, v string) string {
+	c := strings.ReplaceAll(v, "/", "_")
+	if c == "" || c == "." || c == ".." || len(c) > 200 {
+		c = "w" + c[:min(len(c), 200)]
+	}
+	return filepath.Join(dir, c)
+}

@@ -16,19 +16,19 @@ func TestMain(m *testing.M) { scripttest.Main(m) }
 type scriptCase struct {
 	name, host, workDir string
 	args                []string
-	env                 []EnvVar
+	env                 [][2]string
 }
 
-// hostile holds the values that broke out of the script before: a line
-// break in a comment, quotes, and variable names the script's own rank
-// wrapper uses.
+// hostileScripts hold the values that broke out of the script before: a
+// line break in a comment, and variable names the rank wrapper's own
+// variables had or env(1) took for options.
 var hostileScripts = []scriptCase{
 	{name: "a\ntouch PWNED\n", host: "n1", args: []string{"x"}},
 	{name: "job", host: "n1\rtouch PWNED", args: []string{"a b", "it's"}},
 	{name: "j\u2028x\u0085y", host: "h", args: []string{"$(touch PWNED)", "`touch PWNED`", "--x=\n"}},
-	{name: "j", host: "h", args: []string{"x"}, env: []EnvVar{{"__pl_rm", "/bin/echo"}, {"__pl_f", "/nonexistent"}}},
-	{name: "j", host: "h", args: []string{"x"}, env: []EnvVar{{"__pl_env", "/bin/false"}, {"NCCL_X", "a'b\nc"}}},
-	{name: "j", host: "h", args: []string{"x"}, env: []EnvVar{{"f", "1"}, {"mark", "2"}, {"-i", "an option to env"}, {"IFS", "x"}, {"A-B", "not a shell name\n"}}},
+	{name: "j", host: "h", args: []string{"x"}, env: [][2]string{{"__pl_rm", "/bin/echo"}, {"__pl_f", "/nonexistent"}}},
+	{name: "j", host: "h", args: []string{"x"}, env: [][2]string{{"__pl_env", "/bin/false"}, {"NCCL_X", "a'b\nc"}}},
+	{name: "j", host: "h", args: []string{"x"}, env: [][2]string{{"f", "1"}, {"mark", "2"}, {"-i", "an option to env"}, {"IFS", "x"}, {"A-B", "not a shell name\n"}}},
 	{name: "j", host: "h", workDir: "w d\n$(x)", args: nil},
 }
 
@@ -38,30 +38,19 @@ var hostileScripts = []scriptCase{
 func TestHostScriptDeliversValues(t *testing.T) {
 	for _, c := range hostileScripts {
 		if err := checkHostScript(t, c); err != nil {
-			t.Errorf("%+v: %v", c, err)
+			t.Errorf("%q: %v", c, err)
 		}
 	}
 }
 
 func FuzzHostScript(f *testing.F) {
 	for _, c := range hostileScripts {
-		f.Add(c.name, c.host, c.workDir, strings.Join(c.args, "\x00"), envText(c.env))
+		f.Add(c.name, c.host, c.workDir, strings.Join(c.args, "\x00"), scripttest.VarsText(c.env))
 	}
 	f.Fuzz(func(t *testing.T, name, host, workDir, args, env string) {
-		c := scriptCase{name: name, host: host, workDir: workDir}
-		if args != "" {
-			c.args = strings.Split(args, "\x00")
-		}
-		seen := map[string]bool{}
-		for _, kv := range strings.Split(env, "\x00") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" || seen[k] || k == "TORCHELASTIC_RESTART_COUNT" || strings.ContainsRune(v, 0) {
-				continue
-			}
-			seen[k] = true
-			c.env = append(c.env, EnvVar{k, v})
-		}
-		if strings.ContainsRune(name+host+workDir, 0) || len(c.args) > 8 || len(c.env) > 8 {
+		// TORCHELASTIC_RESTART_COUNT is the script's own (the restart).
+		c := scriptCase{name, host, workDir, scripttest.Words(args), scripttest.Vars(env, "TORCHELASTIC_RESTART_COUNT")}
+		if strings.ContainsRune(name+host+workDir+args+env, 0) || len(c.args) > 8 || len(c.env) > 8 {
 			return
 		}
 		if err := checkHostScript(t, c); err != nil {
@@ -70,67 +59,44 @@ func FuzzHostScript(f *testing.F) {
 	})
 }
 
-func envText(env []EnvVar) string {
-	var kv []string
-	for _, e := range env {
-		kv = append(kv, e.Name+"="+e.Value)
-	}
-	return strings.Join(kv, "\x00")
-}
-
 // checkHostScript renders c's script (and its skeleton, every value a
 // marker) and runs it with the printer as the rank's program.
 func checkHostScript(t *testing.T, c scriptCase) error {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "record")
-	// The work directory: one new directory under dir, whatever the value
-	// holds (no escape from dir, no NUL).
 	wd := ""
 	if c.workDir != "" {
-		comp := strings.ReplaceAll(c.workDir, "/", "_")
-		if comp == "." || comp == ".." || len(comp) > 200 {
-			comp = "w" + comp[:min(len(comp), 200)]
-		}
-		wd = filepath.Join(dir, comp)
+		wd = scripttest.Component(dir, c.workDir)
 	}
-	render := func(name, host, wd string, args []string, env []EnvVar) (string, error) {
-		j := &Job{Name: name, WorkDir: wd, Hosts: []HostJob{{Name: host, Ranks: []RankJob{{
-			Argv: append(scripttest.Printer(t, out), args...), Env: env}}}}}
-		return HostScript(j, 0)
+	render := func(name, host, wd string, args []string, env [][2]string) (string, error) {
+		r := RankJob{Argv: append(scripttest.Printer(t, out), args...)}
+		for _, e := range env {
+			r.Env = append(r.Env, EnvVar{e[0], e[1]})
+		}
+		return HostScript(&Job{Name: name, WorkDir: wd, Hosts: []HostJob{{Name: host, Ranks: []RankJob{r}}}}, 0)
 	}
 	script, err := render(c.name, c.host, wd, c.args, c.env)
 	if err != nil {
 		return err
 	}
-	// The skeleton: every value a marker (a name keeps whether a shell
-	// can export it, which picks the template's branch).
-	var values []string
-	mark := func(v string) string {
-		values = append(values, v)
-		return scripttest.Marker(len(values) - 1)
-	}
-	skName, skHost := mark(c.name), mark(c.host)
-	skWD := ""
+	var sk scripttest.Skeleton
+	skName, skHost, skWD := sk.Mark(c.name), sk.Mark(c.host), ""
 	if wd != "" {
-		skWD = filepath.Join(dir, mark(filepath.Base(wd)))
+		skWD = filepath.Join(dir, sk.Mark(filepath.Base(wd)))
 	}
 	var skArgs []string
 	for _, a := range c.args {
-		skArgs = append(skArgs, mark(a))
+		skArgs = append(skArgs, sk.Mark(a))
 	}
-	var skEnv []EnvVar
+	var skEnv [][2]string
 	for _, e := range c.env {
-		n := mark(e.Name)
-		if !ValidEnvName(e.Name) {
-			n = "9" + n
-		}
-		skEnv = append(skEnv, EnvVar{n, mark(e.Value)})
+		skEnv = append(skEnv, [2]string{sk.MarkName(e[0], ValidEnvName(e[0])), sk.Mark(e[1])})
 	}
 	skeleton, err := render(skName, skHost, skWD, skArgs, skEnv)
 	if err != nil {
 		return err
 	}
-	if err := scripttest.SameLines(script, skeleton, values); err != nil {
+	if err := scripttest.SameLines(script, skeleton, sk.Values); err != nil {
 		return err
 	}
 	stdout, stderr, err := scripttest.Run(script, dir, 30*time.Second)
@@ -141,14 +107,7 @@ func checkHostScript(t *testing.T, c scriptCase) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]string{}
-	for _, e := range c.env {
-		want[e.Name] = e.Value
-	}
-	if _, ok := want["PATH"]; !ok {
-		want["PATH"] = scripttest.HarnessPath
-	}
-	if err := rec.Check(c.args, want, "PWD", "OLDPWD"); err != nil { // the shell's own
+	if err := rec.Check(c.args, scripttest.WantEnv(c.env), "PWD", "OLDPWD"); err != nil { // the shell's own
 		return err
 	}
 	if wd != "" && rec.Dir != wd {

@@ -23,13 +23,13 @@ func TestMain(m *testing.M) { scripttest.Main(m) }
 type podCase struct {
 	name, host, file, content string
 	args                      []string
-	env                       []job.EnvVar
+	env                       [][2]string
 }
 
 var hostilePods = []podCase{
 	{name: "a\ntouch PWNED\n", host: "n1", file: "ds_config.json", content: "{}\n", args: []string{"x"}},
 	{name: "j", host: "n1\ntouch PWNED", file: "a b/it's\n$(x)", content: "'\n`x`", args: []string{"a b", "it's"}},
-	{name: "j\u2028x", host: "h\r#", file: "f", content: "", args: []string{"--x=\n"}, env: []job.EnvVar{{Name: "NCCL_X", Value: "a'b\nc"}}},
+	{name: "j\u2028x", host: "h\r#", file: "f", content: "", args: []string{"--x=\n"}, env: [][2]string{{"NCCL_X", "a'b\nc"}}},
 }
 
 // The pod entrypoint and the host script in the ConfigMap, read back from
@@ -39,7 +39,7 @@ var hostilePods = []podCase{
 func TestPodScriptsDeliverValues(t *testing.T) {
 	for _, c := range hostilePods {
 		if err := checkPod(t, c); err != nil {
-			t.Errorf("%+v: %v", c, err)
+			t.Errorf("%q: %v", c, err)
 		}
 	}
 }
@@ -61,22 +61,11 @@ func TestSecretKeysAreKeys(t *testing.T) {
 
 func FuzzPodScripts(f *testing.F) {
 	for _, c := range hostilePods {
-		f.Add(c.name, c.host, c.file, c.content, strings.Join(c.args, "\x00"), envPairs(c.env))
+		f.Add(c.name, c.host, c.file, c.content, strings.Join(c.args, "\x00"), scripttest.VarsText(c.env))
 	}
 	f.Fuzz(func(t *testing.T, name, host, file, content, args, env string) {
-		c := podCase{name: name, host: host, file: file, content: content}
-		if args != "" {
-			c.args = strings.Split(args, "\x00")
-		}
-		seen := map[string]bool{}
-		for _, kv := range strings.Split(env, "\x00") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" || seen[k] || k == "TORCHELASTIC_RESTART_COUNT" || k == "MASTER_ADDR" {
-				continue
-			}
-			seen[k] = true
-			c.env = append(c.env, job.EnvVar{Name: k, Value: v})
-		}
+		// TORCHELASTIC_RESTART_COUNT and MASTER_ADDR are the pod's own.
+		c := podCase{name, host, file, content, scripttest.Words(args), scripttest.Vars(env, "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR")}
 		if strings.ContainsRune(name+host+file+content+args+env, 0) || len(c.args) > 8 || len(c.env) > 8 {
 			return
 		}
@@ -84,14 +73,6 @@ func FuzzPodScripts(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
-}
-
-func envPairs(env []job.EnvVar) string {
-	var kv []string
-	for _, e := range env {
-		kv = append(kv, e.Name+"="+e.Value)
-	}
-	return strings.Join(kv, "\x00")
 }
 
 // checkPod renders c's pod (and its skeleton, every value a marker), reads
@@ -106,10 +87,14 @@ func checkPod(t *testing.T, c podCase) error {
 	if file == "" || len(file) > 200 || strings.Contains(file, "//") || len(path.Base(file)) > 200 {
 		file = "f"
 	}
-	render := func(name, host, file string, args []string, env []job.EnvVar) (map[string]string, *Manifests, error) {
+	render := func(name, host, file string, args []string, env [][2]string) (map[string]string, *Manifests, error) {
+		r := job.RankJob{Argv: append(scripttest.Printer(t, out), args...)}
+		for _, e := range env {
+			r.Env = append(r.Env, job.EnvVar{Name: e[0], Value: e[1]})
+		}
 		j := &job.Job{Name: name, FilesDir: filesDir,
 			Files: []job.File{{Path: file, Mode: 0o640, Content: []byte(c.content)}},
-			Hosts: []job.HostJob{{Name: host, Ranks: []job.RankJob{{Argv: append(scripttest.Printer(t, out), args...), Env: env}}}}}
+			Hosts: []job.HostJob{{Name: host, Ranks: []job.RankJob{r}}}}
 		m, err := Render(j, []Island{{Name: "isl", Hosts: []string{host}}}, Options{Name: "job", Image: "img", Affinity: AffinityNone})
 		if err != nil {
 			return nil, nil, err
@@ -119,37 +104,29 @@ func checkPod(t *testing.T, c podCase) error {
 	}
 	data, m, err := render(c.name, c.host, file, c.args, c.env)
 	if err != nil {
-		if !utf8.ValidString(c.name+c.host+c.file+c.content+strings.Join(c.args, "")+envPairs(c.env)) &&
+		if !utf8.ValidString(c.name+c.host+c.file+c.content+strings.Join(c.args, "")+scripttest.VarsText(c.env)) &&
 			strings.Contains(err.Error(), "not UTF-8") {
 			return nil // refused: a ConfigMap holds text only
 		}
 		return err
 	}
-	var values []string
-	mark := func(v string) string {
-		values = append(values, v)
-		return scripttest.Marker(len(values) - 1)
-	}
-	skName, skHost := mark(c.name), mark(c.host)
-	skFile := path.Join(path.Dir(file), mark(path.Base(file)))
+	var sk scripttest.Skeleton
+	skName, skHost := sk.Mark(c.name), sk.Mark(c.host)
+	skFile := path.Join(path.Dir(file), sk.Mark(path.Base(file)))
 	var skArgs []string
 	for _, a := range c.args {
-		skArgs = append(skArgs, mark(a))
+		skArgs = append(skArgs, sk.Mark(a))
 	}
-	var skEnv []job.EnvVar
+	var skEnv [][2]string
 	for _, e := range c.env {
-		n := mark(e.Name)
-		if !job.ValidEnvName(e.Name) {
-			n = "9" + n
-		}
-		skEnv = append(skEnv, job.EnvVar{Name: n, Value: mark(e.Value)})
+		skEnv = append(skEnv, [2]string{sk.MarkName(e[0], job.ValidEnvName(e[0])), sk.Mark(e[1])})
 	}
 	skeleton, _, err := render(skName, skHost, skFile, skArgs, skEnv)
 	if err != nil {
 		return fmt.Errorf("skeleton: %w", err)
 	}
 	for _, k := range []string{"entrypoint.sh", "host-0.sh"} {
-		if err := scripttest.SameLines(data[k], skeleton[k], values); err != nil {
+		if err := scripttest.SameLines(data[k], skeleton[k], sk.Values); err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
 	}
@@ -176,15 +153,8 @@ func checkPod(t *testing.T, c podCase) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]string{}
-	for _, e := range c.env {
-		want[e.Name] = e.Value
-	}
-	if _, ok := want["PATH"]; !ok {
-		want["PATH"] = scripttest.HarnessPath
-	}
 	// PIPETTE_*: the pod's own variables; PWD: the shell's.
-	return rec.Check(c.args, want, "PIPETTE_RJOB", "PIPETTE_INDEX", "PWD")
+	return rec.Check(c.args, scripttest.WantEnv(c.env), "PIPETTE_RJOB", "PIPETTE_INDEX", "PWD")
 }
 
 // configMapData is the ConfigMap's data as the apiserver would read it

@@ -47,10 +47,8 @@ func FuzzBatchScript(f *testing.F) {
 		f.Add(c.jobName, c.time, c.partition, c.account, c.extra, c.wd, c.signal, strings.Join(c.args, "\x00"))
 	}
 	f.Fuzz(func(t *testing.T, jobName, tm, partition, account, extra, wd string, signal int, args string) {
-		c := batchCase{jobName: jobName, time: tm, partition: partition, account: account, extra: extra, wd: wd, signal: signal}
-		if args != "" {
-			c.args = strings.Split(args, "\x00")
-		}
+		c := batchCase{jobName: jobName, time: tm, partition: partition, account: account, extra: extra, wd: wd, signal: signal,
+			args: scripttest.Words(args)}
 		if strings.ContainsRune(jobName+tm+partition+account+extra+wd+args, 0) || len(c.args) > 8 {
 			return
 		}
@@ -63,14 +61,7 @@ func FuzzBatchScript(f *testing.F) {
 func checkBatch(t *testing.T, c batchCase) error {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "record")
-	wd := filepath.Join(dir, "w")
-	if c.wd != "" {
-		comp := strings.ReplaceAll(c.wd, "/", "_")
-		if comp == "." || comp == ".." || len(comp) > 200 {
-			comp = "w" + comp[:min(len(comp), 200)]
-		}
-		wd = filepath.Join(dir, comp)
-	}
+	wd := scripttest.Component(dir, c.wd)
 	if err := os.Mkdir(wd, 0o700); err != nil { // where sbatch was run
 		return err
 	}
@@ -119,22 +110,21 @@ func checkBatch(t *testing.T, c batchCase) error {
 	}
 
 	// As sh reads it.
-	var values []string
+	var sk scripttest.Skeleton
 	mark := func(v string) string {
 		if v == "" {
-			return ""
+			return "" // an empty value writes no line
 		}
-		values = append(values, v)
-		return scripttest.Marker(len(values) - 1)
+		return sk.Mark(v)
 	}
-	sk := opts(mark(c.jobName), mark(c.time), mark(c.partition), mark(c.account), mark(c.extra))
+	skOpts := opts(mark(c.jobName), mark(c.time), mark(c.partition), mark(c.account), mark(c.extra))
 	skWD := filepath.Join(dir, mark(filepath.Base(wd)))
 	var skArgs []string
 	for _, a := range c.args {
-		skArgs = append(skArgs, mark(a))
+		skArgs = append(skArgs, sk.Mark(a))
 	}
-	skeleton := batchScript(sk, nodes, skWD, append(slices.Clone(printer), skArgs...))
-	if err := scripttest.SameLines(script, skeleton, values); err != nil {
+	skeleton := batchScript(skOpts, nodes, skWD, append(slices.Clone(printer), skArgs...))
+	if err := scripttest.SameLines(script, skeleton, sk.Values); err != nil {
 		return err
 	}
 	stdout, stderr, err := scripttest.Run(script, dir, 30*time.Second)
@@ -148,5 +138,5 @@ func checkBatch(t *testing.T, c batchCase) error {
 	if rec.Dir != wd {
 		return fmt.Errorf("the command ran in %q, want %q", rec.Dir, wd)
 	}
-	return rec.Check(c.args, map[string]string{"PATH": scripttest.HarnessPath}, "PWD", "OLDPWD")
+	return rec.Check(c.args, scripttest.WantEnv(nil), "PWD", "OLDPWD")
 }
