@@ -26,12 +26,17 @@ test: deps check
 # are sized to about 5-10 s each on an idle 2-core machine (rates differ
 # 150x between targets); FUZZSCALE multiplies them all. A crash leaves its
 # input under the package's testdata/fuzz/, which plain `go test` then runs
-# as a regression test: commit it.
+# as a regression test: commit it. The three script renderers' targets
+# (FuzzHostScript, FuzzPodScripts, FuzzBatchScript) run each generated
+# script with a real sh, a few dozen processes an execution (about 0.3 s of
+# CPU for a host script, 0.05 s for a batch script), hence their small
+# counts: about 20 s together.
 FUZZSCALE ?= 1
 FUZZ_TARGETS = ./internal/hostlist:FuzzExpand:300000 ./launcher/remote:FuzzParseHostfile:40000 \
 	./planner/cluster:FuzzParseClusterFile:60000 ./planner/cluster:FuzzParseModelFile:100000 \
 	./planner/cluster:FuzzModelFromMegatronArgs:200000 ./templates:FuzzPlannedDSConfig:100000 \
-	./internal/shellquote:FuzzQuoteRoundTrip:6000
+	./internal/shellquote:FuzzQuoteRoundTrip:6000 ./templates/job:FuzzHostScript:60 \
+	./templates/k8s:FuzzPodScripts:40 ./cmd/internal/sbatch:FuzzBatchScript:600
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$$(( $${rest##*:} * $(FUZZSCALE) )); \

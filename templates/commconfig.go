@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -234,7 +235,7 @@ func megatronCommConfig(c *cluster.Cluster, p *search.Plan, islands []int) (*Com
 // YAML is island isl's communicator config file.
 func (cc *CommConfig) YAML(c *cluster.Cluster, isl int) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Megatron-Core --nccl-communicator-config-path for the ranks on island %s, written by\n", c.Islands[isl].Spec.Name)
+	fmt.Fprintf(&b, "# Megatron-Core --nccl-communicator-config-path for the ranks on island %s, written by\n", shellquote.Comment(c.Islands[isl].Spec.Name))
 	b.WriteString("# pipette-launch --nccl-mode auto: each process-group type gets one NCCL network (net_name,\n")
 	b.WriteString("# core_v0.11+, NCCL >= 2.17.1, torch >= 2.1); IB stays inside the island's RDMA fabric, Socket\n")
 	b.WriteString("# crosses islands. NCCL_NET must stay unset: it would override every entry.\n")

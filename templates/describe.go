@@ -21,12 +21,12 @@ func Describe(w io.Writer, j *job.Job) error {
 	for _, h := range j.Hosts {
 		ranks += len(h.Ranks)
 	}
-	ew.printf("# job %s: %d ranks on %d %s\n", j.Name, ranks, len(j.Hosts), text.Plural(len(j.Hosts), "host", "hosts"))
+	ew.printf("# job %s: %d ranks on %d %s\n", shellquote.Comment(j.Name), ranks, len(j.Hosts), text.Plural(len(j.Hosts), "host", "hosts"))
 	for _, warn := range j.Warnings {
 		ew.printf("# warning: %s\n", strings.ReplaceAll(warn, "\n", "\n#   "))
 	}
 	if j.WorkDir != "" {
-		ew.printf("# work directory on every host: %s\n", shellquote.Quote(j.WorkDir))
+		ew.printf("# work directory on every host: %s\n", shellquote.Comment(shellquote.Quote(j.WorkDir)))
 	}
 	labels := job.HostLabels(j.Hosts)
 	for i, h := range j.Hosts {

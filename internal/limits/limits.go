@@ -151,3 +151,11 @@ func CheckInt(v, lo, hi int64) error {
 	}
 	return nil
 }
+
+// MaxRunIDBytes bounds --run-id (PET_RDZV_ID): it names the job's files
+// directory on every host, /tmp/pipette-launch-<run-id>-<time>-<random>,
+// whose last component must stay within the 255 bytes a file name may
+// have (48 bytes are the prefix, time and random part), and the work
+// directory /tmp/pipette-<run-id>. 128 leaves room and is far above any
+// job name a person types.
+const MaxRunIDBytes = 128

@@ -15,10 +15,13 @@ import (
 var tmplFS embed.FS
 
 // scriptTmpl is the per-host launch script. Every value reaches the shell
-// through shq, so it arrives byte-for-byte in the rank's argv and env.
+// through shq, so it arrives byte-for-byte in the rank's argv and env, and
+// a value in a comment also through comment, so it cannot end the comment
+// and start a command line of its own.
 var scriptTmpl = template.Must(template.New("host.sh.tmpl").Funcs(template.FuncMap{
 	"shq":     shellquote.Quote,
 	"joinq":   shellquote.Join,
+	"comment": shellquote.Comment,
 	"envArgv": EnvSafeArgv,
 	// Names a shell cannot export stay env(1) assignments in argv.
 	"validEnvName": ValidEnvName,

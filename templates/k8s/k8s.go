@@ -306,6 +306,9 @@ func podJob(in *job.Job, master string, control *job.Control) (*job.Job, map[str
 				case e.Name == "MASTER_ADDR":
 					e.Value = master
 				case templates.Secret(e.Name):
+					if len(e.Name) > 253 || !secretKey.MatchString(e.Name) {
+						return nil, nil, fmt.Errorf("kubernetes: variable %q goes to the Secret (its name says it is secret), whose keys may hold only letters, digits, '-', '_' and '.' (at most 253): rename it", e.Name)
+					}
 					if v, ok := secret[e.Name]; ok && v != e.Value {
 						return nil, nil, fmt.Errorf("kubernetes: %s differs between ranks; a Secret holds one value for every pod", e.Name)
 					}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -44,6 +45,11 @@ func configMap(j *job.Job, pods []Pod, o Options) (Object, error) {
 		data[fileKey(i)] = string(f.Content)
 		size += len(f.Content)
 	}
+	for k, v := range data {
+		if !utf8.ValidString(v.(string)) {
+			return nil, fmt.Errorf("kubernetes: ConfigMap entry %s is not UTF-8 text (an argument, variable or file of the job holds other bytes): a ConfigMap's data holds text only", k)
+		}
+	}
 	if size > configMapLimit {
 		return nil, fmt.Errorf("kubernetes: the job's scripts and files take %d bytes, more than a ConfigMap holds (%d)", size, configMapLimit)
 	}
@@ -68,11 +74,11 @@ func fileKey(i int) string              { return fmt.Sprintf("file-%d", i) }
 // them, then that host's script (which stops its ranks on SIGTERM).
 func entrypoint(j *job.Job, pods []Pod) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch: pod entrypoint of job %s. The replicated job and completion\n", shellquote.Quote(j.Name))
+	fmt.Fprintf(&b, "#!/bin/sh\n# pipette-launch: pod entrypoint of job %s. The replicated job and completion\n", shellquote.Comment(shellquote.Quote(j.Name)))
 	b.WriteString("# index pick this pod's node rank (pod k of an island runs its k-th host in\n# node-rank order); the job's files are copied into place; the host script runs.\n")
 	b.WriteString("set -eu\ncase \"$PIPETTE_RJOB/$PIPETTE_INDEX\" in\n")
 	for _, p := range pods {
-		fmt.Fprintf(&b, "%s/%d) r=%d ;; # host %s\n", p.RJob, p.Index, p.NodeRank, p.Host)
+		fmt.Fprintf(&b, "%s) r=%d ;; # host %s\n", shellquote.Quote(fmt.Sprintf("%s/%d", p.RJob, p.Index)), p.NodeRank, shellquote.Comment(p.Host))
 	}
 	b.WriteString("*) echo \"pipette-launch: pod $PIPETTE_RJOB/$PIPETTE_INDEX is not in the plan\" >&2; exit 2 ;;\nesac\n")
 	if script := j.FilesDirScript(); script != "" {

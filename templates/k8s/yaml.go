@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
 
 // YAML is the manifests as one multi-document stream, in apply order,
@@ -17,7 +19,7 @@ func (m *Manifests) YAML() ([]byte, error) {
 	var b bytes.Buffer
 	if m.Secret != nil {
 		md := m.Secret["metadata"].(Object)
-		fmt.Fprintf(&b, "# Secret %s/%s (applied by run, never printed) holds: %s\n", md["namespace"], md["name"], strings.Join(m.SecretKeys, ", "))
+		fmt.Fprintf(&b, "# Secret %s\n", shellquote.Comment(fmt.Sprintf("%s/%s (applied by run, never printed) holds: %s", md["namespace"], md["name"], strings.Join(m.SecretKeys, ", "))))
 	}
 	for i, o := range m.Objects {
 		if i > 0 {

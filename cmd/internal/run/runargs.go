@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -178,8 +180,8 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	if err := cmdutil.CheckNumberFlag("memory-headroom", o.MemoryHeadroom, limits.MemoryHeadroom); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(o.RunID) == "" {
-		return nil, cmdutil.InputErrorf("--run-id %q: want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)", o.RunID)
+	if err := checkRunID(o.RunID); err != nil {
+		return nil, err
 	}
 	o.StopGrace = c.Duration("stop-grace")
 	if o.StopGrace <= 0 {
@@ -210,6 +212,27 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	}
 	o.Script, o.ScriptArgs = args[0], args[1:]
 	return o, nil
+}
+
+// checkRunID refuses a run id that cannot name the job everywhere it goes:
+// TORCHELASTIC_RUN_ID, the job's directories on every host (one path
+// component each: bounded by limits.MaxRunIDBytes), comments in the
+// generated scripts and sbatch's --job-name, where a line break or another
+// control character would end the line.
+func checkRunID(id string) error {
+	const flag = "--run-id (or PET_RDZV_ID)"
+	switch {
+	case strings.TrimSpace(id) == "":
+		return cmdutil.InputErrorf("%s %q: want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)", flag, id)
+	case len(id) > limits.MaxRunIDBytes:
+		return cmdutil.InputErrorf("%s is %d bytes long: want at most %d (it names the job's directory on every host, and a file name has at most 255 bytes)", flag, len(id), limits.MaxRunIDBytes)
+	case !utf8.ValidString(id):
+		return cmdutil.InputErrorf("%s %q: not UTF-8 text; want a job name such as llama-70b-run3", flag, id)
+	}
+	if i := strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }); i >= 0 {
+		return cmdutil.InputErrorf("%s %q: holds the control character %q at byte %d; want a job name without line breaks or control characters (it goes into the job's scripts)", flag, id, id[i], i)
+	}
+	return nil
 }
 
 // checkNotKeyFile refuses an --include (-i) that names a file: -i is

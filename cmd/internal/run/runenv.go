@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
@@ -24,6 +25,10 @@ func (e *envList) Set(v string) error {
 	e.vals = append(e.vals, v)
 	return nil
 }
+
+// Get makes envList a flag.Getter (what urfave/cli's Context.Value
+// needs): the values as given, one per --env.
+func (e *envList) Get() any { return slices.Clone(e.vals) }
 
 func (e *envList) String() string {
 	if e == nil {

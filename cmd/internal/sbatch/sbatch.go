@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +91,9 @@ func Run(so *Options) error {
 	}
 	if so.JobName == "" {
 		so.JobName = opts.RunID
+	}
+	if err := checkDirectives(so); err != nil {
+		return err
 	}
 	nodes, err := sbatchNodes(opts)
 	if err != nil {
@@ -194,40 +198,51 @@ func passedFlags(c *cli.Context, flags []cli.Flag, skip []string) []string {
 				out = append(out, "--"+name, v)
 			}
 		default:
-			out = append(out, "--"+name, fmt.Sprint(c.Value(name)))
+			// A repeatable flag of our own (--env) gives its values
+			// as a []string: each is passed on as given.
+			switch v := c.Value(name).(type) {
+			case []string:
+				for _, s := range v {
+					out = append(out, "--"+name, s)
+				}
+			default:
+				out = append(out, "--"+name, fmt.Sprint(v))
+			}
 		}
 	}
 	return out
 }
 
+// batchScript is the batch script: every #SBATCH line first (Slurm reads
+// none after the first command), values quoted by directive, then the
+// body, every word quoted for sh.
 func batchScript(o Options, n batchNodes, wd string, inner []string) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# Written by pipette-launch sbatch: submit with sbatch. The job runs as one\n" +
 		"# srun step started by pipette-launch inside the allocation (one task per node).\n")
-	line := func(opt string) { fmt.Fprintf(&b, "#SBATCH %s\n", opt) }
-	line("--job-name=" + o.JobName)
-	line(fmt.Sprintf("--nodes=%d", n.Count))
-	line("--ntasks-per-node=1")
+	b.WriteString(directive("job-name", o.JobName))
+	b.WriteString(directive("nodes", strconv.Itoa(n.Count)))
+	b.WriteString(directive("ntasks-per-node", "1"))
 	if len(n.Names) > 0 {
-		line("--nodelist=" + strings.Join(n.Names, ","))
+		b.WriteString(directive("nodelist", strings.Join(n.Names, ",")))
 	}
 	if n.GPUsPerNode > 0 {
-		line(fmt.Sprintf("--gpus-per-node=%d", n.GPUsPerNode))
+		b.WriteString(directive("gpus-per-node", strconv.Itoa(n.GPUsPerNode)))
 	}
 	if o.Time != "" {
-		line("--time=" + o.Time)
+		b.WriteString(directive("time", o.Time))
 		if o.SignalBefore > 0 {
-			line(fmt.Sprintf("--signal=B:TERM@%d", int(o.SignalBefore.Seconds())))
+			b.WriteString(directive("signal", fmt.Sprintf("B:TERM@%d", int(o.SignalBefore/time.Second))))
 		}
 	}
 	if o.Partition != "" {
-		line("--partition=" + o.Partition)
+		b.WriteString(directive("partition", o.Partition))
 	}
 	if o.Account != "" {
-		line("--account=" + o.Account)
+		b.WriteString(directive("account", o.Account))
 	}
 	for _, e := range o.Extra {
-		line(e)
+		fmt.Fprintf(&b, "#SBATCH %s\n", e) // verbatim, one line (checkDirectives)
 	}
 	fmt.Fprintf(&b, "cd %s || exit 1\n", shellquote.Quote(filepath.Clean(wd)))
 	fmt.Fprintf(&b, "exec %s\n", shellquote.Join(inner))

@@ -96,7 +96,10 @@ fi
 # reads the other's file). The rank's environment comes from $1.env
 # (mode 0600 in the private status directory, removed once read), never
 # from a command line, which anyone on the host can read in ps: secrets
-# (tokens, keys, passwords) are among those variables. It outlives a TERM
+# (tokens, keys, passwords) are among those variables. They may have any
+# name, so nothing after they are read uses a variable of the wrapper's:
+# the paths of rm, the file and env go in front of the argv (env's "--":
+# a variable named -i is an assignment, not an option). It outlives a TERM
 # (a trap, which exec resets for the rank) to record the status. Its own
 # stderr is /dev/null (the rank's is restored in its subshell): the shell's
 # "Terminated" is not the rank's output. Once the status is written it
@@ -109,8 +112,8 @@ f=$1 mark=$2; shift 2
 echo $$ >"$f.pg"
 if [ -e "${f%/*}/stopping" ]; then rc=143; else
 	(exec 2>&3 3>&-
-	__pl_f=$f.env __pl_env=$(command -v env) __pl_rm=$(command -v rm)
-	. "$__pl_f"; "$__pl_rm" -f "$__pl_f"; exec "$__pl_env" "$@"); rc=$?
+	set -- "$(command -v rm)" "$f.env" "$(command -v env)" -- "$@"
+	. "$2"; "$1" -f "$2"; shift 2; exec "$@"); rc=$?
 fi
 by=0; [ -e "${f%/*}/stopping" ] && by=1
 echo "$rc $(date +%s%N) $by" >"$f"
