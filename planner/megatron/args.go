@@ -421,28 +421,23 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 // Megatron-Core checks it (Split.StageLayers).
 func splitStagesFromArgs(a Args, layers, pp, vpp int, errs *yamlcheck.Problems) []int {
 	s := Split{PP: pp, VPP: max(vpp, 1), Embedding: a.Has(EmbeddingInSplitFlag), Loss: a.Has(LossInSplitFlag)}
-	flag := ""
-	for _, end := range []struct {
-		flag string
-		dst  *int
-	}{{FirstStageLayersFlag, &s.First}, {LastStageLayersFlag, &s.Last}} {
-		if !a.Has(end.flag) {
-			continue
+	flag := "" // the flag a problem is reported against: the last given
+	for _, f := range []string{LossInSplitFlag, EmbeddingInSplitFlag, FirstStageLayersFlag, LastStageLayersFlag} {
+		if a.Has(f) {
+			flag = f
 		}
-		if *end.dst = a.positive(end.flag, errs); *end.dst <= 0 {
-			return nil
-		}
-		flag = end.flag
 	}
-	if flag == "" && !s.Embedding && !s.Loss {
+	for i, f := range []string{FirstStageLayersFlag, LastStageLayersFlag} {
+		if dst := []*int{&s.First, &s.Last}[i]; a.Has(f) {
+			if *dst = a.positive(f, errs); *dst <= 0 {
+				return nil
+			}
+		}
+	}
+	switch {
+	case flag == "":
 		return nil
-	}
-	if flag == "" {
-		flag = EmbeddingInSplitFlag
-		if !s.Embedding {
-			flag = LossInSplitFlag
-		}
-	} else if pp < 2 {
+	case (s.First > 0 || s.Last > 0) && pp < 2:
 		errs.Add(flag, "an uneven first/last stage needs --pipeline-model-parallel-size > 1")
 		return nil
 	}
@@ -477,13 +472,7 @@ func vppFromArgs(a Args, layers, pp int, errs *yamlcheck.Problems) int {
 		return 0
 	}
 	// validate_args counts the accounted embedding and loss as layers.
-	total := layers
-	if a.Has(EmbeddingInSplitFlag) {
-		total++
-	}
-	if a.Has(LossInSplitFlag) {
-		total++
-	}
+	total := Split{Embedding: a.Has(EmbeddingInSplitFlag), Loss: a.Has(LossInSplitFlag)}.accountedLayers(layers)
 	if layers == 0 || total%(pp*n) != 0 {
 		errs.Add(perStage, "%d layers do not split into %d stages of %d layers", total, pp, n)
 		return 0

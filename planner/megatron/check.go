@@ -262,20 +262,10 @@ func (s megatronSettings) checkStages() (int, error) {
 // split is the layer split the flags ask for (arguments.py validate_args
 // derives the virtual stages; Split checks the rest as Megatron-Core does).
 func (s megatronSettings) split() (Split, error) {
-	sp := Split{PP: s.pp, VPP: 1, Embedding: s.embeddingInSplit, Loss: s.lossInSplit}
-	for _, end := range []struct {
-		set  bool
-		n    int
-		dst  *int
-		flag string
-	}{{s.hasFirst, s.first, &sp.First, FirstStageLayersFlag}, {s.hasLast, s.last, &sp.Last, LastStageLayersFlag}} {
-		if end.set && end.n <= 0 {
-			return Split{}, fmt.Errorf("%s %d must be > 0", end.flag, end.n)
-		}
-		if end.set {
-			*end.dst = end.n
-		}
+	if (s.hasFirst && s.first <= 0) || (s.hasLast && s.last <= 0) {
+		return Split{}, fmt.Errorf("%s %d and %s %d must be > 0 where given", FirstStageLayersFlag, s.first, LastStageLayersFlag, s.last)
 	}
+	sp := Split{PP: s.pp, VPP: 1, First: s.first, Last: s.last, Embedding: s.embeddingInSplit, Loss: s.lossInSplit}
 	switch {
 	case s.virtualStages > 0:
 		sp.VPP = s.virtualStages
@@ -283,13 +273,7 @@ func (s megatronSettings) split() (Split, error) {
 		if s.hasFirst || s.hasLast {
 			return Split{}, fmt.Errorf("an uneven first/last stage needs --num-virtual-stages-per-pipeline-rank, not --num-layers-per-virtual-pipeline-stage (Megatron-LM's validate_args)")
 		}
-		total := s.numLayers
-		if s.embeddingInSplit {
-			total++
-		}
-		if s.lossInSplit {
-			total++
-		}
+		total := sp.accountedLayers(s.numLayers)
 		if s.pp < 1 || total%s.pp != 0 || (total/s.pp)%s.layersPerVirtual != 0 {
 			return Split{}, fmt.Errorf("--num-layers %d (with the accounted embedding and loss: %d) over pp %d is not divisible by --num-layers-per-virtual-pipeline-stage %d", s.numLayers, total, s.pp, s.layersPerVirtual)
 		}

@@ -25,15 +25,12 @@ type Split struct {
 	Embedding, Loss bool
 }
 
-// StageLayers is the decoder layers of every virtual stage (stage i =
-// vpp_index*PP + pp_rank, PP*VPP entries) that Megatron-Core builds for s
-// on numLayers layers (core_v0.19.0 transformer_block.py
-// get_num_layers_to_build and transformer_layer.py
-// get_transformer_layer_offset), or the error its TransformerConfig checks
-// raise. Every rank's layers split evenly over its virtual stages; the
-// accounted embedding (loss) takes one layer's place in the first (last)
-// virtual stage; the ranks between an uneven first and last share the
-// rest evenly.
+// StageLayers is the decoder layers of every virtual stage (i =
+// vpp_index*PP + pp_rank) Megatron-Core builds for s (core_v0.19.0's
+// get_num_layers_to_build, get_transformer_layer_offset), or the error its
+// TransformerConfig checks raise. A rank's layers split evenly over its
+// virtual stages; an accounted embedding (loss) takes one layer's place
+// in the first (last) virtual stage.
 func (s Split) StageLayers(numLayers int) ([]int, error) {
 	vpp := max(s.VPP, 1)
 	if s.PP < 1 || numLayers < 1 {
@@ -64,19 +61,12 @@ func (s Split) StageLayers(numLayers int) ([]int, error) {
 	return stages, nil
 }
 
-// ranks is the layers of every pipeline rank, the embedding and loss
-// included when accounted, checked as TransformerConfig.__post_init__
-// checks them.
+// ranks is the layers of every pipeline rank (accounted embedding and
+// loss included), checked as TransformerConfig.__post_init__ does.
 func (s Split) ranks(numLayers, vpp int, uneven bool) ([]int, error) {
 	perRank := make([]int, s.PP)
 	if !uneven {
-		total := numLayers
-		if s.Embedding {
-			total++
-		}
-		if s.Loss {
-			total++
-		}
+		total := s.accountedLayers(numLayers)
 		accounted := ""
 		if total != numLayers {
 			accounted = fmt.Sprintf(" (%d with the accounted embedding/loss)", total)
@@ -121,6 +111,17 @@ func (s Split) ranks(numLayers, vpp int, uneven bool) ([]int, error) {
 		}
 	}
 	return perRank, nil
+}
+
+// accountedLayers is numLayers with the embedding and the loss counted
+// as layers where s accounts them.
+func (s Split) accountedLayers(numLayers int) int {
+	for _, counted := range []bool{s.Embedding, s.Loss} {
+		if counted {
+			numLayers++
+		}
+	}
+	return numLayers
 }
 
 // Flags renders s as Megatron-LM's arguments (the virtual stages when
@@ -178,10 +179,9 @@ func VirtualSplits(numLayers, pp int) []Split {
 	return nil
 }
 
-// SplitOf is the split of Megatron-LM's flags whose stages are stages (pp
-// ranks of vpp virtual stages, numLayers in all): even, an uneven first
-// and/or last rank, or the embedding and/or loss accounted; false when
-// only a --pipeline-model-parallel-layout can express them.
+// SplitOf is the split whose stages are stages (pp ranks of vpp virtual
+// stages, numLayers in all); false when only a
+// --pipeline-model-parallel-layout expresses them.
 func SplitOf(stages []int, numLayers, pp, vpp int) (Split, bool) {
 	vpp = max(vpp, 1)
 	if pp < 1 || len(stages) != pp*vpp {
