@@ -27,7 +27,7 @@ var (
 	plannedSwitches = []string{
 		"--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
 		"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--overlap-cpu-optimizer-d2h-h2d",
-		"--recompute-activations",
+		"--recompute-activations", megatron.EmbeddingInSplitFlag, megatron.LossInSplitFlag,
 	}
 	megatronPlannedFlags = flagSet(plannedValueFlags, plannedSwitches)
 )
@@ -140,6 +140,12 @@ func stageFlags(cfg parallel.Config, numLayers int) ([]string, error) {
 		if f := firstLastFlags(stages); f != nil {
 			return f, nil
 		}
+	}
+	// Megatron's own split flags (the embedding and loss accounted as
+	// layers, uneven first/last ranks with virtual stages) where they give
+	// the planned split, as the recipes that run it write it.
+	if s, ok := megatron.SplitOf(stages, total, cfg.PP, vpp); ok {
+		return s.Flags(), nil
 	}
 	return []string{"--pipeline-model-parallel-layout", layoutString(stages)}, nil
 }
@@ -356,7 +362,8 @@ func sameVirtualSplit(perStage string, uf, pf megatron.Args) bool {
 func isStageFlag(name string) bool {
 	switch name {
 	case "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
-		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers":
+		"--pipeline-model-parallel-layout", megatron.FirstStageLayersFlag, megatron.LastStageLayersFlag,
+		megatron.EmbeddingInSplitFlag, megatron.LossInSplitFlag:
 		return true
 	}
 	return false

@@ -167,6 +167,11 @@ func TestStageFlagsChoosesTheSimplestForm(t *testing.T) {
 		{4, 1, []int{6, 7, 6, 5}, "--pipeline-model-parallel-layout Et*6|t*7|t*6|t*5L"},
 		{2, 2, []int{7, 6, 6, 5}, "--pipeline-model-parallel-layout Et*7|t*6|t*6|t*5L"},
 		{2, 1, []int{24, 0}, "--pipeline-model-parallel-layout Et*24|L"},
+		// Issue 29: Llama 3.1 405B's 126 layers on PP 8 VP 8 as
+		// Megatron-Bridge runs them, the embedding and the loss counted
+		// as layers; uneven first/last ranks with virtual stages.
+		{8, 8, llama405Stages(), "--num-virtual-stages-per-pipeline-rank 8 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"},
+		{4, 2, []int{2, 3, 3, 2, 2, 3, 3, 2}, "--num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 4 --decoder-last-pipeline-num-layers 4"},
 	}
 	for _, tc := range cases {
 		total := 0
@@ -292,4 +297,16 @@ func TestMergeKeepsTheUsersSplitSpelling(t *testing.T) {
 	if _, err := MergeMegatronArgs(user, planned); err == nil || !strings.Contains(err.Error(), "--pipeline-model-parallel-layout") {
 		t.Errorf("a different split: err %v, want one naming the user's layout", err)
 	}
+}
+
+// llama405Stages is 126 layers over PP 8 x VP 8 virtual stages of 2, the
+// first and the last holding one (the embedding and the loss take the
+// other place).
+func llama405Stages() []int {
+	stages := make([]int, 64)
+	for i := range stages {
+		stages[i] = 2
+	}
+	stages[0], stages[63] = 1, 1
+	return stages
 }

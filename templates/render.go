@@ -18,6 +18,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
 
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 
 	"github.com/pipette-launch/pipette-launch/internal/text"
@@ -590,7 +591,7 @@ func deepSpeedConfigFile(j *job.Job, p *search.Plan, o *Options) (*job.File, err
 		return nil, nil
 	}
 	if u == nil {
-		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, megatron.Parse(o.Args).Has("--fp16")))
+		data, err := MarshalDSConfig(DeepSpeedConfig(p.Config, megatron.Parse(o.Args).Has("--fp16") || p.Precision == gpu.PrecisionFP16))
 		if err != nil {
 			return nil, err
 		}

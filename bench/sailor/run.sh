@@ -65,13 +65,14 @@ print("%.4f %.2f mbs=%d,PP=%d,layers(of.26)=%s,stages=%s" % (1/r["throughput"], 
 
 echo "pipette-launch: planning" >&2
 (cd "$root" && go build -o "$work/pipette-launch" ./cmd/pipette-launch)
-# fp32, as the scenario trains (run_het.sh passes no --fp16, and Sailor's profiles are fp32); bf16 for comparison.
+# fp32, as the scenario trains (run_het.sh passes no --fp16, and Sailor's profiles are fp32); 16-bit for comparison:
+# fp16, as V100 has no bf16 (the planner refuses bf16 there).
 start=$(date +%s.%N)
 "$work/pipette-launch" plan --cluster "$here/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
 	--framework deepspeed --precision fp32 --top 1 --json >"$work/plan.json"
 end=$(date +%s.%N)
 "$work/pipette-launch" plan --cluster "$here/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
-	--framework deepspeed --precision bf16 --top 1 --json >"$work/plan-bf16.json"
+	--framework deepspeed --precision fp16 --top 1 --json >"$work/plan-bf16.json"
 ours=$("$py" "$here/score.py" --plan-json "$work/plan.json" 2>"$work/score.log")
 bf16=$("$py" "$here/score.py" --plan-json "$work/plan-bf16.json" 2>>"$work/score.log")
 even=$("$py" "$here/score.py" --mbs 1 --dp 32 V100-16:6 V100-16:6 V100-16:6 A100-40:6 2>>"$work/score.log")
@@ -81,5 +82,5 @@ echo "Sailor's simulator, OPT-350 on 32 A100-40 + 96 V100-16, global batch 1024 
 set -- $sailor
 echo "  Sailor's plan:                  $1 s/iteration (planner $2 s; $3)"
 echo "  pipette-launch plan 1, fp32:    $(secs "$ours") s/iteration (planner $("$py" -c "print(round($end - $start, 2))") s; $ours)"
-echo "  pipette-launch plan 1, bf16:    $(secs "$bf16") s/iteration ($bf16)"
+echo "  pipette-launch plan 1, fp16:    $(secs "$bf16") s/iteration ($bf16)"
 echo "  TP1 PP4 DP32, even 6/6/6/6:     $(secs "$even") s/iteration"

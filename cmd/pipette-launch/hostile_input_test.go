@@ -106,7 +106,7 @@ func TestHostileInputs(t *testing.T) {
 		{"cp 3", plan("--cp", "3"), 2,
 			`plan: --cp 3: sequence length 4096 is not divisible by 2 x CP = 6 (Megatron splits each sequence into 2 x CP chunks); CP sizes that work: 1`},
 		{"vpp 3 pp 1", plan("--vpp", "3", "--pp", "1"), 2,
-			`plan: --vpp 3: the interleaved schedule needs --pp > 1; virtual stages that work: 1, 2, 4, 8`},
+			`plan: --vpp 3: the interleaved schedule needs --pp > 1; virtual stages that work: 1, 2, 4, 8, 16`},
 		{"distopt deepspeed", plan("--distributed-optimizer", "--framework", "deepspeed"), 2,
 			`plan: --distributed-optimizer is Megatron-LM's; DeepSpeed shards optimizer state with ZeRO: use --zero-stage 1, 2 or 3`},
 		{"zero-stage megatron", plan("--zero-stage", "2"), 2,

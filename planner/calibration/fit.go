@@ -58,6 +58,13 @@ const (
 	// factors (4.685 keeps 95% efficiency when residuals are normal).
 	biweightScale      = 4.685
 	observedShareFloor = 0.05
+	// cvLossScale: the residual beyond which a held-out run counts as
+	// unexplained in crossValidate (biweightLoss): biweightScale robust
+	// standard deviations of runRelNoise, as the fit's own weights.
+	cvLossScale = biweightScale * runRelNoise
+	// disagreeResidual: a run off by more than three times runRelNoise
+	// once the kept correction is applied is named as disagreeing.
+	disagreeResidual = 3 * runRelNoise
 )
 
 // Factors are clamped to the range a cluster file may hold
@@ -152,7 +159,8 @@ const maxFolds = 10
 // predicts runs the fit did not see: each fold of runs is predicted from
 // the factors fitted to the others, scaled by each of keptShares, and the
 // share with the least weighted squared error (the full fit's robust
-// weights, so an outlier cannot decide) scales u. The prior alone cannot
+// weights, so an outlier cannot decide; a bounded loss instead when the
+// runs disagree, see below) scales u. The prior alone cannot
 // see this: three runs whose errors differ in sign by configuration pass
 // as a cluster off the model, and the correction they agree on makes the
 // next configuration worse (issue 22: 29% -> 37%). Fewer than 3 runs leave
@@ -163,6 +171,14 @@ func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.Cro
 		return u, nil
 	}
 	folds := min(n, maxFolds)
+	// When the robust weights took a run for an outlier, the runs disagree
+	// beyond their noise, and with few runs the call may be wrong (two
+	// runs mispriced alike outvote the one the model prices right):
+	// scoring the folds with those weights would let the call confirm
+	// itself. Every held-out run then counts alike, under a bounded loss,
+	// so a run no share brings near its observation decides nothing and
+	// the runs the model already prices decide how much to keep.
+	disagree := p.disagree()
 	sse := make([]float64, len(keptShares))
 	for f := range folds {
 		sub := p.withoutFold(f, folds)
@@ -171,7 +187,11 @@ func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.Cro
 			us := scaled(uf, share)
 			for i := f; i < n; i += folds {
 				r := p.residual(i, us)
-				sse[k] += p.w[i] * r * r
+				if disagree {
+					sse[k] += biweightLoss(r, cvLossScale)
+				} else {
+					sse[k] += p.w[i] * r * r
+				}
 			}
 		}
 	}
@@ -181,7 +201,35 @@ func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.Cro
 			best = k
 		}
 	}
-	return scaled(u, keptShares[best]), &cluster.CrossValidation{Folds: folds, Kept: keptShares[best]}
+	kept := scaled(u, keptShares[best])
+	cv := &cluster.CrossValidation{Folds: folds, Kept: keptShares[best]}
+	if disagree {
+		for i := range n {
+			if math.Abs(p.residual(i, kept)) > disagreeResidual {
+				cv.Disagreeing = append(cv.Disagreeing, i)
+			}
+		}
+	}
+	return kept, cv
+}
+
+// disagree reports whether the robust weights took a run for an outlier
+// (weight under a tenth: a residual over 0.83 of the biweight scale,
+// four times runRelNoise at least): the runs then disagree beyond their
+// noise.
+func (p *calibrationProblem) disagree() bool {
+	return slices.ContainsFunc(p.w, func(w float64) bool { return w < 0.1 })
+}
+
+// biweightLoss is Tukey's biweight loss of residual r at scale c: r^2/2
+// near zero, flat at c^2/6 beyond c, so a held-out run no share of the
+// correction brings near weighs the same whatever the share.
+func biweightLoss(r, c float64) float64 {
+	if math.Abs(r) >= c {
+		return c * c / 6
+	}
+	q := 1 - (r/c)*(r/c)
+	return c * c / 6 * (1 - q*q*q)
 }
 
 // scaled is the log factors u times share.

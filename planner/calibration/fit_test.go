@@ -234,3 +234,26 @@ func TestFitCalibrationCrossValidates(t *testing.T) {
 		})
 	}
 }
+
+// Issue 29: three runs the model prices as compute alone, two observed
+// about 55% above it and one on it (vTrain's 39.1B TP2 PP8, TP4 PP4, TP2
+// PP16). The robust weights took the agreeing run for the outlier and the
+// correction of the other two (compute x1.57) was applied in full. The
+// runs disagree beyond their noise: nothing the folds do not support is
+// kept, and the two runs still off are named.
+func TestFitCalibrationNamesDisagreeingRuns(t *testing.T) {
+	mk := func(predicted, observed float64) cluster.CalibrationRun {
+		return cluster.CalibrationRun{ObservedS: observed, PredictedS: predicted, PartsS: map[string]float64{cluster.ComputeFactorKey: predicted}}
+	}
+	cal := Fit([]cluster.CalibrationRun{mk(14.33, 21.89), mk(13.51, 13.88), mk(15.01, 23.75)}, time.Unix(0, 0))
+	cv := cal.CrossValidation
+	if cv == nil || len(cv.Disagreeing) != 2 || cv.Disagreeing[0] != 0 || cv.Disagreeing[1] != 2 {
+		t.Fatalf("cross-validation %+v, want runs 0 and 2 named as disagreeing", cv)
+	}
+	if x := cal.Compute.Factor; math.Abs(x-1) > 0.03 {
+		t.Errorf("compute x%.3f: the disagreeing runs' correction was applied (%s)", x, cal.Summary())
+	}
+	if s := cal.Summary(); !strings.Contains(s, "2 runs disagree beyond the noise") {
+		t.Errorf("summary %q does not say the runs disagree", s)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
@@ -34,9 +35,14 @@ type Calibration struct {
 // CrossValidation is the outcome of predicting runs the fit did not see:
 // the factors are the fitted ones scaled, in log space, by Kept (1: the
 // whole correction, 0: none) over Folds folds of the runs.
+// Disagreeing are the runs (indices into Runs) that disagree with the
+// others beyond their noise: the fit down-weighted one of them as an
+// outlier, and these are the runs still off by more than three times a
+// run's scatter once the kept correction is applied.
 type CrossValidation struct {
-	Folds int     `yaml:"folds" json:"folds"`
-	Kept  float64 `yaml:"kept" json:"kept"`
+	Folds       int     `yaml:"folds" json:"folds"`
+	Kept        float64 `yaml:"kept" json:"kept"`
+	Disagreeing []int   `yaml:"disagreeing,omitempty" json:"disagreeing,omitempty"`
 }
 
 // CalibrationFactor is one fitted factor and how many runs constrain it
@@ -102,6 +108,9 @@ func (c *Calibration) Summary() string {
 	}
 	if cv := c.CrossValidation; cv != nil && cv.Kept < 1 {
 		s += fmt.Sprintf("; %.0f%% of the fitted correction kept: the runs disagree", 100*cv.Kept)
+	}
+	if cv := c.CrossValidation; cv != nil && len(cv.Disagreeing) > 0 {
+		s += fmt.Sprintf("; %d %s beyond the noise", len(cv.Disagreeing), text.Plural(len(cv.Disagreeing), "run disagrees", "runs disagree"))
 	}
 	return s + ")"
 }

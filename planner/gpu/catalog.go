@@ -22,6 +22,37 @@ type CatalogEntry struct {
 	IntraType string
 	IntraGBps float64
 	PCIeGen   int
+	// preAmpere marks NVIDIA GPUs before Ampere (Volta, Turing): no bf16
+	// arithmetic and no flash-attention kernel (see HasBF16,
+	// HasFlashAttention).
+	preAmpere bool
+}
+
+// beforeAmpere marks an NVIDIA GPU older than Ampere (compute capability
+// below 8.0: Volta 7.0, Turing 7.5).
+func (e CatalogEntry) beforeAmpere() CatalogEntry {
+	e.preAmpere = true
+	return e
+}
+
+// HasBF16 reports whether g computes in bf16. NVIDIA's GPUs before Ampere
+// have no bf16 arithmetic (bf16 tensor cores came with Ampere; PyTorch's
+// torch.cuda.is_bf16_supported() is false below compute capability 8.0),
+// so a bf16 run there fails or crawls: mixed precision is fp16. A GPU the
+// catalog does not know is taken to have it.
+func HasBF16(g Spec) bool {
+	e, ok := lookupCatalog(g.Model)
+	return !ok || !e.preAmpere
+}
+
+// HasFlashAttention reports whether a fused flash-attention kernel runs on
+// g: FlashAttention-2 and Transformer Engine's fused attention (cuDNN)
+// need Ampere or later, so on Volta and Turing the attention runs unfused
+// and stores its s x s scores. A GPU the catalog does not know is taken to
+// run one.
+func HasFlashAttention(g Spec) bool {
+	e, ok := lookupCatalog(g.Model)
+	return !ok || !e.preAmpere
 }
 
 // fp32 sets the rate fp32 GEMMs run at (Spec.PeakFP32TFLOPS): the
@@ -86,10 +117,10 @@ var gpuCatalog = []CatalogEntry{
 	gpu("A100-80GB-SXM", 80, 312, 2.039, `a100.*80g`, "nvswitch", 300, 4).fp32(156).sms(108),
 	gpu("A100-40GB-PCIe", 40, 312, 1.555, `a100.*pcie`, "pcie", 0, 4).fp32(156).sms(108),
 	gpu("A100-40GB-SXM", 40, 312, 1.555, `a100`, "nvswitch", 300, 4).fp32(156).sms(108),
-	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3).fp32(14).sms(80),
-	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3).fp32(15.7).sms(80),
-	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3).fp32(14).sms(80),
-	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3).fp32(15.7).sms(80),
+	gpu("V100-32GB-PCIe", 31.7, 112, 0.9, `v100.*(32g.*pcie|pcie.*32g)`, "pcie", 0, 3).fp32(14).sms(80).beforeAmpere(),
+	gpu("V100-32GB-SXM2", 31.7, 125, 0.9, `v100.*32g`, "nvlink", 150, 3).fp32(15.7).sms(80).beforeAmpere(),
+	gpu("V100-16GB-PCIe", 15.8, 112, 0.9, `v100.*pcie`, "pcie", 0, 3).fp32(14).sms(80).beforeAmpere(),
+	gpu("V100-16GB-SXM2", 15.8, 125, 0.9, `v100`, "nvlink", 150, 3).fp32(15.7).sms(80).beforeAmpere(),
 	gpu("L40S", 45, 362, 0.864, `l40s`, "pcie", 0, 4).fp8(733).fp32(183),
 	gpu("L40", 45, 181, 0.864, `l40([^0-9a-z]|$)`, "pcie", 0, 4).fp32(90.5),
 	gpu("L4", 22.5, 121, 0.3, `l4([^0-9a-z]|$)`, "pcie", 0, 4).fp8(242).fp32(60),
@@ -106,8 +137,8 @@ var gpuCatalog = []CatalogEntry{
 	// Turing architecture whitepaper (Founders Edition), 53.8 TFLOP/s fp16
 	// tensor with fp32 accumulate (GeForce: half rate), 13.4 fp32,
 	// 11 GB at 616 GB/s, PCIe 3.
-	gpu("TITAN-RTX", 24, 130.5, 0.672, `titanrtx`, "pcie", 0, 3).fp32(16.3),
-	gpu("RTX-2080-Ti", 11, 53.8, 0.616, `2080ti`, "pcie", 0, 3).fp32(13.4),
+	gpu("TITAN-RTX", 24, 130.5, 0.672, `titanrtx`, "pcie", 0, 3).fp32(16.3).beforeAmpere(),
+	gpu("RTX-2080-Ti", 11, 53.8, 0.616, `2080ti`, "pcie", 0, 3).fp32(13.4).beforeAmpere(),
 	// AMD: each MI250X GCD is its own device (64 GiB, half the package).
 	gpu("MI250X", 64, 191.5, 1.6, `mi250x`, "nvlink", 100, 4).fp32(47.9),
 	gpu("MI300X", 192, 1307, 5.3, `mi300x`, "nvswitch", 448, 5).fp8(2615).fp32(653.7),

@@ -115,3 +115,21 @@ func TestGPUSpecMemoryBytes(t *testing.T) {
 		t.Errorf("80 GiB = %g bytes", got)
 	}
 }
+
+// Issue 29: GPUs before Ampere have no bf16 and run no flash-attention
+// kernel; the catalog says so, by any spelling; unknown GPUs are taken to
+// have both.
+func TestPreAmpereGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		old  bool
+	}{
+		{"Tesla V100-SXM2-32GB", true}, {"V100-PCIE-16GB", true}, {"NVIDIA TITAN RTX", true}, {"NVIDIA GeForce RTX 2080 Ti", true},
+		{"NVIDIA A100-SXM4-80GB", false}, {"NVIDIA H100 80GB HBM3", false}, {"RTX 3090", false}, {"MI250X", false}, {"my-own-accelerator", false},
+	} {
+		g := Spec{Model: tc.name}
+		if HasBF16(g) == tc.old || HasFlashAttention(g) == tc.old {
+			t.Errorf("%s: bf16 %t, flash attention %t; want %t", tc.name, HasBF16(g), HasFlashAttention(g), !tc.old)
+		}
+	}
+}

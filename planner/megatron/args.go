@@ -366,7 +366,7 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 		dsMoEConstraints(a, &c, errs)
 	}
 	c.VPP = vppFromArgs(a, layers, c.PP, errs)
-	c.StageLayers = unevenStagesFromArgs(a, layers, c.PP, c.VPP, errs)
+	c.StageLayers = splitStagesFromArgs(a, layers, c.PP, c.VPP, errs)
 	// The user's flags decide sequence parallelism and precision: a run
 	// without --sequence-parallel gets none.
 	c.SequenceParallel = boolPtr(a.Has("--sequence-parallel"))
@@ -416,59 +416,42 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 	return c
 }
 
-// unevenStagesFromArgs is the layer split --decoder-first-pipeline-num-layers
-// and --decoder-last-pipeline-num-layers ask for, as StageLayers (nil
-// without them): the first (last) pipeline rank holds that many layers, the
-// others share the rest evenly, and each rank's layers are split evenly
-// over its virtual stages (Megatron-Core's get_num_layers_to_build, whose
-// divisibility rules it checks).
-func unevenStagesFromArgs(a Args, layers, pp, vpp int, errs *yamlcheck.Problems) []int {
-	const firstFlag, lastFlag = "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"
-	if !a.Has(firstFlag) && !a.Has(lastFlag) {
+// splitStagesFromArgs is the layer split --decoder-first-pipeline-num-layers,
+// --decoder-last-pipeline-num-layers and the embedding and loss accounting
+// flags ask for, as StageLayers (nil without them), checked as
+// Megatron-Core checks it (Split.StageLayers).
+func splitStagesFromArgs(a Args, layers, pp, vpp int, errs *yamlcheck.Problems) []int {
+	s := Split{PP: pp, VPP: max(vpp, 1), Embedding: a.Has(EmbeddingInSplitFlag), Loss: a.Has(LossInSplitFlag)}
+	flag := "" // the flag a problem is reported against: the last given
+	for _, f := range []string{LossInSplitFlag, EmbeddingInSplitFlag, FirstStageLayersFlag, LastStageLayersFlag} {
+		if a.Has(f) {
+			flag = f
+		}
+	}
+	for i, f := range []string{FirstStageLayersFlag, LastStageLayersFlag} {
+		if dst := []*int{&s.First, &s.Last}[i]; a.Has(f) {
+			if *dst = a.positive(f, errs); *dst <= 0 {
+				return nil
+			}
+		}
+	}
+	switch {
+	case flag == "":
+		return nil
+	case (s.First > 0 || s.Last > 0) && pp < 2:
+		errs.Add(flag, "an uneven first/last stage needs --pipeline-model-parallel-size > 1")
 		return nil
 	}
-	if pp < 2 || layers <= 0 {
-		errs.Add(firstFlag, "an uneven first/last stage needs --pipeline-model-parallel-size > 1 and --num-layers")
+	if layers <= 0 {
+		errs.Add(flag, "the layer split needs --num-layers")
 		return nil
 	}
-	perRank := make([]int, pp)
-	rest, left := layers, pp
-	fixed := map[int]int{}
-	for _, f := range []struct {
-		flag string
-		rank int
-	}{{firstFlag, 0}, {lastFlag, pp - 1}} {
-		if !a.Has(f.flag) {
-			continue
-		}
-		n := a.positive(f.flag, errs)
-		if n <= 0 {
-			return nil
-		}
-		fixed[f.rank] = n
-		rest -= n
-		left--
-	}
-	if rest < 0 || (left > 0 && rest%left != 0) || (left == 0 && rest != 0) {
-		errs.Add(firstFlag, "%d layers: the first/last stage counts leave %d for %d other stages, which must divide evenly", layers, rest, left)
+	stages, err := s.StageLayers(layers)
+	if err != nil {
+		errs.Add(flag, "%v", err)
 		return nil
 	}
-	v := max(vpp, 1)
-	out := make([]int, pp*v)
-	for r := range perRank {
-		perRank[r] = rest / max(left, 1)
-		if n, ok := fixed[r]; ok {
-			perRank[r] = n
-		}
-		if perRank[r]%v != 0 {
-			errs.Add(firstFlag, "pipeline rank %d's %d layers do not split over %d virtual stages", r, perRank[r], v)
-			return nil
-		}
-		for ch := range v {
-			out[ch*pp+r] = perRank[r] / v
-		}
-	}
-	return out
+	return stages
 }
 
 // vppFromArgs converts either virtual-pipeline flag into stages per rank.
@@ -489,11 +472,13 @@ func vppFromArgs(a Args, layers, pp int, errs *yamlcheck.Problems) int {
 		errs.Add(perStage, "needs --pipeline-model-parallel-size > 1")
 		return 0
 	}
-	if layers == 0 || layers%(pp*n) != 0 {
-		errs.Add(perStage, "%d layers do not split into %d stages of %d layers", layers, pp, n)
+	// validate_args counts the accounted embedding and loss as layers.
+	total := Split{Embedding: a.Has(EmbeddingInSplitFlag), Loss: a.Has(LossInSplitFlag)}.accountedLayers(layers)
+	if layers == 0 || total%(pp*n) != 0 {
+		errs.Add(perStage, "%d layers do not split into %d stages of %d layers", total, pp, n)
 		return 0
 	}
-	return layers / (pp * n)
+	return total / (pp * n)
 }
 
 func boolPtr(b bool) *bool { return &b }

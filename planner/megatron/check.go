@@ -34,6 +34,7 @@ type megatronSettings struct {
 	tpCommOverlap                    bool // --tp-comm-overlap
 	offloadFraction                  float64
 	hasFirst, hasLast                bool
+	embeddingInSplit, lossInSplit    bool
 }
 
 // NumLayers is --num-layers of an argument list, after checking that every
@@ -84,8 +85,9 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 	intFlag(&s.first, "--decoder-first-pipeline-num-layers", 0)
 	intFlag(&s.last, "--decoder-last-pipeline-num-layers", 0)
 	intFlag(&s.recomputeNumLayers, "--recompute-num-layers", 0)
-	_, s.hasFirst = fl.Last("--decoder-first-pipeline-num-layers")
-	_, s.hasLast = fl.Last("--decoder-last-pipeline-num-layers")
+	_, s.hasFirst = fl.Last(FirstStageLayersFlag)
+	_, s.hasLast = fl.Last(LastStageLayersFlag)
+	s.embeddingInSplit, s.lossInSplit = fl.Has(EmbeddingInSplitFlag), fl.Has(LossInSplitFlag)
 	_, s.hasRecomputeNum = fl.Last("--recompute-num-layers")
 	s.layout, _ = fl.Last("--pipeline-model-parallel-layout")
 	s.recompute, _ = fl.Last("--recompute-granularity")
@@ -235,36 +237,49 @@ func (s megatronSettings) checkStages() (int, error) {
 		return 0, errors.New("at most one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout")
 	}
 	if s.layout != "" {
-		if s.hasFirst || s.hasLast {
-			return 0, errors.New("--pipeline-model-parallel-layout cannot be combined with --decoder-first/last-pipeline-num-layers")
+		if s.hasFirst || s.hasLast || s.embeddingInSplit || s.lossInSplit {
+			return 0, fmt.Errorf("--pipeline-model-parallel-layout cannot be combined with %s, %s, %s or %s", FirstStageLayersFlag, LastStageLayersFlag, EmbeddingInSplitFlag, LossInSplitFlag)
 		}
 		return checkLayout(s.layout, s.pp, s.numLayers, s.noOverlapP2P)
 	}
-	vpp := 1
-	switch {
-	case s.virtualStages > 0:
-		vpp = s.virtualStages
-	case s.layersPerVirtual > 0:
-		if s.pp < 1 || s.numLayers%s.pp != 0 || (s.numLayers/s.pp)%s.layersPerVirtual != 0 {
-			return 0, fmt.Errorf("--num-layers %d over pp %d is not divisible by --num-layers-per-virtual-pipeline-stage %d", s.numLayers, s.pp, s.layersPerVirtual)
-		}
-		vpp = s.numLayers / s.pp / s.layersPerVirtual
+	split, err := s.split()
+	if err != nil {
+		return 0, err
 	}
-	if vpp > 1 {
+	if split.VPP > 1 {
 		if err := checkInterleaved(s.pp, s.noOverlapP2P); err != nil {
 			return 0, err
 		}
 	}
-	if s.hasFirst || s.hasLast {
-		return vpp, s.checkFirstLast(vpp)
+	if s.numLayers > 0 {
+		if _, err := split.StageLayers(s.numLayers); err != nil {
+			return 0, err
+		}
 	}
-	if s.numLayers%s.pp != 0 {
-		return 0, fmt.Errorf("--num-layers %d is not divisible by pp %d", s.numLayers, s.pp)
+	return split.VPP, nil
+}
+
+// split is the layer split the flags ask for (arguments.py validate_args
+// derives the virtual stages; Split checks the rest as Megatron-Core does).
+func (s megatronSettings) split() (Split, error) {
+	if (s.hasFirst && s.first <= 0) || (s.hasLast && s.last <= 0) {
+		return Split{}, fmt.Errorf("%s %d and %s %d must be > 0 where given", FirstStageLayersFlag, s.first, LastStageLayersFlag, s.last)
 	}
-	if (s.numLayers/s.pp)%vpp != 0 {
-		return 0, fmt.Errorf("%d layers per pipeline rank do not divide into %d virtual stages", s.numLayers/s.pp, vpp)
+	sp := Split{PP: s.pp, VPP: 1, First: s.first, Last: s.last, Embedding: s.embeddingInSplit, Loss: s.lossInSplit}
+	switch {
+	case s.virtualStages > 0:
+		sp.VPP = s.virtualStages
+	case s.layersPerVirtual > 0:
+		if s.hasFirst || s.hasLast {
+			return Split{}, fmt.Errorf("an uneven first/last stage needs --num-virtual-stages-per-pipeline-rank, not --num-layers-per-virtual-pipeline-stage (Megatron-LM's validate_args)")
+		}
+		total := sp.accountedLayers(s.numLayers)
+		if s.pp < 1 || total%s.pp != 0 || (total/s.pp)%s.layersPerVirtual != 0 {
+			return Split{}, fmt.Errorf("--num-layers %d (with the accounted embedding and loss: %d) over pp %d is not divisible by --num-layers-per-virtual-pipeline-stage %d", s.numLayers, total, s.pp, s.layersPerVirtual)
+		}
+		sp.VPP = total / s.pp / s.layersPerVirtual
 	}
-	return vpp, nil
+	return sp, nil
 }
 
 func checkInterleaved(pp int, noOverlapP2P bool) error {
@@ -273,37 +288,6 @@ func checkInterleaved(pp int, noOverlapP2P bool) error {
 	}
 	if noOverlapP2P && pp < 3 {
 		return errors.New("the interleaved schedule with --no-overlap-p2p-communication needs pp > 2")
-	}
-	return nil
-}
-
-func (s megatronSettings) checkFirstLast(vpp int) error {
-	rest, middle := s.numLayers, s.pp
-	for _, fl := range []struct {
-		set  bool
-		n    int
-		name string
-	}{{s.hasFirst, s.first, "--decoder-first-pipeline-num-layers"}, {s.hasLast, s.last, "--decoder-last-pipeline-num-layers"}} {
-		if !fl.set {
-			continue
-		}
-		if fl.n <= 0 || fl.n%vpp != 0 {
-			return fmt.Errorf("%s %d must be > 0 and divisible by the %d virtual stages", fl.name, fl.n, vpp)
-		}
-		rest -= fl.n
-		middle--
-	}
-	if middle < 0 {
-		return fmt.Errorf("first/last stage flags need pp >= 2 (pp %d)", s.pp)
-	}
-	if middle == 0 {
-		if rest != 0 {
-			return fmt.Errorf("first and last stage layers leave %d layers but no middle stage", rest)
-		}
-		return nil
-	}
-	if rest <= 0 || rest%middle != 0 || (rest/middle)%vpp != 0 {
-		return fmt.Errorf("%d remaining layers do not divide evenly over %d middle pipeline ranks and %d virtual stages", rest, middle, vpp)
 	}
 	return nil
 }
@@ -462,26 +446,16 @@ func StageLayers(args []string) ([]int, int, error) {
 		}
 		return stages, vpp, nil
 	}
-	if !s.hasFirst && !s.hasLast {
+	if !s.hasFirst && !s.hasLast && !s.embeddingInSplit && !s.lossInSplit {
 		return nil, vpp, nil
 	}
-	perRank := make([]int, s.pp)
-	rest, middle := s.numLayers, s.pp
-	if s.hasFirst {
-		perRank[0], rest, middle = s.first, rest-s.first, middle-1
+	split, err := s.split()
+	if err != nil {
+		return nil, 0, err
 	}
-	if s.hasLast {
-		perRank[s.pp-1], rest, middle = s.last, rest-s.last, middle-1
-	}
-	for r := range perRank {
-		if (r == 0 && s.hasFirst) || (r == s.pp-1 && s.hasLast) {
-			continue
-		}
-		perRank[r] = rest / middle
-	}
-	stages := make([]int, s.pp*vpp)
-	for i := range stages {
-		stages[i] = perRank[i%s.pp] / vpp
+	stages, err := split.StageLayers(s.numLayers)
+	if err != nil {
+		return nil, 0, err
 	}
 	return stages, vpp, nil
 }

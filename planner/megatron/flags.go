@@ -60,7 +60,8 @@ func init() {
 		"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
 		"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
 		"--micro-batch-size", "--global-batch-size", "--nccl-communicator-config-path")
-	add(false, MegatronLM, "--sequence-parallel", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping")
+	add(false, MegatronLM, "--sequence-parallel", "--no-overlap-p2p-communication", "--use-tp-pp-dp-mapping",
+		EmbeddingInSplitFlag, LossInSplitFlag)
 	// Priced (parallel.Config.TPCommOverlap, TPOverlapCfg), passed through
 	// as the user's.
 	add(false, MegatronLM, TPCommOverlapFlag)

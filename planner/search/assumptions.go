@@ -28,6 +28,8 @@ func Assumptions(c *cluster.Cluster, m model.Model, p *Plan, calibrated bool) []
 	switch {
 	case p != nil && p.Precision == gpu.PrecisionFP32:
 		out = append(out, "attention priced unfused (materialized scores): fp32 has no flash-attention kernel")
+	case len(gpusLacking(c, gpu.HasFlashAttention)) > 0:
+		out = append(out, fmt.Sprintf("attention priced unfused (materialized scores): %s runs no flash-attention kernel (FlashAttention-2 and Transformer Engine's fused attention need NVIDIA Ampere or later)", strings.Join(gpusLacking(c, gpu.HasFlashAttention), ", ")))
 	case m.MaterializedAttention:
 		out = append(out, "attention priced unfused (materialized scores), as the model file says (materialized_attention: true)")
 	default:

@@ -16,8 +16,10 @@ import (
 // tensor cores on every GPU (Transformer Engine) and Megatron-LM.
 func checkPrecision(c *cluster.Cluster, o Options) error {
 	switch o.Fixed.Precision {
-	case "", gpu.PrecisionBF16, gpu.PrecisionFP16:
+	case "", gpu.PrecisionFP16:
 		return nil
+	case gpu.PrecisionBF16:
+		return checkBF16(c, o)
 	case gpu.PrecisionFP32:
 		return checkFP32(c)
 	case gpu.PrecisionFP8:
@@ -36,6 +38,57 @@ func checkPrecision(c *cluster.Cluster, o Options) error {
 		return fmt.Errorf("FP8 needs FP8 tensor cores (Hopper, Ada, Blackwell), and %s has none; %s, or give the GPU's peak_fp8_tflops in the cluster file", strings.Join(missing, ", "), fix)
 	}
 	return nil
+}
+
+// checkBF16 refuses a pinned bf16 on GPUs without bf16 arithmetic (Volta,
+// Turing: gpu.HasBF16), where the run would fail or crawl; their mixed
+// precision is fp16.
+func checkBF16(c *cluster.Cluster, o Options) error {
+	missing := gpusLacking(c, gpu.HasBF16)
+	if len(missing) == 0 {
+		return nil
+	}
+	fix := "plan with --precision fp16"
+	if o.PrecisionFromArgs {
+		fix = "the Megatron arguments ask for it with --bf16: pass --fp16 instead"
+	}
+	return fmt.Errorf("bf16 needs bf16 arithmetic (NVIDIA Ampere or later), and %s has none: %s", strings.Join(missing, ", "), fix)
+}
+
+// precisionOn is the precision a search plans on c: the pinned one, else
+// bf16, or fp16 where a GPU has no bf16 (mixed precision there is fp16).
+func precisionOn(c *cluster.Cluster, fixed gpu.Precision) gpu.Precision {
+	if fixed == "" && len(gpusLacking(c, gpu.HasBF16)) > 0 {
+		return gpu.PrecisionFP16
+	}
+	return fixed
+}
+
+// attentionOn is m as it runs on c: unfused attention, its scores stored,
+// where a GPU runs no flash-attention kernel (gpu.HasFlashAttention), for
+// the time and the memory model alike.
+func attentionOn(c *cluster.Cluster, m model.Model) model.Model {
+	if len(gpusLacking(c, gpu.HasFlashAttention)) > 0 {
+		m.MaterializedAttention = true
+	}
+	return m
+}
+
+// gpusLacking names, once each, the GPU models of c without has (asked
+// once per model: has may look the catalog up).
+func gpusLacking(c *cluster.Cluster, has func(gpu.Spec) bool) []string {
+	seen := map[string]bool{}
+	var missing []string
+	for _, h := range c.Hosts {
+		if seen[h.GPU.Model] {
+			continue
+		}
+		seen[h.GPU.Model] = true
+		if !has(h.GPU) {
+			missing = append(missing, h.GPU.Model)
+		}
+	}
+	return missing
 }
 
 // checkFP32 refuses fp32 plans on GPUs whose fp32 GEMM rate is unknown.

@@ -152,6 +152,8 @@ func Search(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 	if err := checkPrecision(c, o); err != nil {
 		return nil, err
 	}
+	o.Fixed.Precision = precisionOn(c, o.Fixed.Precision)
+	m = attentionOn(c, m)
 	if h := o.MemoryHeadroom; !limits.MemoryHeadroom.Contains(h) {
 		return nil, fmt.Errorf("memory headroom %g: want a share from %s (0.05 keeps 5%% of each GPU free)", h, limits.MemoryHeadroom)
 	}

@@ -480,6 +480,7 @@ func NewPlacementProblem(c *cluster.Cluster, m model.Model, cfg parallel.Config,
 	if err := validate(m, cfg, f, c.TotalGPUs()); err != nil {
 		return nil, fmt.Errorf("placement problem: %w", err)
 	}
+	m = attentionOn(c, m)
 	for _, h := range c.Hosts {
 		if h.GPUs%cfg.TP != 0 {
 			return nil, fmt.Errorf("placement problem: host %s has %d GPUs, not a multiple of TP %d", h.Name, h.GPUs, cfg.TP)

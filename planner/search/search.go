@@ -102,7 +102,8 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 				}
 				for _, mb := range microBatchChoices(c, m, o, parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp}, maxCap) {
 					nmb := o.GlobalBatch / (mb * dp)
-					for _, vpp := range vppChoices(m, pp, nmb, mega, fx.VPP) {
+					for _, split := range stageSplits(m, pp, nmb, mega, fx.VPP) {
+						vpp := split.vpp
 						for _, rc := range recomputes {
 							for _, opt := range optimizerChoices(o.Framework, pp, fx) {
 								cfg := parallel.Config{TP: tp, PP: pp, DP: dp, CP: cp, Ulysses: fx.Ulysses, VPP: vpp, MicroBatch: mb,
@@ -113,7 +114,7 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 								}
 								cfg.Precision = precisionOf(fx)
 								cfg.SetFixedFlags(fx)
-								cfg.StageLayers = evenLayers(m.NumLayers, pp*vpp)
+								cfg.StageLayers = slices.Clone(split.layers)
 								if len(fx.StageLayers) > 0 {
 									if len(fx.StageLayers) != pp*vpp {
 										continue
@@ -170,16 +171,54 @@ func expertChoices(m model.Model, cfg parallel.Config, fx parallel.Constraints) 
 	return out
 }
 
-func vppChoices(m model.Model, pp, nmb int, mega bool, fixed int) []int {
-	all := []int{1}
-	if mega && pp > 1 && nmb%pp == 0 && m.NumLayers%pp == 0 {
-		for _, v := range divisors(m.NumLayers/pp, 8) {
-			if v > 1 {
-				all = append(all, v)
+// stageSplit is one way of splitting the layers over pp ranks: vpp
+// virtual stages per rank, layers per virtual stage.
+type stageSplit struct {
+	vpp    int
+	layers []int
+}
+
+// minBubbleGain: more virtual stages are searched only while the
+// pipeline bubble they could still remove is at least this share of the
+// iteration (see stageSplits).
+const minBubbleGain = 0.01
+
+// stageSplits are the splits tried for pp ranks: no interleaving, layers
+// as even as they go; with Megatron's interleaved schedule (nmb a multiple
+// of pp), every virtual-stage count Megatron-LM accepts for the layers
+// (megatron.VirtualSplits: the embedding and loss accounted as layers
+// where the layers alone do not divide), or the pinned one. Searched
+// counts stop once the bubble left, (pp-1)/(vpp x nmb) of the ideal time
+// under the interleaved schedule, is under minBubbleGain: more virtual
+// stages cannot gain more than that and only add transfers between ranks.
+func stageSplits(m model.Model, pp, nmb int, mega bool, fixed int) []stageSplit {
+	all := []stageSplit{{vpp: 1, layers: evenLayers(m.NumLayers, pp)}}
+	if mega && pp > 1 && nmb%pp == 0 {
+		prev := 1
+		for _, s := range megatron.VirtualSplits(m.NumLayers, pp) {
+			if fixed > 0 && s.VPP != fixed {
+				continue
+			}
+			if fixed <= 0 && float64(pp-1)/float64(prev*nmb) < minBubbleGain {
+				break
+			}
+			layers, err := s.StageLayers(m.NumLayers)
+			if err == nil {
+				all = append(all, stageSplit{vpp: s.VPP, layers: layers})
+				prev = s.VPP
 			}
 		}
 	}
-	return pick(fixed, all)
+	if fixed <= 0 {
+		return all
+	}
+	var out []stageSplit
+	for _, s := range all {
+		if s.vpp == fixed {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 type optChoice struct {

@@ -70,7 +70,7 @@ func planTimeline(c *cluster.Cluster, m model.Model, p *Plan, cfg parallel.Confi
 	if err != nil {
 		return nil, err
 	}
-	e := newPlanEvalKind(c, m, cfg, p.Framework, wave)
+	e := newPlanEvalKind(c, attentionOn(c, m), cfg, p.Framework, wave)
 	nm := e.cfg.NumMicroBatches
 	if nm <= 0 {
 		return nil, fmt.Errorf("timeline: plan has no micro-batch count")

@@ -308,21 +308,34 @@ func targetFromPlanFile(path string, index int) (calibrateTarget, error) {
 		return calibrateTarget{}, fmt.Errorf("--plan-index %d: %s has %d plans", index, path, len(pj.Plans))
 	}
 	p := pj.Plans[index]
-	sp, dist := p.SequenceParallel, p.DistributedOptimizer
+	so := search.Options{Framework: p.Framework, GlobalBatch: p.GlobalBatch, Fixed: pinnedBy(p), TopK: 1, Seed: 1}
+	label := fmt.Sprintf("%s %s TP%d PP%d DP%d CP%d VPP%d mb%d gbs%d recompute=%s", p.Framework, pj.Model.Shape.Name,
+		p.TP, p.PP, p.DP, max(p.CP, 1), max(p.VPP, 1), p.MicroBatch, p.GlobalBatch, p.Recompute)
+	return calibrateTarget{model: pj.Model.Shape, so: so, label: label}, nil
+}
+
+// pinnedBy is the constraints that pin every dimension of plan p, in the
+// terms its framework has: the distributed optimizer is Megatron-LM's
+// (search refuses it on a DeepSpeed plan), ZeRO stages DeepSpeed's; a torch
+// plan is priced as the search prices it, as Megatron-LM's layout.
+func pinnedBy(p search.Plan) parallel.Constraints {
+	sp := p.SequenceParallel
 	fx := parallel.Constraints{TP: p.TP, PP: p.PP, DP: p.DP, CP: max(p.CP, 1), VPP: max(p.VPP, 1), MicroBatch: p.MicroBatch,
-		Recompute: p.Recompute, ZeroStage: p.ZeroStage, SequenceParallel: &sp, DistributedOptimizer: &dist}
+		EP: p.EP, ETP: p.ETP, Ulysses: p.Ulysses, Recompute: p.Recompute, ZeroStage: -1, SequenceParallel: &sp,
+		Precision: p.Precision, LowPrecisionDP: p.LowPrecisionDP, TPCommOverlap: p.TPCommOverlap, TPOverlapCfg: p.TPOverlapCfg,
+		StageLayers: p.StageLayers}
 	if p.Offload == (parallel.Offload{}) {
 		fx.NoOffload = true
 	} else {
 		fx.ForceOffload = true
 	}
-	if p.Framework != parallel.FrameworkDeepSpeed {
-		fx.ZeroStage = -1
+	if p.Framework == parallel.FrameworkDeepSpeed {
+		fx.ZeroStage = p.ZeroStage
+	} else {
+		dist := p.DistributedOptimizer
+		fx.DistributedOptimizer = &dist
 	}
-	so := search.Options{Framework: p.Framework, GlobalBatch: p.GlobalBatch, Fixed: fx, TopK: 1, Seed: 1}
-	label := fmt.Sprintf("%s %s TP%d PP%d DP%d CP%d VPP%d mb%d gbs%d recompute=%s", p.Framework, pj.Model.Shape.Name,
-		p.TP, p.PP, p.DP, max(p.CP, 1), max(p.VPP, 1), p.MicroBatch, p.GlobalBatch, p.Recompute)
-	return calibrateTarget{model: pj.Model.Shape, so: so, label: label}, nil
+	return fx
 }
 
 func fileExists(p string) bool {
@@ -393,6 +406,7 @@ func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, aft
 		fmt.Fprintf(w, "note: each run predicted from the others (%d folds) supports %.0f%% of the fitted correction, and only that share is applied: the runs disagree, as when the model misprices one configuration; runs of other configurations decide it\n",
 			cv.Folds, 100*cv.Kept)
 	}
+	printDisagreeing(w, cal)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FACTOR\tTIME x\tRUNS\tTHIS RUN'S SHARE")
 	share := func(k string) string {
@@ -406,6 +420,31 @@ func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, aft
 		fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", l.Link, l.Factor, l.Observations, share(l.Link))
 	}
 	tw.Flush()
+}
+
+// printDisagreeing names the runs that disagree with the others beyond
+// their noise (calibration.Fit), each with its observed time against the
+// uncalibrated model, so the user can tell a mispriced configuration (or a
+// run that went wrong) from a cluster off the model.
+func printDisagreeing(w io.Writer, cal *cluster.Calibration) {
+	cv := cal.CrossValidation
+	if cv == nil || len(cv.Disagreeing) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "note: the runs disagree beyond their noise (a run's scatter about the model is ~8%%); these are still off after calibrating:\n")
+	for _, i := range cv.Disagreeing {
+		if i < 0 || i >= len(cal.Runs) {
+			continue
+		}
+		r := cal.Runs[i]
+		label := r.Plan
+		if label == "" {
+			label = r.Source
+		}
+		fmt.Fprintf(w, "  run %d (%s, %s): observed %.4f s, %+.0f%% against the prediction when it was recorded\n",
+			i+1, label, r.At.Format("2006-01-02 15:04"), r.ObservedS, 100*(r.ObservedS/r.PredictedS-1))
+	}
+	fmt.Fprintf(w, "  rerun them, or record runs of other configurations: only what the runs predict of each other is applied\n")
 }
 
 // writeCalibration replaces (or adds) the calibration key of the file's
