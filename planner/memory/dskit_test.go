@@ -2,9 +2,7 @@ package memory
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/model"
@@ -38,14 +36,7 @@ print(json.dumps(out))
 // ($PIPETTE_FRAMEWORKS or ../shared/frameworks beside the repository; the
 // test skips without it), additional_buffer_factor 1, one node of G GPUs.
 func TestDeepSpeedEstimatorsFromKit(t *testing.T) {
-	dir := os.Getenv("PIPETTE_FRAMEWORKS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "frameworks")
-	}
-	archive := filepath.Join(dir, "src", "deepspeed-v0.14.4.tar.gz")
-	if _, err := os.Stat(archive); err != nil {
-		t.Skipf("DeepSpeed's source archive of the framework kits: %v", err)
-	}
+	archive := kitArchive(t, "deepspeed-v0.14.4.tar.gz")
 	m, _ := model.Preset("llama2-13b")
 	const G = 4
 	p := float64(m.Parameters())
