@@ -438,6 +438,16 @@ func ModelShapeArgs(m model.Model, megatronDeepSpeed bool, user []string) []stri
 	if m.VocabDivisibleBy > 0 {
 		add("--make-vocab-size-divisible-by", itoa(m.VocabDivisibleBy))
 	}
+	// Dropout changes what backward keeps (planner/memory): a model that
+	// sets it is trained with it.
+	for _, d := range []struct {
+		flag string
+		p    *float64
+	}{{"--attention-dropout", m.AttentionDropout}, {"--hidden-dropout", m.HiddenDropout}} {
+		if d.p != nil {
+			add(d.flag, strconv.FormatFloat(*d.p, 'f', -1, 64))
+		}
+	}
 	return a
 }
 

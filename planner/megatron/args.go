@@ -156,6 +156,8 @@ func modelFromArgs(a Args, errs *yamlcheck.Problems, vocab func(Args, *yamlcheck
 		m.MaxPositionEmbeddings = m.SeqLength
 	}
 	m.KVChannels = a.positive("--kv-channels", errs)
+	m.AttentionDropout = a.probability("--attention-dropout", errs)
+	m.HiddenDropout = a.probability("--hidden-dropout", errs)
 	if isDeepSpeedMoE(a) {
 		var residual bool
 		if m.MoE, residual = moeFromDeepSpeedArgs(a, m.NumLayers, errs); residual {
@@ -171,6 +173,21 @@ func modelFromArgs(a Args, errs *yamlcheck.Problems, vocab func(Args, *yamlcheck
 		errs.Add("missing", "%s (needed to size the model)", strings.Join(missing, ", "))
 	}
 	return m
+}
+
+// probability reads a dropout flag: nil when absent (Megatron's default),
+// else its value, which must be in [0, 1).
+func (a Args) probability(flag string, errs *yamlcheck.Problems) *float64 {
+	v, ok := a.Last(flag)
+	if !ok {
+		return nil
+	}
+	p, err := strconv.ParseFloat(v, 64)
+	if err != nil || p < 0 || p >= 1 {
+		errs.Add(flag, "want a probability in [0, 1), got %q", v)
+		return nil
+	}
+	return &p
 }
 
 // moeFromArgs reads Megatron-Core's MoE flags: --num-experts,

@@ -150,3 +150,31 @@ func TestUnmodelledFeaturesAreNamed(t *testing.T) {
 		t.Errorf("dense model: %q", w)
 	}
 }
+
+// --attention-dropout and --hidden-dropout reach the model (nil: Megatron's
+// default 0.1); a value outside [0, 1) is an error naming the flag.
+func TestModelFromArgsDropout(t *testing.T) {
+	base := "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --vocab-size 1000"
+	for _, c := range []struct {
+		args            string
+		attn, hidden    float64
+		wantErrContains string
+	}{
+		{"", 0.1, 0.1, ""},
+		{" --attention-dropout 0.0 --hidden-dropout 0.0", 0, 0, ""},
+		{" --hidden-dropout 0.2", 0.1, 0.2, ""},
+		{" --attention-dropout 1", 0, 0, `--attention-dropout: want a probability in [0, 1), got "1"`},
+		{" --hidden-dropout x", 0, 0, `--hidden-dropout: want a probability in [0, 1), got "x"`},
+	} {
+		m, _, _, err := ModelFromArgs(strings.Fields(base + c.args))
+		if c.wantErrContains != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErrContains) {
+				t.Errorf("%q: error %v, want %q", c.args, err, c.wantErrContains)
+			}
+			continue
+		}
+		if err != nil || m.AttentionDropoutP() != c.attn || m.HiddenDropoutP() != c.hidden {
+			t.Errorf("%q: attention %g hidden %g (err %v), want %g and %g", c.args, m.AttentionDropoutP(), m.HiddenDropoutP(), err, c.attn, c.hidden)
+		}
+	}
+}

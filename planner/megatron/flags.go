@@ -45,7 +45,7 @@ func init() {
 		"--num-query-groups", "--kv-channels", "--seq-length", "--max-position-embeddings",
 		"--make-vocab-size-divisible-by", "--vocab-size", "--position-embedding-type", "--attention-backend",
 		"--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model", "--vocab-extra-ids",
-		"--fp8-format", "--distributed-backend")
+		"--fp8-format", "--distributed-backend", "--attention-dropout", "--hidden-dropout")
 	add(false, MegatronLM, "--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
 		"--disable-bias-linear", "--qk-layernorm", "--bf16", "--fp16",
 		"--use-rotary-position-embeddings") // Megatron-LM's, and Megatron-DeepSpeed's way to ask for RoPE

@@ -40,3 +40,29 @@ func TestLowPrecisionDPFlagsShrinkModelStates(t *testing.T) {
 		}
 	}
 }
+
+// In FP8 Transformer Engine's linears keep their FP8-quantized inputs (1 B)
+// and the output projection an FP8 copy of the attention output beside the
+// bf16 one flash attention keeps (linearInputBytes). Llama 3 8B's layer
+// (h 4096, 32 heads, 8 groups, SwiGLU f 14336, flash attention, dropout
+// off) at TP1, s 8192, b 1, by hand, bytes per token:
+//
+//	bf16: norms' inputs 2*2h + QKV and FC1 inputs 2*2h = 32,768;
+//	      mixed QKV 2*(4096+2*1024) = 12,288, query copy 8,192, attention
+//	      output 8,192, SwiGLU FC1 output 2*2f + FC2 input 2f = 86,016:
+//	      147,456 -> x 8192 tokens = 1,207,959,552
+//	fp8:  2*2h + 2*1h = 24,576; 12,288 + 8,192 + 8,192 + FP8 copy 4,096
+//	      + 2*2f + 1f = 71,680: 129,024 -> 1,056,964,608
+func TestFP8KeepsQuantizedLinearInputs(t *testing.T) {
+	m := model.Model{NumLayers: 32, Hidden: 4096, FFNHidden: 14336, Heads: 32, QueryGroups: 8, SwiGLU: true,
+		SeqLength: 8192, Vocab: 128256}.WithoutDropout()
+	for _, c := range []struct {
+		precision gpu.Precision
+		want      float64
+	}{{gpu.PrecisionBF16, 1207959552}, {gpu.PrecisionFP8, 1056964608}} {
+		cfg := Normalized(parallel.Config{MicroBatch: 1, Recompute: parallel.RecomputeNone, Precision: c.precision})
+		if got := layerActivationBytes(m, cfg); got != c.want {
+			t.Errorf("%s: %.0f B per layer, by hand %.0f", c.precision, got, c.want)
+		}
+	}
+}

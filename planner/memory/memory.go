@@ -22,9 +22,9 @@ import (
 //     of DeepSpeed's estimate_zero3_model_states_mem_needs).
 //   - torch (DDP + autocast): fp32 weights 4 + fp32 grads 4 + Adam 8 = 16 B.
 //
-// DeepSpeed's estimate_zero2_model_states_mem_needs uses 4P + 16P/G for
-// ZeRO-2 without offload: it also counts the full 16-bit gradients and the
-// fp32 gradient partition built for the optimizer step. That step runs
+// DeepSpeed's estimate_zero2_model_states_mem_needs uses 2P + 18P/G for
+// ZeRO-2 without offload (v0.14.4): it also counts the fp32 gradient
+// partition built for the optimizer step. That step runs
 // after backward has freed the activations, so it does not raise the peak
 // this estimator computes; the offload cases agree exactly (see tests).
 //
@@ -39,15 +39,22 @@ import (
 // selective only adds recompute time.
 
 // Allowances the formulas above do not cover, taken as GPU "Other":
-//   - otherFixedBytes: the CUDA context (several hundred MiB per process),
-//     cuBLAS/cuDNN workspaces and NCCL channel buffers (hundreds of MiB
-//     once a rank has TP, PP and DP communicators);
-//   - otherFraction: PyTorch caching-allocator fragmentation (blocks
-//     reserved but not reusable for a new size), a few percent of what is
-//     allocated; Megatron's theoretical estimate leaves both out.
+// otherFixedBytes is the device memory a training process uses beyond the
+// tensors it allocates: the CUDA context, cuBLAS/cuDNN workspaces, NCCL's
+// buffers for every communicator, and what PyTorch's caching allocator
+// reserves but cannot reuse. It is measured, not guessed: Sailor's 26
+// GH200 runs (eth-easl/sailor cf2c8e3, validation/clariden/*/*.json
+// max_mem, the device memory in use at the peak; TP4 with PP and DP
+// groups, fp32, DeepSpeed's pipeline engine) exceed this estimator's
+// weights, gradients, optimizer states and activations by 3.4-5.9 GiB on
+// 24 runs (median 4.0 GiB; one run measures 4.3 GiB under the estimate and
+// one 2.0 GiB over, both beside runs of the same layout that agree), and
+// the excess does not grow with the allocation (the earlier 5% share for
+// fragmentation is not seen). TestMemoryValidation prints the fit; docs/cost-model.md
+// keeps the derivation. The search's --memory-headroom is kept on top for
+// what varies between runs and systems.
 const (
-	otherFixedBytes = 2 * gpu.GiB
-	otherFraction   = 0.05
+	otherFixedBytes = 4 * gpu.GiB
 	// DeepSpeedBucketElements is the reduce_bucket_size and
 	// allgather_bucket_size the renderer sets for ZeRO-1/2; two 16-bit
 	// buckets of this many elements are counted as GPU "Other".
@@ -295,20 +302,66 @@ func deepSpeedExpertStates(m model.Model, cfg parallel.Config, p, pe float64) mo
 func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
 
 // layerActivationBytes is one micro-batch's stored activations of one
-// decoder layer on one GPU (Korthikanti et al. 2022, Table 2), generalised:
+// decoder layer on one GPU: what autograd keeps for backward, as measured
+// on Megatron-Core's local GPT layer (testdata/saved_tensors.py, checked
+// against every point of its grid by TestLayerActivationsMatchSavedTensors).
+// It generalises Korthikanti et al. 2022 (arXiv 2205.05198, Table 2), whose
+// 34*s*b*h + 5*a*s^2*b is the case e = 2, dropout on, MHA, GeLU, f = 4h.
+// Per token, e the element size (2; 4 in fp32), on one TP rank:
 //
-//	per token, in units of h bytes: 10 replicated + (4 + 4g/a + k*f/h) split
-//	by TP, where g/a is the KV-group ratio (K and V shrink with GQA) and
-//	k = 4 for GeLU (the MLP stores its 2f-byte input to the activation and
-//	its output) or 6 for SwiGLU (the gate and up halves, 2f wide, plus the
-//	f-wide product). With f = 4h, g = a, k = 4 this is the paper's
-//	10 + 24/t (34 without TP). Sequence parallelism also splits the 10.
-//	Without recompute the attention scores add 5*a*s/h per token, split by
-//	TP (the term selective recompute removes). Full recompute keeps only
-//	the layer input, 2*s*b*h (split by TP with SP). Context parallelism
-//	divides the sequence.
+//   - replicated over TP, split with sequence parallelism: the two norm
+//     inputs and the two norm outputs the QKV and FC1 linears keep (4e*h),
+//     and with hidden dropout its two 1-byte masks (2h);
+//   - split over TP: the attention's inputs (attentionInputBytes), its
+//     output the projection keeps (e*q), and the MLP: GeLU keeps FC1's
+//     output and FC2's input (2e*f), fused SwiGLU FC1's 2f-wide output and
+//     FC2's input (3e*f);
+//   - unfused attention with nothing recomputed: the scores, a*s per token
+//     (split over TP), e bytes each for the softmax output, plus with
+//     attention dropout its 1-byte mask and e-byte output.
+//
+// Full recompute keeps only the layer input, e*s*b*h (split by TP with
+// SP). Context parallelism divides the sequence.
 func layerActivationBytes(m model.Model, cfg parallel.Config) float64 {
 	return storedLayerBytes(m, cfg, fullLayerActivationBytes)
+}
+
+// activationElemBytes is the size of one stored activation element: 4 B
+// in fp32, else 2 (bf16 and fp16; FP8 runs keep 16-bit activations except
+// the linears' inputs, see linearInputBytes).
+func activationElemBytes(cfg parallel.Config) float64 {
+	if cfg.Precision == gpu.PrecisionFP32 {
+		return 4
+	}
+	return 2
+}
+
+// linearInputBytes is the size of one element of what a linear layer
+// keeps of its input for the weight gradient: the activation size, or 1 B
+// in FP8, where Transformer Engine's linears keep the FP8-quantized input
+// (Megatron-LM core_v0.19.0, 5be9626709af2722333bf54797c954c09edeada3,
+// megatron/core/extensions/transformer_engine.py, set_save_original_input:
+// "Some transformer-engine modules would save the quantized tensors by
+// default in fp8 training"). The fused layer norm + linear of QKV and FC1
+// keeps the norm's 16-bit input beside it. The output projection keeps an
+// FP8 copy of the attention output besides the bf16 output the fused
+// attention keeps (megatron/core/transformer/attention.py: Megatron turns
+// that copy off only for TE >= 2.6 with a recipe other than delayed
+// scaling, the one --fp8-format hybrid with an amax history runs).
+// Transformer Engine's own source was not available to read; what it
+// keeps beyond this (its per-tensor scales) is small.
+func linearInputBytes(cfg parallel.Config) float64 {
+	if cfg.Precision == gpu.PrecisionFP8 {
+		return 1
+	}
+	return activationElemBytes(cfg)
+}
+
+// unfusedAttention reports whether attention materializes its scores:
+// the model says so (Megatron's unfused/local backend), or the run is
+// fp32, which no flash or fused kernel takes.
+func unfusedAttention(m model.Model, cfg parallel.Config) bool {
+	return m.MaterializedAttention || cfg.Precision == gpu.PrecisionFP32
 }
 
 // storedLayerBytes is what a layer keeps for one micro-batch given full,
@@ -320,12 +373,13 @@ func storedLayerBytes(m model.Model, cfg parallel.Config, full func(m model.Mode
 	t := float64(cfg.TP)
 	sp := cfg.SequenceParallel && cfg.TP > 1
 	if cfg.Recompute == parallel.RecomputeFull {
+		v := activationElemBytes(cfg) * s * b * h
 		if sp {
-			return 2 * s * b * h / t
+			v /= t
 		}
-		return 2 * s * b * h
+		return v
 	}
-	return full(m, cfg, s, b, h, t, sp, cfg.Recompute == parallel.RecomputeNone && m.MaterializedAttention)
+	return full(m, cfg, s, b, h, t, sp, cfg.Recompute == parallel.RecomputeNone && unfusedAttention(m, cfg))
 }
 
 func fullLayerActivationBytes(m model.Model, cfg parallel.Config, s, b, h, t float64, sp, scores bool) float64 {
@@ -333,42 +387,93 @@ func fullLayerActivationBytes(m model.Model, cfg parallel.Config, s, b, h, t flo
 }
 
 // layerBytesWithFFN is fullLayerActivationBytes for an MLP of ffn columns
-// (0: none). Q and the attention output are QueryDim wide, K and V
-// HeadDim x groups.
+// (0: none); scores is whether the unfused attention's score matrices are
+// kept (nothing recomputed).
 func layerBytesWithFFN(m model.Model, cfg parallel.Config, s, b, h, t float64, sp, scores bool, ffn float64) float64 {
-	a := float64(m.Heads)
-	k := 4.0
+	e, li := activationElemBytes(cfg), linearInputBytes(cfg)
+	// The activation function keeps FC1's output (2f wide for SwiGLU),
+	// FC2 its input.
+	mlp := e*ffn + li*ffn
 	if m.SwiGLU {
-		k = 6
+		mlp = 2*e*ffn + li*ffn
 	}
-	q, kv := float64(m.QueryDim()), float64(m.HeadDim()*m.Groups())
-	split := 4*q/h + 4*kv/h + k*ffn/h
-	rep := 10.0
+	rep := 2*e*h + 2*li*h
+	if m.HiddenDropoutP() > 0 {
+		rep += 2 * h
+	}
 	if sp {
 		rep /= t
 	}
-	v := s * b * h * (rep + split/t)
+	q := float64(m.QueryDim())
+	split := attentionInputBytes(m, e, t, b, scores) + e*q + mlp
+	if cfg.Precision == gpu.PrecisionFP8 {
+		split += q // the projection's FP8 copy of the attention output
+	}
+	v := s * b * (rep + split/t)
 	if scores {
-		v += 5 * a * s * s * b / t
+		v += scoreBytes(m, cfg, s, b, t)
 	}
 	return v
 }
 
+// attentionInputBytes is, per token and before the TP split, what the
+// core attention's backward keeps of Q, K and V, from the way Megatron
+// builds them. The QKV projection writes one mixed tensor; Q, K and V are
+// views of it (Attention.get_query_key_value_tensors), except that with
+// grouped-query attention and more than one KV group on the rank the
+// query's reshape copies it (the rank's query heads are not evenly strided
+// when its groups are interleaved with their K and V). Flash/fused
+// attention and selective recompute's checkpoint keep these inputs as they
+// come. Megatron's unfused DotProductAttention keeps what its matmuls use:
+// the query, and with grouped-query attention K and V repeated to every
+// head (repeat_interleave), new query-wide tensors; its [s, b*heads, d]
+// reshape of a query still viewing the mixed tensor copies it too when
+// b > 1.
+func attentionInputBytes(m model.Model, e, t, b float64, scores bool) float64 {
+	q, kv := float64(m.QueryDim()), float64(m.HeadDim()*m.Groups())
+	grouped := m.Groups() < m.Heads
+	queryCopy := grouped && float64(m.Groups()) > t
+	mixed := e * (q + 2*kv)
+	switch {
+	case scores && grouped && (queryCopy || b > 1):
+		return 3 * e * q // the query copy, K and V repeated
+	case scores && grouped:
+		return mixed + 2*e*q // the query's view keeps the mixed tensor
+	case queryCopy:
+		return mixed + e*q
+	}
+	return mixed
+}
+
+// scoreBytes is one layer's attention score matrices on one TP rank:
+// a*s^2*b/t elements, each the e-byte softmax output and, with attention
+// dropout, its 1-byte mask and e-byte output.
+func scoreBytes(m model.Model, cfg parallel.Config, s, b, t float64) float64 {
+	e := activationElemBytes(cfg)
+	per := e
+	if m.AttentionDropoutP() > 0 {
+		per += 1 + e
+	}
+	return per * float64(m.Heads) * s * s * b / t
+}
+
 // recomputeWorkingSet is the transient memory of the one layer whose
 // backward is running: selective recompute rebuilds that layer's attention
-// scores (5*a*s^2*b/t, unfused attention only); full recompute rebuilds all of its activations,
-// less the input it kept. Without recompute everything is already stored.
+// scores (unfused attention only); full recompute rebuilds all of its
+// activations, less the input it kept. Without recompute everything is
+// already stored.
 func recomputeWorkingSet(m model.Model, cfg parallel.Config) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
 	t, sp := float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1
+	unfused := unfusedAttention(m, cfg)
 	switch cfg.Recompute {
 	case parallel.RecomputeSelective:
-		if !m.MaterializedAttention {
+		if !unfused {
 			return 0 // flash attention's backward rebuilds scores tile by tile
 		}
-		return 5 * float64(m.Heads) * s * s * b / t
+		return scoreBytes(m, cfg, s, b, t)
 	case parallel.RecomputeFull:
-		return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, m.MaterializedAttention) - layerActivationBytes(m, cfg)
+		return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, unfused) - layerActivationBytes(m, cfg)
 	}
 	return 0
 }
@@ -401,15 +506,20 @@ func layerMicroBatchesInFlight(m model.Model, cfg parallel.Config, r int) float6
 }
 
 // embeddingActivationBytes is the first stage's input side per Megatron's
-// theoretical_memory_usage: 8 B token ids per token and the 1 B dropout
-// mask of the embedding output, for every micro-batch in flight.
+// theoretical_memory_usage: 8 B token ids per token and, with hidden
+// dropout, the 1 B dropout mask of the embedding output, for every
+// micro-batch in flight.
 func embeddingActivationBytes(m model.Model, cfg parallel.Config) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
 	inFlight := float64(min(cfg.PP, numMicroBatches(cfg)))
 	if cfg.VPP > 1 {
 		inFlight *= 1 + float64(cfg.PP-1)/float64(cfg.PP*cfg.VPP)
 	}
-	v := inFlight * (8*s*b + s*b*h)
+	perToken := 8.0
+	if m.HiddenDropoutP() > 0 {
+		perToken += h
+	}
+	v := inFlight * s * b * perToken
 	if cfg.SequenceParallel && cfg.TP > 1 {
 		v /= float64(cfg.TP)
 	}
@@ -417,26 +527,22 @@ func embeddingActivationBytes(m model.Model, cfg parallel.Config) float64 {
 }
 
 // outputActivationBytes is the last stage's output layer for the one
-// micro-batch whose loss is live: its input (4*s*b*h as Megatron counts)
-// and the fp32 logits the vocab-parallel cross entropy keeps, 4*s*b*V/t.
-// This is large: GPT-3 vocab at s=2048, b=1, TP=1 is 0.4 GB.
+// micro-batch whose loss is live: the final norm's input and output (2e*h
+// per token; Megatron's theoretical_memory_usage counts the 4*s*b*h of
+// 16-bit) and the fp32 softmax of the logits the vocab-parallel cross
+// entropy keeps for backward, 4*s*b*V/t (megatron/core/tensor_parallel/
+// cross_entropy.py, and the same exp_logits in fusions/fused_cross_entropy.py
+// under --cross-entropy-loss-fusion). This is large: GPT-3 vocab at s=2048,
+// b=1, TP=1 is 0.4 GB.
 func outputActivationBytes(m model.Model, cfg parallel.Config) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
-	return 4 * s * b * (h + float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
+	return s * b * (2*activationElemBytes(cfg)*h + 4*float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
 }
 
-// stageActivationBytes sums the activations pipeline rank r holds. In
-// fp32 every element is 4 bytes instead of 2 and attention is unfused (no
-// flash kernel takes fp32), so the scores are stored too: the 16-bit
-// count of a materialized-attention model, doubled (the 1-byte dropout
-// masks are overcounted by this, a few percent).
+// stageActivationBytes sums the activations pipeline rank r holds: its
+// layers' stored activations for every micro-batch in flight, the one
+// layer's recompute working set, and the input and output layers'.
 func stageActivationBytes(m model.Model, cfg parallel.Config, r int) float64 {
-	if cfg.Precision == gpu.PrecisionFP32 {
-		m.MaterializedAttention = true
-		c := cfg
-		c.Precision = ""
-		return 2 * stageActivationBytes(m, c, r)
-	}
 	perLayer := layerActivationBytes(m, cfg)
 	work := recomputeWorkingSet(m, cfg)
 	if dense, moe := rankLayerKinds(m, cfg, r); moe > 0 {
@@ -444,24 +550,28 @@ func stageActivationBytes(m model.Model, cfg parallel.Config, r int) float64 {
 		perLayer = (float64(dense)*perLayer + float64(moe)*ml) / float64(dense+moe)
 		if cfg.Recompute == parallel.RecomputeFull {
 			s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
-			full := moeFullLayerBytes(m, cfg, s, b, h, float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1, m.MaterializedAttention)
+			full := moeFullLayerBytes(m, cfg, s, b, h, float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1, unfusedAttention(m, cfg))
 			work = math.Max(work, full-ml)
 		}
 		work += dispatchBufferBytes(m, cfg)
 	}
-	v := layerMicroBatchesInFlight(m, cfg, r)*perLayer + work
+	v := layerMicroBatchesInFlight(m, cfg, r) * perLayer
 	if r == 0 {
 		v += embeddingActivationBytes(m, cfg)
 	}
+	// The last stage's output layer (the cross entropy's fp32 softmax) is
+	// freed by its own backward, before the first decoder layer's backward
+	// rebuilds what recompute dropped: the two transients never coexist.
+	out := 0.0
 	if r == cfg.PP-1 {
-		v += outputActivationBytes(m, cfg)
+		out = outputActivationBytes(m, cfg)
 	}
-	return v
+	return v + math.Max(work, out)
 }
 
-// otherBytes is the workspace/fragmentation allowance on top of the rest.
-func otherBytes(rest float64, cfg parallel.Config, f parallel.Framework) float64 {
-	v := otherFixedBytes + otherFraction*rest
+// otherBytes is the unitemised allowance, plus ZeRO-1/2's buckets.
+func otherBytes(cfg parallel.Config, f parallel.Framework) float64 {
+	v := float64(otherFixedBytes)
 	if f == parallel.FrameworkDeepSpeed && (cfg.ZeroStage == 1 || cfg.ZeroStage == 2) {
 		v += 2 * 2 * DeepSpeedBucketElements
 	}
@@ -479,7 +589,7 @@ func EstimateStage(m model.Model, cfg parallel.Config, f parallel.Framework, ppR
 		Optimizer:   st.optimizer,
 		Activations: stageActivationBytes(m, cfg, ppRank),
 	}
-	b.Other = otherBytes(b.Total(), cfg, f)
+	b.Other = otherBytes(cfg, f)
 	return b
 }
 

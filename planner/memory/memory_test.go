@@ -21,9 +21,10 @@ func relClose(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(mat
 //	activations: 34*s*b*h per layer = 35,651,584; x4 = 142,606,336
 //	  + embedding 8*s*b + s*b*h = 1,056,768
 //	  + output 4*s*b*(h+V) = 210,239,488          = 353,902,592
-//	  + the scores selective recompute rebuilds for one layer in backward,
-//	    5*a*s^2*b = 83,886,080                     = 437,788,672
-//	other = 2 GiB + 5% of (18P + activations)
+//	  the scores selective recompute rebuilds for one layer in backward,
+//	    5*a*s^2*b = 83,886,080, come after the output layer's backward
+//	    freed its 210,239,488: the larger of the two counts
+//	other = otherFixedBytes (4 GiB, measured; see memory.go)
 func TestEstimateStageMemoryHandComputed(t *testing.T) {
 	// Unfused attention, as in the paper: selective recompute rebuilds one
 	// layer's scores during backward (the +scores below).
@@ -32,8 +33,8 @@ func TestEstimateStageMemoryHandComputed(t *testing.T) {
 	got := EstimateStage(m, cfg, parallel.FrameworkMegatron, 0)
 	const p = 101852160.0
 	const scores = 5 * 16 * 1024 * 1024 * 1.0
-	want := Breakdown{Weights: 2 * p, Gradients: 4 * p, Optimizer: 12 * p, Activations: 353902592 + scores}
-	want.Other = 2*gpu.GiB + 0.05*(18*p+353902592+scores)
+	want := Breakdown{Weights: 2 * p, Gradients: 4 * p, Optimizer: 12 * p, Activations: 353902592}
+	want.Other = 4 * gpu.GiB
 	if !relClose(got.Weights, want.Weights, 1e-12) || !relClose(got.Gradients, want.Gradients, 1e-12) ||
 		!relClose(got.Optimizer, want.Optimizer, 1e-12) || !relClose(got.Activations, want.Activations, 1e-12) ||
 		!relClose(got.Other, want.Other, 1e-12) {
@@ -266,10 +267,11 @@ func TestDeepSpeedEstimators(t *testing.T) {
 		// params 2 + 16-bit grads 2 + 12 = 16: 2P/G less (the fp32 grad
 		// partition exists only during the step, after activations are freed).
 		{"zero3", 3, parallel.Offload{}, L + 18*p/G, -1, 2 * p / G},
-		// ZeRO-2 without offload: GPU = 4P + 16P/G. DeepSpeed also counts
-		// full 16-bit grads (2P) and the fp32 grad partition (4P/G) built at
-		// step time; the ZeRO paper's 2P + 14P/G is 2P + 2P/G less.
-		{"zero2", 2, parallel.Offload{}, 4*p + 16*p/G, -1, 2*p + 2*p/G},
+		// ZeRO-2 without offload: GPU = 2P + 18P/G (v0.14.4's source, run
+		// by TestDeepSpeedEstimatorsFromKit; this case said 4P + 16P/G
+		// before). Its 18 counts the fp32 grad partition (4P/G) built at
+		// step time; the ZeRO paper's 2P + 14P/G leaves it out.
+		{"zero2", 2, parallel.Offload{}, 2*p + 18*p/G, -1, 4 * p / G},
 	}
 	for _, c := range cases {
 		gpu, host := states(c.z, c.off)

@@ -29,7 +29,40 @@ type Model struct {
 	// head_dim); 0 = Hidden/Heads. Qwen3 and GPT-OSS use heads x head size
 	// wider than the hidden size.
 	KVChannels int `yaml:"kv_channels,omitempty" json:"kv_channels,omitempty"`
-	MoE        `yaml:",inline" json:",inline"`
+	// AttentionDropout and HiddenDropout are Megatron's --attention-dropout
+	// and --hidden-dropout; nil is Megatron's default, 0.1. A dropout with
+	// p > 0 keeps a 1-byte mask per element for backward (and unfused
+	// attention its dropped-out probabilities too); at p = 0 PyTorch's
+	// dropout returns its input and keeps nothing. Megatron-LM's Llama 3
+	// scripts set both to 0.
+	AttentionDropout *float64 `yaml:"attention_dropout,omitempty" json:"attention_dropout,omitempty"`
+	HiddenDropout    *float64 `yaml:"hidden_dropout,omitempty" json:"hidden_dropout,omitempty"`
+	MoE              `yaml:",inline" json:",inline"`
+}
+
+// defaultDropout is Megatron-LM's --attention-dropout and --hidden-dropout.
+const defaultDropout = 0.1
+
+// AttentionDropoutP is the attention dropout probability (default 0.1).
+func (m Model) AttentionDropoutP() float64 { return dropoutP(m.AttentionDropout) }
+
+// HiddenDropoutP is the hidden (and embedding) dropout probability
+// (default 0.1).
+func (m Model) HiddenDropoutP() float64 { return dropoutP(m.HiddenDropout) }
+
+func dropoutP(p *float64) float64 {
+	if p == nil {
+		return defaultDropout
+	}
+	return *p
+}
+
+// WithoutDropout is m with both dropouts at 0, as Megatron-LM's Llama 3
+// scripts run (--attention-dropout 0.0 --hidden-dropout 0.0).
+func (m Model) WithoutDropout() Model {
+	zero := 0.0
+	m.AttentionDropout, m.HiddenDropout = &zero, &zero
+	return m
 }
 
 // MoE is the mixture-of-experts part of a model (Megatron-Core's MoE

@@ -58,6 +58,8 @@ func (m Model) validate() yamlcheck.Problems {
 		errs.Add("max_position_embeddings", "%d is below seq_length %d", m.MaxPositionEmbeddings, m.SeqLength)
 	}
 	nonNegativeInt(&errs, "kv_channels", m.KVChannels, limits.MaxHidden)
+	probability(&errs, "attention_dropout", m.AttentionDropout)
+	probability(&errs, "hidden_dropout", m.HiddenDropout)
 	m.validateMoE(&errs)
 	return errs
 }
@@ -90,6 +92,13 @@ func (m Model) validateMoE(errs *yamlcheck.Problems) {
 	}
 	if m.NumLayers > 0 && e.DenseFirst >= m.NumLayers {
 		errs.Add("moe_dense_first_layers", "%d leaves none of the %d layers MoE", e.DenseFirst, m.NumLayers)
+	}
+}
+
+// probability checks an optional dropout probability: 0 <= p < 1.
+func probability(errs *yamlcheck.Problems, field string, p *float64) {
+	if p != nil && !(*p >= 0 && *p < 1) {
+		errs.Add(field, "must be a probability in [0, 1), got %g", *p)
 	}
 }
 

@@ -90,3 +90,20 @@ func TestExampleModelFilesMatchPresets(t *testing.T) {
 		}
 	}
 }
+
+// attention_dropout and hidden_dropout (Megatron's --attention-dropout,
+// --hidden-dropout) default to Megatron's 0.1 and are probabilities.
+func TestParseModelFileDropout(t *testing.T) {
+	base := "num_layers: 24\nhidden_size: 1024\nnum_attention_heads: 16\nseq_length: 2048\nvocab_size: 50257\n"
+	m, err := Parse([]byte(base))
+	if err != nil || m.AttentionDropoutP() != 0.1 || m.HiddenDropoutP() != 0.1 {
+		t.Fatalf("unset: attention %g, hidden %g, err %v; want Megatron's 0.1 both", m.AttentionDropoutP(), m.HiddenDropoutP(), err)
+	}
+	m, err = Parse([]byte(base + "attention_dropout: 0.0\nhidden_dropout: 0\n"))
+	if err != nil || m.AttentionDropoutP() != 0 || m.HiddenDropoutP() != 0 {
+		t.Fatalf("0.0 and 0: attention %g, hidden %g, err %v; want 0 both", m.AttentionDropoutP(), m.HiddenDropoutP(), err)
+	}
+	if _, err := Parse([]byte(base + "hidden_dropout: 1.5\n")); err == nil || !strings.Contains(err.Error(), "hidden_dropout (line 6, column 17): must be a probability in [0, 1), got 1.5") {
+		t.Errorf("hidden_dropout 1.5: error %v", err)
+	}
+}

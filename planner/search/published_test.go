@@ -64,11 +64,15 @@ const (
 // output layer apart from the input embedding (every row).
 const untiedHeader = "# untied-embeddings: every row"
 
+// noDropoutHeader starts the header line of a table whose runs applied
+// neither attention nor hidden dropout (every row).
+const noDropoutHeader = "# no dropout: every row"
+
 // tableHeader is what a table's header lines say about its rows.
 type tableHeader struct {
-	tpOverlap, materialized, untied bool
-	nicGbit                         float64
-	ubOf                            map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
+	tpOverlap, materialized, untied, noDropout bool
+	nicGbit                                    float64
+	ubOf                                       map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
 }
 
 // read takes one line of a table (where is file:line); header lines that
@@ -98,6 +102,7 @@ func (h *tableHeader) read(t *testing.T, where, text string) {
 		h.materialized = true
 	}
 	h.untied = h.untied || strings.HasPrefix(text, untiedHeader)
+	h.noDropout = h.noDropout || strings.HasPrefix(text, noDropoutHeader)
 	if v, ok := strings.CutPrefix(text, nicHeader); ok {
 		var err error
 		if h.nicGbit, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || h.nicGbit <= 0 {
@@ -147,6 +152,9 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 		// with a fused softmax kernel; flash attention came later. Other
 		// tables say so in their header.
 		r.m.MaterializedAttention = h.materialized || strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
+		if h.noDropout {
+			r.m = r.m.WithoutDropout()
+		}
 		r.cfg.DP = r.gpus / (r.cfg.TP * r.cfg.PP * r.cfg.CP)
 		r.cfg.NumMicroBatches = r.cfg.GlobalBatch / (r.cfg.MicroBatch * r.cfg.DP)
 		switch fs[20] {

@@ -26,7 +26,7 @@ clusters:
   - name: a
     hosts: [a1, a2]
     gpus_per_host: 2
-    gpu: {model: cpu, memory_gib: 4, peak_bf16_tflops: 1}
+    gpu: {model: cpu, memory_gib: 8, peak_bf16_tflops: 1}
     nics: [{type: ethernet, count: 1, rate_gbit_per_s: 10}]
 `
 

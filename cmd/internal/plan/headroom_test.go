@@ -13,7 +13,8 @@ import (
 // TestPlansKeepMemoryHeadroom (issue 21): llama3-8b on one 8xH100 host
 // ranked first a plan using 79.4 of 79.6 GiB, which real jobs OOM at. By
 // default every plan leaves 5% of each GPU free; --memory-headroom 0 gives
-// the old ranking, and a value out of range is refused.
+// the old ranking, and a value out of range is refused. (Global batch 256:
+// since issue 29's estimate, 128's best plan no longer reaches the edge.)
 func TestPlansKeepMemoryHeadroom(t *testing.T) {
 	a100, err := os.ReadFile(filepath.Join("..", "testdata", "a100-16x8.yaml"))
 	if err != nil {
@@ -26,7 +27,7 @@ func TestPlansKeepMemoryHeadroom(t *testing.T) {
 	}
 	spec, _ := gpu.Lookup("H100-SXM")
 	peaks := func(extra ...string) []float64 {
-		code, out, errOut := runAppBuffers(append([]string{"plan", "--cluster", file, "--model", "llama3-8b", "--global-batch-size", "128", "--top", "3", "--json"}, extra...)...)
+		code, out, errOut := runAppBuffers(append([]string{"plan", "--cluster", file, "--model", "llama3-8b", "--global-batch-size", "256", "--top", "3", "--json"}, extra...)...)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
