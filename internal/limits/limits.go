@@ -24,12 +24,17 @@ const (
 	// Model shape bounds: well above any published model (the largest dense
 	// models have ~128 layers, hidden 25600, 128 heads, 256k vocabularies),
 	// low enough that parameter and memory arithmetic cannot overflow.
-	MaxLayers       = 4096
-	MaxHidden       = 1 << 20
-	MaxHeads        = 1 << 14
-	MaxSeqLength    = 1 << 24
-	MaxVocab        = 1 << 24
-	MaxGlobalBatch  = 1 << 24
-	MaxFileBytes    = 64 << 20 // cluster and model files, hostfiles
-	MaxHostfileLine = 4096
+	MaxLayers      = 4096
+	MaxHidden      = 1 << 20
+	MaxHeads       = 1 << 14
+	MaxSeqLength   = 1 << 24
+	MaxVocab       = 1 << 24
+	MaxGlobalBatch = 1 << 24
+	MaxFileBytes   = 64 << 20 // every input file read whole: cluster, model, DeepSpeed config, env, hostfile, ...
+	// MaxTokenizerBytes bounds a tokenizer file read for its vocabulary
+	// size: published tokenizer.json files reach ~35 MB (256k-entry
+	// vocabularies with merges); 512 MiB leaves room and still stops
+	// /dev/zero or a weights file given by mistake.
+	MaxTokenizerBytes = 512 << 20
+	MaxHostfileLine   = 4096
 )

@@ -20,6 +20,8 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/plan"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
@@ -143,7 +145,7 @@ func Run(opts *Options) error {
 	if err != nil {
 		return cmdutil.UsageError("%v", err)
 	}
-	data, err := os.ReadFile(opts.ClusterFile)
+	data, err := inputfile.Read(opts.ClusterFile, limits.MaxFileBytes)
 	if err != nil {
 		return cmdutil.UsageError("calibrate: --cluster: %v", err)
 	}
@@ -292,7 +294,7 @@ func orAny(v int) string {
 
 // targetFromPlanFile pins every dimension of the chosen plan.
 func targetFromPlanFile(path string, index int) (calibrateTarget, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return calibrateTarget{}, fmt.Errorf("--plan: %w", err)
 	}
@@ -347,7 +349,7 @@ func observedIteration(opts *Options, globalBatch int) (median float64, sources 
 	var all []float64
 	var firstErr error
 	for _, name := range files {
-		fh, err := os.Open(name)
+		fh, err := inputfile.Open(name)
 		if err != nil {
 			return 0, nil, 0, err
 		}

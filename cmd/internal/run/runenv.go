@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -101,7 +103,7 @@ func deepspeedEnvFile(o *Options) string {
 // split at the first '=', both sides trimmed, the value taken literally
 // (no quotes or expansion). Blank lines and # comments are skipped.
 func readEnvFile(path string) ([]job.EnvVar, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return nil, cmdutil.InputErrorf("env file: %v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
@@ -82,7 +84,7 @@ func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, err
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(file)
+	data, err := inputfile.Read(file, limits.MaxFileBytes)
 	if err != nil {
 		return nil, cmdutil.InputErrorf("%s %s: %v (pipette-launch plans with your config's settings, so it must be readable here)", flag, path, err)
 	}

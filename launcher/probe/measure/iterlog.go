@@ -1,12 +1,12 @@
 package measure
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"regexp"
 	"strconv"
 
+	"github.com/pipette-launch/pipette-launch/internal/lines"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 )
 
@@ -43,6 +43,10 @@ type IterationLog struct {
 	Skipped int
 }
 
+// maxLogLine bounds the part of a log line that is searched for an
+// iteration time.
+const maxLogLine = 64 << 10
+
 // ParseIterationLog reads iteration times from a job's output. Megatron's
 // own line wins when a line has both (Megatron-DeepSpeed prints samples/sec
 // beside it). DeepSpeed's rates need globalBatch (sequences per
@@ -50,15 +54,15 @@ type IterationLog struct {
 // (start-up, allocator warm-up, compilation) are dropped.
 func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error) {
 	var meg, ds []float64
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
+	// Iteration lines are short; a longer line (a printed tensor, a
+	// progress bar) is cut rather than ending the read.
+	err := lines.Each(r, maxLogLine, func(b []byte, _ int64) {
+		line := string(b)
 		if m := megatronIterRe.FindStringSubmatch(line); m != nil {
 			if v, err := strconv.ParseFloat(m[1], 64); err == nil && v > 0 {
 				meg = append(meg, v/1000)
 			}
-			continue
+			return
 		}
 		m := dsCurrRe.FindStringSubmatch(line)
 		if m == nil {
@@ -69,8 +73,8 @@ func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error)
 				ds = append(ds, v)
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return IterationLog{}, err
 	}
 	out := IterationLog{Format: FormatMegatron, Seconds: meg}
