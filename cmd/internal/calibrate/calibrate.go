@@ -439,5 +439,7 @@ func writeCalibration(path string, data []byte, cal *cluster.Calibration) error 
 	if _, err := cluster.Parse(buf.Bytes()); err != nil {
 		return fmt.Errorf("the calibrated file would not parse (not written): %w", err)
 	}
-	return atomicfile.Write(path, buf.Bytes(), 0o644)
+	// Through a symlink to the file it names, keeping that file's mode: a
+	// cluster file kept 0600 (it may name hosts and users) stays so.
+	return atomicfile.WriteThrough(path, buf.Bytes(), 0o644)
 }

@@ -64,7 +64,9 @@ type Options struct {
 	// JSON, with DryRun, prints the job as one JSON object.
 	JSON      bool
 	OutputDir string
-	NCCLMode  string
+	// Force lets --output-dir replace files already in the directory.
+	Force    bool
+	NCCLMode string
 	// Launcher is --launcher: auto, ssh, slurm or k8s.
 	Launcher string
 	// K8s are the --launcher k8s settings.
