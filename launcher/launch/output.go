@@ -1,13 +1,16 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -64,12 +67,18 @@ func (o *output) openLogs() error {
 	if o.opts.LogDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(o.opts.LogDir, 0o755); err != nil {
-		return fmt.Errorf("--log-dir: %w", err)
+	// The directory is the user's own that no one else can write (made
+	// 0700), so no one can plant a link or a file there meanwhile; a log of
+	// an earlier run is replaced, but never through a link.
+	if err := atomicfile.OwnDir(o.opts.LogDir, false); err != nil {
+		return fmt.Errorf("--log-dir %w", err)
 	}
 	for k := range o.local {
 		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+		if errors.Is(err, syscall.ELOOP) {
+			return fmt.Errorf("--log-dir: %s is a symbolic link: pipette-launch writes no log through a link; remove it or give another directory", name)
+		}
 		if err != nil {
 			return fmt.Errorf("--log-dir: %w", err)
 		}
