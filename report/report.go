@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -293,7 +292,8 @@ func (r *Report) WriteFile(path string) error {
 	if err := r.WriteHTML(&b); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	// Replaced whole, through a symlink to its target, keeping its mode.
+	if err := atomicfile.WriteThrough(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
 	return nil

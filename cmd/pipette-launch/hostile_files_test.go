@@ -100,3 +100,17 @@ func TestInputFilesRegularAndBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvFileLongLine (issue 31, item 14): an env file with a 2 MB line is
+// refused naming the file and the line limit, not with a bare
+// "bufio.Scanner: token too long".
+func TestEnvFileLongLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(p, []byte("A="+strings.Repeat("x", 2<<20)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "run", "--dry-run", "--hosts", "n1", "--env-file", p, "train.py")
+	if want := "env file " + p + ": a line longer than 1 MiB"; code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, want)
+	}
+}

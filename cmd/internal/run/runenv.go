@@ -3,6 +3,7 @@ package run
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,6 +121,9 @@ func readEnvFile(path string) ([]job.EnvVar, error) {
 			return nil, cmdutil.InputErrorf("env file %s:%d: %q is not KEY=VALUE", path, ln, line)
 		}
 		vars = append(vars, job.EnvVar{Name: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return nil, cmdutil.InputErrorf("env file %s: a line longer than 1 MiB: not a KEY=VALUE file", path)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, cmdutil.InputErrorf("env file %s: %v", path, err)
