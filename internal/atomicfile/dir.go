@@ -31,8 +31,9 @@ func (e *DirError) Error() string {
 // there are created by name, and another user who can write the directory
 // could plant a link or replace them. With private, no other user may read
 // or search it either (the mode has no group or other bits): for files
-// holding secrets. A directory it refuses is a *DirError. The job
-// directory on hosts is held to the same rule (job.PrivateDirScript).
+// holding secrets. A directory it refuses is a *DirError. The job files
+// directory on hosts is held to the ownership and no-link part of this
+// rule by job.PrivateDirScript (it is always made fresh, mode 0700).
 func OwnDir(dir string, private bool) error {
 	if dir == "" {
 		return &DirError{Path: `""`, Why: "is no directory name", Fix: "give one"}
