@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -265,19 +265,23 @@ func (r *Report) Figures() []Figure {
 	return out
 }
 
-// WriteSVGs writes each figure to dir/NAME.svg and returns the paths.
+// WriteSVGs writes each figure to dir/NAME.svg and returns the paths. The
+// directory is made 0700 or must be the user's own that no one else can
+// write (atomicfile.OwnDir); a figure of an earlier run is replaced, a link
+// at its name too, never what the link points to.
 func (r *Report) WriteSVGs(dir string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("--svg: %w", err)
+	if err := atomicfile.OwnDir(dir, false); err != nil {
+		return nil, fmt.Errorf("--svg %w", err)
 	}
 	var paths []string
+	var files []atomicfile.File
 	for _, f := range r.Figures() {
-		path := filepath.Join(dir, f.Name+".svg")
 		doc := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + string(f.SVG) + "\n"
-		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-			return paths, fmt.Errorf("--svg: %w", err)
-		}
-		paths = append(paths, path)
+		files = append(files, atomicfile.File{Name: f.Name + ".svg", Data: []byte(doc), Perm: 0o644})
+		paths = append(paths, filepath.Join(dir, f.Name+".svg"))
+	}
+	if err := atomicfile.CreateAll(dir, files, true); err != nil {
+		return nil, fmt.Errorf("--svg: %w", err)
 	}
 	return paths, nil
 }
@@ -288,7 +292,8 @@ func (r *Report) WriteFile(path string) error {
 	if err := r.WriteHTML(&b); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	// Replaced whole, through a symlink to its target, keeping its mode.
+	if err := atomicfile.WriteThrough(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
 	return nil

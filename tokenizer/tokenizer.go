@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 )
 
@@ -54,7 +56,7 @@ func (r Reader) read(p string) ([]byte, error) {
 	if p == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(r.path(p))
+	data, err := inputfile.Read(r.path(p), limits.MaxTokenizerBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -94,7 +96,7 @@ func (r Reader) huggingFace(model string) (int, string, error) {
 	if st.IsDir() {
 		tokFile, cfgFile = filepath.Join(p, "tokenizer.json"), filepath.Join(p, "config.json")
 	}
-	if data, err := os.ReadFile(tokFile); err == nil {
+	if data, err := inputfile.Read(tokFile, limits.MaxTokenizerBytes); err == nil {
 		n, err := tokenizerJSONSize(data)
 		if err != nil {
 			return 0, "", fmt.Errorf("--tokenizer-model %s: %w", tokFile, err)
@@ -106,7 +108,7 @@ func (r Reader) huggingFace(model string) (int, string, error) {
 	if cfgFile == "" {
 		return 0, "", nil
 	}
-	data, err := os.ReadFile(cfgFile)
+	data, err := inputfile.Read(cfgFile, limits.MaxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, "", nil
 	} else if err != nil {

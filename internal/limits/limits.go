@@ -42,9 +42,14 @@ const (
 	// MaxGlobalBatch bounds --global-batch-size (and a DeepSpeed config's
 	// batch sizes): the search enumerates the batch's divisors, and 2^24
 	// sequences (GPT-3 trained on 1536) keeps that instant.
-	MaxGlobalBatch  = 1 << 24
-	MaxFileBytes    = 64 << 20 // cluster and model files, hostfiles
-	MaxHostfileLine = 4096
+	MaxGlobalBatch = 1 << 24
+	MaxFileBytes   = 64 << 20 // every input file read whole: cluster, model, DeepSpeed config, env, hostfile, ...
+	// MaxTokenizerBytes bounds a tokenizer file read for its vocabulary
+	// size: published tokenizer.json files reach ~35 MB (256k-entry
+	// vocabularies with merges); 512 MiB leaves room and still stops
+	// /dev/zero or a weights file given by mistake.
+	MaxTokenizerBytes = 512 << 20
+	MaxHostfileLine   = 4096
 )
 
 // A Range is what one kind of number read from a file or a flag may be: a

@@ -26,7 +26,7 @@ func TestDocsTable(t *testing.T) {
 		"MemoryGiB": MemoryGiB.String(), "HBMTBytePerS": HBMTBytePerS.String(), "LatencyMicroseconds": LatencyMicroseconds.String(),
 		"CalibrationFactor": CalibrationFactor.String(), "IterationSeconds": IterationSeconds.String(),
 		"CapacityFactor": CapacityFactor.String(), "MemoryHeadroom": MemoryHeadroom.String(),
-		"MaxRunIDBytes": strconv.Itoa(MaxRunIDBytes),
+		"MaxRunIDBytes": strconv.Itoa(MaxRunIDBytes), "MaxTokenizerBytes": strconv.Itoa(MaxTokenizerBytes),
 	}
 	// Every exported constant and variable of limits.go has a value above,
 	// so a new limit cannot be left out of the docs.

@@ -15,7 +15,6 @@
 package kubernetes
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -31,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/lines"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 )
@@ -439,13 +439,26 @@ func (s *supervisor) follow(p k8s.Pod, st podState) {
 			s.note("pipette-launch: cannot read the log of pod %s: %v", st.name, err)
 			return
 		}
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		for sc.Scan() {
-			s.line(p, sc.Text())
-		}
+		s.readLog(p, out)
 		_ = cmd.Wait()
 	}()
+}
+
+// maxLogLine bounds one line of a pod's log as it is sorted and printed.
+const maxLogLine = 64 << 10
+
+// readLog sorts each line of a pod's log (line) until it ends. A line
+// longer than maxLogLine is cut, with a note, rather than ending the read:
+// a log no longer read would also stall kubectl logs, and with it the
+// rank exits that come after.
+func (s *supervisor) readLog(p k8s.Pod, r io.Reader) {
+	lines.Each(r, maxLogLine, func(b []byte, dropped int64) {
+		line := string(b)
+		if dropped > 0 {
+			line += fmt.Sprintf(" [pipette-launch: %d more bytes of this line not shown]", dropped)
+		}
+		s.line(p, line)
+	})
 }
 
 // line sorts one line of a pod's log: a control line, a rank's exit, or a

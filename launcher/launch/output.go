@@ -1,13 +1,16 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -64,12 +67,18 @@ func (o *output) openLogs() error {
 	if o.opts.LogDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(o.opts.LogDir, 0o755); err != nil {
-		return fmt.Errorf("--log-dir: %w", err)
+	// The directory is the user's own that no one else can write (made
+	// 0700), so no one can plant a link or a file there meanwhile; a log of
+	// an earlier run is replaced, but never through a link.
+	if err := atomicfile.OwnDir(o.opts.LogDir, false); err != nil {
+		return fmt.Errorf("--log-dir %w", err)
 	}
 	for k := range o.local {
 		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+		if errors.Is(err, syscall.ELOOP) {
+			return fmt.Errorf("--log-dir: %s is a symbolic link: pipette-launch writes no log through a link; remove it or give another directory", name)
+		}
 		if err != nil {
 			return fmt.Errorf("--log-dir: %w", err)
 		}
@@ -171,27 +180,49 @@ type lineSplitter struct {
 	mu  sync.Mutex
 	buf []byte
 	fn  func(string)
+	// cutting: the line under way was cut at maxLine and handed on; the
+	// rest of it, up to its newline, is dropped.
+	cutting bool
 }
 
+// maxLine bounds one line of output: a longer one (a printed tensor, a
+// progress bar without newlines) is handed on cut, with cutNote, so it
+// keeps its rank prefix and memory stays bounded.
 const maxLine = 64 << 10
+
+const cutNote = " [pipette-launch: line cut at 64 KiB]"
 
 func (l *lineSplitter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := indexNL(l.buf)
-		if i < 0 {
-			break
+	n := len(p)
+	for len(p) > 0 {
+		i := indexNL(p)
+		if l.cutting {
+			if i < 0 {
+				break
+			}
+			l.cutting, p = false, p[i+1:]
+			continue
 		}
-		l.fn(string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
+		if i < 0 {
+			l.buf = append(l.buf, p...)
+			p = nil
+		} else {
+			l.buf = append(l.buf, p[:i]...)
+			p = p[i+1:]
+		}
+		if len(l.buf) > maxLine {
+			l.fn(string(l.buf[:maxLine]) + cutNote)
+			l.buf, l.cutting = l.buf[:0], i < 0
+			continue
+		}
+		if i >= 0 {
+			l.fn(string(l.buf))
+			l.buf = l.buf[:0]
+		}
 	}
-	if len(l.buf) > maxLine {
-		l.fn(string(l.buf))
-		l.buf = nil
-	}
-	return len(p), nil
+	return n, nil
 }
 
 func (l *lineSplitter) flush() {
@@ -201,6 +232,7 @@ func (l *lineSplitter) flush() {
 		l.fn(string(l.buf))
 		l.buf = nil
 	}
+	l.cutting = false
 }
 
 func indexNL(b []byte) int {

@@ -2,11 +2,11 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
@@ -164,23 +164,18 @@ func writeFilesLocal(job job.Job) error {
 }
 
 // privateDirLocal creates dir private (mode 0700, parents too) and
-// refuses unless it is then a real directory owned by this user, as
-// job.PrivateDirScript does on a remote host: on a shared /tmp another
-// user could have made the path (or a symlink there) first.
+// refuses unless it is then a real directory owned by this user that no
+// one else can write (atomicfile.OwnDir), as job.PrivateDirScript does on
+// a remote host: on a shared /tmp another user could have made the path
+// (or a symlink there) first.
 func privateDirLocal(dir string) error {
-	old := syscall.Umask(0o077)
-	err := os.MkdirAll(dir, 0o700)
-	syscall.Umask(old)
+	err := atomicfile.OwnDir(dir, false)
+	var de *atomicfile.DirError
+	if errors.As(err, &de) {
+		return fmt.Errorf("job files directory %s is not a directory of this user that only this user can write (it %s): remove it or choose another with --output-dir", dir, de.Why)
+	}
 	if err != nil {
 		return fmt.Errorf("job files directory: %w", err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("job files directory: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("job files directory %s is not a directory of this user (a symlink, or created by another user): remove it or choose another with --output-dir", dir)
 	}
 	return nil
 }

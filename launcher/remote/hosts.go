@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/hostlist"
 	"github.com/pipette-launch/pipette-launch/internal/hostname"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 )
 
@@ -91,7 +92,7 @@ var dsHostLine = regexp.MustCompile(`^(\S+)\s+slots=(\d+)`)
 
 // ReadHostfile reads a hostfile from disk; see ParseHostfile.
 func ReadHostfile(path string) ([]HostSpec, error) {
-	f, err := os.Open(path)
+	f, err := inputfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--hostfile: %w", err)
 	}

@@ -25,6 +25,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostname"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
 
@@ -367,7 +369,7 @@ func loadSSHConfig(file string) (*ssh_config.Config, error) {
 	if !explicit {
 		file = filepath.Join(homeDir(), ".ssh", "config")
 	}
-	f, err := os.Open(file)
+	f, err := inputfile.Open(file)
 	if err != nil {
 		if !explicit && errors.Is(err, os.ErrNotExist) {
 			return nil, nil
@@ -425,7 +427,7 @@ func authMethods(identities []string, explicit bool) ([]ssh.AuthMethod, func(), 
 }
 
 func loadKey(p string) (ssh.Signer, error) {
-	b, err := os.ReadFile(p)
+	b, err := inputfile.Read(p, limits.MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}

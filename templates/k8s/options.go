@@ -3,10 +3,12 @@ package k8s
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 )
 
 // ReadOptions reads Options from a YAML file (--k8s-config): the same
@@ -14,7 +16,7 @@ import (
 // merged over every pod (RFC 7386). Unknown fields are errors.
 func ReadOptions(path string) (Options, error) {
 	var o Options
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return o, fmt.Errorf("kubernetes options: %w", err)
 	}
@@ -28,7 +30,7 @@ func ReadOptions(path string) (Options, error) {
 
 // ReadPodPatch reads a pod spec fragment (YAML or JSON) for Options.PodPatch.
 func ReadPodPatch(path string) (map[string]any, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("pod patch: %w", err)
 	}

@@ -3,14 +3,13 @@ package k8s
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 )
 
 // YAML is the manifests as one multi-document stream, in apply order,
@@ -69,19 +68,24 @@ func (m *Manifests) Files() (map[string][]byte, []string, error) {
 }
 
 // WriteDir writes Files into dir (--output-dir) and returns their names;
-// the Secret is never written.
-func (m *Manifests) WriteDir(dir string) ([]string, error) {
+// the Secret is never written. The directory is made 0700 or must be the
+// user's own that no one else can write (atomicfile.OwnDir); no file is
+// written through a link, and none already there is replaced unless
+// replace (--force): atomicfile.CreateAll.
+func (m *Manifests) WriteDir(dir string, replace bool) ([]string, error) {
 	files, order, err := m.Files()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.OwnDir(dir, false); err != nil {
 		return nil, err
 	}
+	all := make([]atomicfile.File, 0, len(order))
 	for _, name := range order {
-		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o644); err != nil {
-			return nil, err
-		}
+		all = append(all, atomicfile.File{Name: name, Data: files[name], Perm: 0o644})
+	}
+	if err := atomicfile.CreateAll(dir, all, replace); err != nil {
+		return nil, err
 	}
 	return order, nil
 }

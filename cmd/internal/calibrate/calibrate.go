@@ -21,6 +21,8 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/plan"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
@@ -144,7 +146,7 @@ func Run(opts *Options) error {
 	if err != nil {
 		return cmdutil.UsageError("%v", err)
 	}
-	data, err := os.ReadFile(opts.ClusterFile)
+	data, err := inputfile.Read(opts.ClusterFile, limits.MaxFileBytes)
 	if err != nil {
 		return cmdutil.UsageError("calibrate: --cluster: %v", err)
 	}
@@ -293,7 +295,7 @@ func orAny(v int) string {
 
 // targetFromPlanFile pins every dimension of the chosen plan.
 func targetFromPlanFile(path string, index int) (calibrateTarget, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return calibrateTarget{}, fmt.Errorf("--plan: %w", err)
 	}
@@ -361,7 +363,7 @@ func observedIteration(opts *Options, globalBatch int) (median float64, sources 
 	var all []float64
 	var firstErr error
 	for _, name := range files {
-		fh, err := os.Open(name)
+		fh, err := inputfile.Open(name)
 		if err != nil {
 			return 0, nil, 0, err
 		}
@@ -482,5 +484,7 @@ func writeCalibration(path string, data []byte, cal *cluster.Calibration) error 
 	if _, err := cluster.Parse(buf.Bytes()); err != nil {
 		return fmt.Errorf("the calibrated file would not parse (not written): %w", err)
 	}
-	return atomicfile.Write(path, buf.Bytes(), 0o644)
+	// Through a symlink to the file it names, keeping that file's mode: a
+	// cluster file kept 0600 (it may name hosts and users) stays so.
+	return atomicfile.WriteThrough(path, buf.Bytes(), 0o644)
 }

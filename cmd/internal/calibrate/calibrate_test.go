@@ -177,24 +177,8 @@ func TestCalibrateBadInputExit2(t *testing.T) {
 func TestCalibrateFlagsAfterLogsAndPinnedOff(t *testing.T) {
 	dir := t.TempDir()
 	clusterFile := filepath.Join(dir, "cluster.yaml")
-	modelFile := filepath.Join(dir, "model.yaml")
-	logFile := filepath.Join(dir, "r0.log")
 	os.WriteFile(clusterFile, []byte(calibrateCluster), 0o644)
-	os.WriteFile(modelFile, []byte(calibrateModel), 0o644)
-	var log strings.Builder
-	for i := 1; i <= 4; i++ {
-		fmt.Fprintf(&log, " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | learning rate: 1.0E-04 |\n", i, 4, 8*i, 50.0)
-	}
-	os.WriteFile(logFile, []byte(log.String()), 0o644)
-	var out, errb bytes.Buffer
-	app := &cli.App{Name: "pipette-launch", Commands: []*cli.Command{NewCmd(&cmdutil.IOStreams{Out: &out, ErrOut: &errb})}}
-	args := []string{"pipette-launch", "calibrate", "--cluster", clusterFile, logFile, "--model", modelFile, "--global-batch-size", "8",
-		"--tp", "1", "--pp", "2", "--dp", "2", "--micro-batch-size", "1", "--recompute", "none",
-		"--distributed-optimizer=false", "--sequence-parallel", "off", "--no-offload", "--dry-run"}
-	if err := app.Run(args); err != nil {
-		t.Fatalf("calibrate %v: %v\n%s%s", args[2:], err, out.String(), errb.String())
-	}
-	s := out.String()
+	s := runPinned(t, dir, clusterFile, "--dry-run")
 	if !strings.Contains(s, "TP1 PP2 DP2 mb1 gbs8 distopt=off sp=off offload=off") {
 		t.Errorf("calibrate priced another configuration than the pinned one:\n%s", s)
 	}
@@ -272,4 +256,29 @@ func TestPrintCalibrationSaysWhatCrossValidationKept(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runPinned writes a model and a Megatron log of four 50 ms iterations
+// into dir and runs calibrate on clusterFile through the CLI, the run
+// pinned as TP1 PP2 DP2 with the flags form (LOG before the flags) plus
+// extra; it returns the output.
+func runPinned(t *testing.T, dir, clusterFile string, extra ...string) string {
+	t.Helper()
+	modelFile := filepath.Join(dir, "model.yaml")
+	logFile := filepath.Join(dir, "r0.log")
+	os.WriteFile(modelFile, []byte(calibrateModel), 0o644)
+	var log strings.Builder
+	for i := 1; i <= 4; i++ {
+		fmt.Fprintf(&log, " iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (ms): %.1f | learning rate: 1.0E-04 |\n", i, 4, 8*i, 50.0)
+	}
+	os.WriteFile(logFile, []byte(log.String()), 0o644)
+	var out, errb bytes.Buffer
+	app := &cli.App{Name: "pipette-launch", Commands: []*cli.Command{NewCmd(&cmdutil.IOStreams{Out: &out, ErrOut: &errb})}}
+	args := append([]string{"pipette-launch", "calibrate", "--cluster", clusterFile, logFile, "--model", modelFile, "--global-batch-size", "8",
+		"--tp", "1", "--pp", "2", "--dp", "2", "--micro-batch-size", "1", "--recompute", "none",
+		"--distributed-optimizer=false", "--sequence-parallel", "off", "--no-offload"}, extra...)
+	if err := app.Run(args); err != nil {
+		t.Fatalf("calibrate %v: %v\n%s%s", args[2:], err, out.String(), errb.String())
+	}
+	return out.String()
 }

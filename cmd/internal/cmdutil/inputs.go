@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -17,7 +19,7 @@ func LoadModel(spec string, seq int) (model.Model, error) {
 	var m model.Model
 	var err error
 	if strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml") || strings.ContainsRune(spec, os.PathSeparator) {
-		data, rerr := os.ReadFile(spec)
+		data, rerr := inputfile.Read(spec, limits.MaxFileBytes)
 		if rerr != nil {
 			return m, fmt.Errorf("--model: %w", rerr)
 		}
@@ -75,7 +77,7 @@ func TPOverlapCfgFromArgs(args []string) (*parallel.TPOverlapCfg, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (it is read to price the overlap: give a path readable here, or leave the flag out to price Transformer Engine's defaults)", megatron.TPCommOverlapCfgFlag, err)
 	}

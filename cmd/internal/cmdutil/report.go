@@ -2,11 +2,13 @@ package cmdutil
 
 import (
 	"fmt"
-	"os"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/report"
-	"github.com/urfave/cli/v2"
 )
 
 // ReportFlags draw the plan: `plan` and `run` (with --dry-run or
@@ -68,7 +70,7 @@ func clusterMeasured(path string) bool {
 	if path == "" {
 		return false
 	}
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return false
 	}

@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
@@ -27,7 +29,6 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/report"
 	"github.com/pipette-launch/pipette-launch/templates"
-	"github.com/urfave/cli/v2"
 )
 
 // Options are the inputs of `pipette-launch plan`.
@@ -287,7 +288,7 @@ func calibrationSummary(path string) (summary string, corrected bool) {
 	if path == "" {
 		return "", false
 	}
-	b, err := os.ReadFile(path)
+	b, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return "", false
 	}
@@ -315,7 +316,7 @@ func loadListedCluster(path string, t fabric.Transport, hosts, hostfile string) 
 	data := examples.DefaultCluster
 	name := "embedded example cluster"
 	if path != "" {
-		b, err := os.ReadFile(path)
+		b, err := inputfile.Read(path, limits.MaxFileBytes)
 		if err != nil && path == cmdutil.ExampleCluster {
 			b, err = examples.DefaultCluster, nil // --cluster example, as run takes it
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"
@@ -315,7 +316,9 @@ func writeClusterFile(opts *Options, data []byte) error {
 		_, err := opts.IO.Out.Write(data)
 		return err
 	}
-	if err := os.WriteFile(opts.Output, data, 0o644); err != nil {
+	// A file the user names is replaced whole (never left half-written),
+	// through a symlink to its target, keeping that file's mode.
+	if err := atomicfile.WriteThrough(opts.Output, data, 0o644); err != nil {
 		return fmt.Errorf("probe: write cluster file: %w", err)
 	}
 	return nil

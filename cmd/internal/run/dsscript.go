@@ -2,9 +2,9 @@ package run
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
 )
 
@@ -17,7 +17,7 @@ func dsInScript(o *Options, ds *deepspeed.UserConfig, planned bool) bool {
 		if o.WorkDir != "" && !filepath.IsAbs(path) {
 			path = filepath.Join(o.WorkDir, path)
 		}
-		f, err := os.Open(path)
+		f, err := inputfile.Open(path)
 		if o.Module || err != nil {
 			return ""
 		}

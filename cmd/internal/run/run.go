@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/examples"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
@@ -63,7 +64,9 @@ type Options struct {
 	// JSON, with DryRun, prints the job as one JSON object.
 	JSON      bool
 	OutputDir string
-	NCCLMode  string
+	// Force lets --output-dir replace files already in the directory.
+	Force    bool
+	NCCLMode string
 	// Launcher is --launcher: auto, ssh, slurm or k8s.
 	Launcher string
 	// K8s are the --launcher k8s settings.
@@ -574,7 +577,7 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 	}
 	data, name := examples.DefaultCluster, "embedded example cluster (examples/cluster.yaml)"
 	if !onExample(o) {
-		data, err = os.ReadFile(o.ClusterFile)
+		data, err = inputfile.Read(o.ClusterFile, limits.MaxFileBytes)
 		if err != nil {
 			return nil, false, cmdutil.InputErrorf("cluster file: %v", err)
 		}

@@ -123,9 +123,12 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 
 // writeManifests writes one file per object (never the Secret).
 func writeManifests(opts *Options, m *k8s.Manifests) error {
-	names, err := m.WriteDir(opts.OutputDir)
-	if err != nil {
-		return fmt.Errorf("--output-dir: %w", err)
+	if err := ownOutputDir(opts.OutputDir, nil); err != nil {
+		return err
+	}
+	names, err := m.WriteDir(opts.OutputDir, opts.Force)
+	if err := outputDirError(err); err != nil {
+		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s to %s (apply with kubectl apply --server-side -f %s)\n", strings.Join(names, ", "), opts.OutputDir, opts.OutputDir)
 	if m.Secret != nil {

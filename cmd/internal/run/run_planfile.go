@@ -3,9 +3,10 @@ package run
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 )
 
@@ -23,10 +24,12 @@ func WriteRunPlan(opts *Options, plan *search.Plan) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
-		return fmt.Errorf("--log-dir: %w", err)
+	if err := atomicfile.OwnDir(opts.LogDir, false); err != nil {
+		return cmdutil.InputErrorf("--log-dir %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(opts.LogDir, RunPlanFile), append(b, '\n'), 0o644); err != nil {
+	// Renamed into place: a link planted at the name is replaced, never
+	// written through.
+	if err := atomicfile.Write(filepath.Join(opts.LogDir, RunPlanFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("--log-dir: %w", err)
 	}
 	return nil

@@ -53,7 +53,8 @@ func Flags() []cli.Flag {
 		cmdutil.MemoryHeadroomFlag(),
 		&cli.BoolFlag{Name: "dry-run", Usage: "print every host's command lines, environment and files; start nothing"},
 		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the job and its plan as one JSON object (errors: one JSON object on stderr)"},
-		&cli.StringFlag{Name: "output-dir", Usage: "write one launch script per host and the job's files here; start nothing"},
+		&cli.StringFlag{Name: "output-dir", Usage: "write one launch script per host and the job's files here (a directory of yours only you can write; made 0700 when missing); start nothing"},
+		&cli.BoolFlag{Name: "force", Usage: "with --output-dir: replace files already in the directory (without it, any file or link there is refused)"},
 		&cli.StringFlag{Name: "nccl-mode", Value: "auto", Usage: "auto (Megatron: one NCCL network per group type across RDMA islands, else sockets), sockets or per-group (Holmes' Megatron fork): NCCL transport across islands"},
 		&cli.StringFlag{Name: "launcher", Value: cmdutil.LauncherAuto, Usage: "start ranks over `ssh`, or as one srun step inside the Slurm allocation (`slurm`); auto: slurm when SLURM_JOB_ID is set; a job whose only host is this machine (or --standalone) runs here without SSH unless ssh or slurm is given"},
 		&cli.StringFlag{Name: "workdir", Usage: "directory on each host where ranks start and files land (default: the launch directory)"},
@@ -105,6 +106,7 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 		JSON:           c.Bool("json"),
 		Report:         cmdutil.ReportOptionsFrom(c),
 		OutputDir:      c.String("output-dir"),
+		Force:          c.Bool("force"),
 		NCCLMode:       c.String("nccl-mode"),
 		Launcher:       c.String("launcher"),
 		WorkDir:        c.String("workdir"),
@@ -171,6 +173,12 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	o.SSH, o.Fanout = cmdutil.SSHOptionsFromCLI(c)
 	if o.Fanout < 1 {
 		return nil, cmdutil.InputErrorf("--fanout %d: want at least 1 (hosts contacted at once)", o.Fanout)
+	}
+	if c.IsSet("output-dir") && strings.TrimSpace(o.OutputDir) == "" {
+		return nil, cmdutil.InputErrorf("--output-dir %q: want a directory name (an empty value, such as an unset variable, would otherwise start the job)", o.OutputDir)
+	}
+	if o.Force && o.OutputDir == "" {
+		return nil, cmdutil.InputErrorf("--force replaces files in --output-dir: give --output-dir DIR too")
 	}
 	if c.IsSet("global-batch-size") {
 		if err := cmdutil.CheckIntFlag("global-batch-size", o.GlobalBatch, 1, limits.MaxGlobalBatch); err != nil {

@@ -3,6 +3,7 @@ package run
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -106,7 +109,7 @@ func deepspeedEnvFile(o *Options) string {
 // split at the first '=', both sides trimmed, the value taken literally
 // (no quotes or expansion). Blank lines and # comments are skipped.
 func readEnvFile(path string) ([]job.EnvVar, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return nil, cmdutil.InputErrorf("env file: %v", err)
 	}
@@ -123,6 +126,9 @@ func readEnvFile(path string) ([]job.EnvVar, error) {
 			return nil, cmdutil.InputErrorf("env file %s:%d: %q is not KEY=VALUE", path, ln, line)
 		}
 		vars = append(vars, job.EnvVar{Name: strings.TrimSpace(k), Value: strings.TrimSpace(v)})
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return nil, cmdutil.InputErrorf("env file %s: a line longer than 1 MiB: not a KEY=VALUE file", path)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, cmdutil.InputErrorf("env file %s: %v", path, err)

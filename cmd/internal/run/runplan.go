@@ -2,12 +2,12 @@ package run
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/inputfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
@@ -15,7 +15,6 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates"
-	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/tokenizer"
 )
 
@@ -82,7 +81,7 @@ func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, err
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(file)
+	data, err := inputfile.Read(file, limits.MaxFileBytes)
 	if err != nil {
 		return nil, cmdutil.InputErrorf("%s %s: %v (pipette-launch plans with your config's settings, so it must be readable here)", flag, path, err)
 	}
@@ -112,63 +111,4 @@ func userDSConfigFlag(o *Options) (flag, path, file string) {
 	}
 	flag, path = deepspeed.ConfigFlag(o.ScriptArgs, func(p string) bool { _, err := os.Stat(resolve(p)); return err == nil })
 	return flag, path, resolve(path)
-}
-
-// writeOutputDir writes <host>.sh per host plus the job's files. The
-// scripts are the owner's only (0700): they carry the ranks' environment,
-// secrets included. The files go into the directory itself, which the
-// scripts name by its absolute path; it never takes the place of the
-// user's own DeepSpeed config.
-func writeOutputDir(o *Options, j *job.Job, summary string) error {
-	if err := os.MkdirAll(o.OutputDir, 0o700); err != nil {
-		return fmt.Errorf("--output-dir: %w", err)
-	}
-	write := func(name string, data []byte, mode os.FileMode) error {
-		path := o.OutputDir + string(os.PathSeparator) + name
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil { // pipette_site/
-			return fmt.Errorf("--output-dir: %w", err)
-		}
-		if err := os.WriteFile(path, data, mode); err != nil {
-			return fmt.Errorf("--output-dir: %w", err)
-		}
-		// WriteFile keeps the mode of a file that was there.
-		if err := os.Chmod(path, mode); err != nil {
-			return fmt.Errorf("--output-dir: %w", err)
-		}
-		fmt.Fprintf(o.IO.Out, "wrote %s\n", path)
-		return nil
-	}
-	if flag, path, file := userDSConfigFlag(o); path != "" {
-		mine, _ := os.Stat(file)
-		for _, f := range j.Files {
-			if st, err := os.Stat(filepath.Join(o.OutputDir, f.Path)); err == nil && mine != nil && os.SameFile(st, mine) {
-				return cmdutil.InputErrorf("--output-dir %s: writing %s there would overwrite your %s %s: choose another directory", o.OutputDir, f.Path, flag, path)
-			}
-		}
-	}
-	labels := job.HostLabels(j.Hosts)
-	for i, h := range j.Hosts {
-		if strings.ContainsAny(h.Name, "/\x00") || h.Name == "." || h.Name == ".." {
-			return fmt.Errorf("--output-dir: host name %q cannot be a file name", h.Name)
-		}
-		// name:port becomes name_port: a colon is awkward in file names.
-		if err := write(strings.ReplaceAll(labels[i], ":", "_")+".sh", []byte(h.Script), 0o700); err != nil {
-			return err
-		}
-	}
-	for _, f := range j.Files {
-		if err := write(f.Path, f.Content, os.FileMode(f.Mode)); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(o.IO.Out, "# %s\n", summary)
-	if o.probeNote != "" {
-		fmt.Fprintf(o.IO.Out, "# %s\n", o.probeNote)
-	}
-	fmt.Fprintf(o.IO.Out, "# run each host's script on its host, in the work directory")
-	if len(j.Files) > 0 {
-		fmt.Fprintf(o.IO.Out, "; the ranks read the job's files from %s: keep this directory at that absolute path on every host (a shared filesystem) or copy it there", j.FilesDir)
-	}
-	fmt.Fprintf(o.IO.Out, "\n")
-	return nil
 }

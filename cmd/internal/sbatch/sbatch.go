@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
+	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
@@ -117,7 +118,8 @@ func Run(so *Options) error {
 		_, err := so.IO.Out.Write([]byte(text))
 		return err
 	}
-	if err := os.WriteFile(so.Write, []byte(text), 0o755); err != nil {
+	// Replaced whole, through a symlink to its target, keeping its mode.
+	if err := atomicfile.WriteThrough(so.Write, []byte(text), 0o755); err != nil {
 		return fmt.Errorf("sbatch: write %s: %w", so.Write, err)
 	}
 	fmt.Fprintf(so.IO.ErrOut, "pipette-launch: wrote %s; submit it with: sbatch %s\n", so.Write, shellquote.Quote(so.Write))

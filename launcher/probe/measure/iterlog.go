@@ -1,7 +1,6 @@
 package measure
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/lines"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 )
 
@@ -57,6 +57,10 @@ type IterationLog struct {
 	Skipped int
 }
 
+// maxLogLine bounds the part of a log line that is searched for an
+// iteration time.
+const maxLogLine = 64 << 10
+
 // ParseIterationLog reads iteration times from a job's output. Megatron's
 // own line wins when a line has both (Megatron-DeepSpeed prints samples/sec
 // beside it). DeepSpeed's rates need globalBatch (sequences per
@@ -70,32 +74,21 @@ type IterationLog struct {
 func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error) {
 	var meg []float64
 	var ds []dsRate
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for ln := 1; sc.Scan(); ln++ {
-		line := sc.Text()
-		if m := megatronIterRe.FindStringSubmatch(line); m != nil {
-			v, err := strconv.ParseFloat(m[1], 64)
-			if err != nil || !limits.IterationSeconds.Contains(v/1000) {
-				return IterationLog{}, fmt.Errorf("line %d: elapsed time per iteration (ms) is %s: want an iteration time from %s", ln, m[1], limits.IterationSeconds)
-			}
-			meg = append(meg, v/1000)
-			continue
+	var bad error
+	ln := 0
+	// Iteration lines are short; a longer line (a printed tensor, a
+	// progress bar) is cut rather than ending the read.
+	err := lines.Each(r, maxLogLine, func(b []byte, _ int64) {
+		ln++
+		if bad == nil {
+			bad = readIterationLine(string(b), ln, &meg, &ds)
 		}
-		m := dsCurrRe.FindStringSubmatch(line)
-		if m == nil {
-			m = dsOldRe.FindStringSubmatch(line)
-		}
-		if m != nil {
-			v, err := strconv.ParseFloat(m[1], 64)
-			if err != nil || !rateRange.Contains(v) {
-				return IterationLog{}, fmt.Errorf("line %d: samples per second is %s: want a positive number", ln, m[1])
-			}
-			ds = append(ds, dsRate{v, ln})
-		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return IterationLog{}, err
+	}
+	if bad != nil {
+		return IterationLog{}, bad
 	}
 	out := IterationLog{Format: FormatMegatron, Seconds: meg}
 	if len(meg) == 0 && len(ds) > 0 {
@@ -117,6 +110,32 @@ func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error)
 	out.Skipped = min(skip, len(out.Seconds)-1)
 	out.Seconds = out.Seconds[out.Skipped:]
 	return out, nil
+}
+
+// readIterationLine adds line ln's iteration time, Megatron's or
+// DeepSpeed's, to meg or ds; a value that is no number or outside its
+// range is an error naming the line.
+func readIterationLine(line string, ln int, meg *[]float64, ds *[]dsRate) error {
+	if m := megatronIterRe.FindStringSubmatch(line); m != nil {
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || !limits.IterationSeconds.Contains(v/1000) {
+			return fmt.Errorf("line %d: elapsed time per iteration (ms) is %s: want an iteration time from %s", ln, m[1], limits.IterationSeconds)
+		}
+		*meg = append(*meg, v/1000)
+		return nil
+	}
+	m := dsCurrRe.FindStringSubmatch(line)
+	if m == nil {
+		m = dsOldRe.FindStringSubmatch(line)
+	}
+	if m != nil {
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || !rateRange.Contains(v) {
+			return fmt.Errorf("line %d: samples per second is %s: want a positive number", ln, m[1])
+		}
+		*ds = append(*ds, dsRate{v, ln})
+	}
+	return nil
 }
 
 // dsRate is a DeepSpeed samples/s figure and its line.
