@@ -2,7 +2,7 @@
 # root: the test-bed builds network namespaces and starts sshd.
 GO ?= go
 
-.PHONY: test deps check bench fuzz conformance speed-guard
+.PHONY: test deps check bench fuzz conformance speed-guard sailor
 # deps installs the Debian packages the test-bed needs, then builds the
 # Kubernetes test-bed's binaries into ~/.cache/pipette-launch/k8s when the
 # cache lacks them (about 13 minutes cold on 2 cores; at once when warm), so
@@ -68,3 +68,11 @@ conformance:
 # Planning speed against the pinned reference commit (bench/guard/README.md).
 speed-guard:
 	GO=$(GO) ./bench/guard/run.sh
+
+# Every throughput row of Sailor's artifact (Figures 7, 8b, 10), Sailor's
+# planner, its baselines and our plans scored by Sailor's own simulator,
+# from the archive in ../shared/frameworks (bench/sailor/README.md). Fails
+# when our plan is slower than Sailor's on any row: informational, not in CI.
+SAILOR_ARCHIVE ?= $(abspath ../shared/frameworks/src/sailor-cf2c8e3.tar.gz)
+sailor:
+	./bench/sailor/all.sh "$(SAILOR_ARCHIVE)"

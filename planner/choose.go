@@ -47,6 +47,9 @@ type Job struct {
 	// MemoryHeadroom is the share of each GPU's memory plans leave free
 	// (search.Options.MemoryHeadroom).
 	MemoryHeadroom float64
+	// UseAllGPUs keeps plans on every GPU of the cluster
+	// (search.Options.UseAllGPUs).
+	UseAllGPUs bool
 }
 
 // Choice is what Choose decides: the placed plan and its one-line summary,
@@ -256,7 +259,7 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 	}
 	find := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
 		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom,
-			PrecisionFromArgs: true})
+			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs})
 		if err != nil {
 			// A *search.NoFitError stays one: the model does not fit this
 			// cluster, and its message says what would help.
@@ -379,5 +382,9 @@ func Summary(p *search.Plan, idx, n int) string {
 	}
 	fmt.Fprintf(&b, "; predicted %.3f s/iteration, %.1f of %.1f GiB per GPU",
 		p.Predicted.IterationSeconds, p.Memory.PeakBytesPerGPU/(1<<30), p.Memory.GPUCapacityBytes/(1<<30))
+	if p.Idle != nil {
+		fmt.Fprintf(&b, "; leaves %d GPUs on %s idle, nothing is started there (%s; --use-all-gpus plans on every GPU or refuses)",
+			p.Idle.GPUs, strings.Join(p.Idle.Hosts, ", "), p.Idle.Reason)
+	}
 	return b.String()
 }

@@ -9,8 +9,10 @@ A plan is given as one stage per argument, GPU type and decoder layers:
     score.py --mbs 1 --dp 32 --tp 1 V100-16:5 V100-16:5 V100-16:5 A100-40:9
 or as `pipette-launch plan --json` output (plan 1, or --plan N), each
 replica's GPU type read from the host its ranks were placed on (hosts
-a100-* are A100-40, v100-* V100-16, as in cluster.yaml):
-    score.py --plan-json plan.json
+a100-* are A100-40, v100-* V100-16, as in cluster.yaml; with --hosts, a
+JSON object of host: [GPU type, zone], as clusters.py writes it, for any
+row of Sailor's traces, zones included):
+    score.py --plan-json plan.json [--hosts hosts.json]
 Sailor's model has 26 layers: the embedding (0), 24 decoder layers, the head
 (25). The first stage takes the embedding and the last the head, as in a
 DeepSpeed PipelineModule whose layer list is [embedding, decoder x 24, head].
@@ -27,11 +29,16 @@ import sys
 HOST_GPU = {"a100": "A100-40", "v100": "V100-16"}
 
 
-def stages_from_json(path, index):
-    """Per stage (replica GPU types, decoder layers) and mbs, dp, tp of plan
-    index (1-based) in pipette-launch plan --json output. DeepSpeed's and
-    Megatron's rank order both put the pipeline stage outermost, then data
-    parallel, then tensor parallel."""
+def stages_from_json(path, index, hostmap, zone):
+    """Per stage (replica (GPU type, zone)s, decoder layers) and mbs, dp, tp
+    of plan index (1-based) in pipette-launch plan --json output. DeepSpeed's
+    and Megatron's rank order both put the pipeline stage outermost, then
+    data parallel, then tensor parallel."""
+    def where(h):
+        if hostmap:
+            return tuple(hostmap[h])
+        return HOST_GPU[h.split("-")[0]], zone
+
     with open(path) as f:
         plan = json.load(f)["plans"][index - 1]
     tp, pp, dp = plan["tp"], plan["pp"], plan["dp"]
@@ -42,7 +49,7 @@ def stages_from_json(path, index):
     for s in range(pp):
         gpus = []
         for d in range(dp):
-            kinds = {HOST_GPU[host[(s * dp + d) * tp + t].split("-")[0]] for t in range(tp)}
+            kinds = {where(host[(s * dp + d) * tp + t]) for t in range(tp)}
             if len(kinds) != 1:
                 sys.exit("stage %d replica %d spans GPU kinds %s" % (s, d, kinds))
             gpus.append(kinds.pop())
@@ -51,7 +58,8 @@ def stages_from_json(path, index):
 
 
 def build_plan(stages, mbs, dp, tp, zone, layers_total):
-    """Sailor's plan dict; stages are (GPU type, or one per replica, decoder layers)."""
+    """Sailor's plan dict; stages are (GPU type, or one (GPU type, zone) per
+    replica, decoder layers); a bare GPU type is in zone."""
     decoder = sum(n for _, n in stages)
     if decoder + 2 != layers_total:
         sys.exit(f"stages hold {decoder} decoder layers; the model has {layers_total - 2}")
@@ -60,11 +68,11 @@ def build_plan(stages, mbs, dp, tp, zone, layers_total):
         count = n + (1 if i == 0 else 0) + (1 if i == len(stages) - 1 else 0)
         layers.append(list(range(first, first + count)))
         first += count
-    per_replica = [g if isinstance(g, list) else [g] * dp for g, _ in stages]
-    tmp = [[([(gpu, tp, zone)], tp) for gpu in gpus] for gpus in per_replica]
+    per_replica = [g if isinstance(g, list) else [(g, zone)] * dp for g, _ in stages]
+    tmp = [[([(gpu, tp, z)], tp) for gpu, z in gpus] for gpus in per_replica]
     used = {}
     for gpus in per_replica:
-        for gpu in gpus:
+        for gpu, _ in gpus:
             used[gpu] = used.get(gpu, 0) + tp
     return {
         "pipeline_list": [{"num_stages": len(stages), "layers_per_stage": layers,
@@ -81,19 +89,9 @@ def main():
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel size of every replica")
     ap.add_argument("--plan-json", help="pipette-launch plan --json output to score instead")
     ap.add_argument("--plan", type=int, default=1, help="which plan of --plan-json (1-based)")
+    ap.add_argument("--hosts", help="JSON object host: [GPU type, zone] for --plan-json (clusters.py's hosts.json)")
     ap.add_argument("stages", nargs="*", help="GPU:LAYERS per pipeline stage, first to last")
     args = ap.parse_args()
-    if args.plan_json:
-        stages, args.mbs, args.dp, args.tp = stages_from_json(args.plan_json, args.plan)
-        args.stages = ["%s:%d" % ("+".join(sorted(set(g))), n) for g, n in stages]
-    else:
-        if not args.stages or args.mbs is None or args.dp is None:
-            ap.error("give --plan-json, or --mbs, --dp and the stages")
-        stages = []
-        for s in args.stages:
-            gpu, _, n = s.partition(":")
-            stages.append((gpu, int(n)))
-
     home = os.environ["SAILOR_PATH"]
     sim_dir = f"{home}/sailor/sailor/Planner/simulations"
     from runtime_simulator import Simulator  # Sailor's simulator, unchanged
@@ -106,6 +104,20 @@ def main():
         llm_info = json.load(f)
     with open(f"{sim_dir}/profiles_tmp.json") as f:
         profiles = json.load(f)
+    if args.plan_json:
+        hostmap = None
+        if args.hosts:
+            with open(args.hosts) as f:
+                hostmap = json.load(f)
+        stages, args.mbs, args.dp, args.tp = stages_from_json(args.plan_json, args.plan, hostmap, zone)
+        args.stages = ["%s:%d" % ("+".join(sorted({"%s@%s" % gz for gz in g})), n) for g, n in stages]
+    else:
+        if not args.stages or args.mbs is None or args.dp is None:
+            ap.error("give --plan-json, or --mbs, --dp and the stages")
+        stages = []
+        for s in args.stages:
+            gpu, _, n = s.partition(":")
+            stages.append((gpu, int(n)))
 
     sim = Simulator(home, training, llm_info, False, profiles, zone=zone)
     plan = build_plan(stages, args.mbs, args.dp, args.tp, zone, training["num_all_layers"])

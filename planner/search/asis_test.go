@@ -51,14 +51,15 @@ func TestHostOrderIsPricedAsGiven(t *testing.T) {
 		t.Fatalf("as-is / planned = %.3f, want a clear loss for DP rings across the slow link", ratio)
 	}
 	// PriceOrder of the planned config on the planned order is the plan's own figure.
-	p := planned.Plans[0]
+	// A plan that leaves hosts idle is priced on the hosts it uses.
+	used, p := OnUsedHosts(c, &planned.Plans[0])
 	var pOrder []int
 	for _, rp := range p.Placement {
 		if rp.LocalRank == 0 {
 			pOrder = append(pOrder, rp.HostIndex)
 		}
 	}
-	again, err := PriceOrder(c, m, p.Config, parallel.FrameworkMegatron, pOrder)
+	again, err := PriceOrder(used, m, p.Config, parallel.FrameworkMegatron, pOrder)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,8 +223,6 @@ func whyPP(c *cluster.Cluster, m model.Model, o Options) string {
 		return fmt.Sprintf("more pipeline stages than the model's %d layers", m.NumLayers)
 	case world%pp != 0:
 		return fmt.Sprintf("%d does not divide the %d GPUs (TP x PP x CP x DP must equal them)", pp, world)
-	case o.Framework == parallel.FrameworkDeepSpeed && m.NumLayers%pp != 0:
-		return fmt.Sprintf("DeepSpeed's pipeline needs the %d layers to divide evenly by PP", m.NumLayers)
 	}
 	return fmt.Sprintf("no configuration with PP %d is valid on %d GPUs with global batch %d", pp, world, o.GlobalBatch)
 }

@@ -112,18 +112,25 @@ func addCrossHostTP(c *cluster.Cluster, m model.Model, o Options, res *Result, e
 		res.Considered += r.Considered
 		res.RejectedMemory += r.RejectedMemory
 		res.Plans = append(res.Plans, r.Plans...)
+		res.fitMP = minPositive(res.fitMP, r.fitMP)
 	}
 	if res != nil {
-		topK := o.TopK
-		if topK <= 0 {
-			topK = defaultTopK
-		}
-		slices.SortStableFunc(res.Plans, func(a, b Plan) int {
-			return cmpFloat(a.Predicted.IterationSeconds, b.Predicted.IterationSeconds)
-		})
-		res.Plans = res.Plans[:min(len(res.Plans), topK)]
+		res.Plans = fastestFirst(res.Plans, o.TopK)
 	}
 	return res, err
+}
+
+// fastestFirst sorts plans merged from several searches by predicted time
+// (stable: equal times keep their order) and keeps the topK (0: the
+// default).
+func fastestFirst(plans []Plan, topK int) []Plan {
+	if topK <= 0 {
+		topK = defaultTopK
+	}
+	slices.SortStableFunc(plans, func(a, b Plan) int {
+		return cmpFloat(a.Predicted.IterationSeconds, b.Predicted.IterationSeconds)
+	})
+	return plans[:min(len(plans), topK)]
 }
 
 // withHeadroom is c with every GPU's memory less the headroom share: the
@@ -144,7 +151,9 @@ func withHeadroom(c *cluster.Cluster, h float64) *cluster.Cluster {
 // the cluster, rejects those that do not fit in memory, predicts the rest,
 // places the best and returns the TopK, fastest first. When nothing fits the
 // error is a *NoFitError. TP groups stay inside hosts unless --tp pins a
-// larger size or cross-host TP could win (see above).
+// larger size or cross-host TP could win (see above). Plans may leave hosts
+// idle (Plan.Idle) when no layout uses them all or fewer are faster
+// (fewerhosts.go), unless Options.UseAllGPUs.
 func Search(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 	if err := checkSearchInput(c, m, o); err != nil {
 		return nil, err
@@ -158,6 +167,16 @@ func Search(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 		return nil, fmt.Errorf("memory headroom %g: want a share from %s (0.05 keeps 5%% of each GPU free)", h, limits.MemoryHeadroom)
 	}
 	c = withHeadroom(c, o.MemoryHeadroom)
+	res, err := searchEveryHost(c, m, o)
+	if o.UseAllGPUs || o.IgnoreIslands || o.HostOrder != nil {
+		return res, err
+	}
+	return addFewerHosts(c, m, o, res, err)
+}
+
+// searchEveryHost is Search on every host of c (c already has the memory
+// headroom taken off).
+func searchEveryHost(c *cluster.Cluster, m model.Model, o Options) (*Result, error) {
 	minGPUs := c.Hosts[0].GPUs
 	for _, h := range c.Hosts {
 		minGPUs = min(minGPUs, h.GPUs)

@@ -31,6 +31,13 @@ type Options struct {
 	// (--fp8-format, --bf16, --fp16: run, plan --as-is), not from plan's
 	// --precision, so an error names the flag to change there.
 	PrecisionFromArgs bool
+	// UseAllGPUs keeps the rule that a plan uses every GPU of the cluster
+	// (or there is none); without it plans may leave whole hosts idle
+	// (Plan.Idle says which and why).
+	UseAllGPUs bool
+	// beat, when > 0, is the iteration time a plan must beat to be worth
+	// placing (the search on fewer hosts against the best plan so far).
+	beat float64
 }
 
 // DefaultMemoryHeadroom is the launcher's --memory-headroom: plans keep 5%

@@ -48,6 +48,16 @@ type Plan struct {
 	Predicted Prediction         `json:"predicted"`
 	Memory    memory.Estimate    `json:"memory"`
 	Placement []RankPlacement    `json:"placement"`
+	// Idle is the hosts the plan leaves without ranks, and why (nil: it
+	// uses every host of the cluster).
+	Idle *IdleHosts `json:"idle,omitempty"`
+}
+
+// IdleHosts is what a plan leaves unused: the hosts, their GPUs, and why.
+type IdleHosts struct {
+	Hosts  []string `json:"hosts"`
+	GPUs   int      `json:"gpus"`
+	Reason string   `json:"reason"`
 }
 
 // ModelSummary is the model part of the JSON output.
@@ -71,4 +81,7 @@ type Result struct {
 	// Comparison is the best plan with and without CPU offload (nil for
 	// searches that ignore islands).
 	Comparison *OffloadComparison `json:"comparison,omitempty"`
+	// fitMP is the smallest TP x CP x PP of a config that fit memory (0:
+	// none did): the search on fewer hosts skips layouts below it.
+	fitMP int
 }

@@ -92,10 +92,10 @@ func enumerate(c *cluster.Cluster, m model.Model, o Options, maxCap float64) []p
 			if world%(tp*cp) != 0 {
 				continue
 			}
+			// Any PP up to the layer count: a split that is not even is
+			// rendered for both frameworks (Megatron's pipeline layout,
+			// DeepSpeed's PIPETTE_PIPELINE_LAYERS; templates).
 			for _, pp := range pick(fx.PP, divisors(world/(tp*cp), m.NumLayers)) {
-				if !mega && m.NumLayers%pp != 0 {
-					continue
-				}
 				dp := world / (tp * cp * pp)
 				if fx.DP > 0 && fx.DP != dp {
 					continue
@@ -372,6 +372,7 @@ func searchWithinHosts(c *cluster.Cluster, m model.Model, o Options) (*Result, e
 	if o.IgnoreIslands {
 		starts = [][]int{asPlacedOrder(c, o)}
 	}
+	overMP := map[int]bool{} // TP x CP x PP of configs over memory
 	for _, cfg0 := range configs {
 		capOf := func(int) float64 { return maxCap }
 		baseEst, baseMiss := stageMemory(m, cfg0, o.Framework, capOf)
@@ -388,6 +389,7 @@ func searchWithinHosts(c *cluster.Cluster, m model.Model, o Options) (*Result, e
 			if over > 0 || (est.HostCapacityBytes > 0 && est.HostBytesPerNode > est.HostCapacityBytes) {
 				res.RejectedMemory++
 				noteMiss(cfg, est)
+				overMP[cfg.TP*cfg.CP*cfg.PP] = true
 				continue
 			}
 			cands = append(cands, candidate{cfg: cfg, key: configKey(cfg)})
@@ -396,7 +398,13 @@ func searchWithinHosts(c *cluster.Cluster, m model.Model, o Options) (*Result, e
 	if len(cands) == 0 {
 		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
 	}
+	res.fitMP = memoryFloor(cands, overMP)
 	scoreCandidates(c, m, o, sym, starts, cands)
+	if o.beat > 0 {
+		if cands = promising(cands, o.beat); len(cands) == 0 {
+			return nil, errNothingBeats
+		}
+	}
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if a.quick != b.quick {
 			return cmpFloat(a.quick, b.quick)

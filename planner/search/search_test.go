@@ -65,11 +65,22 @@ func TestValidateMegatronChecks(t *testing.T) {
 
 func checkPlans(t *testing.T, c *cluster.Cluster, m model.Model, o Options, res *Result) {
 	t.Helper()
-	world := c.TotalGPUs()
 	if len(res.Plans) == 0 {
 		t.Fatal("no plans")
 	}
 	for i, p := range res.Plans {
+		world, idle := c.TotalGPUs(), map[string]bool{}
+		if p.Idle != nil { // every GPU but those of the idle hosts
+			world -= p.Idle.GPUs
+			for _, h := range p.Idle.Hosts {
+				idle[h] = true
+			}
+		}
+		for _, rp := range p.Placement {
+			if idle[rp.Host] || c.Hosts[rp.HostIndex].Name != rp.Host {
+				t.Fatalf("plan %d: rank %d on %s (host %d), which it lists idle or names wrongly", i, rp.Rank, rp.Host, rp.HostIndex)
+			}
+		}
 		if err := validate(m, p.Config, o.Framework, world); err != nil {
 			t.Errorf("plan %d fails the framework checks: %v", i, err)
 		}

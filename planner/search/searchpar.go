@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -62,6 +63,10 @@ func scoreCandidates(c *cluster.Cluster, m model.Model, o Options, sym []int, st
 	parallelFor(len(cands), func(i int) {
 		e := newPlanEval(c, m, cands[i].cfg, o.Framework)
 		cands[i].lb = max(e.cost(unplaced(e.nBlocks), &evalScratch{}), e.workBound())
+		if o.beat > 0 && cands[i].lb >= o.beat {
+			cands[i].quick = math.Inf(1) // cannot beat it: not worth estimating
+			return
+		}
 		// The quick estimate leaves 1F1B's round trip out: on a start order
 		// it is set by the worst pipeline link, which local search moves
 		// first, so with it the estimate ran up to 17% above the placed

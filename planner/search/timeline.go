@@ -66,6 +66,7 @@ func PlanTimeline(c *cluster.Cluster, m model.Model, p *Plan) (*Timeline, error)
 // planTimeline simulates plan p's placement with cfg (p's own config or a
 // what-if variant of its schedule) under Megatron's schedules or the wave.
 func planTimeline(c *cluster.Cluster, m model.Model, p *Plan, cfg parallel.Config, wave bool) (*Timeline, error) {
+	c, p = OnUsedHosts(c, p)
 	blockHost, err := blockHostsOf(c, p)
 	if err != nil {
 		return nil, err

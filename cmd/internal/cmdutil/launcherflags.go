@@ -138,3 +138,10 @@ func FreePort() (int, error) {
 func MemoryHeadroomFlag() cli.Flag {
 	return &cli.Float64Flag{Name: "memory-headroom", Value: search.DefaultMemoryHeadroom, Usage: "share of each GPU's memory a plan leaves free for the CUDA context, NCCL buffers and allocator fragmentation beyond the estimate (0 to below 0.5)"}
 }
+
+// UseAllGPUsFlag is --use-all-gpus of plan and run: keep the rule that a
+// plan uses every GPU of the cluster, or there is none
+// (search.Options.UseAllGPUs).
+func UseAllGPUsFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "use-all-gpus", Usage: "plan only layouts that use every GPU of the cluster, or refuse; by default a plan may leave whole hosts idle when no layout uses them all or fewer are faster (the plan says which and why)"}
+}

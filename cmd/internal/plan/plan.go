@@ -18,6 +18,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
@@ -46,7 +47,9 @@ type Options struct {
 	Top            int
 	JSON           bool
 	Breakdown      bool
-	Seed           int64
+	// UseAllGPUs is --use-all-gpus (search.Options.UseAllGPUs).
+	UseAllGPUs bool
+	Seed       int64
 	// NCCLMode prices links as `run --nccl-mode` will render them.
 	NCCLMode        string
 	PlacementBudget time.Duration
@@ -93,6 +96,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 			&cli.BoolFlag{Name: "distributed-optimizer", Usage: "fix Megatron's distributed optimizer on (=false: off)"},
 			&cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"},
 			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
+			cmdutil.UseAllGPUsFlag(),
 			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "Megatron sequence parallelism: on, off or auto (on wherever TP > 1: it moves the same bytes and saves memory); --sequence-parallel is rendered only when the plan uses it"},
 			&cli.StringFlag{Name: "schedules", Usage: "what-if: re-price plan 1 under each pipeline schedule in `LIST` (1f1b,interleaved,wave), same placement; wave is Hanayo's wave-like schedule, which Megatron-LM/DeepSpeed cannot launch: it is shown, never chosen or rendered"},
 			&cli.StringFlag{Name: "precision", Value: "bf16", Usage: "bf16, fp16, fp32 (TF32 tensor cores where the GPU has them; what a Megatron line without --bf16/--fp16 runs) or fp8 (Transformer Engine FP8 in Megatron-LM, --fp8-format hybrid: GEMMs at the GPU's FP8 tensor-core rate, FP8 weight copies in memory; Hopper, Ada, Blackwell)"},
@@ -108,7 +112,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 				IO: io, ClusterFile: c.String("cluster"), Model: c.String("model"),
 				GlobalBatch: c.Int("global-batch-size"), SeqLength: c.Int("seq-length"), MemoryHeadroom: c.Float64("memory-headroom"),
 				Framework: c.String("framework"), Top: c.Int("top"), JSON: c.Bool("json"),
-				Breakdown: c.Bool("breakdown"), Seed: c.Int64("seed"), NCCLMode: c.String("nccl-mode"), PlacementBudget: c.Duration("placement-budget"),
+				Breakdown: c.Bool("breakdown"), UseAllGPUs: c.Bool("use-all-gpus"), Seed: c.Int64("seed"), NCCLMode: c.String("nccl-mode"), PlacementBudget: c.Duration("placement-budget"),
 				Fixed: parallel.Constraints{
 					TP: c.Int("tp"), PP: c.Int("pp"), DP: c.Int("dp"), CP: c.Int("cp"), VPP: c.Int("vpp"),
 					EP: c.Int("ep"), ETP: c.Int("etp"),
@@ -348,7 +352,8 @@ func loadListedCluster(path string, t fabric.Transport, hosts, hostfile string) 
 }
 
 func SearchOptions(opts *Options) (search.Options, error) {
-	so := search.Options{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget, MemoryHeadroom: opts.MemoryHeadroom}
+	so := search.Options{GlobalBatch: opts.GlobalBatch, Fixed: opts.Fixed, TopK: opts.Top, Seed: opts.Seed, PlacementBudget: opts.PlacementBudget, MemoryHeadroom: opts.MemoryHeadroom,
+		UseAllGPUs: opts.UseAllGPUs}
 	switch opts.Framework {
 	case "", "megatron":
 		so.Framework = parallel.FrameworkMegatron
@@ -462,6 +467,9 @@ func printPlans(opts *Options, c *cluster.Cluster, res *search.Result, naive *se
 		printRow(tw, r.label, r.plan, moe)
 	}
 	tw.Flush()
+	for _, l := range idleLines(res.Plans) {
+		fmt.Fprintf(out, "\n%s\n", l)
+	}
 	if why.line != "" {
 		fmt.Fprintf(out, "\n%s\n", why.line)
 	}
@@ -519,19 +527,65 @@ func printBreakdown(out io.Writer, rows []tableRow, moe bool) {
 	if moe {
 		ep = "EP s\t" // the expert all-to-all
 	}
-	fmt.Fprintln(tw, "RANK\tCOMPUTE s\tTP s\t"+ep+"PP s\tDP s\tOFFLOAD s\tSTAGE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tOTHER\tHOST")
+	fmt.Fprintln(tw, "RANK\tCOMPUTE s\tTP s\t"+ep+"PP s\tDP s\tOFFLOAD s\tSTAGE\tWEIGHTS\tGRADIENTS\tOPTIMIZER\tACTIVATIONS\tOTHER\tHOST\tIDLE")
 	for _, r := range rows {
 		b, mb := r.plan.Predicted.Breakdown, r.plan.Memory.Breakdown
 		tp := fmt.Sprintf("%.3f", b.TP)
 		if moe {
 			tp += fmt.Sprintf("\t%.3f", b.EP)
 		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n",
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.3f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\n",
 			r.label, b.Compute, tp, b.PP, b.DP, b.Offload, r.plan.Memory.PeakStage,
 			mb.Weights/gibibyte, mb.Gradients/gibibyte, mb.Optimizer/gibibyte, mb.Activations/gibibyte, mb.Other/gibibyte,
-			hostLabel(r.plan.Memory))
+			hostLabel(r.plan.Memory), idleLabel(r.plan))
 	}
 	tw.Flush()
+}
+
+// idleLabel is the breakdown's IDLE column: the GPUs and hosts the plan
+// leaves without ranks ("-": none).
+func idleLabel(p *search.Plan) string {
+	if p.Idle == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d GPUs on %d %s", p.Idle.GPUs, len(p.Idle.Hosts), text.Plural(len(p.Idle.Hosts), "host", "hosts"))
+}
+
+// idleLines say, once per distinct set of idle hosts, which plans leave
+// them idle and why.
+func idleLines(plans []search.Plan) []string {
+	var keys []string
+	ranks := map[string][]string{}
+	why := map[string]*search.IdleHosts{}
+	for i := range plans {
+		idle := plans[i].Idle
+		if idle == nil {
+			continue
+		}
+		k := strings.Join(idle.Hosts, ",") + "\n" + idle.Reason
+		if _, ok := why[k]; !ok {
+			keys = append(keys, k)
+			why[k] = idle
+		}
+		ranks[k] = append(ranks[k], strconv.Itoa(i+1))
+	}
+	var out []string
+	for _, k := range keys {
+		idle := why[k]
+		n := len(ranks[k])
+		out = append(out, fmt.Sprintf("%s %s %s %d GPUs idle on %d %s (%s): %s; --use-all-gpus plans on every GPU or refuses",
+			text.Plural(n, "plan", "plans"), strings.Join(ranks[k], ", "), text.Plural(n, "leaves", "leave"),
+			idle.GPUs, len(idle.Hosts), text.Plural(len(idle.Hosts), "host", "hosts"), hostNames(idle.Hosts), idle.Reason))
+	}
+	return out
+}
+
+// hostNames lists names, eliding the middle of long lists.
+func hostNames(names []string) string {
+	if len(names) <= 6 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, ... %s", strings.Join(names[:3], ", "), strings.Join(names[len(names)-2:], ", "))
 }
 
 func hostLabel(m memory.Estimate) string {

@@ -60,7 +60,9 @@ type Options struct {
 	GlobalBatch           int
 	// MemoryHeadroom is --memory-headroom (search.Options.MemoryHeadroom).
 	MemoryHeadroom float64
-	DryRun         bool
+	// UseAllGPUs is --use-all-gpus (search.Options.UseAllGPUs).
+	UseAllGPUs bool
+	DryRun     bool
 	// JSON, with DryRun, prints the job as one JSON object.
 	JSON      bool
 	OutputDir string

@@ -9,14 +9,15 @@ import (
 )
 
 // k8sArgs is a Megatron launch on examples/two-clusters.yaml (an H100 and
-// an L40S island) with --launcher k8s.
+// an L40S island) with --launcher k8s, on both islands (--use-all-gpus: the
+// H100s alone are faster, and the tests are about a job on two islands).
 func k8sArgs(t *testing.T, extra ...string) []string {
 	t.Helper()
 	cluster, err := filepath.Abs("../../../examples/two-clusters.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"run", "--launcher", "k8s", "--cluster", cluster, "--no-check-script", "--run-id", "llama"}
+	args := []string{"run", "--launcher", "k8s", "--cluster", cluster, "--use-all-gpus", "--no-check-script", "--run-id", "llama"}
 	args = append(args, extra...)
 	return append(args, "pretrain_gpt.py", "--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32",
 		"--group-query-attention", "--num-query-groups", "8", "--ffn-hidden-size", "14336", "--seq-length", "8192",

@@ -98,7 +98,9 @@ func TestDryRunGolden(t *testing.T) {
 		args []string
 	}{
 		{"megatron_default_cluster", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "pretrain_gpt.py"}, gpt48)},
-		{"megatron_run_subcommand_mixed", cmdtest.Cat([]string{"run", "--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "pretrain_gpt.py"}, gpt48)},
+		// --use-all-gpus: the plan on the H100s alone is faster, and this
+		// golden shows both islands' hosts rendered.
+		{"megatron_run_subcommand_mixed", cmdtest.Cat([]string{"run", "--dry-run", "--use-all-gpus", "--cluster", "mixed-ib-ethernet.yaml", "pretrain_gpt.py"}, gpt48)},
 		{"megatron_offload_13b", cmdtest.Cat([]string{"--dry-run", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
 		{"deepspeed_offload_13b", cmdtest.Cat([]string{"--dry-run", "--framework", "deepspeed", "--cluster", "../../../examples/small-offload.yaml", "pretrain_gpt.py"}, gpt13b)},
 		{"deepspeed_plain_script_user_config", []string{"--dry-run", "--framework", "deepspeed", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "2", "--model", "llama3-8b", "--global-batch-size", "64", "train.py", "--deepspeed", "--deepspeed_config", "my_ds_config.json"}},

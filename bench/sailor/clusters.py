@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Writes one row of a Sailor trace (sailor/Planner/simulations/configs/
+gpu_trace_*.csv) as a pipette-launch cluster file, with the network figures
+Sailor's simulator prices that row with:
+
+  - one island per trace column (GPU type in a zone), 4 GPUs per node as the
+    artifact runs it (--gpus-per-node 4, basic_cluster_config.json);
+  - each island's NIC rate and the links between islands from
+    sailor/providers/multizone_bandwidths_het.json, the entries for one GPU
+    per node that runtime_simulator.py reads for every transfer between nodes
+    (sender_gpu_count = 1); the peak bandwidth of each fitted curve;
+  - intra-host bandwidth from sailor/providers/intra_node_bandwidths.json (4 GPUs).
+
+Usage: clusters.py SAILOR_TREE TRACE_CSV ROW OUTDIR
+Writes OUTDIR/cluster.yaml and OUTDIR/hosts.json ({host: [GPU type, zone]},
+what score.py needs to rebuild Sailor's plan from ours), and prints the row's
+label ("32 A100-40", "32 A100-40 + 96 V100-16", "5 zones x 32 A100-40").
+Only the standard library: it runs where Sailor's own dependencies do not.
+"""
+import csv
+import json
+import os
+import sys
+
+GPUS_PER_NODE = 4
+# Sailor's GPU names and the pipette-launch catalog's.
+MODEL = {"A100-40": "A100-40GB-SXM", "V100-16": "V100-16GB-SXM2"}
+
+
+def gbit(bytes_per_s):
+    return round(bytes_per_s * 8 / 1e9, 3)
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    tree, trace, row, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    with open(trace) as f:
+        rows = list(csv.DictReader(f))
+    counts = {k: int(v) for k, v in rows[row].items() if k not in ("", "Timestamp") and int(v) > 0}
+    with open(os.path.join(tree, "sailor/providers/multizone_bandwidths_het.json")) as f:
+        inter = json.load(f)
+    with open(os.path.join(tree, "sailor/providers/intra_node_bandwidths.json")) as f:
+        intra = json.load(f)
+
+    def link(a, b):  # peak bytes/s between one GPU of island a and one of b
+        (ga, za), (gb, zb) = a, b
+        return inter[za][ga]["1"][zb][gb]["1"][1]
+
+    islands, hosts = [], {}
+    for col, n in counts.items():
+        gpu, zone = col.split("_")
+        if n % GPUS_PER_NODE:
+            sys.exit(f"{col}: {n} GPUs are not whole nodes of {GPUS_PER_NODE}")
+        name = f"{gpu.lower()}-{zone}"
+        nodes = n // GPUS_PER_NODE
+        for i in range(nodes):
+            hosts[f"{name}-{i + 1:02d}"] = [gpu, zone]
+        islands.append((name, gpu, zone, nodes))
+    lines = ["# Row %d of Sailor's %s (cf2c8e3), written by bench/sailor/clusters.py:" % (row, os.path.basename(trace)),
+             "# NIC and link rates are multizone_bandwidths_het.json's one-GPU entries (what",
+             "# runtime_simulator.py prices transfers between nodes with), peak of each curve.",
+             "clusters:"]
+    for name, gpu, zone, nodes in islands:
+        lines += [f"  - name: {name}",
+                  f"    hosts: {name}-[01-{nodes:02d}]",
+                  f"    gpus_per_host: {GPUS_PER_NODE}",
+                  f"    gpu: {{model: {MODEL[gpu]}}}",
+                  f"    intra_host: {{type: nvlink, bandwidth_gbyte_per_s: {round(intra[gpu][str(GPUS_PER_NODE)][1] / 1e9, 1)}}}",
+                  f"    nics: [{{type: ethernet, count: 1, rate_gbit_per_s: {gbit(link((gpu, zone), (gpu, zone)))}}}]"]
+    pairs = [(a, b) for i, a in enumerate(islands) for b in islands[i + 1:]]
+    if pairs:
+        lines.append("links:")
+        for a, b in pairs:
+            # The slower direction: the simulator prices each transfer by its sender.
+            bw = min(link(a[1:3], b[1:3]), link(b[1:3], a[1:3]))
+            lines.append(f"  - {{between: [{a[0]}, {b[0]}], type: ethernet, bandwidth_gbit_per_s: {gbit(bw)}}}")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "cluster.yaml"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "hosts.json"), "w") as f:
+        json.dump(hosts, f, indent=1)
+    zones = sorted({z for _, _, z, _ in islands})
+    per = [f"{n * GPUS_PER_NODE} {g}" for _, g, _, n in islands]
+    if len(zones) > 1 and len(set(per)) == 1:
+        print(f"{len(zones)} zones x {per[0]}")
+    else:
+        print(" + ".join(per))
+
+
+if __name__ == "__main__":
+    main()
