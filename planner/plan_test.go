@@ -8,7 +8,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
-	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/megatron/tpoverlap"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -144,11 +144,11 @@ func TestChooseCarriesTPOverlapCfg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ubData, err := os.ReadFile("megatron/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml")
+	ubData, err := os.ReadFile("megatron/tpoverlap/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ub, err := megatron.ParseTPOverlapCfg(ubData)
+	ub, err := tpoverlap.Parse(ubData)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ var plannerLayers = Layers{Root: "planner/...", Layers: [][]string{
 	{"planner/gpu", "planner/schedule"},
 	{"planner/model", "planner/parallel"},
 	{"planner/fabric"},
-	{"planner/cluster", "planner/megatron"},
+	{"planner/cluster", "planner/megatron", "planner/megatron/tpoverlap"},
 	{"planner/deepspeed", "planner/memory", "planner/calibration"},
 	{"planner/search"},
 	{"planner"},

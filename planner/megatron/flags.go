@@ -225,3 +225,8 @@ func UnpricedFlags(argv []string) []string {
 	}
 	return out
 }
+
+// TPCommOverlapCfgFlag names the userbuffers configuration (a YAML file of
+// Transformer Engine's ub_cfgs) Megatron-LM's --tp-comm-overlap runs with;
+// priced as parallel.Config.TPOverlapCfg (read by planner/megatron/tpoverlap).
+const TPCommOverlapCfgFlag = "--tp-comm-overlap-cfg"

@@ -8,6 +8,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/megatron/tpoverlap"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
@@ -81,7 +82,7 @@ func TPOverlapCfgFromArgs(args []string) (*parallel.TPOverlapCfg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (it is read to price the overlap: give a path readable here, or leave the flag out to price Transformer Engine's defaults)", megatron.TPCommOverlapCfgFlag, err)
 	}
-	cfg, err := megatron.ParseTPOverlapCfg(data)
+	cfg, err := tpoverlap.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", megatron.TPCommOverlapCfgFlag, path, err)
 	}

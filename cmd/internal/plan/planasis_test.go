@@ -240,7 +240,7 @@ func TestPlanAsIsNamesUnpricedFlags(t *testing.T) {
 // Transformer Engine's defaults, the flag is not listed as passed through,
 // and a file plan cannot read refuses the layout naming the flag.
 func TestPlanAsIsReadsTPOverlapCfg(t *testing.T) {
-	const ubFile = "../../../planner/megatron/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml"
+	const ubFile = "../../../planner/megatron/tpoverlap/testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml"
 	asIs := func(extra ...string) (string, float64) {
 		t.Helper()
 		return asIsLlama8B(t, "cluster.yaml", append([]string{"--tp-comm-overlap", "--sequence-parallel"}, extra...)...)

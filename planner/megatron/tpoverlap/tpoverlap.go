@@ -1,4 +1,7 @@
-package megatron
+// Package tpoverlap reads Megatron-LM's --tp-comm-overlap-cfg: a YAML file
+// of Transformer Engine's userbuffers settings, merged over TE's defaults
+// per GEMM, as the planner prices TP communication overlap.
+package tpoverlap
 
 import (
 	"fmt"
@@ -9,11 +12,6 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
-
-// TPCommOverlapCfgFlag names the userbuffers configuration (a YAML file of
-// Transformer Engine's ub_cfgs) Megatron-LM's --tp-comm-overlap runs with;
-// priced as parallel.Config.TPOverlapCfg (ParseTPOverlapCfg).
-const TPCommOverlapCfgFlag = "--tp-comm-overlap-cfg"
 
 // ubFile is a --tp-comm-overlap-cfg document: the GEMMs of
 // Transformer Engine's initialize_ub, each with its settings. proj_wgrad
@@ -77,12 +75,12 @@ func pyBoolCheck(w *yamlcheck.Walker, n *yaml.Node, path string) {
 	}
 }
 
-// ParseTPOverlapCfg reads a --tp-comm-overlap-cfg file the way Transformer
+// Parse reads a --tp-comm-overlap-cfg file the way Transformer
 // Engine's initialize_ub merges it: every GEMM starts from TE's default
 // (parallel.DefaultTPOverlap), and the keys a GEMM's entry gives replace
 // the default's. A method that GEMM cannot run is refused as TE refuses
 // it (pipeline for an all-gather).
-func ParseTPOverlapCfg(data []byte) (parallel.TPOverlapCfg, error) {
+func Parse(data []byte) (parallel.TPOverlapCfg, error) {
 	var f ubFile
 	pos, err := yamlcheck.Decode(data, &f, yamlcheck.Hooks{reflect.TypeOf(pyBool(false)): pyBoolCheck})
 	if err != nil {

@@ -1,4 +1,4 @@
-package megatron
+package tpoverlap
 
 import (
 	"os"
@@ -16,7 +16,7 @@ import (
 // launcher_scripts/conf/training/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml
 // at commit 0937882d3a796237e2943c26088be7d3ea1b00a0, unchanged (0/1 for
 // its flags, as NVIDIA writes them).
-func TestParseTPOverlapCfg(t *testing.T) {
+func TestParse(t *testing.T) {
 	real, err := os.ReadFile("testdata/tp_overlap/ub_cfg_h100_fp8_h16384_tp8_cp2_mbs1_seqlen8192.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestParseTPOverlapCfg(t *testing.T) {
 		{"no SMs", "qkv_dgrad:\n  num_sm: 0\n", parallel.TPOverlapCfg{}, "qkv_dgrad.num_sm"},
 	}
 	for _, c := range cases {
-		got, err := ParseTPOverlapCfg([]byte(c.doc))
+		got, err := Parse([]byte(c.doc))
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%s: error %v, want one containing %q", c.name, err, c.err)
