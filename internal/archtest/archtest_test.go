@@ -37,6 +37,8 @@ var rules = []Rule{
 		Why: "cmdutil is what the commands share: commands import it, never the reverse"},
 	{From: "...", To: []string{"cmd/internal/cmdtest", "launcher/remote/remotetest"},
 		Why: "test helpers are for tests only"},
+	{From: "cmd/internal/launchline", To: commands,
+		Why: "launchline reads launch lines for the commands: they import it, never the reverse"},
 }
 
 // commands are the packages of pipette-launch's commands.

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
@@ -45,18 +46,15 @@ type Options struct {
 	// Env is the environment pipette-launch was started in (KEY=VALUE).
 	Env []string
 
-	NProcPerNode, NNodes  string
-	MasterAddr            string
-	MasterPort            int
-	MaxRestarts           int
-	NoPython, Module      bool
-	LogDir, RunID, Python string
-	ClusterFile           string
-	Hosts, Hostfile       string
-	Framework             string
-	PlanIndex             int
-	Model                 string
-	GlobalBatch           int
+	// Line is what the launch line says in its launchers' terms (read by
+	// cmd/internal/launchline): hosts, ranks, rendezvous, restarts, script.
+	launchline.Line
+	RunID, Python string
+	ClusterFile   string
+	Framework     string
+	PlanIndex     int
+	Model         string
+	GlobalBatch   int
 	// MemoryHeadroom is --memory-headroom (search.Options.MemoryHeadroom).
 	MemoryHeadroom float64
 	DryRun         bool
@@ -79,33 +77,17 @@ type Options struct {
 	// PlanOverridesConfig lets the plan change the user's DeepSpeed
 	// config (printed as a diff) instead of keeping it as constraints.
 	PlanOverridesConfig bool
-	// Include/Exclude are DeepSpeed's host:slot filters; NoLocalRank is
-	// --no_local_rank / --use_env.
-	Include, Exclude string
-	NoLocalRank      bool
-	// DeepSpeedHostfile is DeepSpeed's launcher's default hostfile, read by
-	// a DeepSpeed line that names no hosts when it exists: /job/hostfile
-	// (cmdutil.DeepSpeedHostfile) unless $PIPETTE_DEEPSPEED_HOSTFILE
-	// names another; "" reads none. Tests point it into their temporary directory.
-	DeepSpeedHostfile string
 	// devices are the filtered hosts' slots as CUDA_VISIBLE_DEVICES.
 	devices []string
 	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.
 	EnvFlags []string
 	EnvFile  string
-	// Role is ROLE_NAME; Ignored lists torchrun and DeepSpeed launcher
-	// flags given that mean nothing here, IgnoredWhy why (warned about).
-	Role       string
-	Ignored    []string
-	IgnoredWhy []string
-	Script     string
-	ScriptArgs []string
 
 	// Launching: SSH connection, output filters and stopping.
-	SSH                          remote.SSHOptions
-	Fanout                       int
-	LocalRanksFilter, QuietRanks []int
-	StopGrace, HeartbeatTimeout  time.Duration
+	SSH                         remote.SSHOptions
+	Fanout                      int
+	QuietRanks                  []int
+	StopGrace, HeartbeatTimeout time.Duration
 
 	// Report draws the plans; searched is what ChoosePlan's search found.
 	Report   cmdutil.ReportOptions
@@ -114,9 +96,8 @@ type Options struct {
 	slurm *remote.Slurm
 	// pool holds the launch probe's connections for the launch to reuse.
 	pool *remote.Pool
-	// standalone is --standalone; local: the job runs on this machine
-	// without SSH (runlocal.go).
-	standalone, local bool
+	// local: the job runs on this machine without SSH (runlocal.go).
+	local bool
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
 	// Reprobe (--reprobe) runs the launch probe for a dry run or
@@ -125,14 +106,6 @@ type Options struct {
 	Reprobe     bool
 	ProbeMaxAge time.Duration
 	probeNote   string
-	// notes say how a line that names no hosts was given its hosts
-	// (defaultHosts); defaultSlots is DeepSpeed's every-GPU default there.
-	notes        []string
-	defaultSlots int
-	// style is the launcher the line was written for (--as, else its
-	// flags: cmdutil.LauncherStyle): torchrun, deepspeed,
-	// torch.distributed.launch or "" (by framework).
-	style string
 
 	// The steps that reach hosts or the clock, nil for the real ones:
 	// tests set them (NewCmd's adjust) instead of package variables, so
@@ -202,7 +175,7 @@ func NewCmd(io *cmdutil.IOStreams, adjust func(*Options)) *cli.Command {
 		Name:        "run",
 		Usage:       "plan, render and start a training job (torchrun's replacement)",
 		ArgsUsage:   "script.py [script args...]",
-		Description: cmdutil.IgnoredFlagsHelp(),
+		Description: launchline.IgnoredFlagsHelp(),
 		Flags:       Flags(),
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return cli.Exit(fmt.Sprintf("pipette-launch run: %s (see pipette-launch run --help)", cmdutil.DidYouMean(err, c.Command.Flags)), 2)
@@ -309,8 +282,8 @@ func Run(ctx context.Context, opts *Options) error {
 			ExplicitEnv:    explicit,
 			HostDevices:    opts.devices,
 			NoLocalRank:    opts.NoLocalRank,
-			TorchrunStyle:  opts.style == cmdutil.StyleTorchrun,
-			LocalRankArg:   opts.style == cmdutil.StyleDeepSpeed || opts.style == cmdutil.StyleTorchLaunch,
+			TorchrunStyle:  opts.Style == launchline.StyleTorchrun,
+			LocalRankArg:   opts.Style == launchline.StyleDeepSpeed || opts.Style == launchline.StyleTorchLaunch,
 			DSInScript:     dsInScript(opts, ch.DS, planned),
 			DSUser:         ch.DS,
 			DSPassThrough:  !planned,
@@ -356,7 +329,7 @@ func Run(ctx context.Context, opts *Options) error {
 			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
 		}
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
-		for _, n := range opts.notes {
+		for _, n := range opts.Notes {
 			fmt.Fprintf(opts.IO.Out, "# %s\n", n)
 		}
 		if opts.local {
@@ -390,7 +363,7 @@ func Run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
-	for _, n := range opts.notes {
+	for _, n := range opts.Notes {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", n)
 	}
 	if err := WriteRunPlan(opts, ch.Plan); err != nil {
@@ -413,6 +386,14 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 	}
 	return opts.launch()(ctx, job, opts)
+}
+
+// defaultHosts gives a line that names no hosts the hosts its launcher
+// would use (launchline.Line.DefaultHosts); a cluster file or the Slurm
+// allocation names them.
+func defaultHosts(o *Options) error {
+	named := o.ClusterFile != "" || cmdutil.EnvLookup(o.Env)("SLURM_JOB_NODELIST") != ""
+	return o.DefaultHosts(named, ChooseFramework(o) == parallel.FrameworkDeepSpeed, o.Env)
 }
 
 // CheckOptions rejects contradictory flags and a missing script.
@@ -522,11 +503,11 @@ func PlanJob(o *Options, fw parallel.Framework, mode fabric.Mode) (c *cluster.Cl
 // in torchrun's order. --nnodes and --nproc-per-node cap what is used. A
 // cluster file is priced for transport t (PlanJob says which).
 func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bool, err error) {
-	nnodes, err := ParseNNodes(o.NNodes)
+	nnodes, err := launchline.ParseNNodes(o.NNodes)
 	if err != nil {
 		return nil, false, err
 	}
-	nproc, allGPUs, err := parseNProc(o.NProcPerNode)
+	nproc, allGPUs, err := launchline.ParseNProc(o.NProcPerNode)
 	if err != nil {
 		return nil, false, err
 	}
@@ -668,7 +649,7 @@ func listedHosts(o *Options, nproc int, allGPUs bool) ([]remote.HostSpec, error)
 	for i := range hosts {
 		switch {
 		case hosts[i].Slots == 0:
-			hosts[i].Slots = max(nproc, o.defaultSlots, 1)
+			hosts[i].Slots = max(nproc, o.DefaultSlots, 1)
 		case nproc > 0:
 			hosts[i].Slots = min(hosts[i].Slots, nproc)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/internal/golden"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -276,13 +277,13 @@ func TestListedHosts(t *testing.T) {
 		wantUser  string
 		wantPort  int
 	}{
-		{"hostfile capped", Options{Hostfile: hf}, 2, []string{"w1", "w2"}, []int{2, 2}, "", 0},
-		{"hostfile default slots", Options{Hostfile: hf}, 0, []string{"w1", "w2"}, []int{4, 1}, "", 0},
-		{"hosts with user and port", Options{Hosts: "ops@gpu[1-2]:2222"}, 8, []string{"gpu1", "gpu2"}, []int{8, 8}, "ops", 2222},
+		{"hostfile capped", Options{Line: launchline.Line{Hostfile: hf}}, 2, []string{"w1", "w2"}, []int{2, 2}, "", 0},
+		{"hostfile default slots", Options{Line: launchline.Line{Hostfile: hf}}, 0, []string{"w1", "w2"}, []int{4, 1}, "", 0},
+		{"hosts with user and port", Options{Line: launchline.Line{Hosts: "ops@gpu[1-2]:2222"}}, 8, []string{"gpu1", "gpu2"}, []int{8, 8}, "ops", 2222},
 		{"slurm", Options{Env: []string{"SLURM_JOB_NODELIST=n[07-08]"}}, 4, []string{"n07", "n08"}, []int{4, 4}, "", 0},
 		{"slurm gpus on node", Options{Env: []string{"SLURM_JOB_NODELIST=n[07-08]", "SLURM_GPUS_ON_NODE=8"}}, 0, []string{"n07", "n08"}, []int{8, 8}, "", 0},
 		{"slurm gpus on node, nproc wins", Options{Env: []string{"SLURM_JOB_NODELIST=n[07-08]", "SLURM_GPUS_ON_NODE=8"}}, 2, []string{"n07", "n08"}, []int{2, 2}, "", 0},
-		{"hosts ignore slurm gpus", Options{Hosts: "a,b", Env: []string{"SLURM_GPUS_ON_NODE=8"}}, 0, []string{"a", "b"}, []int{1, 1}, "", 0},
+		{"hosts ignore slurm gpus", Options{Line: launchline.Line{Hosts: "a,b"}, Env: []string{"SLURM_GPUS_ON_NODE=8"}}, 0, []string{"a", "b"}, []int{1, 1}, "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
@@ -136,7 +137,7 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 		return batchNodes{}, err
 	}
 	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" {
-		n, err := run.ParseNNodes(o.NNodes)
+		n, err := launchline.ParseNNodes(o.NNodes)
 		if err != nil {
 			return batchNodes{}, err
 		}
