@@ -66,12 +66,15 @@ type Line struct {
 func Flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (a cluster file's; on this machine alone, counted here with nvidia-smi, auto falling back to one rank per CPU); with --hosts/--hostfile default 1, as torchrun"},
-		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N or N:N (no elastic ranges)"},
+		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N, or MIN:MAX for an elastic job (starts on at least MIN of the listed hosts, uses at most MAX, restarts on the hosts left when one is lost; see docs/elastic.md)"},
 		&cli.StringFlag{Name: "num_gpus", Aliases: []string{"num-gpus", "num_accelerators"}, Usage: "DeepSpeed's spelling of --nproc-per-node (a line with DeepSpeed's launcher flags gets --local_rank=N, as DeepSpeed's launcher passes it)"},
 		&cli.StringFlag{Name: "num_nodes", Aliases: []string{"num-nodes"}, Usage: "DeepSpeed's spelling of --nnodes"},
 		&cli.StringFlag{Name: "master-addr", EnvVars: []string{"PET_MASTER_ADDR"}, Aliases: []string{"master_addr"}, Usage: "address of rank 0 (default: rank 0's host from the plan)"},
 		&cli.IntFlag{Name: "master-port", EnvVars: []string{"PET_MASTER_PORT"}, Aliases: []string{"master_port"}, Value: 29500, Usage: "port of rank 0's rendezvous"},
-		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails"},
+		&cli.IntFlag{Name: "max-restarts", EnvVars: []string{"PET_MAX_RESTARTS"}, Aliases: []string{"max_restarts"}, Usage: "restart the whole job up to N times when a rank fails or (with --nnodes MIN:MAX) a host is lost, as torchrun counts them"},
+		&cli.BoolFlag{Name: "elastic_training", Aliases: []string{"elastic-training"}, Usage: "DeepSpeed's elastic launch: --nnodes MIN:MAX from --min_elastic_nodes (default 1) and --max_elastic_nodes (default --num_nodes, else every listed host); 100 restarts unless --max-restarts, as DeepSpeed's launcher gives its elastic agent"},
+		&cli.IntFlag{Name: "min_elastic_nodes", Aliases: []string{"min-elastic-nodes"}, Usage: "with --elastic_training: the fewest hosts the job runs on (DeepSpeed's spelling of MIN in --nnodes MIN:MAX)"},
+		&cli.IntFlag{Name: "max_elastic_nodes", Aliases: []string{"max-elastic-nodes"}, Usage: "with --elastic_training: the most hosts the job uses (DeepSpeed's spelling of MAX in --nnodes MIN:MAX)"},
 		&cli.BoolFlag{Name: "no-python", EnvVars: []string{"PET_NO_PYTHON"}, Aliases: []string{"no_python"}, Usage: "run the script as a program, not under python"},
 		&cli.BoolFlag{Name: "module", EnvVars: []string{"PET_MODULE"}, Aliases: []string{"m"}, Usage: "the script is a python module (python -m)"},
 		&cli.StringFlag{Name: "log-dir", EnvVars: []string{"PET_LOG_DIR"}, Aliases: []string{"log_dir"}, Usage: "one log file per rank: on this machine when launching, on each host in --output-dir scripts"},
@@ -137,6 +140,9 @@ func Read(c *cli.Context, env []string) (*Line, error) {
 		} else {
 			l.NProcPerNode = c.String(pair[0])
 		}
+	}
+	if err := l.readDeepSpeedElastic(c); err != nil {
+		return nil, err
 	}
 	if err := checkNotKeyFile(l.Include); err != nil {
 		return nil, err
@@ -207,23 +213,84 @@ func (l *Line) applyRdzvEndpoint(ep string, portSet bool) error {
 	return nil
 }
 
-// ParseNNodes accepts torchrun's N or MIN:MAX with MIN == MAX.
-func ParseNNodes(s string) (int, error) {
+// Nodes is --nnodes: the hosts a job needs at least (Min) and uses at most
+// (Max). Min == Max for a fixed size; both 0 when the line does not say.
+type Nodes struct{ Min, Max int }
+
+// Elastic says the job may run on fewer hosts than it starts with:
+// torchrun's MIN:MAX with MIN < MAX (DeepSpeed's --elastic_training).
+func (n Nodes) Elastic() bool { return n.Min < n.Max }
+
+// ParseNNodes reads torchrun's --nnodes: N, or MIN:MAX (an elastic job:
+// it starts on at least MIN hosts, uses at most MAX, and may go on with
+// fewer after a host is lost, as torchrun's elastic agent).
+func ParseNNodes(s string) (Nodes, error) {
 	if s == "" {
-		return 0, nil
+		return Nodes{}, nil
 	}
 	lo, hi, ranged := strings.Cut(s, ":")
 	n, err := strconv.Atoi(lo)
 	if err != nil || n < 1 || n > limits.MaxHosts {
-		return 0, cmdutil.InputErrorf("--nnodes %q: want a number of hosts from 1 to %d", s, limits.MaxHosts)
+		return Nodes{}, cmdutil.InputErrorf("--nnodes %q: want a number of hosts from 1 to %d, or MIN:MAX", s, limits.MaxHosts)
 	}
-	if ranged {
-		m, err := strconv.Atoi(hi)
-		if err != nil || m != n {
-			return 0, cmdutil.InputErrorf("--nnodes %q: elastic ranges are not supported; give one number", s)
+	if !ranged {
+		return Nodes{Min: n, Max: n}, nil
+	}
+	m, err := strconv.Atoi(hi)
+	if err != nil || m < 1 || m > limits.MaxHosts {
+		return Nodes{}, cmdutil.InputErrorf("--nnodes %q: MAX %q is not a number of hosts from 1 to %d (torchrun's MIN:MAX)", s, hi, limits.MaxHosts)
+	}
+	if n > m {
+		return Nodes{}, cmdutil.InputErrorf("--nnodes %q: MIN %d is above MAX %d; give MIN:MAX with MIN <= MAX, such as %d:%d", s, n, m, m, n)
+	}
+	return Nodes{Min: n, Max: m}, nil
+}
+
+// readDeepSpeedElastic turns DeepSpeed's --elastic_training
+// --min_elastic_nodes A --max_elastic_nodes B into --nnodes A:B (runner.py
+// and launch.py of DeepSpeed v0.14.4: A defaults to 1, B to --num_nodes;
+// here, without --num_nodes, to every listed host) and, unless
+// --max-restarts is given, the 100 restarts DeepSpeed's launch.py gives
+// its DSElasticAgent.
+func (l *Line) readDeepSpeedElastic(c *cli.Context) error {
+	if !c.Bool("elastic_training") {
+		for _, f := range []string{"min_elastic_nodes", "max_elastic_nodes"} {
+			if c.IsSet(f) {
+				return cmdutil.InputErrorf("--%s needs --elastic_training (DeepSpeed's launcher ignores it without)", f)
+			}
 		}
+		return nil
 	}
-	return n, nil
+	if l.NoLocalRank {
+		// DeepSpeed's runner.py asserts the same.
+		return cmdutil.InputErrorf("--no_local_rank cannot be combined with --elastic_training (DeepSpeed's launcher refuses it too)")
+	}
+	fixed, err := ParseNNodes(l.NNodes)
+	if err != nil {
+		return err
+	}
+	lo, hi := 1, cmp.Or(fixed.Max, limits.MaxHosts)
+	if fixed.Elastic() {
+		lo = fixed.Min // --num_nodes MIN:MAX, as DeepSpeed's parse_num_nodes
+	}
+	if c.IsSet("min_elastic_nodes") {
+		lo = c.Int("min_elastic_nodes")
+	}
+	if c.IsSet("max_elastic_nodes") {
+		hi = c.Int("max_elastic_nodes")
+	}
+	if lo < 1 || hi < 1 {
+		return cmdutil.InputErrorf("--min_elastic_nodes %d --max_elastic_nodes %d: want positive numbers of hosts (DeepSpeed asserts the same)", lo, hi)
+	}
+	l.NNodes = fmt.Sprintf("%d:%d", lo, hi)
+	if _, err := ParseNNodes(l.NNodes); err != nil {
+		return cmdutil.InputErrorf("--min_elastic_nodes %d above --max_elastic_nodes %d: give MIN <= MAX", lo, hi)
+	}
+	if !c.IsSet("max-restarts") {
+		l.MaxRestarts = 100
+		l.Notes = append(l.Notes, "--elastic_training: up to 100 restarts, as DeepSpeed's launcher gives its elastic agent (--max-restarts N to change)")
+	}
+	return nil
 }
 
 // ParseNProc returns ranks per host; all is true for gpu/auto (every GPU).

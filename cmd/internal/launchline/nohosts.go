@@ -41,12 +41,12 @@ func (l *Line) DefaultHosts(named, deepSpeedScript bool, env []string) error {
 			return nil
 		}
 	}
-	nnodes, err := ParseNNodes(l.NNodes)
+	nodes, err := ParseNNodes(l.NNodes)
 	if err != nil {
 		return err
 	}
-	if nnodes > 1 {
-		return cmdutil.InputErrorf("--nnodes %d but no hosts are named: pipette-launch starts every host itself, so list them with --hosts, --hostfile or --cluster FILE (or run inside a Slurm allocation); without hosts a job runs on this machine alone", nnodes)
+	if nodes.Min > 1 {
+		return cmdutil.InputErrorf("--nnodes %s but no hosts are named: pipette-launch starts every host itself, so list them with --hosts, --hostfile or --cluster FILE (or run inside a Slurm allocation); without hosts a job runs on this machine alone", l.NNodes)
 	}
 	if ds && l.NProcPerNode == "" && l.Include == "" && l.Exclude == "" {
 		// DeepSpeed's launcher: every GPU of this machine.

@@ -503,7 +503,7 @@ func PlanJob(o *Options, fw parallel.Framework, mode fabric.Mode) (c *cluster.Cl
 // in torchrun's order. --nnodes and --nproc-per-node cap what is used. A
 // cluster file is priced for transport t (PlanJob says which).
 func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bool, err error) {
-	nnodes, err := launchline.ParseNNodes(o.NNodes)
+	nodes, err := launchline.ParseNNodes(o.NNodes)
 	if err != nil {
 		return nil, false, err
 	}
@@ -542,11 +542,11 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 				o.devices = append(o.devices, cmdutil.DeviceList(s))
 			}
 		}
-		if nnodes > 0 {
-			if nnodes > len(hosts) {
-				return nil, false, cmdutil.InputErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
+		if nodes.Max > 0 {
+			if err := checkMinNodes(o.NNodes, nodes, len(hosts), "listed"); err != nil {
+				return nil, false, err
 			}
-			hosts = hosts[:nnodes]
+			hosts = hosts[:min(nodes.Max, len(hosts))]
 		}
 		return hostsCluster(hosts), false, nil
 	}
@@ -565,7 +565,7 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 	if err != nil {
 		return nil, false, cmdutil.InputErrorf("%s: %v", name, err)
 	}
-	if err := capCluster(f, nnodes, nproc); err != nil {
+	if err := capCluster(f, o.NNodes, nodes, nproc); err != nil {
 		return nil, false, err
 	}
 	c, err = f.ResolveFor(t)
@@ -592,9 +592,22 @@ func onExample(o *Options) bool {
 	return err != nil
 }
 
-// capCluster keeps the first nnodes hosts (file order) and at most nproc
+// checkMinNodes refuses a host count below what --nnodes (flag, read as
+// nodes) asks for: N hosts, or at least MIN of an elastic MIN:MAX.
+func checkMinNodes(flag string, nodes launchline.Nodes, have int, where string) error {
+	switch {
+	case nodes.Elastic() && nodes.Min > have:
+		return cmdutil.InputErrorf("--nnodes %s: MIN %d is above the %d hosts %s; lower MIN or list more hosts", flag, nodes.Min, have, where)
+	case !nodes.Elastic() && nodes.Min > have:
+		return cmdutil.InputErrorf("--nnodes %d but only %d hosts are %s", nodes.Min, have, where)
+	}
+	return nil
+}
+
+// capCluster keeps the first MAX hosts of --nnodes (file order) and at most nproc
 // GPUs per host, torchrun's meaning of those flags.
-func capCluster(f *cluster.File, nnodes, nproc int) error {
+func capCluster(f *cluster.File, flag string, nodes launchline.Nodes, nproc int) error {
+	nnodes := nodes.Max
 	total := 0
 	for _, is := range f.Clusters {
 		total += len(is.Hosts)
@@ -602,7 +615,10 @@ func capCluster(f *cluster.File, nnodes, nproc int) error {
 			return cmdutil.InputErrorf("--nproc-per-node %d, but the hosts of island %s have %d GPUs", nproc, is.Name, is.GPUsPerHost)
 		}
 	}
-	if nnodes > total {
+	if nodes.Min > total {
+		if nodes.Elastic() {
+			return checkMinNodes(flag, nodes, total, "in the cluster file")
+		}
 		return cmdutil.InputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
 	}
 	if nproc > 0 {

@@ -137,10 +137,11 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 		return batchNodes{}, err
 	}
 	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" {
-		n, err := launchline.ParseNNodes(o.NNodes)
+		nodes, err := launchline.ParseNNodes(o.NNodes)
 		if err != nil {
 			return batchNodes{}, err
 		}
+		n := nodes.Max
 		if n <= 0 {
 			return batchNodes{}, cmdutil.InputErrorf("sbatch: say which nodes to ask for: --nnodes N, or --cluster/--hosts/--hostfile")
 		}
