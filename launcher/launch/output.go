@@ -69,7 +69,11 @@ func (o *output) openLogs() error {
 	}
 	for k := range o.local {
 		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		mode := os.O_CREATE | os.O_TRUNC | os.O_WRONLY
+		if o.opts.Restart > 0 {
+			mode = os.O_CREATE | os.O_APPEND | os.O_WRONLY // a later attempt of the same job
+		}
+		f, err := os.OpenFile(name, mode, 0o644)
 		if err != nil {
 			return fmt.Errorf("--log-dir: %w", err)
 		}
