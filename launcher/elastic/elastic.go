@@ -158,6 +158,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		failedAt = o.Now()
 		var jf *launch.JobFailure
+		if errors.As(err, &jf) && !jf.Time.IsZero() && jf.Time.Before(failedAt) {
+			failedAt = jf.Time // the failure itself, not the end of the stop
+		}
 		if ctx.Err() != nil || (errors.As(err, &jf) && jf.Interrupted()) {
 			a.Failure = "interrupted"
 			s.Attempts = append(s.Attempts, a)
@@ -224,18 +227,22 @@ func (o Options) judge(ctx context.Context, err error, j *job.Job, lastError str
 		return verdict{what: err.Error(), unknown: true}
 	}
 	v := verdict{what: headline(jf)}
-	if jf.StopErr != nil {
-		for _, f := range hostErrors(jf.StopErr, hostNames(j)) {
-			f.Cause = NotStopped
-			v.blamed = append(v.blamed, f)
-		}
-	}
-	switch {
-	case jf.HostLost():
+	lost := ""
+	if jf.HostLost() {
 		if h, ok := hostOf(j, jf.Host); ok {
+			lost = h
 			v.blamed = append(v.blamed, HostFailure{Host: h, Cause: HostLost, Detail: jf.Reason})
 		}
-	case jf.Rank >= 0:
+	}
+	if jf.StopErr != nil {
+		for _, f := range hostErrors(jf.StopErr, hostNames(j)) {
+			if f.Host != lost { // a lost host cannot confirm it: said already
+				f.Cause = NotStopped
+				v.blamed = append(v.blamed, f)
+			}
+		}
+	}
+	if jf.Rank >= 0 {
 		h, ok := hostOf(j, jf.Host)
 		if ok && o.Check != nil {
 			if cerr := o.Check(ctx, h); cerr != nil {

@@ -98,6 +98,9 @@ type Options struct {
 	pool *remote.Pool
 	// local: the job runs on this machine without SSH (runlocal.go).
 	local bool
+	// keep, when set, are the only hosts an elastic attempt plans on
+	// (runElastic); --nnodes' MIN is the loop's to check then.
+	keep map[string]bool
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
 	// Reprobe (--reprobe) runs the launch probe for a dry run or
@@ -150,7 +153,12 @@ func (o *Options) newJobID() func(string) string {
 // launchJob starts a rendered job on its hosts and supervises it with the
 // launcher package: Options.Launch when nil.
 func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
-	return launch.Launch(ctx, *job, launch.Options{
+	return launch.Launch(ctx, *job, launchOptions(opts))
+}
+
+// launchOptions are the launch's settings from the run's.
+func launchOptions(opts *Options) launch.Options {
+	return launch.Options{
 		Slurm:            opts.slurm,
 		Local:            opts.local,
 		SSH:              opts.SSH,
@@ -164,7 +172,7 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 		HeartbeatTimeout: opts.HeartbeatTimeout,
 		MaxRestarts:      opts.MaxRestarts,
 		KeepFiles:        opts.KeepFiles,
-	})
+	}
 }
 
 // NewCmd is `pipette-launch run`. adjust, when not nil, changes the
@@ -260,7 +268,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: environment from %s: %s\n", s.name, strings.Join(names, " "))
 	}
-	renderOptions := func(facts *launchFacts) templates.Options {
+	renderOptionsFor := func(ch *PlanChoice, facts *launchFacts) templates.Options {
 		return templates.Options{
 			Name:           opts.RunID,
 			Role:           opts.Role,
@@ -291,14 +299,18 @@ func Run(ctx context.Context, opts *Options) error {
 			DSOverride:     opts.PlanOverridesConfig,
 		}
 	}
-	render := func(facts *launchFacts) (*job.Job, error) {
-		job, err := templates.Render(ch.Plan, cluster, renderOptions(facts))
+	renderOptions := func(facts *launchFacts) templates.Options { return renderOptionsFor(ch, facts) }
+	// renderFor renders a choice on its cluster (an elastic restart's on
+	// the hosts left); render the first one.
+	renderFor := func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error) {
+		job, err := templates.Render(ch.Plan, c, renderOptionsFor(ch, facts))
 		if err != nil {
 			return nil, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
 		}
 		job.Warnings = append(slices.Clone(ch.Warnings), job.Warnings...)
 		return job, nil
 	}
+	render := func(facts *launchFacts) (*job.Job, error) { return renderFor(ch, cluster, facts) }
 	// Rendered once before connecting anywhere, so bad input fails first.
 	facts := &launchFacts{python: opts.Python}
 	job, err := render(facts)
@@ -341,12 +353,21 @@ func Run(ctx context.Context, opts *Options) error {
 		if opts.slurm != nil {
 			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, launch.SrunCommand(*opts.slurm, *job))
 		}
-		return templates.Describe(opts.IO.Out, job)
+		if err := templates.Describe(opts.IO.Out, job); err != nil {
+			return err
+		}
+		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, ch, job)
+		}
+		return nil
 	case opts.OutputDir != "":
 		for _, w := range job.Warnings {
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 		}
 		return writeOutputDir(opts, job, summary)
+	}
+	if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+		return runElastic(ctx, opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor})
 	}
 	// A quick probe (over SSH, or srun steps in a Slurm allocation) finds
 	// where the ranks meet and the interpreter.
@@ -542,10 +563,12 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 				o.devices = append(o.devices, cmdutil.DeviceList(s))
 			}
 		}
+		if o.keep != nil { // an elastic attempt's hosts
+			hosts = slices.DeleteFunc(hosts, func(h remote.HostSpec) bool { return !o.keep[h.Name] })
+		} else if err := checkMinNodes(o.NNodes, nodes, len(hosts), "listed"); err != nil {
+			return nil, false, err
+		}
 		if nodes.Max > 0 {
-			if err := checkMinNodes(o.NNodes, nodes, len(hosts), "listed"); err != nil {
-				return nil, false, err
-			}
 			hosts = hosts[:min(nodes.Max, len(hosts))]
 		}
 		return hostsCluster(hosts), false, nil
@@ -564,6 +587,10 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 	f, err := cluster.Parse(data)
 	if err != nil {
 		return nil, false, cmdutil.InputErrorf("%s: %v", name, err)
+	}
+	if o.keep != nil { // an elastic attempt's hosts
+		f.Subset(o.keep)
+		nodes.Min = 0
 	}
 	if err := capCluster(f, o.NNodes, nodes, nproc); err != nil {
 		return nil, false, err
