@@ -88,3 +88,12 @@ func TestResumeWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestAbbreviatedFlags (issue 30): `--nnode=2` (HF's DeepSpeed docs) is
+// torchrun's --nnodes through argparse's prefixes, so it is ours too.
+func TestAbbreviatedFlags(t *testing.T) {
+	code, out, errOut := runCLI(t, "--dry-run", "--nnode=2", "--nproc_per=2", "--hosts", "n[1-4]", "train.py")
+	if code != 0 || !strings.Contains(out, "4 ranks on 2 host(s)") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
