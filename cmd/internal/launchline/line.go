@@ -50,8 +50,9 @@ type Line struct {
 	Standalone bool
 	// Style is the launcher the line was written for (--as, else its
 	// flags: LauncherStyle): torchrun, deepspeed, torch.distributed.launch
-	// or "" (by framework).
-	Style string
+	// or "" (by framework). AsGiven: --as named it.
+	Style   string
+	AsGiven bool
 	// Notes say how the line was given what it left out (its hosts, a
 	// free port); DefaultSlots is DeepSpeed's every-GPU default.
 	Notes        []string
@@ -120,6 +121,7 @@ func Read(c *cli.Context, env []string) (*Line, error) {
 	}
 	l.Style = LauncherStyle(c)
 	if as := c.String("as"); as != "" {
+		l.AsGiven = true
 		// torch.distributed.launch and deepspeed --module lines have no
 		// flag only their launcher has: the user names it.
 		var err error

@@ -1,6 +1,8 @@
 package run
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -95,5 +97,39 @@ func TestAbbreviatedFlags(t *testing.T) {
 	code, out, errOut := runCLI(t, "--dry-run", "--nnode=2", "--nproc_per=2", "--hosts", "n[1-4]", "train.py")
 	if code != 0 || !strings.Contains(out, "4 ranks on 2 host(s)") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// TestLocalRankFromScript (issue 30): a line converted from `python -m
+// torch.distributed.launch` without --as, whose script declares
+// --local_rank with argparse and never reads LOCAL_RANK, gets
+// --local_rank=N as that launcher gave it, and the output says so; a
+// script that reads LOCAL_RANK, or --as torchrun, does not.
+func TestLocalRankFromScript(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := write("old.py", "import argparse\np = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int, default=-1)\nargs = p.parse_args()\n")
+	env := write("env.py", "import argparse, os\np = argparse.ArgumentParser()\np.add_argument(\"--local-rank\", type=int, default=int(os.environ['LOCAL_RANK']))\n")
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--nproc_per_node", "2", old}, true},
+		{[]string{"--nproc_per_node", "2", env}, false},
+		{[]string{"--as", "torchrun", "--nproc_per_node", "2", old}, false},
+		{[]string{"--use_env", "--nproc_per_node", "2", old}, false},
+	} {
+		code, out, errOut := runCLI(t, append([]string{"--dry-run", "--hosts", "localhost"}, tc.args...)...)
+		got := strings.Contains(out, old+" --local_rank=1") || strings.Contains(out, old+" --local_rank=0")
+		noted := strings.Contains(out, "declares --local_rank with argparse and never reads LOCAL_RANK")
+		if code != 0 || got != tc.want || noted != tc.want {
+			t.Errorf("%v: exit %d, --local_rank passed %v, noted %v; want %v\nstdout:\n%s\nstderr:\n%s", tc.args, code, got, noted, tc.want, out, errOut)
+		}
 	}
 }

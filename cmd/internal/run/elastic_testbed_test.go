@@ -60,7 +60,10 @@ func TestElasticOnTestbed(t *testing.T) {
 		var out, errOut syncbuf.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cut := make(chan time.Time, 1)
+		// The recovery timeline (bench/elastic reads these lines): the cut,
+		// the loss declared (the restart line), the second attempt's first
+		// rank up (its start-up is the job's own) and its first step.
+		cut := make(chan []time.Time, 1)
 		go func() {
 			for !strings.Contains(out.String(), "SAVED step 4\n") {
 				if ctx.Err() != nil {
@@ -72,10 +75,22 @@ func TestElasticOnTestbed(t *testing.T) {
 			if b, err := tb.Exec(ctx, "node2", "ip", "link", "set", "eth0", "down"); err != nil {
 				t.Errorf("cut node2: %v %s", err, b)
 			}
-			cut <- time.Now()
+			marks := []time.Time{time.Now()}
+			for _, seen := range []func() bool{
+				func() bool { return strings.Contains(errOut.String(), "restarting on 3 hosts") },
+				func() bool { return strings.Contains(errOut.String(), "6 ranks on 3 host(s)") },
+				func() bool { return strings.Contains(out.String(), "RESUMED from step") },
+				func() bool { _, after, ok := strings.Cut(out.String(), "RESUMED from step"); return ok && strings.Contains(after, "iteration ") },
+			} {
+				for !seen() && ctx.Err() == nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+				marks = append(marks, time.Now())
+			}
+			cut <- marks
 		}()
 		code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-		cutAt, wasCut := <-cut
+		marks, wasCut := <-cut
 		defer restoreHost(t, tb, "node2")
 		if !wasCut || code != 0 {
 			t.Fatalf("exit %d (cut: %v)\nstdout:\n%s\nstderr:\n%s", code, wasCut, out.String(), errOut.String())
@@ -100,7 +115,13 @@ func TestElasticOnTestbed(t *testing.T) {
 				t.Errorf("stderr lacks %q\nstderr:\n%s", w, e)
 			}
 		}
-		t.Logf("cut at %s; stderr:\n%s", cutAt.Format(time.TimeOnly), e)
+		if len(marks) == 5 {
+			s := func(i int) float64 { return marks[i].Sub(marks[0]).Seconds() }
+			startup := marks[3].Sub(marks[2]).Seconds() // python, torch and gloo coming up: the job's own
+			t.Logf("TIMELINE heartbeat-timeout 3s, stop-grace 3s: cut -> loss declared %.1fs -> attempt 2 re-planned, probed and started %.1fs -> its first rank up %.1fs -> its first step %.1fs; cut to first step without the job's own start-up (%.1fs): %.1fs",
+				s(1), s(2), s(3), s(4), startup, s(4)-startup)
+		}
+		t.Logf("stderr:\n%s", e)
 	})
 
 	t.Run("script bug fails fast", func(t *testing.T) {

@@ -414,7 +414,9 @@ func Run(ctx context.Context, opts *Options) error {
 // allocation names them.
 func defaultHosts(o *Options) error {
 	named := o.ClusterFile != "" || cmdutil.EnvLookup(o.Env)("SLURM_JOB_NODELIST") != ""
-	return o.DefaultHosts(named, ChooseFramework(o) == parallel.FrameworkDeepSpeed, o.Env)
+	ds := ChooseFramework(o) == parallel.FrameworkDeepSpeed
+	o.LocalRankFromScript(o.WorkDir, ds)
+	return o.DefaultHosts(named, ds, o.Env)
 }
 
 // CheckOptions rejects contradictory flags and a missing script.

@@ -625,13 +625,14 @@ func TestHostsTheUserMeant(t *testing.T) {
 }
 
 // TestUnknownFlagSuggestsAndVersion: a mistyped flag names the closest
-// known one in its double-dash form (exit 2); --version prints the version.
+// known one in its double-dash form (exit 2; a prefix of one is that flag,
+// as in torchrun: TestAbbreviatedFlags); --version prints the version.
 func TestUnknownFlagSuggestsAndVersion(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--nproc_per_nod", "2", "train.py"}, "did you mean --nproc-per-node?"},
+		{[]string{"--nproc_per_nodes", "2", "train.py"}, "did you mean --nproc-per-node?"},
 		{[]string{"run", "--mastr-port", "3", "train.py"}, "did you mean --master-port?"},
 		{[]string{"--hostfle", "h", "train.py"}, "did you mean --hostfile?"},
 		{[]string{"--envfile", "x", "train.py"}, "did you mean --env-file?"},
