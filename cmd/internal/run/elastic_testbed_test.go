@@ -80,7 +80,10 @@ func TestElasticOnTestbed(t *testing.T) {
 				func() bool { return strings.Contains(errOut.String(), "restarting on 3 hosts") },
 				func() bool { return strings.Contains(errOut.String(), "6 ranks on 3 host(s)") },
 				func() bool { return strings.Contains(out.String(), "RESUMED from step") },
-				func() bool { _, after, ok := strings.Cut(out.String(), "RESUMED from step"); return ok && strings.Contains(after, "iteration ") },
+				func() bool {
+					_, after, ok := strings.Cut(out.String(), "RESUMED from step")
+					return ok && strings.Contains(after, "iteration ")
+				},
 			} {
 				for !seen() && ctx.Err() == nil {
 					time.Sleep(20 * time.Millisecond)
