@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
@@ -38,9 +39,13 @@ type Options struct {
 	// failure (a *launch.JobFailure, or a *remote.HostErrors for hosts it
 	// could not start on).
 	Launch func(ctx context.Context, j *job.Job, restart int) error
-	// Check is a host's health check after a rank failed there (reachable,
-	// its launch probe): nil when nothing is wrong with the host.
-	Check func(ctx context.Context, host string) error
+	// Check is a host's health check (reachable, its launch probe): nil
+	// when nothing is wrong with the host. It is asked after a rank failed
+	// there, and before each restart of a host left out as lost or
+	// unhealthy (for at most RejoinTimeout, default 5s): one that passes
+	// joins again, as torchrun's agent takes in a node at a restart.
+	Check         func(ctx context.Context, host string) error
+	RejoinTimeout time.Duration
 	// Out gets a line as each attempt ends; Now is the clock (tests).
 	Out io.Writer
 	Now func() time.Time
@@ -180,6 +185,11 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			s.Stopped = fmt.Sprintf("%d %s done, --max-restarts %d", restart, plural(restart, "restart", "restarts"), o.MaxRestarts)
 			return s, &StopError{Summary: s, Last: err}
 		}
+		for _, h := range o.rejoin(ctx, left, leftOrder) {
+			delete(left, h)
+			leftOrder = slices.DeleteFunc(leftOrder, func(x string) bool { return x == h })
+			fmt.Fprintf(o.Out, "pipette-launch: %s passes its check again: it rejoins\n", h)
+		}
 		for _, f := range v.blamed {
 			leave(f)
 		}
@@ -188,6 +198,41 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		next := usable(o.Hosts, left, o.Max)
 		fmt.Fprintf(o.Out, "pipette-launch: %s; restarting on %d %s (restart %d of %d)\n", a.Failure, len(next), plural(len(next), "host", "hosts"), restart, o.MaxRestarts)
 	}
+}
+
+// rejoin are the hosts left out as lost or unhealthy that pass their
+// check now (checked at once, each for at most RejoinTimeout). A host whose
+// ranks were not confirmed stopped stays out: they may still run.
+func (o Options) rejoin(ctx context.Context, left map[string]HostFailure, order []string) []string {
+	if o.Check == nil {
+		return nil
+	}
+	timeout := o.RejoinTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok := make([]bool, len(order))
+	var wg sync.WaitGroup
+	for i, h := range order {
+		if left[h].Cause == NotStopped {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok[i] = o.Check(ctx, h) == nil
+		}()
+	}
+	wg.Wait()
+	var back []string
+	for i, h := range order {
+		if ok[i] {
+			back = append(back, h)
+		}
+	}
+	return back
 }
 
 // usable are the first max hosts not left out, in order.

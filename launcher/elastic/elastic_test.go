@@ -132,6 +132,21 @@ func TestElasticLoop(t *testing.T) {
 			script:       script{func([]string) error { return rankFails("n2", 2, 137, "step 7") }, ok},
 			wantHosts:    [][]string{four, four},
 			wantRestarts: []int{0, 1}},
+		{name: "a host that answers again rejoins at the next restart", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, four},
+			wantRestarts: []int{0, 1, 2},
+			wantSummary:  []string{"attempt 3 (restart 2): 4 hosts: n1 n2 n3 n4", "added      : n2"}},
+		{name: "a host still down stays out", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3,
+			Check: func(_ context.Context, h string) error {
+				if h == "n2" {
+					return errors.New("connect: no answer")
+				}
+				return nil
+			}},
+			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, {"n1", "n3", "n4"}},
+			wantRestarts: []int{0, 1, 2}},
 		{name: "unreachable at start costs no restart", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 0,
 			Prepare: func(_ context.Context, hosts []string) (*Prepared, error) {
 				for _, h := range hosts {
