@@ -133,3 +133,12 @@ func TestLocalRankFromScript(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticRefusesPreflight (issue 30): --preflight is not run before an
+// elastic job's attempts yet, so asking for it is refused, not ignored.
+func TestElasticRefusesPreflight(t *testing.T) {
+	code, _, errOut := runCLIWith(t, func(o *Options) { o.ProbeLaunch = noProbe }, "--preflight", "--nnodes", "1:2", "--hosts", "n[1-2]", "--no-check-script", "train.py")
+	if code != 2 || !strings.Contains(errOut, "--preflight with --nnodes 1:2") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

@@ -366,7 +366,10 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return writeOutputDir(opts, job, summary)
 	}
-	if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+	if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() && !opts.PreflightOnly {
+		if opts.Preflight {
+			return cmdutil.InputErrorf("--preflight with --nnodes %s: an elastic job's attempts run no preflight yet; run pipette-launch preflight on the hosts first", opts.NNodes)
+		}
 		return runElastic(ctx, opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor})
 	}
 	// A quick probe (over SSH, or srun steps in a Slurm allocation) finds
