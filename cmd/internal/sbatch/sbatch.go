@@ -123,7 +123,10 @@ func Run(so *Options) error {
 
 // batchNodes is what the allocation must hold.
 type batchNodes struct {
-	Count       int
+	Count int
+	// Min, when above 0 and below Count, asks for Min to Count nodes, as
+	// Slurm's --nodes MIN-MAX (an elastic --nnodes MIN:MAX).
+	Min         int
 	Names       []string // empty: any nodes
 	GPUsPerNode int      // 0: do not ask for GPUs (CPU hosts, or unknown)
 }
@@ -145,7 +148,7 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 		if n <= 0 {
 			return batchNodes{}, cmdutil.InputErrorf("sbatch: say which nodes to ask for: --nnodes N, or --cluster/--hosts/--hostfile")
 		}
-		return batchNodes{Count: n}, nil
+		return batchNodes{Count: n, Min: nodes.Min}, nil
 	}
 	fw := run.ChooseFramework(o)
 	mode, err := fabric.ParseMode(o.NCCLMode)
@@ -208,7 +211,11 @@ func batchScript(o Options, n batchNodes, wd string, inner []string) string {
 		"# srun step started by pipette-launch inside the allocation (one task per node).\n")
 	line := func(opt string) { fmt.Fprintf(&b, "#SBATCH %s\n", opt) }
 	line("--job-name=" + o.JobName)
-	line(fmt.Sprintf("--nodes=%d", n.Count))
+	if n.Min > 0 && n.Min < n.Count {
+		line(fmt.Sprintf("--nodes=%d-%d", n.Min, n.Count))
+	} else {
+		line(fmt.Sprintf("--nodes=%d", n.Count))
+	}
 	line("--ntasks-per-node=1")
 	if len(n.Names) > 0 {
 		line("--nodelist=" + strings.Join(n.Names, ","))
