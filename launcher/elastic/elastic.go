@@ -39,7 +39,7 @@ type Options struct {
 	// failure (a *launch.JobFailure, or a *remote.HostErrors for hosts it
 	// could not start on).
 	Launch func(ctx context.Context, j *job.Job, restart int) error
-	// Check is a host's health check (reachable, its launch probe): nil
+	// Check is a host's health check (run's: reachable over SSH, runs a command): nil
 	// when nothing is wrong with the host. It is asked after a rank failed
 	// there, and before each restart of a host left out as lost or
 	// unhealthy (for at most RejoinTimeout, default 5s): one that passes

@@ -117,12 +117,22 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		lo.Restart, lo.NoRestarts = restart, true
 		return launch.Launch(ctx, *j, lo)
 	}
+	// A host's check: a new SSH connection that runs a command there (the
+	// launch probe would leave a session standing by for a job).
 	check := func(ctx context.Context, host string) error {
-		_, pool, err := opts.probeLaunch()(ctx, []remote.HostTarget{targets[host]}, 0, pythonCandidate(opts), opts)
-		if pool != nil {
-			pool.Close()
+		if cur != nil && (cur.local || cur.slurm != nil) {
+			return nil // this machine, or Slurm's node: no SSH to check
 		}
-		return err
+		c, err := remote.Dial(ctx, targets[host], opts.SSH)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, stderr, err := c.Run(ctx, "exec true")
+		if err != nil {
+			return fmt.Errorf("a command there failed: %w%s", err, remote.StderrSuffix(stderr))
+		}
+		return nil
 	}
 	sum, err := elastic.Run(ctx, elastic.Options{Name: opts.RunID, Hosts: hosts, Min: er.nodes.Min, Max: er.nodes.Max,
 		MaxRestarts: opts.MaxRestarts, Prepare: prepare, Launch: run, Check: check, Out: opts.IO.ErrOut})
