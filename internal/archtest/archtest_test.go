@@ -37,6 +37,11 @@ var rules = []Rule{
 		Why: "cmdutil is what the commands share: commands import it, never the reverse"},
 	{From: "...", To: []string{"cmd/internal/cmdtest", "launcher/remote/remotetest"},
 		Why: "test helpers are for tests only"},
+	{From: "launcher/elastic", To: []string{"planner/...", "templates/...", "launcher/probe/..."},
+		Except: []string{"templates/job"},
+		Why:    "launcher/elastic restarts jobs: the command re-plans for it, so it never sees a plan"},
+	{From: "cmd/internal/launchline", To: commands,
+		Why: "launchline reads launch lines for the commands: they import it, never the reverse"},
 }
 
 // commands are the packages of pipette-launch's commands.
@@ -59,6 +64,7 @@ var neighbours = Allowlist{
 	"launcher/probe":             {"launcher/remote", "planner/cluster", "planner/gpu", "planner/model"},
 	"launcher/probe/measure":     {"launcher/remote", "launcher/probe", "planner/cluster", "planner/gpu", "planner/model"},
 	"launcher/launch":            {"launcher/remote", "templates/job"},
+	"launcher/elastic":           {"launcher/launch", "launcher/remote", "templates/job"},
 	"templates/job":              nil,
 }
 

@@ -75,7 +75,11 @@ func (o *output) openLogs() error {
 	}
 	for k := range o.local {
 		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+		mode := os.O_CREATE | os.O_TRUNC | os.O_WRONLY | syscall.O_NOFOLLOW
+		if o.opts.Restart > 0 {
+			mode = os.O_CREATE | os.O_APPEND | os.O_WRONLY | syscall.O_NOFOLLOW // a later attempt of the same job
+		}
+		f, err := os.OpenFile(name, mode, 0o644)
 		if errors.Is(err, syscall.ELOOP) {
 			return fmt.Errorf("--log-dir: %s is a symbolic link: pipette-launch writes no log through a link; remove it or give another directory", name)
 		}

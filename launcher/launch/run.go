@@ -43,6 +43,14 @@ type Options struct {
 	// MaxRestarts restarts the whole job up to this many times after a
 	// rank fails (not after a cancel or a lost host that cannot be reached).
 	MaxRestarts int
+	// Restart is the restart this launch begins as, for a caller that
+	// restarts the job itself (launcher/elastic starts each attempt as a
+	// launch of its own): TORCHELASTIC_RESTART_COUNT counts from it and
+	// --log-dir files are appended to. NoRestarts leaves restarting to
+	// that caller: a failure returns at once, and MaxRestarts only sets
+	// TORCHELASTIC_MAX_RESTARTS.
+	Restart    int
+	NoRestarts bool
 	// StartTimeout bounds how long a host's agent may take to come up
 	// (default 30s).
 	StartTimeout time.Duration
@@ -201,14 +209,17 @@ func runAttempts(ctx context.Context, job job.Job, opts Options, attempt func(ou
 	if err := out.openLogs(); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}
-	for n := 0; ; n++ {
+	if opts.Restart > 0 {
+		out.logAttempt(opts.Restart)
+	}
+	for n := opts.Restart; ; n++ {
 		err := attempt(out, n)
 		var jf *JobFailure
 		if err == nil || !errors.As(err, &jf) {
 			return err
 		}
 		jf.Restarts = n
-		if !jf.restartable() || n >= opts.MaxRestarts || ctx.Err() != nil {
+		if opts.NoRestarts || !jf.restartable() || n >= opts.MaxRestarts || ctx.Err() != nil {
 			return err
 		}
 		out.note("pipette-launch: %s; restarting the whole job (restart %d of %d)", jf.headline(), n+1, opts.MaxRestarts)

@@ -32,6 +32,13 @@ type JobFailure struct {
 	hostLost    bool
 }
 
+// NewHostLost is the failure Launch returns for a host it lost (HostLost
+// reports true), for callers that stand in for Launch: the elastic
+// loop's tests and a launcher that supervises hosts another way.
+func NewHostLost(jobName, host, reason string, at time.Time) *JobFailure {
+	return &JobFailure{Job: jobName, Time: at, Host: host, Rank: -1, LocalRank: -1, ExitCode: -1, Reason: reason, hostLost: true}
+}
+
 // Interrupted reports whether the job was stopped by cancellation (signal).
 func (f *JobFailure) Interrupted() bool { return f.interrupted }
 

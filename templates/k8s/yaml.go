@@ -8,8 +8,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 )
 
 // YAML is the manifests as one multi-document stream, in apply order,

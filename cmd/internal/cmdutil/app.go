@@ -48,6 +48,7 @@ func NewApp(io *IOStreams, def *cli.Command, cmds ...*cli.Command) *cli.App {
 // does not fit, 1 anything else. With --json the error is one JSON object
 // on stderr (see printJSONError).
 func Execute(app *cli.App, args []string, io *IOStreams) int {
+	args = ExpandAbbreviations(app, args)
 	err := app.Run(args)
 	if err == nil {
 		return 0

@@ -14,8 +14,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
-	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/progress"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/measure"

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
-	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/conformance/corpus"
 )
 
@@ -166,7 +166,7 @@ func dryRunCorpusLine(t *testing.T, corpusAbs string, s *corpus.Source, l *corpu
 	}
 	// DeepSpeed's default hostfile is read where Prepare placed the line's
 	// (none: nowhere), never at /job/hostfile on this machine.
-	hostfile := func(o *Options) { o.DeepSpeedHostfile = p.Placed[cmdutil.DeepSpeedHostfile] }
+	hostfile := func(o *Options) { o.DeepSpeedHostfile = p.Placed[launchline.DeepSpeedHostfile] }
 	code, stdout, stderr := cmdtest.Run(testApp(hostfile), append([]string{"--dry-run", "--json"}, p.Args...)...)
 	if want := p.Line.Expect.Refused; want != "" {
 		// Megatron refuses the line at its world size (make conformance

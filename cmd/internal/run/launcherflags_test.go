@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/urfave/cli/v2"
 )
 
@@ -36,8 +36,8 @@ func TestLauncherFlagsIgnoredWithReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	help := cmdutil.IgnoredFlagsHelp()
-	for _, f := range cmdutil.IgnoredLauncherFlags() {
+	help := launchline.IgnoredFlagsHelp()
+	for _, f := range launchline.IgnoredLauncherFlags() {
 		why := strings.TrimPrefix(f.(cli.DocGenerationFlag).GetUsage(), "ignored: ")
 		line := "--" + f.Names()[0] + "`: " + why + "."
 		if !strings.Contains(string(doc), line) {

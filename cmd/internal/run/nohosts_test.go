@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -106,7 +107,7 @@ func TestDeepSpeedDefaultHostfile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.hostfile == "env" {
-				t.Setenv(DeepSpeedHostfileEnv, hf)
+				t.Setenv(launchline.DeepSpeedHostfileEnv, hf)
 			}
 			app := func(io *cmdutil.IOStreams) *cli.App {
 				r := NewCmd(io, func(o *Options) {

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
@@ -46,18 +47,15 @@ type Options struct {
 	// Env is the environment pipette-launch was started in (KEY=VALUE).
 	Env []string
 
-	NProcPerNode, NNodes  string
-	MasterAddr            string
-	MasterPort            int
-	MaxRestarts           int
-	NoPython, Module      bool
-	LogDir, RunID, Python string
-	ClusterFile           string
-	Hosts, Hostfile       string
-	Framework             string
-	PlanIndex             int
-	Model                 string
-	GlobalBatch           int
+	// Line is what the launch line says in its launchers' terms (read by
+	// cmd/internal/launchline): hosts, ranks, rendezvous, restarts, script.
+	launchline.Line
+	RunID, Python string
+	ClusterFile   string
+	Framework     string
+	PlanIndex     int
+	Model         string
+	GlobalBatch   int
 	// MemoryHeadroom is --memory-headroom (search.Options.MemoryHeadroom).
 	MemoryHeadroom float64
 	// UseAllGPUs is --use-all-gpus (search.Options.UseAllGPUs).
@@ -84,33 +82,17 @@ type Options struct {
 	// PlanOverridesConfig lets the plan change the user's DeepSpeed
 	// config (printed as a diff) instead of keeping it as constraints.
 	PlanOverridesConfig bool
-	// Include/Exclude are DeepSpeed's host:slot filters; NoLocalRank is
-	// --no_local_rank / --use_env.
-	Include, Exclude string
-	NoLocalRank      bool
-	// DeepSpeedHostfile is DeepSpeed's launcher's default hostfile, read by
-	// a DeepSpeed line that names no hosts when it exists: /job/hostfile
-	// (cmdutil.DeepSpeedHostfile) unless $PIPETTE_DEEPSPEED_HOSTFILE
-	// names another; "" reads none. Tests point it into their temporary directory.
-	DeepSpeedHostfile string
 	// devices are the filtered hosts' slots as CUDA_VISIBLE_DEVICES.
 	devices []string
 	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.
 	EnvFlags []string
 	EnvFile  string
-	// Role is ROLE_NAME; Ignored lists torchrun and DeepSpeed launcher
-	// flags given that mean nothing here, IgnoredWhy why (warned about).
-	Role       string
-	Ignored    []string
-	IgnoredWhy []string
-	Script     string
-	ScriptArgs []string
 
 	// Launching: SSH connection, output filters and stopping.
-	SSH                          remote.SSHOptions
-	Fanout                       int
-	LocalRanksFilter, QuietRanks []int
-	StopGrace, HeartbeatTimeout  time.Duration
+	SSH                         remote.SSHOptions
+	Fanout                      int
+	QuietRanks                  []int
+	StopGrace, HeartbeatTimeout time.Duration
 
 	// Report draws the plans; searched is what ChoosePlan's search found.
 	Report   cmdutil.ReportOptions
@@ -119,9 +101,11 @@ type Options struct {
 	slurm *remote.Slurm
 	// pool holds the launch probe's connections for the launch to reuse.
 	pool *remote.Pool
-	// standalone is --standalone; local: the job runs on this machine
-	// without SSH (runlocal.go).
-	standalone, local bool
+	// local: the job runs on this machine without SSH (runlocal.go).
+	local bool
+	// keep, when set, are the only hosts an elastic attempt plans on
+	// (runElastic); --nnodes' MIN is the loop's to check then.
+	keep map[string]bool
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
 	// Reprobe (--reprobe) runs the launch probe for a dry run or
@@ -130,14 +114,6 @@ type Options struct {
 	Reprobe     bool
 	ProbeMaxAge time.Duration
 	probeNote   string
-	// notes say how a line that names no hosts was given its hosts
-	// (defaultHosts); defaultSlots is DeepSpeed's every-GPU default there.
-	notes        []string
-	defaultSlots int
-	// style is the launcher the line was written for (--as, else its
-	// flags: cmdutil.LauncherStyle): torchrun, deepspeed,
-	// torch.distributed.launch or "" (by framework).
-	style string
 
 	// The steps that reach hosts or the clock, nil for the real ones:
 	// tests set them (NewCmd's adjust) instead of package variables, so
@@ -182,7 +158,12 @@ func (o *Options) newJobID() func(string) string {
 // launchJob starts a rendered job on its hosts and supervises it with the
 // launcher package: Options.Launch when nil.
 func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
-	return launch.Launch(ctx, *job, launch.Options{
+	return launch.Launch(ctx, *job, launchOptions(opts))
+}
+
+// launchOptions are the launch's settings from the run's.
+func launchOptions(opts *Options) launch.Options {
+	return launch.Options{
 		Slurm:            opts.slurm,
 		Local:            opts.local,
 		SSH:              opts.SSH,
@@ -196,7 +177,7 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 		HeartbeatTimeout: opts.HeartbeatTimeout,
 		MaxRestarts:      opts.MaxRestarts,
 		KeepFiles:        opts.KeepFiles,
-	})
+	}
 }
 
 // NewCmd is `pipette-launch run`. adjust, when not nil, changes the
@@ -207,7 +188,7 @@ func NewCmd(io *cmdutil.IOStreams, adjust func(*Options)) *cli.Command {
 		Name:        "run",
 		Usage:       "plan, render and start a training job (torchrun's replacement)",
 		ArgsUsage:   "script.py [script args...]",
-		Description: cmdutil.IgnoredFlagsHelp(),
+		Description: launchline.IgnoredFlagsHelp(),
 		Flags:       Flags(),
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			return cli.Exit(fmt.Sprintf("pipette-launch run: %s (see pipette-launch run --help)", cmdutil.DidYouMean(err, c.Command.Flags)), 2)
@@ -292,7 +273,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: environment from %s: %s\n", s.name, strings.Join(names, " "))
 	}
-	renderOptions := func(facts *launchFacts) templates.Options {
+	renderOptionsFor := func(ch *PlanChoice, facts *launchFacts) templates.Options {
 		return templates.Options{
 			Name:           opts.RunID,
 			Role:           opts.Role,
@@ -314,8 +295,8 @@ func Run(ctx context.Context, opts *Options) error {
 			ExplicitEnv:    explicit,
 			HostDevices:    opts.devices,
 			NoLocalRank:    opts.NoLocalRank,
-			TorchrunStyle:  opts.style == cmdutil.StyleTorchrun,
-			LocalRankArg:   opts.style == cmdutil.StyleDeepSpeed || opts.style == cmdutil.StyleTorchLaunch,
+			TorchrunStyle:  opts.Style == launchline.StyleTorchrun,
+			LocalRankArg:   opts.Style == launchline.StyleDeepSpeed || opts.Style == launchline.StyleTorchLaunch,
 			DSInScript:     dsInScript(opts, ch.DS, planned),
 			DSUser:         ch.DS,
 			DSPassThrough:  !planned,
@@ -323,14 +304,18 @@ func Run(ctx context.Context, opts *Options) error {
 			DSOverride:     opts.PlanOverridesConfig,
 		}
 	}
-	render := func(facts *launchFacts) (*job.Job, error) {
-		job, err := templates.Render(ch.Plan, cluster, renderOptions(facts))
+	renderOptions := func(facts *launchFacts) templates.Options { return renderOptionsFor(ch, facts) }
+	// renderFor renders a choice on its cluster (an elastic restart's on
+	// the hosts left); render the first one.
+	renderFor := func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error) {
+		job, err := templates.Render(ch.Plan, c, renderOptionsFor(ch, facts))
 		if err != nil {
 			return nil, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
 		}
 		job.Warnings = append(slices.Clone(ch.Warnings), job.Warnings...)
 		return job, nil
 	}
+	render := func(facts *launchFacts) (*job.Job, error) { return renderFor(ch, cluster, facts) }
 	// Rendered once before connecting anywhere, so bad input fails first.
 	facts := &launchFacts{python: opts.Python}
 	job, err := render(facts)
@@ -361,7 +346,7 @@ func Run(ctx context.Context, opts *Options) error {
 			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
 		}
 		fmt.Fprintf(opts.IO.Out, "# %s\n", summary)
-		for _, n := range opts.notes {
+		for _, n := range opts.Notes {
 			fmt.Fprintf(opts.IO.Out, "# %s\n", n)
 		}
 		if opts.local {
@@ -373,12 +358,24 @@ func Run(ctx context.Context, opts *Options) error {
 		if opts.slurm != nil {
 			fmt.Fprintf(opts.IO.Out, "# started as one srun step in Slurm job %s (each task runs its node's agent):\n# %s\n", opts.slurm.JobID, launch.SrunCommand(*opts.slurm, *job))
 		}
-		return templates.Describe(opts.IO.Out, job)
+		if err := templates.Describe(opts.IO.Out, job); err != nil {
+			return err
+		}
+		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, ch, job)
+		}
+		return nil
 	case opts.OutputDir != "":
 		for _, w := range job.Warnings {
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 		}
 		return writeOutputDir(opts, job, summary)
+	}
+	if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() && !opts.PreflightOnly {
+		if opts.Preflight {
+			return cmdutil.InputErrorf("--preflight with --nnodes %s: an elastic job's attempts run no preflight yet; run pipette-launch preflight on the hosts first", opts.NNodes)
+		}
+		return runElastic(ctx, opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor})
 	}
 	// A quick probe (over SSH, or srun steps in a Slurm allocation) finds
 	// where the ranks meet and the interpreter.
@@ -395,7 +392,7 @@ func Run(ctx context.Context, opts *Options) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
-	for _, n := range opts.notes {
+	for _, n := range opts.Notes {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", n)
 	}
 	if err := WriteRunPlan(opts, ch.Plan); err != nil {
@@ -418,6 +415,16 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 	}
 	return opts.launch()(ctx, job, opts)
+}
+
+// defaultHosts gives a line that names no hosts the hosts its launcher
+// would use (launchline.Line.DefaultHosts); a cluster file or the Slurm
+// allocation names them.
+func defaultHosts(o *Options) error {
+	named := o.ClusterFile != "" || cmdutil.EnvLookup(o.Env)("SLURM_JOB_NODELIST") != ""
+	ds := ChooseFramework(o) == parallel.FrameworkDeepSpeed
+	o.LocalRankFromScript(o.WorkDir, ds)
+	return o.DefaultHosts(named, ds, o.Env)
 }
 
 // CheckOptions rejects contradictory flags and a missing script.
@@ -527,11 +534,11 @@ func PlanJob(o *Options, fw parallel.Framework, mode fabric.Mode) (c *cluster.Cl
 // in torchrun's order. --nnodes and --nproc-per-node cap what is used. A
 // cluster file is priced for transport t (PlanJob says which).
 func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bool, err error) {
-	nnodes, err := ParseNNodes(o.NNodes)
+	nodes, err := launchline.ParseNNodes(o.NNodes)
 	if err != nil {
 		return nil, false, err
 	}
-	nproc, allGPUs, err := parseNProc(o.NProcPerNode)
+	nproc, allGPUs, err := launchline.ParseNProc(o.NProcPerNode)
 	if err != nil {
 		return nil, false, err
 	}
@@ -566,11 +573,13 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 				o.devices = append(o.devices, cmdutil.DeviceList(s))
 			}
 		}
-		if nnodes > 0 {
-			if nnodes > len(hosts) {
-				return nil, false, cmdutil.InputErrorf("--nnodes %d but only %d hosts are listed", nnodes, len(hosts))
-			}
-			hosts = hosts[:nnodes]
+		if o.keep != nil { // an elastic attempt's hosts
+			hosts = slices.DeleteFunc(hosts, func(h remote.HostSpec) bool { return !o.keep[h.Name] })
+		} else if err := checkMinNodes(o.NNodes, nodes, len(hosts), "listed"); err != nil {
+			return nil, false, err
+		}
+		if nodes.Max > 0 {
+			hosts = hosts[:min(nodes.Max, len(hosts))]
 		}
 		return hostsCluster(hosts), false, nil
 	}
@@ -589,7 +598,11 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 	if err != nil {
 		return nil, false, cmdutil.InputErrorf("%s: %v", name, err)
 	}
-	if err := capCluster(f, nnodes, nproc); err != nil {
+	if o.keep != nil { // an elastic attempt's hosts
+		f.Subset(o.keep)
+		nodes.Min = 0
+	}
+	if err := capCluster(f, o.NNodes, nodes, nproc); err != nil {
 		return nil, false, err
 	}
 	c, err = f.ResolveFor(t)
@@ -616,9 +629,22 @@ func onExample(o *Options) bool {
 	return err != nil
 }
 
-// capCluster keeps the first nnodes hosts (file order) and at most nproc
+// checkMinNodes refuses a host count below what --nnodes (flag, read as
+// nodes) asks for: N hosts, or at least MIN of an elastic MIN:MAX.
+func checkMinNodes(flag string, nodes launchline.Nodes, have int, where string) error {
+	switch {
+	case nodes.Elastic() && nodes.Min > have:
+		return cmdutil.InputErrorf("--nnodes %s: MIN %d is above the %d hosts %s; lower MIN or list more hosts", flag, nodes.Min, have, where)
+	case !nodes.Elastic() && nodes.Min > have:
+		return cmdutil.InputErrorf("--nnodes %d but only %d hosts are %s", nodes.Min, have, where)
+	}
+	return nil
+}
+
+// capCluster keeps the first MAX hosts of --nnodes (file order) and at most nproc
 // GPUs per host, torchrun's meaning of those flags.
-func capCluster(f *cluster.File, nnodes, nproc int) error {
+func capCluster(f *cluster.File, flag string, nodes launchline.Nodes, nproc int) error {
+	nnodes := nodes.Max
 	total := 0
 	for _, is := range f.Clusters {
 		total += len(is.Hosts)
@@ -626,7 +652,10 @@ func capCluster(f *cluster.File, nnodes, nproc int) error {
 			return cmdutil.InputErrorf("--nproc-per-node %d, but the hosts of island %s have %d GPUs", nproc, is.Name, is.GPUsPerHost)
 		}
 	}
-	if nnodes > total {
+	if nodes.Min > total {
+		if nodes.Elastic() {
+			return checkMinNodes(flag, nodes, total, "in the cluster file")
+		}
 		return cmdutil.InputErrorf("--nnodes %d, but the cluster file lists %d hosts", nnodes, total)
 	}
 	if nproc > 0 {
@@ -673,7 +702,7 @@ func listedHosts(o *Options, nproc int, allGPUs bool) ([]remote.HostSpec, error)
 	for i := range hosts {
 		switch {
 		case hosts[i].Slots == 0:
-			hosts[i].Slots = max(nproc, o.defaultSlots, 1)
+			hosts[i].Slots = max(nproc, o.DefaultSlots, 1)
 		case nproc > 0:
 			hosts[i].Slots = min(hosts[i].Slots, nproc)
 		}

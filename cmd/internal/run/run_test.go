@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/internal/golden"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -146,8 +147,11 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"impossible fixed TP", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "pretrain_gpt.py", "--tensor-model-parallel-size", "5"}, gpt48), "--tensor-model-parallel-size 5 does not divide --num-attention-heads 48"},
 		{"fixed TP larger than the cluster", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "pretrain_gpt.py", "--tensor-model-parallel-size", "48"}, gpt48), "needs 48 GPUs"},
 		{"global batch conflict", cmdtest.Cat([]string{"--dry-run", "--cluster", "example", "--global-batch-size", "128", "pretrain_gpt.py"}, gpt48), "contradicts the script's --global-batch-size 64"},
-		{"elastic nnodes", []string{"--dry-run", "--nnodes", "1:4", "--hosts", "n1", "train.py"}, "elastic ranges are not supported"},
-		{"unknown flag", []string{"--dry-run", "--nproc-per-nod", "2", "train.py"}, "flag provided but not defined"},
+		{"elastic MIN above hosts", []string{"--dry-run", "--nnodes", "2:4", "--hosts", "n1", "train.py"}, "--nnodes 2:4: MIN 2 is above the 1 hosts listed"},
+		{"elastic MIN above MAX", []string{"--dry-run", "--nnodes", "4:2", "--hosts", "n[1-4]", "train.py"}, `--nnodes "4:2": MIN 4 is above MAX 2`},
+		{"elastic MIN above cluster", []string{"--dry-run", "--cluster", "mixed-ib-ethernet.yaml", "--nnodes", "5:8", "train.py"}, "MIN 5 is above the 4 hosts in the cluster file"},
+		{"unknown flag", []string{"--dry-run", "--nproc-per-nodes", "2", "train.py"}, "flag provided but not defined"},
+		{"ambiguous prefix", []string{"--dry-run", "--no", "train.py"}, "flag provided but not defined: -no"},
 		{"bad framework", []string{"--dry-run", "--framework", "jax", "train.py"}, "--framework \"jax\""},
 		{"bad nccl mode", []string{"--dry-run", "--nccl-mode", "ib", "--hosts", "n1", "train.py"}, "--nccl-mode \"ib\""},
 		{"missing cluster file", []string{"--dry-run", "--cluster", "nope.yaml", "train.py"}, "cluster file"},
@@ -278,13 +282,13 @@ func TestListedHosts(t *testing.T) {
 		wantUser  string
 		wantPort  int
 	}{
-		{"hostfile capped", Options{Hostfile: hf}, 2, []string{"w1", "w2"}, []int{2, 2}, "", 0},
-		{"hostfile default slots", Options{Hostfile: hf}, 0, []string{"w1", "w2"}, []int{4, 1}, "", 0},
-		{"hosts with user and port", Options{Hosts: "ops@gpu[1-2]:2222"}, 8, []string{"gpu1", "gpu2"}, []int{8, 8}, "ops", 2222},
+		{"hostfile capped", Options{Line: launchline.Line{Hostfile: hf}}, 2, []string{"w1", "w2"}, []int{2, 2}, "", 0},
+		{"hostfile default slots", Options{Line: launchline.Line{Hostfile: hf}}, 0, []string{"w1", "w2"}, []int{4, 1}, "", 0},
+		{"hosts with user and port", Options{Line: launchline.Line{Hosts: "ops@gpu[1-2]:2222"}}, 8, []string{"gpu1", "gpu2"}, []int{8, 8}, "ops", 2222},
 		{"slurm", Options{Env: []string{"SLURM_JOB_NODELIST=n[07-08]"}}, 4, []string{"n07", "n08"}, []int{4, 4}, "", 0},
 		{"slurm gpus on node", Options{Env: []string{"SLURM_JOB_NODELIST=n[07-08]", "SLURM_GPUS_ON_NODE=8"}}, 0, []string{"n07", "n08"}, []int{8, 8}, "", 0},
 		{"slurm gpus on node, nproc wins", Options{Env: []string{"SLURM_JOB_NODELIST=n[07-08]", "SLURM_GPUS_ON_NODE=8"}}, 2, []string{"n07", "n08"}, []int{2, 2}, "", 0},
-		{"hosts ignore slurm gpus", Options{Hosts: "a,b", Env: []string{"SLURM_GPUS_ON_NODE=8"}}, 0, []string{"a", "b"}, []int{1, 1}, "", 0},
+		{"hosts ignore slurm gpus", Options{Line: launchline.Line{Hosts: "a,b"}, Env: []string{"SLURM_GPUS_ON_NODE=8"}}, 0, []string{"a", "b"}, []int{1, 1}, "", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -623,13 +627,14 @@ func TestHostsTheUserMeant(t *testing.T) {
 }
 
 // TestUnknownFlagSuggestsAndVersion: a mistyped flag names the closest
-// known one in its double-dash form (exit 2); --version prints the version.
+// known one in its double-dash form (exit 2; a prefix of one is that flag,
+// as in torchrun: TestAbbreviatedFlags); --version prints the version.
 func TestUnknownFlagSuggestsAndVersion(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--nproc_per_nod", "2", "train.py"}, "did you mean --nproc-per-node?"},
+		{[]string{"--nproc_per_nodes", "2", "train.py"}, "did you mean --nproc-per-node?"},
 		{[]string{"run", "--mastr-port", "3", "train.py"}, "did you mean --master-port?"},
 		{[]string{"--hostfle", "h", "train.py"}, "did you mean --hostfile?"},
 		{[]string{"--envfile", "x", "train.py"}, "did you mean --env-file?"},

@@ -23,7 +23,7 @@ func runsHere(o *Options, hosts []remote.HostTarget) bool {
 	case cmdutil.LauncherSSH, cmdutil.LauncherSlurm:
 		return false
 	}
-	if o.standalone {
+	if o.Standalone {
 		return true
 	}
 	if strings.TrimSpace(cmdutil.EnvLookup(o.Env)("SLURM_JOB_ID")) != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/run"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
@@ -128,7 +129,10 @@ func Run(so *Options) error {
 
 // batchNodes is what the allocation must hold.
 type batchNodes struct {
-	Count       int
+	Count int
+	// Min, when above 0 and below Count, asks for Min to Count nodes, as
+	// Slurm's --nodes MIN-MAX (an elastic --nnodes MIN:MAX).
+	Min         int
 	Names       []string // empty: any nodes
 	GPUsPerNode int      // 0: do not ask for GPUs (CPU hosts, or unknown)
 }
@@ -142,14 +146,15 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 		return batchNodes{}, err
 	}
 	if o.ClusterFile == "" && o.Hosts == "" && o.Hostfile == "" {
-		n, err := run.ParseNNodes(o.NNodes)
+		nodes, err := launchline.ParseNNodes(o.NNodes)
 		if err != nil {
 			return batchNodes{}, err
 		}
+		n := nodes.Max
 		if n <= 0 {
 			return batchNodes{}, cmdutil.InputErrorf("sbatch: say which nodes to ask for: --nnodes N, or --cluster/--hosts/--hostfile")
 		}
-		return batchNodes{Count: n}, nil
+		return batchNodes{Count: n, Min: nodes.Min}, nil
 	}
 	fw := run.ChooseFramework(o)
 	mode, err := fabric.ParseMode(o.NCCLMode)
@@ -223,7 +228,11 @@ func batchScript(o Options, n batchNodes, wd string, inner []string) string {
 	b.WriteString("#!/bin/sh\n# Written by pipette-launch sbatch: submit with sbatch. The job runs as one\n" +
 		"# srun step started by pipette-launch inside the allocation (one task per node).\n")
 	b.WriteString(directive("job-name", o.JobName))
-	b.WriteString(directive("nodes", strconv.Itoa(n.Count)))
+	if n.Min > 0 && n.Min < n.Count {
+		b.WriteString(directive("nodes", fmt.Sprintf("%d-%d", n.Min, n.Count)))
+	} else {
+		b.WriteString(directive("nodes", strconv.Itoa(n.Count)))
+	}
 	b.WriteString(directive("ntasks-per-node", "1"))
 	if len(n.Names) > 0 {
 		b.WriteString(directive("nodelist", strings.Join(n.Names, ",")))

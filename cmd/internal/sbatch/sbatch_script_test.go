@@ -31,6 +31,12 @@ func TestSbatchScriptText(t *testing.T) {
 	if strings.Contains(out, "--time 1:00:00") {
 		t.Errorf("sbatch's own --time reached the inner run:\n%s", out)
 	}
+	// An elastic --nnodes MIN:MAX with no hosts named asks Slurm for
+	// MIN-MAX nodes (issue 30).
+	code, out, errOut = cmdtest.Exec(app, "pipette-launch", "sbatch", "--nnodes", "2:4", "--no-check-script", "train.py")
+	if code != 0 || !strings.Contains(out, "#SBATCH --nodes=2-4\n") || !strings.Contains(out, "--nnodes 2:4") {
+		t.Errorf("elastic: exit %d: %s\n%s", code, errOut, out)
+	}
 	code, _, errOut = cmdtest.Exec(app, "pipette-launch", "sbatch", "--json", "--hosts", "n1", "--no-check-script", "train.py")
 	if code != 2 || !strings.Contains(errOut, "not for a batch script") {
 		t.Errorf("--json: exit %d: %s", code, errOut)

@@ -1,0 +1,269 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
+	"github.com/pipette-launch/pipette-launch/launcher/elastic"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// plannedCluster names the cluster type where Run's variable `cluster`
+// hides the package.
+type plannedCluster = cluster.Cluster
+
+// elasticRun is what an elastic job's attempts share: the --nnodes range,
+// the framework and NCCL mode, and how a choice is rendered.
+type elasticRun struct {
+	nodes  launchline.Nodes
+	fw     parallel.Framework
+	mode   fabric.Mode
+	render func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error)
+}
+
+// legacy: a Megatron-LM job whose checkpoint keeps TP and PP.
+func (er elasticRun) legacy(args []string) bool {
+	return er.fw == parallel.FrameworkMegatron && megatron.LegacyCheckpoint(args)
+}
+
+// runElastic runs an elastic job (--nnodes MIN:MAX, DeepSpeed's
+// --elastic_training) with launcher/elastic's loop: each attempt plans
+// again on its hosts (planner.Choose on that subset, keeping the global
+// batch; torchrun's order, the same ranks per host, for listed hosts),
+// probes them (the health check: a host that fails it is left out) and
+// renders; the job resumes through its own arguments.
+func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
+	hosts, targets, err := elasticHosts(opts, er)
+	if err != nil {
+		return err
+	}
+	for _, w := range resumeWarnings(er.fw, opts.ScriptArgs) {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+	}
+	for _, n := range opts.Notes {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", n)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: elastic job: %d to %d of %d hosts, up to %d restarts\n", er.nodes.Min, min(er.nodes.Max, len(hosts)), len(hosts), opts.MaxRestarts)
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("launch directory: %w (give --workdir)", err)
+	}
+	var first *job.Job // the first attempt's: a legacy checkpoint keeps its TP and PP
+	var cur *Options   // the running attempt's options (its probe's pool)
+	closeCur := func() {
+		if cur != nil && cur.pool != nil {
+			cur.pool.Close()
+		}
+	}
+	defer closeCur()
+	prepare := func(ctx context.Context, hs []string) (*elastic.Prepared, error) {
+		o := *opts
+		o.keep, o.pool, o.searched = map[string]bool{}, nil, nil
+		for _, h := range hs {
+			o.keep[h] = true
+		}
+		legacy := first != nil && er.legacy(opts.ScriptArgs)
+		if legacy {
+			o.ScriptArgs = megatron.KeepModelParallel(opts.ScriptArgs, rankZero(first).Argv)
+		}
+		c, ch, _, err := PlanJob(&o, er.fw, er.mode)
+		if legacy && err != nil {
+			return nil, megatron.LegacyWhy(rankZero(first).Argv, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		facts, err := probeForLaunch(ctx, &o, c, ch.Plan)
+		if err != nil {
+			return nil, err
+		}
+		j, err := er.render(ch, c, facts)
+		if err != nil {
+			if o.pool != nil {
+				o.pool.Close()
+			}
+			return nil, err
+		}
+		j.WorkDir = cmp.Or(j.WorkDir, wd) // torchrun's: where pipette-launch runs
+		for _, w := range append(facts.warnings, j.Warnings...) {
+			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", ch.Summary)
+		if first == nil {
+			first = j
+			if err := WriteRunPlan(&o, ch.Plan); err != nil {
+				return nil, err
+			}
+		}
+		closeCur()
+		cur = &o
+		return &elastic.Prepared{Job: j, Layout: ch.Summary}, nil
+	}
+	run := func(ctx context.Context, j *job.Job, restart int) error {
+		if opts.Launch != nil {
+			return opts.Launch(ctx, j, cur)
+		}
+		lo := launchOptions(cur)
+		lo.Restart, lo.NoRestarts = restart, true
+		return launch.Launch(ctx, *j, lo)
+	}
+	// A host's check: a new SSH connection that runs a command there (the
+	// launch probe would leave a session standing by for a job).
+	check := func(ctx context.Context, host string) error {
+		if cur != nil && (cur.local || cur.slurm != nil) {
+			return nil // this machine, or Slurm's node: no SSH to check
+		}
+		c, err := remote.Dial(ctx, targets[host], opts.SSH)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, stderr, err := c.Run(ctx, "exec true")
+		if err != nil {
+			return fmt.Errorf("a command there failed: %w%s", err, remote.StderrSuffix(stderr))
+		}
+		return nil
+	}
+	sum, err := elastic.Run(ctx, elastic.Options{Name: opts.RunID, Hosts: hosts, Min: er.nodes.Min, Max: er.nodes.Max,
+		MaxRestarts: opts.MaxRestarts, Prepare: prepare, Launch: run, Check: check, Out: opts.IO.ErrOut})
+	if err == nil {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", sum)
+	}
+	return err
+}
+
+// elasticHosts are every host the job may use, in the order it takes them
+// (--nnodes' MAX caps each attempt, not this list), and how to reach each.
+func elasticHosts(opts *Options, er elasticRun) ([]string, map[string]remote.HostTarget, error) {
+	all := *opts
+	all.NNodes = ""
+	c, _, err := LoadCluster(&all, er.mode.TransportFor(er.fw))
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	targets := map[string]remote.HostTarget{}
+	for _, h := range c.Hosts {
+		names = append(names, h.Name)
+		targets[h.Name] = remote.HostTarget{Name: h.Name, Addr: cmp.Or(h.Address, h.Name), User: h.User, Port: h.Port}
+	}
+	return names, targets, nil
+}
+
+// resumeWarnings warn an elastic Megatron-LM or DeepSpeed job that names
+// no checkpoint to resume from: pipette-launch adds no checkpointing of its
+// own, so each restart would begin at step 0.
+func resumeWarnings(fw parallel.Framework, args []string) []string {
+	switch fw {
+	case parallel.FrameworkMegatron:
+		if !megatron.Resumes(args) {
+			return []string{"elastic job without --load or --save: a restart begins at step 0 (Megatron-LM resumes from --load, where --save wrote)"}
+		}
+	case parallel.FrameworkDeepSpeed:
+		for _, a := range args {
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			name = strings.ToLower(name)
+			if strings.HasPrefix(a, "-") && (strings.Contains(name, "load") || strings.Contains(name, "save") || strings.Contains(name, "checkpoint") || strings.Contains(name, "resume") || strings.Contains(name, "ckpt") || name == "output_dir") {
+				return nil
+			}
+		}
+		return []string{"elastic job whose arguments name no checkpoint (no load, save, checkpoint, resume or output_dir flag): a restart begins at step 0 unless the script resumes by itself"}
+	}
+	return nil
+}
+
+// describeLosses is --dry-run's look ahead for an elastic job: for each
+// host of the first attempt lost alone, the plan the job would restart
+// with on the hosts left (the next listed host joins when MAX left one
+// out), its layout and predicted iteration time, and the arguments and
+// world size that change.
+func describeLosses(opts *Options, er elasticRun, ch *PlanChoice, first *job.Job) error {
+	all, _, err := elasticHosts(opts, er)
+	if err != nil {
+		return err
+	}
+	w := opts.IO.Out
+	fmt.Fprintf(w, "\n# elastic (--nnodes %s, --max-restarts %d): the plan after losing one host\n", opts.NNodes, opts.MaxRestarts)
+	for _, h := range first.Hosts {
+		var left []string
+		for _, n := range all {
+			if n != h.Name && (er.nodes.Max <= 0 || len(left) < er.nodes.Max) {
+				left = append(left, n)
+			}
+		}
+		if len(left) < er.nodes.Min {
+			fmt.Fprintf(w, "# %s lost: %d hosts left, fewer than MIN %d: the job stops\n", h.Name, len(left), er.nodes.Min)
+			continue
+		}
+		o := *opts
+		o.keep, o.searched = map[string]bool{}, nil
+		for _, n := range left {
+			o.keep[n] = true
+		}
+		legacy := er.legacy(opts.ScriptArgs)
+		if legacy {
+			o.ScriptArgs = megatron.KeepModelParallel(opts.ScriptArgs, rankZero(first).Argv)
+		}
+		c, next, _, err := PlanJob(&o, er.fw, er.mode)
+		if legacy && err != nil {
+			err = megatron.LegacyWhy(rankZero(first).Argv, err)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "# %s lost: no plan on %s: %v\n", h.Name, strings.Join(left, " "), err)
+			continue
+		}
+		j, err := er.render(next, c, &launchFacts{python: opts.Python})
+		if err != nil {
+			fmt.Fprintf(w, "# %s lost: %v\n", h.Name, err)
+			continue
+		}
+		fmt.Fprintf(w, "# %s lost: restarts on %s: %s\n", h.Name, strings.Join(left, " "), next.Summary)
+		if d := rankZeroChanges(first, j); d != "" {
+			fmt.Fprintf(w, "#   changes: %s\n", d)
+		}
+	}
+	return nil
+}
+
+// rankZeroChanges lists what differs between two jobs' rank 0: the world
+// size and the script's flags whose values change (or appear, or go).
+func rankZeroChanges(a, b *job.Job) string {
+	ra, rb := rankZero(a), rankZero(b)
+	if ra == nil || rb == nil {
+		return ""
+	}
+	var out []string
+	env := func(r *job.RankJob, name string) string {
+		for _, e := range r.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+		return ""
+	}
+	if x, y := env(ra, "WORLD_SIZE"), env(rb, "WORLD_SIZE"); x != y {
+		out = append(out, "WORLD_SIZE "+x+" -> "+y)
+	}
+	return strings.Join(append(out, megatron.Changes(ra.Argv, rb.Argv)...), ", ")
+}
+
+func rankZero(j *job.Job) *job.RankJob {
+	for i := range j.Hosts {
+		for k := range j.Hosts[i].Ranks {
+			if j.Hosts[i].Ranks[k].Rank == 0 {
+				return &j.Hosts[i].Ranks[k]
+			}
+		}
+	}
+	return nil
+}

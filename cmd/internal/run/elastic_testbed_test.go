@@ -1,0 +1,186 @@
+package run
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
+	"github.com/pipette-launch/pipette-launch/testbed"
+)
+
+// elasticArgs is an elastic line (--nnodes 2:4) for the checkpointing
+// job on the test-bed's 4 hosts, 2 ranks each, its checkpoint in a
+// directory every host shares.
+func elasticArgs(tb *testbed.Testbed, dir, ckpt, port string, flags []string, script ...string) []string {
+	args := []string{"pipette-launch", "run", "--nnodes", "2:4",
+		"--hostfile", tb.HostsFile, "--nproc-per-node", "2", "--framework", "torch",
+		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "--identity", tb.KeyFile,
+		"--python", cmdtest.BedPython, "--workdir", dir, "--stop-grace", "3s", "--heartbeat-timeout", "3s",
+		"--master-port", port}
+	args = append(append(args, flags...), filepath.Join(dir, "torch_elastic.py"), "--ckpt-dir", ckpt)
+	return append(args, script...)
+}
+
+// TestElasticOnTestbed (issue 30): a real gloo job on 4 hosts x 2 ranks
+// that checkpoints to a shared directory. node2's network is cut once the
+// job has saved step 4: the job stops, restarts on the 3 hosts left from
+// its last checkpoint and finishes, and nothing of it is left on any host
+// (node2 included, once it is back). A script bug fails fast instead of
+// burning restarts, and failures past --max-restarts stop the job with a
+// summary that says so.
+func TestElasticOnTestbed(t *testing.T) {
+	tb, dir := e2eBed(t)
+	src, err := os.ReadFile(filepath.Join(cmdtest.Testdata, "..", "..", "..", "examples", "torch_elastic.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "torch_elastic.py"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckptDir := func(t *testing.T) string {
+		d, err := os.MkdirTemp(dir, "ckpt-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	t.Run("lost host", func(t *testing.T) {
+		ckpt := ckptDir(t)
+		args := elasticArgs(tb, dir, ckpt, "29621", []string{"--max-restarts", "2"}, "--steps", "16", "--step-time", "0.5")
+		var out, errOut syncbuf.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		// The recovery timeline (bench/elastic reads these lines): the cut,
+		// the loss declared (the restart line), the second attempt's first
+		// rank up (its start-up is the job's own) and its first step.
+		cut := make(chan []time.Time, 1)
+		go func() {
+			for !strings.Contains(out.String(), "SAVED step 4\n") {
+				if ctx.Err() != nil {
+					close(cut)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if b, err := tb.Exec(ctx, "node2", "ip", "link", "set", "eth0", "down"); err != nil {
+				t.Errorf("cut node2: %v %s", err, b)
+			}
+			marks := []time.Time{time.Now()}
+			for _, seen := range []func() bool{
+				func() bool { return strings.Contains(errOut.String(), "restarting on 3 hosts") },
+				func() bool { return strings.Contains(errOut.String(), "6 ranks on 3 host(s)") },
+				func() bool { return strings.Contains(out.String(), "RESUMED from step") },
+				func() bool {
+					_, after, ok := strings.Cut(out.String(), "RESUMED from step")
+					return ok && strings.Contains(after, "iteration ")
+				},
+			} {
+				for !seen() && ctx.Err() == nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+				marks = append(marks, time.Now())
+			}
+			cut <- marks
+		}()
+		code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		marks, wasCut := <-cut
+		defer restoreHost(t, tb, "node2")
+		if !wasCut || code != 0 {
+			t.Fatalf("exit %d (cut: %v)\nstdout:\n%s\nstderr:\n%s", code, wasCut, out.String(), errOut.String())
+		}
+		o, e := out.String(), errOut.String()
+		// The second attempt: 6 ranks on node1, node3, node4, resumed
+		// from a checkpoint at step 4 or later, finishing with the weight
+		// every step added to (none lost, none counted twice).
+		resumed := regexp.MustCompile(`node[134]:\d: RESUMED from step (\d+) world 6 restart 1`).FindAllStringSubmatch(o, -1)
+		if step, _ := strconv.Atoi(firstMatch(resumed)); len(resumed) != 6 || step < 4 {
+			t.Errorf("want 6 ranks resumed at step >= 4 on 6 ranks, got %v\nstdout:\n%s", resumed, o)
+		}
+		if n := strings.Count(o, "DONE step 16 w 16 world 6"); n != 6 {
+			t.Errorf("%d ranks report DONE step 16 w 16 world 6, want 6\nstdout:\n%s", n, o)
+		}
+		if strings.Contains(o, "node2:") && strings.Contains(o[strings.Index(o, "RESUMED"):], "node2:") {
+			t.Errorf("node2 ran in the second attempt\nstdout:\n%s", o)
+		}
+		for _, w := range []string{"finished on 3 hosts after 1 restart", "attempt 2 (restart 1): 3 hosts: node1 node3 node4",
+			"dropped    : node2", "blamed     : node2 lost", "started    :"} {
+			if !strings.Contains(e, w) {
+				t.Errorf("stderr lacks %q\nstderr:\n%s", w, e)
+			}
+		}
+		if len(marks) == 5 {
+			s := func(i int) float64 { return marks[i].Sub(marks[0]).Seconds() }
+			startup := marks[3].Sub(marks[2]).Seconds() // python, torch and gloo coming up: the job's own
+			t.Logf("TIMELINE heartbeat-timeout 3s, stop-grace 3s: cut -> loss declared %.1fs -> attempt 2 re-planned, probed and started %.1fs -> its first rank up %.1fs -> its first step %.1fs; cut to first step without the job's own start-up (%.1fs): %.1fs",
+				s(1), s(2), s(3), s(4), startup, s(4)-startup)
+		}
+		t.Logf("stderr:\n%s", e)
+	})
+
+	t.Run("script bug fails fast", func(t *testing.T) {
+		args := elasticArgs(tb, dir, ckptDir(t), "29622", []string{"--max-restarts", "5"}, "--steps", "6", "--step-time", "0.2", "--bug-at-step", "2")
+		var out, errOut syncbuf.Buffer
+		code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		e := errOut.String()
+		if code != 1 || !strings.Contains(e, "STOPPED: the script's own bug") || !strings.Contains(e, "ValueError: bad batch at step 2") {
+			t.Fatalf("exit %d, want 1 and a script bug\nstdout:\n%s\nstderr:\n%s", code, out.String(), e)
+		}
+		if n := strings.Count(e, "  attempt "); n > 2 {
+			t.Errorf("%d attempts, want at most 2 (the same error twice is the script's)\nstderr:\n%s", n, e)
+		}
+		tb.AssertNothingLeft(t)
+	})
+
+	t.Run("past max restarts", func(t *testing.T) {
+		// One host of four may be lost (MIN 3), and no restart is allowed.
+		args := elasticArgs(tb, dir, ckptDir(t), "29623", []string{"--max-restarts", "0"}, "--steps", "40", "--step-time", "0.5")
+		var out, errOut syncbuf.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		go func() {
+			for !strings.Contains(out.String(), "SAVED step 2\n") && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+			tb.Exec(ctx, "node3", "ip", "link", "set", "eth0", "down")
+		}()
+		code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		restoreHost(t, tb, "node3")
+		e := errOut.String()
+		if code != 1 || !strings.Contains(e, "STOPPED: 0 restarts done, --max-restarts 0") || !strings.Contains(e, "blamed     : node3 lost") {
+			t.Fatalf("exit %d, want 1 and a stop past --max-restarts\nstdout:\n%s\nstderr:\n%s", code, out.String(), e)
+		}
+	})
+}
+
+func firstMatch(m [][]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return m[0][1]
+}
+
+// restoreHost brings a cut host's link back, ends the sshd sessions that
+// still hold our dead connections (their FIN was lost; not the listener),
+// and checks that nothing of the job is left anywhere.
+func restoreHost(t *testing.T, tb *testbed.Testbed, host string) {
+	t.Helper()
+	tb.Exec(context.Background(), host, "ip", "link", "set", "eth0", "up")
+	h, _ := tb.Host(host)
+	procs, _ := tb.Processes(host)
+	for _, p := range procs {
+		if p.Pid != h.SshdPid && strings.HasPrefix(p.Cmdline, "sshd: ") {
+			syscall.Kill(p.Pid, syscall.SIGKILL)
+		}
+	}
+	tb.AssertNothingLeft(t)
+}

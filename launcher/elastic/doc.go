@@ -1,0 +1,12 @@
+// Package elastic is the restart loop of an elastic job (torchrun's
+// --nnodes MIN:MAX, DeepSpeed's --elastic_training): it runs attempts,
+// reads each failure into the hosts to blame and why (a lost host, a host
+// that failed its check, a failing rank), leaves those hosts out of the
+// next attempt, stops on a script's own bug instead of burning restarts,
+// and says what happened in a summary.
+//
+// Its interface is narrow on purpose: an attempt is hosts in, a job out
+// (Options.Prepare, which the command supplies: it re-plans and renders
+// for those hosts), and the job's run (Options.Launch, launcher/launch).
+// It never sees a plan, and launcher/launch never sees one either.
+package elastic

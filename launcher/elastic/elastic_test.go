@@ -1,0 +1,187 @@
+package elastic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/templates/job"
+)
+
+// fakeJob is a job of two ranks on each host.
+func fakeJob(hosts []string) *job.Job {
+	j := &job.Job{Name: "j"}
+	for i, h := range hosts {
+		j.Hosts = append(j.Hosts, job.HostJob{Name: h, NodeRank: i, Ranks: []job.RankJob{{Rank: 2 * i}, {Rank: 2*i + 1, LocalRank: 1}}})
+	}
+	return j
+}
+
+func rankFails(host string, rank, code int, last string) error {
+	return &launch.JobFailure{Job: "j", Host: host, Rank: rank, ExitCode: code, Reason: fmt.Sprintf("exited with code %d", code), LastLines: []string{"Traceback", last}}
+}
+
+// script is a run of attempts: each attempt's outcome, given its hosts.
+type script []func(hosts []string) error
+
+// runScript runs the loop over script, recording the hosts of each
+// attempt, the restart numbers Launch got and what Prepare was asked.
+func runScript(t *testing.T, o Options, s script) (*Summary, error, [][]string, []int) {
+	t.Helper()
+	var attempts [][]string
+	var restarts []int
+	clock := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	o.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	if o.Prepare == nil {
+		o.Prepare = func(_ context.Context, hosts []string) (*Prepared, error) {
+			return &Prepared{Job: fakeJob(hosts), Layout: fmt.Sprintf("DP=%d", len(hosts))}, nil
+		}
+	}
+	o.Launch = func(_ context.Context, j *job.Job, restart int) error {
+		hosts := hostNames(j)
+		attempts = append(attempts, hosts)
+		restarts = append(restarts, restart)
+		if len(attempts) > len(s) {
+			t.Fatalf("attempt %d not scripted (hosts %v)", len(attempts), hosts)
+		}
+		return s[len(attempts)-1](hosts)
+	}
+	var out strings.Builder
+	o.Out = &out
+	o.Name = "j"
+	sum, err := Run(context.Background(), o)
+	return sum, err, attempts, restarts
+}
+
+func ok([]string) error { return nil }
+
+func lost(host string) func([]string) error {
+	return func([]string) error {
+		return launch.NewHostLost("j", host, "connection lost: nothing heard from the host for 5s", time.Time{})
+	}
+}
+
+// TestElasticLoop (issue 30): a lost host is left out and the job
+// restarts on the others; restarts are counted as torchrun counts them;
+// fewer than MIN hosts, or restarts past --max-restarts, stop the job with
+// a summary saying so; a script's own bug stops it at once instead of
+// burning restarts; a host that fails its check is left out at no cost.
+func TestElasticLoop(t *testing.T) {
+	four := []string{"n1", "n2", "n3", "n4"}
+	healthy := func(context.Context, string) error { return nil }
+	for _, tc := range []struct {
+		name         string
+		opts         Options
+		script       script
+		wantHosts    [][]string
+		wantRestarts []int
+		wantErr      string // "" when the job finishes
+		wantSummary  []string
+	}{
+		{name: "lost host", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script:       script{lost("n2"), ok},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}},
+			wantRestarts: []int{0, 1},
+			wantSummary: []string{"j: finished on 3 hosts after 1 restart", "attempt 1 (restart 0): 4 hosts: n1 n2 n3 n4",
+				"blamed     : n2 lost: connection lost", "attempt 2 (restart 1): 3 hosts: n1 n3 n4", "dropped    : n2",
+				"layout     : DP=3", "started    : 1s after the failure", "ended      : finished"}},
+		{name: "max caps the hosts used", opts: Options{Hosts: four, Min: 1, Max: 2, MaxRestarts: 1},
+			script:       script{lost("n1"), ok},
+			wantHosts:    [][]string{{"n1", "n2"}, {"n2", "n3"}},
+			wantRestarts: []int{0, 1}},
+		{name: "past max restarts", opts: Options{Hosts: four, Min: 1, Max: 4, MaxRestarts: 1},
+			script:       script{lost("n2"), lost("n3")},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}},
+			wantRestarts: []int{0, 1},
+			wantErr:      "j STOPPED: 1 restart done, --max-restarts 1"},
+		{name: "fewer than MIN", opts: Options{Hosts: four, Min: 3, Max: 4, MaxRestarts: 5},
+			script:       script{lost("n2"), lost("n3")},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}},
+			wantRestarts: []int{0, 1},
+			wantErr:      "j STOPPED: 2 hosts left, fewer than MIN 3 of --nnodes 3:4"},
+		{name: "script bug repeats", opts: Options{Hosts: four, Min: 1, Max: 4, MaxRestarts: 5, Check: healthy},
+			script: script{
+				func([]string) error { return rankFails("n3", 5, 1, "ValueError: loss is nan") },
+				func([]string) error { return rankFails("n2", 3, 1, "ValueError: loss is nan") },
+			},
+			wantHosts:    [][]string{four, four},
+			wantRestarts: []int{0, 1},
+			wantErr:      "the script's own bug: rank 3 failed with the same error as in the attempt before (exit 1: ValueError: loss is nan)"},
+		{name: "rank 0's own bug", opts: Options{Hosts: four, Min: 1, Max: 4, MaxRestarts: 5, Check: healthy},
+			script:       script{func([]string) error { return rankFails("n1", 0, 1, "NameError: name 'x' is not defined") }},
+			wantHosts:    [][]string{four},
+			wantRestarts: []int{0},
+			wantErr:      "the script's own bug: rank 0 exited 1 by itself"},
+		{name: "rank failure on a sick host", opts: Options{Hosts: four, Min: 1, Max: 4, MaxRestarts: 5,
+			Check: func(_ context.Context, h string) error {
+				if h == "n4" {
+					return errors.New("launch probe: connection refused")
+				}
+				return nil
+			}},
+			script:       script{func([]string) error { return rankFails("n4", 6, 134, "RuntimeError: CUDA error") }, ok},
+			wantHosts:    [][]string{four, {"n1", "n2", "n3"}},
+			wantRestarts: []int{0, 1},
+			wantSummary:  []string{"blamed     : n4 failed its check: launch probe: connection refused"}},
+		{name: "transient rank failure restarts on the same hosts", opts: Options{Hosts: four, Min: 1, Max: 4, MaxRestarts: 5, Check: healthy},
+			script:       script{func([]string) error { return rankFails("n2", 2, 137, "step 7") }, ok},
+			wantHosts:    [][]string{four, four},
+			wantRestarts: []int{0, 1}},
+		{name: "a host that answers again rejoins at the next restart", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, four},
+			wantRestarts: []int{0, 1, 2},
+			wantSummary:  []string{"attempt 3 (restart 2): 4 hosts: n1 n2 n3 n4", "added      : n2"}},
+		{name: "a host still down stays out", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3,
+			Check: func(_ context.Context, h string) error {
+				if h == "n2" {
+					return errors.New("connect: no answer")
+				}
+				return nil
+			}},
+			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
+			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, {"n1", "n3", "n4"}},
+			wantRestarts: []int{0, 1, 2}},
+		{name: "unreachable at start costs no restart", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 0,
+			Prepare: func(_ context.Context, hosts []string) (*Prepared, error) {
+				for _, h := range hosts {
+					if h == "n3" {
+						he := &remote.HostErrors{}
+						he.Add("root@n3:22", errors.New("dial tcp: i/o timeout"))
+						return nil, fmt.Errorf("prepare launch: connect: %w", he)
+					}
+				}
+				return &Prepared{Job: fakeJob(hosts), Layout: "x"}, nil
+			}},
+			script:       script{ok},
+			wantHosts:    [][]string{{"n1", "n2", "n4"}},
+			wantRestarts: []int{0},
+			wantSummary:  []string{"left out   : n3 failed its check: dial tcp: i/o timeout"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum, err, hosts, restarts := runScript(t, tc.opts, tc.script)
+			if fmt.Sprint(hosts) != fmt.Sprint(tc.wantHosts) || fmt.Sprint(restarts) != fmt.Sprint(tc.wantRestarts) {
+				t.Errorf("attempts on %v with restarts %v; want %v, %v", hosts, restarts, tc.wantHosts, tc.wantRestarts)
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Run = %v, want the job finished", err)
+			case tc.wantErr != "":
+				var se *StopError
+				if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Run = %v, want a StopError with %q", err, tc.wantErr)
+				}
+			}
+			for _, w := range tc.wantSummary {
+				if !strings.Contains(sum.String(), w) {
+					t.Errorf("summary lacks %q:\n%s", w, sum)
+				}
+			}
+		})
+	}
+}
