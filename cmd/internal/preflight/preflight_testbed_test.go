@@ -47,7 +47,7 @@ func TestPreflightOnTestbed(t *testing.T) {
 	args := []string{"pipette-launch", "preflight", "--cluster", cluster,
 		"--ssh-config", tb.SSHConfigFile, "--known-hosts", tb.KnownHostsFile, "--identity", tb.KeyFile,
 		"--python", cmdtest.BedPython, "--workdir", dir, "--stop-grace", "3s", "--master-port", "29631",
-		"--preflight-timeout", timeout.String(), "--no-check-script", "--framework", "megatron",
+		"--preflight-timeout", timeout.String(), "--no-check-script", "--framework", "megatron", "--use-all-gpus",
 		"pretrain_gpt.py", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128",
 		"--max-position-embeddings", "128", "--micro-batch-size", "1", "--global-batch-size", "16", "--vocab-size", "1024",
 		"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}
