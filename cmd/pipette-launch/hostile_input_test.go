@@ -113,7 +113,7 @@ func TestHostileInputs(t *testing.T) {
 			`--zero-stage 2 is DeepSpeed's; Megatron-LM has no ZeRO stages: use --distributed-optimizer (ZeRO-1-like sharding) or --framework deepspeed`},
 		{"top 0", plan("--top", "0"), 2, `--top 0: want at least 1 (plans to show)`},
 		{"fanout 0", dry("--hosts", "a", "--fanout", "0"), 2, `pipette-launch: --fanout 0: want at least 1 (hosts contacted at once)`},
-		{"run-id empty", dry("--hosts", "a", "--run-id", ""), 2, `pipette-launch: --run-id "": want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)`},
+		{"run-id empty", dry("--hosts", "a", "--run-id", ""), 2, `pipette-launch: --run-id (or PET_RDZV_ID) "": want a non-empty job name (it becomes TORCHELASTIC_RUN_ID)`},
 		{"local-ranks-filter", dry("--hosts", "a", "--local-ranks-filter", "99"), 2, `pipette-launch: --local-ranks-filter 99: local ranks of this job are 0..0`},
 		{"quiet-ranks", dry("--hosts", "a", "--quiet-ranks", "5"), 2, `pipette-launch: --quiet-ranks 5: ranks of this job are 0..0`},
 		// Does not fit: exit 3.

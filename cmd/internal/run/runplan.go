@@ -47,10 +47,14 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	if err != nil {
 		return nil, cmdutil.InputErrorf("script arguments: %v", err)
 	}
+	// A launch line's --nnodes (N or MIN:MAX) says how many hosts the job
+	// runs on, so the plan uses every GPU of the hosts it keeps rather than
+	// leaving some idle: an elastic job's membership is the restart loop's
+	// to decide, and a fixed N is the user's.
 	job := planner.Job{Framework: fw, Script: o.Script, Args: o.ScriptArgs, GlobalBatch: o.GlobalBatch,
 		SequenceParallel: sp, SequenceParallelFlag: o.SequenceParallel, Vocab: tokenizer.Reader{Dir: o.WorkDir}.Vocab,
 		TPOverlapCfg: ub, DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom,
-		UseAllGPUs: o.UseAllGPUs}
+		UseAllGPUs: o.UseAllGPUs || o.NNodes != ""}
 	if o.Model != "" {
 		job.Model = func() (model.Model, error) { return cmdutil.LoadModel(o.Model, 0) }
 	}
