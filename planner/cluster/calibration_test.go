@@ -92,7 +92,7 @@ func TestMeasuredComputeRoundTripsAndValidates(t *testing.T) {
 	bad := strings.Replace(twoIslandCPU+measuredSection, "host: b1", "host: zz", 1)
 	bad = strings.Replace(bad, "tflops: 0.1}", "tflops: -1}", 1)
 	_, err = Parse([]byte(bad))
-	for _, want := range []string{`measured_compute.hosts[1].host (line 27, column 13): unknown host "zz"`, "measured_compute.hosts[1].gemm[0].tflops (line 31, column 64): must be a number from 0.0001 to 100000 TFLOP/s, got -1"} {
+	for _, want := range []string{`measured_compute.hosts[1].host (line 28, column 13): unknown host "zz"`, "measured_compute.hosts[1].gemm[0].tflops (line 32, column 64): must be a number from 0.0001 to 100000 TFLOP/s, got -1"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not contain %q", err, want)
 		}
