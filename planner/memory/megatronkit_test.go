@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
@@ -61,18 +60,7 @@ func kitArchive(t *testing.T, name string) string {
 // first stage's activations exactly.
 func TestMegatronTheoreticalMemoryFromKit(t *testing.T) {
 	archive := kitArchive(t, "megatron-lm-core_v0.19.0.tar.gz")
-	gpt175, _ := model.Preset("gpt3-175b")
-	gpt13, _ := model.Preset("gpt3-13b")
-	cases := []struct {
-		m   model.Model
-		cfg parallel.Config
-	}{
-		{gpt175, parallel.Config{TP: 8, PP: 8, DP: 16, MicroBatch: 1, NumMicroBatches: 64, DistributedOptimizer: true}},
-		{gpt175, parallel.Config{TP: 8, PP: 8, DP: 4, MicroBatch: 1, NumMicroBatches: 4}},
-		{gpt175, parallel.Config{TP: 8, PP: 12, DP: 2, VPP: 2, MicroBatch: 1, NumMicroBatches: 48, DistributedOptimizer: true}},
-		{gpt13, parallel.Config{TP: 2, PP: 1, DP: 8, MicroBatch: 2, NumMicroBatches: 8}},
-		{gpt13, parallel.Config{TP: 4, PP: 4, DP: 2, MicroBatch: 4, NumMicroBatches: 2, DistributedOptimizer: true}},
-	}
+	cases := theoreticalMemoryCases()
 	var calls []map[string]any
 	for i := range cases {
 		c := &cases[i]

@@ -181,19 +181,29 @@ func megatronTheoretical(m model.Model, cfg parallel.Config) (states, act float6
 	return shard * bytesPerParam, act / tp
 }
 
-func TestMatchesMegatronTheoreticalMemory(t *testing.T) {
+// theoreticalCase is one model and layout that Megatron-LM's
+// theoretical_memory_usage.py is compared on.
+type theoreticalCase struct {
+	m   model.Model
+	cfg parallel.Config
+}
+
+// theoreticalMemoryCases are the layouts both Megatron comparisons use:
+// the formula as written beside the estimator and the kit's own script.
+func theoreticalMemoryCases() []theoreticalCase {
 	gpt175, _ := model.Preset("gpt3-175b")
 	gpt13, _ := model.Preset("gpt3-13b")
-	cases := []struct {
-		m   model.Model
-		cfg parallel.Config
-	}{
+	return []theoreticalCase{
 		{gpt175, parallel.Config{TP: 8, PP: 8, DP: 16, MicroBatch: 1, NumMicroBatches: 64, DistributedOptimizer: true}},
 		{gpt175, parallel.Config{TP: 8, PP: 8, DP: 4, MicroBatch: 1, NumMicroBatches: 4}},
 		{gpt175, parallel.Config{TP: 8, PP: 12, DP: 2, VPP: 2, MicroBatch: 1, NumMicroBatches: 48, DistributedOptimizer: true}},
 		{gpt13, parallel.Config{TP: 2, PP: 1, DP: 8, MicroBatch: 2, NumMicroBatches: 8}},
 		{gpt13, parallel.Config{TP: 4, PP: 4, DP: 2, MicroBatch: 4, NumMicroBatches: 2, DistributedOptimizer: true}},
 	}
+}
+
+func TestMatchesMegatronTheoreticalMemory(t *testing.T) {
+	cases := theoreticalMemoryCases()
 	for _, c := range cases {
 		c.cfg.SequenceParallel, c.cfg.Recompute = true, parallel.RecomputeSelective
 		states, act := megatronTheoretical(c.m, c.cfg)
