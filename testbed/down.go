@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -132,12 +131,8 @@ func teardown(st *state) error {
 	// The root link is a veth whose peer lived in the switch namespace, so
 	// it is normally gone already.
 	for _, l := range madeLinks(st) {
-		if run(ctx, "ip", "link", "show", "dev", l) == nil {
-			// The kernel may remove it between show and del (its peer's
-			// namespace is freed asynchronously): gone is what we want.
-			if err := run(ctx, "ip", "link", "del", "dev", l); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
-				errs = append(errs, err)
-			}
+		if err := deleteLink(ctx, l); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
@@ -147,6 +142,27 @@ func teardown(st *state) error {
 		return fmt.Errorf("test-bed %d: remove %s: %w", st.Index, st.dir, err)
 	}
 	return nil
+}
+
+// deleteLink removes a link if it still exists. The kernel frees a deleted
+// namespace's devices asynchronously, so a veth whose peer lived there can
+// vanish between our look and our delete; ip then fails with "Cannot find
+// device" or "RTNETLINK answers: No such device" depending on which step
+// lost the race. Gone is what we want, so a failed delete is an error only
+// when the link is still there afterwards.
+func deleteLink(ctx context.Context, name string) error {
+	if !linkExists(ctx, name) {
+		return nil
+	}
+	err := run(ctx, "ip", "link", "del", "dev", name)
+	if err != nil && linkExists(ctx, name) {
+		return err
+	}
+	return nil
+}
+
+func linkExists(ctx context.Context, name string) bool {
+	return run(ctx, "ip", "link", "show", "dev", name) == nil
 }
 
 // madeNetns is what the state records plus the names Up derives from the

@@ -443,3 +443,42 @@ func TestHostNamesThatDoNotResolve(t *testing.T) {
 		t.Errorf("Names dns: err %v, want one naming the field", err)
 	}
 }
+
+// deleteLink is done when the link is gone, however it went: a veth whose
+// peer's namespace was just deleted may vanish between our look and our
+// delete (the kernel frees the namespace's devices asynchronously), which
+// once failed CI's teardown with "RTNETLINK answers: No such device". A link
+// that is still there after a failed delete is an error.
+func TestDeleteLinkGoneIsDone(t *testing.T) {
+	if err := CheckPrerequisites(); err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("plbdl%d", os.Getpid()%100000)
+	ns := "pipette-dl-" + name
+	for i := 0; i < 20; i++ {
+		if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := run(ctx, "ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+			run(ctx, "ip", "netns", "del", ns)
+			t.Fatal(err)
+		}
+		if err := run(ctx, "ip", "netns", "del", ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := deleteLink(ctx, name); err != nil {
+			t.Fatalf("round %d: deleteLink while its peer's namespace goes = %v, want nil", i, err)
+		}
+		if linkExists(ctx, name) {
+			t.Fatalf("round %d: %s still exists after deleteLink", i, name)
+		}
+	}
+	if err := deleteLink(ctx, name); err != nil {
+		t.Errorf("deleteLink of a link that does not exist = %v, want nil", err)
+	}
+	if err := deleteLink(ctx, "lo"); err == nil {
+		t.Errorf("deleteLink(lo) = nil, want the kernel's refusal (the loopback device cannot be deleted)")
+	}
+}
