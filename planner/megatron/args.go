@@ -388,7 +388,8 @@ func constraintsFromArgs(a Args, layers int, errs *yamlcheck.Problems) parallel.
 	// without --sequence-parallel gets none.
 	c.SequenceParallel = boolPtr(a.Has("--sequence-parallel"))
 	c.Precision = precisionFromArgs(a)
-	c.LowPrecisionDP = parallel.LowPrecisionDP{FP8ParamGather: a.Has("--fp8-param-gather"), GradReduceBF16: a.Has("--grad-reduce-in-bf16")}
+	c.LowPrecisionDP = parallel.LowPrecisionDP{FP8ParamGather: a.Has("--fp8-param-gather"), GradReduceBF16: a.Has("--grad-reduce-in-bf16"),
+		PrecisionAware: precisionAwareFromArgs(a, errs)}
 	c.TPCommOverlap = a.Has(TPCommOverlapFlag)
 	if c.TPCommOverlap && !a.Has("--sequence-parallel") {
 		errs.Add(TPCommOverlapFlag, "needs --sequence-parallel: Megatron-LM asserts TP communication/GEMM overlap only runs with sequence parallelism")
@@ -590,4 +591,43 @@ func firstFlag(args, flags []string) string {
 		}
 	}
 	return ""
+}
+
+// precisionAwareDtypeFlags are --use-precision-aware-optimizer's dtype
+// flags, each with the choices Megatron-LM core_v0.19.0's argparse gives.
+var precisionAwareDtypeFlags = []string{"--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype"}
+
+// dtypeBytes are the bytes per element of the dtypes those flags name.
+var dtypeBytes = map[string]float64{"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+// precisionAwareFromArgs reads --use-precision-aware-optimizer and its
+// dtypes (nil when the flag is absent; Megatron ignores the dtypes then).
+// Values argparse would refuse are refused here, naming the choices.
+func precisionAwareFromArgs(a Args, errs *yamlcheck.Problems) *parallel.PrecisionAwareOptimizer {
+	choices := map[string][]string{
+		"--main-grads-dtype":  {"fp32", "bf16"},
+		"--main-params-dtype": {"fp32", "fp16"},
+		"--exp-avg-dtype":     {"fp32", "fp16", "bf16", "fp8"},
+		"--exp-avg-sq-dtype":  {"fp32", "fp16", "bf16", "fp8"},
+	}
+	vals := map[string]string{}
+	for _, f := range precisionAwareDtypeFlags {
+		v, ok := a.Last(f)
+		if !ok {
+			v = "fp32"
+		} else if !slices.Contains(choices[f], v) {
+			errs.Add(f, "want one of %s, got %q", strings.Join(choices[f], ", "), v)
+			v = "fp32"
+		}
+		vals[f] = v
+	}
+	if !a.Has("--use-precision-aware-optimizer") {
+		return nil
+	}
+	return &parallel.PrecisionAwareOptimizer{
+		MainParamsFP16: vals["--main-params-dtype"] == "fp16",
+		MainGradsBF16:  vals["--main-grads-dtype"] == "bf16",
+		ExpAvgBytes:    dtypeBytes[vals["--exp-avg-dtype"]],
+		ExpAvgSqBytes:  dtypeBytes[vals["--exp-avg-sq-dtype"]],
+	}
 }

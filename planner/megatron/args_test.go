@@ -178,3 +178,41 @@ func TestModelFromArgsDropout(t *testing.T) {
 		}
 	}
 }
+
+// --use-precision-aware-optimizer and its dtype flags reach the plan's
+// fixed settings as Megatron-LM core_v0.19.0's argparse reads them (fp32
+// when a dtype flag is absent); without the switch the dtypes change
+// nothing; a dtype argparse would refuse is refused naming its choices.
+func TestMegatronArgsPrecisionAwareOptimizer(t *testing.T) {
+	base := []string{"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128", "--max-position-embeddings", "128", "--vocab-size", "1000", "--bf16", "--use-distributed-optimizer"}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  *parallel.PrecisionAwareOptimizer
+		err   string
+	}{
+		{"absent", nil, nil, ""},
+		{"dtypes without the switch", []string{"--exp-avg-dtype", "bf16"}, nil, ""},
+		{"switch alone", []string{"--use-precision-aware-optimizer"}, &parallel.PrecisionAwareOptimizer{ExpAvgBytes: 4, ExpAvgSqBytes: 4}, ""},
+		{"every dtype", []string{"--use-precision-aware-optimizer", "--main-grads-dtype", "bf16", "--main-params-dtype", "fp16", "--exp-avg-dtype", "fp8", "--exp-avg-sq-dtype", "bf16"},
+			&parallel.PrecisionAwareOptimizer{MainGradsBF16: true, MainParamsFP16: true, ExpAvgBytes: 1, ExpAvgSqBytes: 2}, ""},
+		{"bad dtype", []string{"--use-precision-aware-optimizer", "--exp-avg-sq-dtype", "int8"}, nil, `--exp-avg-sq-dtype: want one of fp32, fp16, bf16, fp8, got "int8"`},
+		{"bf16 main params", []string{"--use-precision-aware-optimizer", "--main-params-dtype", "bf16"}, nil, `--main-params-dtype: want one of fp32, fp16, got "bf16"`},
+	} {
+		_, fixed, _, err := ModelFromArgs(append(append([]string{}, base...), tc.extra...))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		got := fixed.LowPrecisionDP.PrecisionAware
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("%s: precision-aware %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -75,6 +75,8 @@ func init() {
 	add(false, MegatronLM, "--recompute-activations", "--use-distributed-optimizer", "--overlap-grad-reduce",
 		"--overlap-param-gather", "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
 		"--overlap-cpu-optimizer-d2h-h2d")
+	// The precision-aware optimizer's dtypes (priced: parallel.PrecisionAwareOptimizer).
+	add(true, MegatronLM, precisionAwareDtypeFlags...)
 	// Megatron-DeepSpeed's own.
 	add(true, MegatronDeepSpeed, "--zero-stage", "--deepspeed_config", "--num-key-value-heads")
 	add(false, MegatronDeepSpeed, "--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer",

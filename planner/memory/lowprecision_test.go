@@ -66,3 +66,42 @@ func TestFP8KeepsQuantizedLinearInputs(t *testing.T) {
 		}
 	}
 }
+
+// --use-precision-aware-optimizer (Megatron-LM core_v0.19.0 with TE >= 2.1):
+// the distributed optimizer's shard holds a bf16 run's fp32 master as its
+// 2-byte remainder (store_param_remainders) and each moment in the dtype
+// its flag gives. By hand, per parameter before the DP shard: default
+// 4+4+4 = 12; precision-aware bf16 2+4+4 = 10; with bf16 moments 2+2+2 = 6;
+// fp8 moments 2+1+1 = 4; fp16 runs keep a full fp32 master 4+4+4 = 12, or
+// 2+4+4 with --main-params-dtype fp16; fp32 runs 8 (the weights are the
+// masters). --main-grads-dtype bf16 halves the gradient buffer.
+func TestPrecisionAwareOptimizerStates(t *testing.T) {
+	m := model.Model{NumLayers: 4, Hidden: 1024, Heads: 16, SeqLength: 1024, Vocab: 50257}
+	const dp = 8
+	p := StageParameters(m, Normalized(parallel.Config{TP: 1, PP: 1, DP: dp}), 0)
+	pa := func(o parallel.PrecisionAwareOptimizer) *parallel.PrecisionAwareOptimizer { return &o }
+	for _, tc := range []struct {
+		name      string
+		precision gpu.Precision
+		flags     *parallel.PrecisionAwareOptimizer
+		optB      float64
+		gradB     float64
+	}{
+		{"default bf16", gpu.PrecisionBF16, nil, 12, 4},
+		{"precision-aware bf16", gpu.PrecisionBF16, pa(parallel.PrecisionAwareOptimizer{}), 10, 4},
+		{"precision-aware fp8 (delayed scaling)", gpu.PrecisionFP8, pa(parallel.PrecisionAwareOptimizer{}), 10, 4},
+		{"bf16 moments", gpu.PrecisionBF16, pa(parallel.PrecisionAwareOptimizer{ExpAvgBytes: 2, ExpAvgSqBytes: 2}), 6, 4},
+		{"fp8 moments, bf16 main grads", gpu.PrecisionBF16, pa(parallel.PrecisionAwareOptimizer{ExpAvgBytes: 1, ExpAvgSqBytes: 1, MainGradsBF16: true}), 4, 2},
+		{"fp16 run", gpu.PrecisionFP16, pa(parallel.PrecisionAwareOptimizer{}), 12, 4},
+		{"fp16 run, fp16 main params", gpu.PrecisionFP16, pa(parallel.PrecisionAwareOptimizer{MainParamsFP16: true}), 10, 4},
+		{"fp32 run", gpu.PrecisionFP32, pa(parallel.PrecisionAwareOptimizer{}), 8, 4},
+	} {
+		cfg := parallel.Config{TP: 1, PP: 1, DP: dp, MicroBatch: 1, NumMicroBatches: 8, DistributedOptimizer: true, Precision: tc.precision}
+		cfg.PrecisionAware = tc.flags
+		got := EstimateStage(m, cfg, parallel.FrameworkMegatron, 0)
+		if !relClose(got.Optimizer, tc.optB*p/dp, 1e-12) || !relClose(got.Gradients, tc.gradB*p, 1e-12) {
+			t.Errorf("%s: optimizer %g B, gradients %g B; by hand %g B/param / DP %d = %g, gradients %g B/param = %g",
+				tc.name, got.Optimizer, got.Gradients, tc.optB, dp, tc.optB*p/dp, tc.gradB, tc.gradB*p)
+		}
+	}
+}

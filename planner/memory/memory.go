@@ -230,11 +230,10 @@ func megatronStates(cfg parallel.Config, p, pe float64) modelStates {
 		eshards = float64(cfg.ExpertDP())
 	}
 	frac := clamp01(cfg.Offload.OptimizerFraction)
-	// Adam's fp32 master weights and moments: 12 B; in fp32 the weights are
-	// the master copy, so only the moments (8 B) are optimizer state.
-	optB, weightB := 12.0, 2.0
+	// Adam's master weights and moments (parallel.Config.MegatronOptimizerBytes).
+	optB, weightB := cfg.MegatronOptimizerBytes(), 2.0
 	if cfg.Precision == gpu.PrecisionFP32 {
-		optB, weightB = 8, 4
+		weightB = 4
 	}
 	opt := optB*(p-pe)/shards + optB*pe/eshards
 	return modelStates{

@@ -157,16 +157,76 @@ type LowPrecisionDP struct {
 	// and reduced in bf16 (arguments.py turns accumulate_allreduce_grads_in_fp32
 	// off), half the fp32 default's buffer and reduce-scatter bytes.
 	GradReduceBF16 bool `json:"grad_reduce_in_bf16,omitempty"`
+	// PrecisionAware is --use-precision-aware-optimizer with its dtype
+	// flags (distributed optimizer only; nil: off).
+	PrecisionAware *PrecisionAwareOptimizer `json:"precision_aware_optimizer,omitempty"`
+}
+
+// PrecisionAwareOptimizer is Megatron-LM's --use-precision-aware-optimizer
+// (core_v0.19.0, megatron/core/optimizer/optimizer_config.py and
+// distrib_optimizer.py): Transformer Engine's FusedAdam holds the
+// optimizer state in the dtypes the flags give. With bf16 parameters and
+// fp32 main parameters it keeps only the 16 low bits of each fp32 master
+// weight, the high 16 being the bf16 parameter itself (store_param_remainders,
+// on by default from TE 2.1: an int16 shard), unless MCore keeps the fp32
+// masters itself (an FP8 run under a recipe other than delayed scaling).
+type PrecisionAwareOptimizer struct {
+	// MainParamsFP16 is --main-params-dtype fp16.
+	MainParamsFP16 bool `json:"main_params_fp16,omitempty"`
+	// MainGradsBF16 is --main-grads-dtype bf16: with --bf16 the gradient
+	// buffer is then bf16 (arguments.py leaves
+	// accumulate_allreduce_grads_in_fp32 off).
+	MainGradsBF16 bool `json:"main_grads_bf16,omitempty"`
+	// ExpAvgBytes and ExpAvgSqBytes are --exp-avg-dtype and
+	// --exp-avg-sq-dtype as bytes per element (fp32 4, fp16/bf16 2, fp8 1).
+	ExpAvgBytes   float64 `json:"exp_avg_bytes"`
+	ExpAvgSqBytes float64 `json:"exp_avg_sq_bytes"`
 }
 
 // MegatronGradBytes is the bytes of one gradient element in Megatron-LM's
 // gradient buffer and its data-parallel reduction: fp32 (with --bf16
 // Megatron accumulates and reduces in fp32), bf16 with --grad-reduce-in-bf16.
 func (c Config) MegatronGradBytes() float64 {
-	if c.GradReduceBF16 {
+	if c.GradReduceBF16 || (c.PrecisionAware != nil && c.PrecisionAware.MainGradsBF16) {
 		return 2
 	}
 	return 4
+}
+
+// MegatronOptimizerBytes is the optimizer state of one parameter under
+// Megatron-LM's Adam, before the distributed optimizer shards it: fp32
+// master weight and two fp32 moments (12 B); in fp32 the weights are the
+// masters, so only the moments (8 B). With the precision-aware optimizer,
+// the master and moments take the dtypes its flags give, and a bf16 run's
+// fp32 master is stored as its 2-byte remainder.
+func (c Config) MegatronOptimizerBytes() float64 {
+	if c.Precision == gpu.PrecisionFP32 {
+		return 8
+	}
+	pa := c.PrecisionAware
+	if pa == nil || !c.DistributedOptimizer {
+		return 12
+	}
+	master := 4.0
+	switch {
+	case pa.MainParamsFP16:
+		master = 2
+	case c.Precision != gpu.PrecisionFP16:
+		// bf16 parameters (FP8 runs keep bf16 parameters too): TE stores
+		// the remainder. The planner's FP8 is delayed scaling (--fp8-format
+		// hybrid with an amax history), under which TE, not MCore, keeps
+		// the masters (use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+		master = 2
+	}
+	return master + orFP32(pa.ExpAvgBytes) + orFP32(pa.ExpAvgSqBytes)
+}
+
+// orFP32 is b, or 4 (fp32) when unset.
+func orFP32(b float64) float64 {
+	if b <= 0 {
+		return 4
+	}
+	return b
 }
 
 // ParamGatherBytes is the bytes per parameter the distributed optimizer's
