@@ -3,6 +3,7 @@ package search
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -67,9 +68,11 @@ const (
 // output layer apart from the input embedding (every row).
 const untiedHeader = "# untied-embeddings: every row"
 
-// noDropoutHeader starts the header line of a table whose runs applied
-// neither attention nor hidden dropout (every row).
-const noDropoutHeader = "# no dropout: every row"
+// noDropoutHeader starts the header line naming the rows whose runs
+// applied neither attention nor hidden dropout: "every row" or
+// ROW[,ROW...]. (The time model has no dropout term, so this changes
+// only memory.)
+const noDropoutHeader = "# no dropout:"
 
 // asRunHeader starts a header line naming a setting some rows ran with
 // that the table's columns do not carry: "# as run: SETTING ROW[,ROW...]"
@@ -89,15 +92,15 @@ var asRunSettings = map[string]func(r *publishedRow){
 	"precision-aware-optimizer": func(r *publishedRow) {
 		r.cfg.PrecisionAware = &parallel.PrecisionAwareOptimizer{ExpAvgBytes: 4, ExpAvgSqBytes: 4}
 	},
-	"no-dropout": func(r *publishedRow) { r.m = r.m.WithoutDropout() },
 }
 
 // tableHeader is what a table's header lines say about its rows.
 type tableHeader struct {
-	tpOverlap, materialized, untied, noDropout bool
-	nicGbit                                    float64
-	ubOf                                       map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
-	asRun                                      map[string][]string               // row name ("" every row) -> asRunSettings keys
+	tpOverlap, materialized, untied bool
+	noDropout                       map[string]bool // row name ("" every row) -> no dropout
+	nicGbit                         float64
+	ubOf                            map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
+	asRun                           map[string][]string               // row name ("" every row) -> asRunSettings keys
 }
 
 // readAsRun takes a "# as run:" line.
@@ -166,7 +169,16 @@ func (h *tableHeader) read(t *testing.T, where, text string) {
 		h.materialized = true
 	}
 	h.untied = h.untied || strings.HasPrefix(text, untiedHeader)
-	h.noDropout = h.noDropout || strings.HasPrefix(text, noDropoutHeader)
+	if rest, ok := strings.CutPrefix(text, noDropoutHeader); ok {
+		rest = strings.TrimSpace(rest)
+		if rest == "every row" {
+			h.noDropout[""] = true
+		} else {
+			for _, row := range strings.Split(rest, ",") {
+				h.noDropout[row] = true
+			}
+		}
+	}
 	if v, ok := strings.CutPrefix(text, nicHeader); ok {
 		var err error
 		if h.nicGbit, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || h.nicGbit <= 0 {
@@ -185,7 +197,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	var rows []publishedRow
 	sc := bufio.NewScanner(f)
 	line := 0
-	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}, asRun: map[string][]string{}}
+	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}, asRun: map[string][]string{}, noDropout: map[string]bool{}}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -216,7 +228,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 		// with a fused softmax kernel; flash attention came later. Other
 		// tables say so in their header.
 		r.m.MaterializedAttention = h.materialized || strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
-		if h.noDropout {
+		if h.noDropout[""] || h.noDropout[r.name] {
 			r.m = r.m.WithoutDropout()
 		}
 		r.cfg.DP = r.gpus / (r.cfg.TP * r.cfg.PP * r.cfg.CP)
@@ -256,9 +268,14 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 			t.Fatalf("%s: %s names row %s, which the table does not have", path, tpOverlapCfgHeader, name)
 		}
 	}
-	for name := range h.asRun {
-		if name != "" && !slices.ContainsFunc(rows, func(r publishedRow) bool { return r.name == name }) {
-			t.Fatalf("%s: %s names row %s, which the table does not have", path, asRunHeader, name)
+	for _, named := range []struct {
+		header string
+		rows   []string
+	}{{asRunHeader, slices.Collect(maps.Keys(h.asRun))}, {noDropoutHeader, slices.Collect(maps.Keys(h.noDropout))}} {
+		for _, name := range named.rows {
+			if name != "" && !slices.ContainsFunc(rows, func(r publishedRow) bool { return r.name == name }) {
+				t.Fatalf("%s: %s names row %s, which the table does not have", path, named.header, name)
+			}
 		}
 	}
 	return rows
