@@ -4,9 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/inputfile/inputfiletest"
+	"github.com/pipette-launch/pipette-launch/internal/limits"
 )
 
 // TestInputFilesRegularAndBounded (issue 31, items 5 and 6): every input
@@ -15,22 +17,13 @@ import (
 // directory and a sparse file one byte over 64 MiB are each refused at
 // once, exit 2, naming the file and what is wrong with it.
 func TestInputFilesRegularAndBounded(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo.json")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
+	type input struct{ name, path, want string }
+	var ins []input
+	for _, in := range inputfiletest.NotRegulars(t) {
+		ins = append(ins, input{in.Name, in.Path, "is " + in.Kind + ", not a regular file"})
 	}
-	sub := filepath.Join(dir, "adir")
-	if err := os.Mkdir(sub, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big.json")
-	if err := os.WriteFile(big, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(big, 64<<20+1); err != nil { // sparse: no disk used
-		t.Fatal(err)
-	}
+	big := inputfiletest.Sparse(t, t.TempDir(), "big.json", limits.MaxFileBytes+1)
+	ins = append(ins, input{"over-64MiB", big, "is larger than 64 MiB"})
 	flags := []struct {
 		name string
 		args func(p string) []string
@@ -65,12 +58,7 @@ func TestInputFilesRegularAndBounded(t *testing.T) {
 				"--max-position-embeddings", "128", "--micro-batch-size", "1", "--global-batch-size", "8"}
 		}},
 	}
-	for _, in := range []struct{ name, path, want string }{
-		{"fifo", fifo, "is a named pipe (FIFO), not a regular file"},
-		{"directory", sub, "is a directory, not a regular file"},
-		{"dev-zero", "/dev/zero", "is a character device, not a regular file"},
-		{"over-64MiB", big, "is larger than 64 MiB"},
-	} {
+	for _, in := range ins {
 		for _, f := range flags {
 			if f.name == "calibrate LOG" && in.name == "over-64MiB" {
 				continue // a log is streamed, not read whole: no size limit
@@ -79,22 +67,11 @@ func TestInputFilesRegularAndBounded(t *testing.T) {
 				continue // tokenizer files have a limit of their own (512 MiB)
 			}
 			t.Run(f.name+"/"+in.name, func(t *testing.T) {
-				type result struct {
-					code   int
-					stderr string
-				}
-				done := make(chan result, 1)
-				go func() {
-					code, _, stderr := runCLI(t, f.args(in.path)...)
-					done <- result{code, stderr}
-				}()
-				select {
-				case r := <-done:
-					if r.code != 2 || !strings.Contains(r.stderr, in.path+" "+in.want) {
-						t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, in.path+" "+in.want)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatalf("still reading %s after 20 s", in.path)
+				var code int
+				var stderr string
+				inputfiletest.Within(t, 20*time.Second, "reading "+in.path, func() { code, _, stderr = runCLI(t, f.args(in.path)...) })
+				if code != 2 || !strings.Contains(stderr, in.path+" "+in.want) {
+					t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, in.path+" "+in.want)
 				}
 			})
 		}

@@ -35,7 +35,7 @@ var rules = []Rule{
 		Why: "launcher/remote reaches hosts and knows nothing of plans, probes or jobs"},
 	{From: "cmd/internal/cmdutil", To: commands,
 		Why: "cmdutil is what the commands share: commands import it, never the reverse"},
-	{From: "...", To: []string{"cmd/internal/cmdtest", "launcher/remote/remotetest"},
+	{From: "...", To: []string{"cmd/internal/cmdtest", "launcher/remote/remotetest", "internal/inputfile/inputfiletest"},
 		Why: "test helpers are for tests only"},
 	{From: "launcher/elastic", To: []string{"planner/...", "templates/...", "launcher/probe/..."},
 		Except: []string{"templates/job"},

@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipette-launch/pipette-launch/internal/inputfile/inputfiletest"
 )
 
 // TestReadRefusesWhatIsNotARegularFile: a directory, a FIFO (which must
@@ -15,10 +16,6 @@ import (
 // byte is read; a symlink to a regular file is read.
 func TestReadRefusesWhatIsNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo.json")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	reg := filepath.Join(dir, "ok.yaml")
 	if err := os.WriteFile(reg, []byte("a: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -27,19 +24,13 @@ func TestReadRefusesWhatIsNotARegularFile(t *testing.T) {
 	if err := os.Symlink(reg, link); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ path, kind string }{
-		{dir, "a directory"}, {fifo, "a named pipe (FIFO)"}, {"/dev/zero", "a character device"}, {"/dev/null", "a character device"},
-	} {
-		done := make(chan error, 1)
-		go func() { _, err := Read(c.path, 1<<20); done <- err }()
-		select {
-		case err := <-done:
-			var nr *NotRegularError
-			if !errors.As(err, &nr) || nr.Kind != c.kind || !strings.Contains(err.Error(), c.path) {
-				t.Errorf("Read(%s) = %v; want a NotRegularError naming it as %s", c.path, err, c.kind)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("Read(%s) still blocked after 5s", c.path)
+	ins := append(inputfiletest.NotRegulars(t), inputfiletest.NotRegular{Name: "dev-null", Path: "/dev/null", Kind: "a character device"})
+	for _, c := range ins {
+		var err error
+		inputfiletest.Within(t, 5*time.Second, "Read("+c.Path+")", func() { _, err = Read(c.Path, 1<<20) })
+		var nr *NotRegularError
+		if !errors.As(err, &nr) || nr.Kind != c.Kind || !strings.Contains(err.Error(), c.Path) {
+			t.Errorf("Read(%s) = %v; want a NotRegularError naming it as %s", c.Path, err, c.Kind)
 		}
 	}
 	if b, err := Read(link, 1<<20); err != nil || string(b) != "a: 1\n" {

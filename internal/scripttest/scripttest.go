@@ -47,6 +47,35 @@ func Printer(t testing.TB, out string) []string {
 	return []string{self, printerArg, out}
 }
 
+// Harness is one check's directory (a fresh t.TempDir) and the printer
+// that records into it.
+type Harness struct {
+	Dir     string   // the script's directory, and the one it runs in
+	Printer []string // the argv prefix of the command the script starts
+	out     string
+}
+
+// NewHarness makes a harness in a fresh directory. The package's TestMain
+// must be Main.
+func NewHarness(t testing.TB) *Harness {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "record")
+	return &Harness{Dir: dir, Printer: Printer(t, out), out: out}
+}
+
+// Run runs script as Run does (30 s at most) in h.Dir with env
+// (NAME=VALUE) added, and returns what the printer saw. A script that
+// fails, prints anything of its own or never starts the printer is an
+// error: a generated script's only output is its command's.
+func (h *Harness) Run(script string, env ...string) (Record, error) {
+	stdout, stderr, err := Run(script, h.Dir, 30*time.Second, env...)
+	if err != nil || stdout != "" || stderr != "" {
+		return Record{}, fmt.Errorf("script: %v; stdout %q; stderr %q", err, stdout, stderr)
+	}
+	return Read(h.out)
+}
+
 // Record is what the printer saw.
 type Record struct {
 	Args []string          // the words after Printer's prefix
@@ -237,6 +266,25 @@ func (s *Skeleton) Mark(v string) string {
 	return Marker(len(s.Values) - 1)
 }
 
+// MarkAll marks each of words, in order.
+func (s *Skeleton) MarkAll(words []string) []string {
+	var out []string
+	for _, w := range words {
+		out = append(out, s.Mark(w))
+	}
+	return out
+}
+
+// MarkVars marks each variable's name (MarkName, with exportable the
+// renderer's own test of a name) and value, in order.
+func (s *Skeleton) MarkVars(vars [][2]string, exportable func(string) bool) [][2]string {
+	var out [][2]string
+	for _, v := range vars {
+		out = append(out, [2]string{s.MarkName(v[0], exportable(v[0])), s.Mark(v[1])})
+	}
+	return out
+}
+
 // MarkName is Mark for a variable's name: the marker is a name a shell can
 // export exactly when v is one, so the skeleton takes the renderer's same
 // branch.
@@ -245,6 +293,30 @@ func (s *Skeleton) MarkName(v string, exportable bool) string {
 		return s.Mark(v)
 	}
 	return "9" + s.Mark(v)
+}
+
+// MaxItems bounds a fuzz input's words and variables: more make a run
+// longer, not a new case.
+const MaxItems = 8
+
+// Skip reports whether a fuzz target passes over an input: one of values
+// (each a single string the renderer is given: a name, a host, a file's
+// content) holds a NUL, which no argv word, variable or file name can, or
+// one of lists (the counts of Words and Vars) is longer than MaxItems. The
+// NUL-separated texts Words and Vars read are not values: their NULs are
+// what separate the words.
+func Skip(values []string, lists ...int) bool {
+	for _, v := range values {
+		if strings.IndexByte(v, 0) >= 0 {
+			return true
+		}
+	}
+	for _, n := range lists {
+		if n > MaxItems {
+			return true
+		}
+	}
+	return false
 }
 
 // Words splits a fuzz input into words at NUL (none for "").

@@ -444,21 +444,12 @@ func (s *supervisor) follow(p k8s.Pod, st podState) {
 	}()
 }
 
-// maxLogLine bounds one line of a pod's log as it is sorted and printed.
-const maxLogLine = 64 << 10
-
 // readLog sorts each line of a pod's log (line) until it ends. A line
-// longer than maxLogLine is cut, with a note, rather than ending the read:
+// longer than lines.Max is cut, with a note, rather than ending the read:
 // a log no longer read would also stall kubectl logs, and with it the
 // rank exits that come after.
 func (s *supervisor) readLog(p k8s.Pod, r io.Reader) {
-	lines.Each(r, maxLogLine, func(b []byte, dropped int64) {
-		line := string(b)
-		if dropped > 0 {
-			line += fmt.Sprintf(" [pipette-launch: %d more bytes of this line not shown]", dropped)
-		}
-		s.line(p, line)
-	})
+	lines.Each(r, lines.Max, func(b []byte, dropped int64) { s.line(p, lines.Shown(b, dropped)) })
 }
 
 // line sorts one line of a pod's log: a control line, a rank's exit, or a

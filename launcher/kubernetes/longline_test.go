@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipette-launch/pipette-launch/internal/lines"
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 )
 
@@ -32,8 +33,8 @@ func TestReadLogLongLine(t *testing.T) {
 		t.Fatalf("the log ended without the rank exit after the long line")
 	}
 	<-done
-	want := " [pipette-launch: " + strconv.Itoa(20<<20+2-maxLogLine) + " more bytes of this line not shown]\n"
-	if got := out.String(); !strings.HasPrefix(got, "j-cpu-0-1:2: xxx") || !strings.HasSuffix(got, want) || len(got) > maxLogLine+200 {
+	want := " [pipette-launch: " + strconv.Itoa(20<<20+2-lines.Max) + " more bytes of this line not shown]\n"
+	if got := out.String(); !strings.HasPrefix(got, "j-cpu-0-1:2: xxx") || !strings.HasSuffix(got, want) || len(got) > lines.Max+200 {
 		t.Errorf("printed %d bytes ending %q; want the cut line ending %q", len(got), got[max(0, len(got)-80):], want)
 	}
 }

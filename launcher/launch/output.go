@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/internal/lines"
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -178,74 +179,13 @@ func (r *lineRing) lines() []string {
 
 func (r *lineRing) reset() { r.buf, r.next, r.full = nil, 0, false }
 
-// lineSplitter calls fn for each complete line written to it. Very long
-// lines are cut so a rank printing without newlines cannot exhaust memory.
-type lineSplitter struct {
-	mu  sync.Mutex
-	buf []byte
-	fn  func(string)
-	// cutting: the line under way was cut at maxLine and handed on; the
-	// rest of it, up to its newline, is dropped.
-	cutting bool
-}
-
-// maxLine bounds one line of output: a longer one (a printed tensor, a
-// progress bar without newlines) is handed on cut, with cutNote, so it
-// keeps its rank prefix and memory stays bounded.
-const maxLine = 64 << 10
-
-const cutNote = " [pipette-launch: line cut at 64 KiB]"
-
-func (l *lineSplitter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := indexNL(p)
-		if l.cutting {
-			if i < 0 {
-				break
-			}
-			l.cutting, p = false, p[i+1:]
-			continue
-		}
-		if i < 0 {
-			l.buf = append(l.buf, p...)
-			p = nil
-		} else {
-			l.buf = append(l.buf, p[:i]...)
-			p = p[i+1:]
-		}
-		if len(l.buf) > maxLine {
-			l.fn(string(l.buf[:maxLine]) + cutNote)
-			l.buf, l.cutting = l.buf[:0], i < 0
-			continue
-		}
-		if i >= 0 {
-			l.fn(string(l.buf))
-			l.buf = l.buf[:0]
-		}
-	}
-	return n, nil
-}
-
-func (l *lineSplitter) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.fn(string(l.buf))
-		l.buf = nil
-	}
-	l.cutting = false
-}
-
-func indexNL(b []byte) int {
-	for i, c := range b {
-		if c == '\n' {
-			return i
-		}
-	}
-	return -1
+// outputLines splits a stream of output (an agent's stdout or stderr)
+// into lines for fn. A line over lines.Max (a printed tensor, a progress
+// bar without newlines) is handed on cut, with a note of what was cut, so
+// it keeps its rank prefix and memory stays bounded; Flush hands on the
+// last line when the stream ends without a newline.
+func outputLines(fn func(string)) *lines.Writer {
+	return lines.NewWriter(lines.Max, func(line []byte, dropped int64) { fn(lines.Shown(line, dropped)) })
 }
 
 func fsMode(m uint32) os.FileMode { return os.FileMode(m).Perm() }

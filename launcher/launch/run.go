@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/hostclock"
+	"github.com/pipette-launch/pipette-launch/internal/lines"
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
 	"github.com/pipette-launch/pipette-launch/internal/text"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -308,7 +309,7 @@ type hostRun struct {
 	target remote.HostTarget
 	via    transport // nil: not connected
 	sess   agentSession
-	lines  *lineSplitter
+	lines  *lines.Writer
 
 	mu       sync.Mutex
 	pgid     int
@@ -449,8 +450,8 @@ func newNonce() string {
 // process group, so that it can be stopped.
 func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Options, out *output, events chan<- event) error {
 	tag := "@@pipette-" + nonce + " "
-	r.lines = &lineSplitter{fn: func(line string) { handleAgentLine(r, line, tag, opts, out, events) }}
-	stderr := &lineSplitter{fn: func(line string) {
+	r.lines = outputLines(func(line string) { handleAgentLine(r, line, tag, opts, out, events) })
+	stderr := outputLines(func(line string) {
 		r.mu.Lock()
 		stopping := r.stopping
 		r.mu.Unlock()
@@ -459,7 +460,7 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Optio
 			return
 		}
 		out.hostLine(r.label(), line)
-	}}
+	})
 	// The session must outlive ctx: on cancel we still stop the ranks
 	// through it (and its stdin keeps the watchdog waiting).
 	r.mu.Lock()
@@ -478,8 +479,8 @@ func startHost(ctx context.Context, r *hostRun, script, nonce string, opts Optio
 	r.mu.Unlock()
 	go func() {
 		err := sess.Wait()
-		r.lines.flush()
-		stderr.flush()
+		r.lines.Flush()
+		stderr.Flush()
 		events <- event{kind: evHostEnded, host: r, err: err, at: opts.Now()}
 	}()
 	go r.via.keepAlive(sess, opts.HeartbeatTimeout)

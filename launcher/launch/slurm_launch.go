@@ -175,7 +175,7 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 	demux := newSlurmDemux(byNode, tag, opts, out, events, st)
 	st.cmd = exec.Command(s.Program(), jobStepArgs(s, names, strings.TrimSuffix(tag, " "))...)
 	st.cmd.Env = s.Environ()
-	stdout, stderr := &lineSplitter{fn: demux.stdout}, &lineSplitter{fn: demux.stderr}
+	stdout, stderr := outputLines(demux.stdout), outputLines(demux.stderr)
 	st.cmd.Stdout = stdout
 	st.cmd.Stderr = io.MultiWriter(&st.stderr, stderr)
 	var err error
@@ -192,8 +192,8 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 	}
 	go func() {
 		err := st.cmd.Wait()
-		stdout.flush()
-		stderr.flush()
+		stdout.Flush()
+		stderr.Flush()
 		st.err = err
 		close(st.done)
 		demux.stepEnded(err)

@@ -41,21 +41,15 @@ Root Cause (earliest failure, by each host's clock corrected to ours):
 	}
 }
 
-func TestLineRingAndSplitter(t *testing.T) {
+// TestLineRing; the splitting of output into lines is internal/lines'
+// TestWriter.
+func TestLineRing(t *testing.T) {
 	r := &lineRing{max: 3}
 	for i := range 5 {
 		r.add(fmt.Sprint(i))
 	}
 	if got := strings.Join(r.lines(), ","); got != "2,3,4" {
 		t.Errorf("ring = %s", got)
-	}
-	var lines []string
-	s := &lineSplitter{fn: func(l string) { lines = append(lines, l) }}
-	s.Write([]byte("a\nb"))
-	s.Write([]byte("c\n\nd"))
-	s.flush()
-	if got := strings.Join(lines, "|"); got != "a|bc||d" {
-		t.Errorf("lines = %q", got)
 	}
 }
 

@@ -3,9 +3,9 @@ package job
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/scripttest"
 )
@@ -50,7 +50,7 @@ func FuzzHostScript(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, host, workDir, args, env string) {
 		// TORCHELASTIC_RESTART_COUNT is the script's own (the restart).
 		c := scriptCase{name, host, workDir, scripttest.Words(args), scripttest.Vars(env, "TORCHELASTIC_RESTART_COUNT")}
-		if strings.ContainsRune(name+host+workDir+args+env, 0) || len(c.args) > 8 || len(c.env) > 8 {
+		if scripttest.Skip([]string{name, host, workDir}, len(c.args), len(c.env)) {
 			return
 		}
 		if err := checkHostScript(t, c); err != nil {
@@ -62,14 +62,13 @@ func FuzzHostScript(f *testing.F) {
 // checkHostScript renders c's script (and its skeleton, every value a
 // marker) and runs it with the printer as the rank's program.
 func checkHostScript(t *testing.T, c scriptCase) error {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "record")
+	h := scripttest.NewHarness(t)
 	wd := ""
 	if c.workDir != "" {
-		wd = scripttest.Component(dir, c.workDir)
+		wd = scripttest.Component(h.Dir, c.workDir)
 	}
 	render := func(name, host, wd string, args []string, env [][2]string) (string, error) {
-		r := RankJob{Argv: append(scripttest.Printer(t, out), args...)}
+		r := RankJob{Argv: slices.Concat(h.Printer, args)}
 		for _, e := range env {
 			r.Env = append(r.Env, EnvVar{e[0], e[1]})
 		}
@@ -82,28 +81,16 @@ func checkHostScript(t *testing.T, c scriptCase) error {
 	var sk scripttest.Skeleton
 	skName, skHost, skWD := sk.Mark(c.name), sk.Mark(c.host), ""
 	if wd != "" {
-		skWD = filepath.Join(dir, sk.Mark(filepath.Base(wd)))
+		skWD = filepath.Join(h.Dir, sk.Mark(filepath.Base(wd)))
 	}
-	var skArgs []string
-	for _, a := range c.args {
-		skArgs = append(skArgs, sk.Mark(a))
-	}
-	var skEnv [][2]string
-	for _, e := range c.env {
-		skEnv = append(skEnv, [2]string{sk.MarkName(e[0], ValidEnvName(e[0])), sk.Mark(e[1])})
-	}
-	skeleton, err := render(skName, skHost, skWD, skArgs, skEnv)
+	skeleton, err := render(skName, skHost, skWD, sk.MarkAll(c.args), sk.MarkVars(c.env, ValidEnvName))
 	if err != nil {
 		return err
 	}
 	if err := scripttest.SameLines(script, skeleton, sk.Values); err != nil {
 		return err
 	}
-	stdout, stderr, err := scripttest.Run(script, dir, 30*time.Second)
-	if err != nil || stdout != "" || stderr != "" {
-		return fmt.Errorf("script: %v; stdout %q; stderr %q", err, stdout, stderr)
-	}
-	rec, err := scripttest.Read(out)
+	rec, err := h.Run(script)
 	if err != nil {
 		return err
 	}

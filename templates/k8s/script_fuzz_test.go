@@ -6,9 +6,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -66,7 +66,7 @@ func FuzzPodScripts(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, host, file, content, args, env string) {
 		// TORCHELASTIC_RESTART_COUNT and MASTER_ADDR are the pod's own.
 		c := podCase{name, host, file, content, scripttest.Words(args), scripttest.Vars(env, "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR")}
-		if strings.ContainsRune(name+host+file+content+args+env, 0) || len(c.args) > 8 || len(c.env) > 8 {
+		if scripttest.Skip([]string{name, host, file, content}, len(c.args), len(c.env)) {
 			return
 		}
 		if err := checkPod(t, c); err != nil {
@@ -79,16 +79,15 @@ func FuzzPodScripts(f *testing.F) {
 // the ConfigMap back from YAML into a stand-in for the pod's mount, and
 // runs the entrypoint with the printer as the rank's program.
 func checkPod(t *testing.T, c podCase) error {
-	dir := t.TempDir()
-	mount, filesDir := filepath.Join(dir, "mount"), filepath.Join(dir, "files")
-	out := filepath.Join(dir, "record")
+	h := scripttest.NewHarness(t)
+	mount, filesDir := filepath.Join(h.Dir, "mount"), filepath.Join(h.Dir, "files")
 	// The file: a relative path inside the job's files directory.
 	file := strings.Trim(path.Clean("/"+c.file), "/")
 	if file == "" || len(file) > 200 || strings.Contains(file, "//") || len(path.Base(file)) > 200 {
 		file = "f"
 	}
 	render := func(name, host, file string, args []string, env [][2]string) (map[string]string, *Manifests, error) {
-		r := job.RankJob{Argv: append(scripttest.Printer(t, out), args...)}
+		r := job.RankJob{Argv: slices.Concat(h.Printer, args)}
 		for _, e := range env {
 			r.Env = append(r.Env, job.EnvVar{Name: e[0], Value: e[1]})
 		}
@@ -113,15 +112,7 @@ func checkPod(t *testing.T, c podCase) error {
 	var sk scripttest.Skeleton
 	skName, skHost := sk.Mark(c.name), sk.Mark(c.host)
 	skFile := path.Join(path.Dir(file), sk.Mark(path.Base(file)))
-	var skArgs []string
-	for _, a := range c.args {
-		skArgs = append(skArgs, sk.Mark(a))
-	}
-	var skEnv [][2]string
-	for _, e := range c.env {
-		skEnv = append(skEnv, [2]string{sk.MarkName(e[0], job.ValidEnvName(e[0])), sk.Mark(e[1])})
-	}
-	skeleton, _, err := render(skName, skHost, skFile, skArgs, skEnv)
+	skeleton, _, err := render(skName, skHost, skFile, sk.MarkAll(c.args), sk.MarkVars(c.env, job.ValidEnvName))
 	if err != nil {
 		return fmt.Errorf("skeleton: %w", err)
 	}
@@ -140,18 +131,14 @@ func checkPod(t *testing.T, c podCase) error {
 		}
 	}
 	entry := strings.ReplaceAll(data["entrypoint.sh"], mountDir, mount)
-	stdout, stderr, err := scripttest.Run(entry, dir, 30*time.Second, "PIPETTE_RJOB="+m.Pods[0].RJob, "PIPETTE_INDEX=0")
-	if err != nil || stdout != "" || stderr != "" {
-		return fmt.Errorf("entrypoint: %v; stdout %q; stderr %q", err, stdout, stderr)
+	rec, err := h.Run(entry, "PIPETTE_RJOB="+m.Pods[0].RJob, "PIPETTE_INDEX=0")
+	if err != nil {
+		return fmt.Errorf("entrypoint: %w", err)
 	}
 	placed := filepath.Join(filesDir, file)
 	got, err := os.ReadFile(placed)
 	if err != nil || !bytes.Equal(got, []byte(c.content)) {
 		return fmt.Errorf("the job's file %s holds %q (%v), want %q", placed, got, err, c.content)
-	}
-	rec, err := scripttest.Read(out)
-	if err != nil {
-		return err
 	}
 	// PIPETTE_*: the pod's own variables; PWD: the shell's.
 	return rec.Check(c.args, scripttest.WantEnv(c.env), "PIPETTE_RJOB", "PIPETTE_INDEX", "PWD")

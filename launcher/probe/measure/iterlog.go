@@ -57,10 +57,6 @@ type IterationLog struct {
 	Skipped int
 }
 
-// maxLogLine bounds the part of a log line that is searched for an
-// iteration time.
-const maxLogLine = 64 << 10
-
 // ParseIterationLog reads iteration times from a job's output. Megatron's
 // own line wins when a line has both (Megatron-DeepSpeed prints samples/sec
 // beside it). DeepSpeed's rates need globalBatch (sequences per
@@ -77,8 +73,9 @@ func ParseIterationLog(r io.Reader, globalBatch, skip int) (IterationLog, error)
 	var bad error
 	ln := 0
 	// Iteration lines are short; a longer line (a printed tensor, a
-	// progress bar) is cut rather than ending the read.
-	err := lines.Each(r, maxLogLine, func(b []byte, _ int64) {
+	// progress bar) is searched only in its first lines.Max bytes, rather
+	// than ending the read.
+	err := lines.Each(r, lines.Max, func(b []byte, _ int64) {
 		ln++
 		if bad == nil {
 			bad = readIterationLine(string(b), ln, &meg, &ds)
