@@ -292,6 +292,7 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 		errs.Add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
 	}
 	required(errs, p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
+	optional(errs, p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
 }
 
 func validNICType(t NICType) bool {
@@ -638,15 +639,34 @@ func (f *File) compactLinks(islands []Island, hosts []Host, sockets bool) *compa
 func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) (float64, float64) {
 	ia, ib := islands[a.Island], islands[b.Island]
 	if a.Island == b.Island {
-		return math.Min(a.NICBytesPerS, b.NICBytesPerS), latencyFor(ia.RDMA && !sockets)
+		rdma := ia.RDMA && !sockets
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), nicLatency(ia.Spec.NICs, rdma)
 	}
 	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && !(sockets && l.Type.RDMA()) {
 		return linkSpecBytesPerS(l, ia.Spec.NICs, ib.Spec.NICs), linkLatency(l)
 	}
 	if !sockets && ia.RDMA && ib.RDMA && ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric {
-		return math.Min(a.NICBytesPerS, b.NICBytesPerS), rdmaLatencyS
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), math.Max(nicLatency(ia.Spec.NICs, true), nicLatency(ib.Spec.NICs, true))
 	}
-	return math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs)), ethernetLatencyS
+	return math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs)),
+		math.Max(nicLatency(ia.Spec.NICs, false), nicLatency(ib.Spec.NICs, false))
+}
+
+// nicLatency is the latency of traffic over a host's RDMA NICs (rdma) or
+// its Ethernet ones (RoCE ports count as Ethernet for TCP, as for the
+// rate): the largest latency_us given on those NICs, else the kind's
+// default.
+func nicLatency(nics []NICSpec, rdma bool) float64 {
+	v := 0.0
+	for _, n := range nics {
+		if rdma == n.Type.RDMA() || (!rdma && n.Type == NICRoCE) {
+			v = math.Max(v, n.LatencyMicroseconds*1e-6)
+		}
+	}
+	if v > 0 {
+		return v
+	}
+	return latencyFor(rdma)
 }
 
 func latencyFor(rdma bool) float64 {

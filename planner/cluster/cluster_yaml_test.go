@@ -292,6 +292,7 @@ func TestParseClusterFileErrors(t *testing.T) {
 		{"unknown GPU, memory given", "{model: L40S}", "{model: Z9000, memory_gib: 40}", `clusters[1].gpu.model (line 11, column 18): unknown GPU "Z9000": the catalog has GB200, B200, GH200, H200, H100-NVL, H100-PCIe, H100-SXM, A100-80GB-PCIe, A100-80GB-SXM, A100-40GB-PCIe, A100-40GB-SXM, V100-32GB-PCIe, V100-32GB-SXM2, V100-16GB-PCIe, V100-16GB-SXM2, L40S, L40, L4, A10, RTX-A6000, RTX-4090, RTX-4080-SUPER, RTX-3090, TITAN-RTX, RTX-2080-Ti, MI250X, MI300X; for a GPU of your own give peak_bf16_tflops`},
 		{"negative memory", "{model: L40S}", "{model: L40S, memory_gib: -4}", "clusters[1].gpu.memory_gib (line 11, column 36): must be 0 (not given) or a number from 0.001 to 100000 GiB, got -4"},
 		{"negative NIC rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: -100", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be a number from 0.001 to 100000 Gbit/s, got -100"},
+		{"NIC latency out of range", "rate_gbit_per_s: 100}", "rate_gbit_per_s: 100, latency_us: -3}", "clusters[1].nics[0].latency_us (line 12, column 73): must be 0 (not given) or a number from 0.001 to 1000000 us, got -3"},
 		{"bad NIC type", "type: ethernet", "type: wifi", `clusters[1].nics[0].type (line 12, column 19): must be infiniband, roce or ethernet, got "wifi"`},
 		{"duplicate host", "hosts: b1", "hosts: a2", `clusters[1].hosts[0] (line 9, column 12): duplicate host "a2" (also clusters[0].hosts[1])`},
 		{"duplicate name", "name: b", "name: a", `clusters[1].name (line 8, column 11): duplicate name "a"`},
@@ -357,5 +358,66 @@ links: [{between: [a, b], type: ethernet, bandwidth_gbit_per_s: 25, latency_us: 
 	}
 	if g := mustParseCluster(t, string(out)); !reflect.DeepEqual(f, g) {
 		t.Errorf("round trip differs:\n%s", out)
+	}
+}
+
+// A NIC's latency_us is the latency of host-to-host traffic over it: the
+// island's own pairs take it (the largest given on the NICs they use),
+// pairs of islands without a links entry the larger of the two sides',
+// and a links entry's own latency_us still decides for its pair. Without
+// it each kind keeps its default (2 us RDMA, 20 us TCP).
+func TestNICLatency(t *testing.T) {
+	doc := `
+clusters:
+  - name: gcp
+    hosts: g[1-2]
+    gpus_per_host: 4
+    gpu: {model: A100-40GB-SXM}
+    nics: [{type: ethernet, count: 1, rate_gbit_per_s: 19.4, latency_us: 1500}]
+  - name: ib
+    hosts: i[1-2]
+    gpus_per_host: 8
+    gpu: {model: H100}
+    nics: [{type: infiniband, count: 8, rate_gbit_per_s: 400, latency_us: 3}, {type: ethernet, count: 1, rate_gbit_per_s: 100}]
+  - name: plain
+    hosts: p1
+    gpus_per_host: 8
+    gpu: {model: H100}
+    nics: [{type: ethernet, count: 1, rate_gbit_per_s: 100}]
+links: [{between: [ib, plain], type: ethernet, bandwidth_gbit_per_s: 100, latency_us: 40}]
+`
+	c := mustResolve(t, doc)
+	host := func(name string) int {
+		for i, h := range c.Hosts {
+			if h.Name == name {
+				return i
+			}
+		}
+		t.Fatalf("no host %s", name)
+		return -1
+	}
+	for _, tc := range []struct {
+		a, b string
+		want float64
+	}{
+		{"g1", "g2", 1500e-6}, // the island's NIC latency
+		// Islands without RDMA in the cluster put NCCL on TCP everywhere:
+		// the ib island's pairs run over its Ethernet port, which gives none.
+		{"i1", "i2", ethernetLatencyS},
+		{"g1", "i1", 1500e-6}, // no links entry: Ethernet, the larger side's
+		{"i1", "p1", 40e-6},   // the links entry's own latency
+		{"g1", "p1", 1500e-6},
+	} {
+		if got := c.LinkBetween(host(tc.a), host(tc.b)).LatencyS; math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s-%s: latency %g s, want %g", tc.a, tc.b, got, tc.want)
+		}
+	}
+	ibOnly := mustResolve(t, "clusters:\n"+doc[strings.Index(doc, "  - name: ib"):strings.Index(doc, "  - name: plain")])
+	if got := ibOnly.LinkBetween(0, 1).LatencyS; got != 3e-6 {
+		t.Errorf("RDMA inside the island: %g s, want the InfiniBand NICs' 3 us", got)
+	}
+	base := mustResolve(t, strings.ReplaceAll(doc, ", latency_us: 1500", ""))
+	if got := base.LinkBetween(host("g1"), host("g2")).LatencyS; got != ethernetLatencyS {
+		t.Errorf("without latency_us: %g s, want the TCP default %g", got, ethernetLatencyS)
 	}
 }
