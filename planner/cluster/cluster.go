@@ -104,11 +104,9 @@ type NICSpec struct {
 	Netdevs []string `yaml:"netdevs,omitempty" json:"netdevs,omitempty"`
 	// GIDIndex is the RoCE GID index when known.
 	GIDIndex *int `yaml:"roce_gid_index,omitempty" json:"roce_gid_index,omitempty"`
-	// LatencyMicroseconds is the per-message latency of host-to-host
-	// traffic over these NICs (0: the default of the NIC's kind). A
-	// measured figure belongs here: on TCP over a cloud network a message's
-	// fixed cost can be milliseconds, which every step of a ring
-	// collective pays.
+	// LatencyMicroseconds: host-to-host per-message latency over these NICs
+	// (0: the kind's default); milliseconds over TCP in a cloud, paid by
+	// every step of a ring collective.
 	LatencyMicroseconds float64 `yaml:"latency_us,omitempty" json:"latency_us,omitempty"`
 }
 

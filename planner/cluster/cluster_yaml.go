@@ -639,8 +639,7 @@ func (f *File) compactLinks(islands []Island, hosts []Host, sockets bool) *compa
 func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) (float64, float64) {
 	ia, ib := islands[a.Island], islands[b.Island]
 	if a.Island == b.Island {
-		rdma := ia.RDMA && !sockets
-		return math.Min(a.NICBytesPerS, b.NICBytesPerS), nicLatency(ia.Spec.NICs, rdma)
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), nicLatency(ia.Spec.NICs, ia.RDMA && !sockets)
 	}
 	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && !(sockets && l.Type.RDMA()) {
 		return linkSpecBytesPerS(l, ia.Spec.NICs, ib.Spec.NICs), linkLatency(l)
@@ -652,10 +651,8 @@ func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) (float64, 
 		math.Max(nicLatency(ia.Spec.NICs, false), nicLatency(ib.Spec.NICs, false))
 }
 
-// nicLatency is the latency of traffic over a host's RDMA NICs (rdma) or
-// its Ethernet ones (RoCE ports count as Ethernet for TCP, as for the
-// rate): the largest latency_us given on those NICs, else the kind's
-// default.
+// nicLatency is the largest latency_us on a host's RDMA NICs (rdma) or its
+// Ethernet ones (RoCE counting as Ethernet for TCP), else the default.
 func nicLatency(nics []NICSpec, rdma bool) float64 {
 	v := 0.0
 	for _, n := range nics {

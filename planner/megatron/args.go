@@ -2,6 +2,7 @@ package megatron
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -593,41 +594,32 @@ func firstFlag(args, flags []string) string {
 	return ""
 }
 
-// precisionAwareDtypeFlags are --use-precision-aware-optimizer's dtype
-// flags, each with the choices Megatron-LM core_v0.19.0's argparse gives.
-var precisionAwareDtypeFlags = []string{"--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype"}
-
-// dtypeBytes are the bytes per element of the dtypes those flags name.
-var dtypeBytes = map[string]float64{"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+// precisionAwareDtypes are --use-precision-aware-optimizer's dtype flags
+// with the choices Megatron-LM core_v0.19.0's argparse gives each (fp32
+// first: the default); dtypeBytes their element sizes.
+var (
+	precisionAwareDtypes = map[string][]string{"--main-grads-dtype": {"fp32", "bf16"}, "--main-params-dtype": {"fp32", "fp16"},
+		"--exp-avg-dtype": {"fp32", "fp16", "bf16", "fp8"}, "--exp-avg-sq-dtype": {"fp32", "fp16", "bf16", "fp8"}}
+	dtypeBytes = map[string]float64{"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+)
 
 // precisionAwareFromArgs reads --use-precision-aware-optimizer and its
-// dtypes (nil when the flag is absent; Megatron ignores the dtypes then).
-// Values argparse would refuse are refused here, naming the choices.
+// dtypes (nil without the switch: Megatron ignores the dtypes then). A
+// value argparse would refuse is refused here, naming the choices.
 func precisionAwareFromArgs(a Args, errs *yamlcheck.Problems) *parallel.PrecisionAwareOptimizer {
-	choices := map[string][]string{
-		"--main-grads-dtype":  {"fp32", "bf16"},
-		"--main-params-dtype": {"fp32", "fp16"},
-		"--exp-avg-dtype":     {"fp32", "fp16", "bf16", "fp8"},
-		"--exp-avg-sq-dtype":  {"fp32", "fp16", "bf16", "fp8"},
-	}
-	vals := map[string]string{}
-	for _, f := range precisionAwareDtypeFlags {
-		v, ok := a.Last(f)
-		if !ok {
-			v = "fp32"
-		} else if !slices.Contains(choices[f], v) {
-			errs.Add(f, "want one of %s, got %q", strings.Join(choices[f], ", "), v)
-			v = "fp32"
+	v := map[string]string{}
+	for _, f := range slices.Sorted(maps.Keys(precisionAwareDtypes)) {
+		choices := precisionAwareDtypes[f]
+		v[f] = choices[0]
+		if got, ok := a.Last(f); ok && !slices.Contains(choices, got) {
+			errs.Add(f, "want one of %s, got %q", strings.Join(choices, ", "), got)
+		} else if ok {
+			v[f] = got
 		}
-		vals[f] = v
 	}
 	if !a.Has("--use-precision-aware-optimizer") {
 		return nil
 	}
-	return &parallel.PrecisionAwareOptimizer{
-		MainParamsFP16: vals["--main-params-dtype"] == "fp16",
-		MainGradsBF16:  vals["--main-grads-dtype"] == "bf16",
-		ExpAvgBytes:    dtypeBytes[vals["--exp-avg-dtype"]],
-		ExpAvgSqBytes:  dtypeBytes[vals["--exp-avg-sq-dtype"]],
-	}
+	return &parallel.PrecisionAwareOptimizer{MainParamsFP16: v["--main-params-dtype"] == "fp16", MainGradsBF16: v["--main-grads-dtype"] == "bf16",
+		ExpAvgBytes: dtypeBytes[v["--exp-avg-dtype"]], ExpAvgSqBytes: dtypeBytes[v["--exp-avg-sq-dtype"]]}
 }

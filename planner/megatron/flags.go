@@ -2,6 +2,7 @@ package megatron
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +77,7 @@ func init() {
 		"--overlap-param-gather", "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
 		"--overlap-cpu-optimizer-d2h-h2d")
 	// The precision-aware optimizer's dtypes (priced: parallel.PrecisionAwareOptimizer).
-	add(true, MegatronLM, precisionAwareDtypeFlags...)
+	add(true, MegatronLM, slices.Collect(maps.Keys(precisionAwareDtypes))...)
 	// Megatron-DeepSpeed's own.
 	add(true, MegatronDeepSpeed, "--zero-stage", "--deepspeed_config", "--num-key-value-heads")
 	add(false, MegatronDeepSpeed, "--deepspeed", "--no-pipeline-parallel", "--cpu-optimizer",
