@@ -62,6 +62,11 @@ func megatronReportRows(t *testing.T) []reportRow {
 		}
 		rr := reportRow{publishedRow: r, iters: int(num("iters", true)), allocated: r.value * mib,
 			reserved: num("reserved_mib", true) * mib, device: num("device_mib", false) * mib, rank0Params: num("rank0_params", true)}
+		// Adam's moments are created at the first optimizer step: a report
+		// after 1 iteration never saw them beside the activations.
+		if rr.iters < 2 {
+			t.Fatalf("%s: iters=%d: a report after the first iteration predates the optimizer states; want 2 or more", where, rr.iters)
+		}
 		if rr.reserved < rr.allocated {
 			t.Fatalf("%s: max reserved %.0f MiB below max allocated %.0f MiB", where, rr.reserved/mib, rr.allocated/mib)
 		}
