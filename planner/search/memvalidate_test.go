@@ -256,6 +256,7 @@ func TestMemoryValidation(t *testing.T) {
 		fmt.Fprintln(&b, l)
 	}
 	t.Logf("memory validation at --memory-headroom %.2f:\n%s", DefaultMemoryHeadroom, b.String())
+	t.Logf("\n%s", megatronReportTable(megatronReportRows(t)))
 	for _, l := range lines {
 		if left := memoryRefusalsLeft[l.source]; len(l.refused) > left.n {
 			t.Errorf("%s: %d of %d runs refused (%d known: %s): %s", l.source, len(l.refused), l.rows, left.n, left.why, strings.Join(l.refused, ", "))

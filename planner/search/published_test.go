@@ -48,21 +48,46 @@ type publishedRow struct {
 	// asRun are settings the row ran with that the columns do not carry
 	// (asRunSettings keys, from the table's "# as run:" lines).
 	asRun []string
+	// extra are the row's trailing KEY=VALUE fields: what a table records
+	// beyond the columns every table has (splitExtras).
+	extra map[string]string
+}
+
+// splitExtras separates a row's trailing KEY=VALUE fields from its
+// positional columns.
+func splitExtras(fs []string) (positional []string, extra map[string]string) {
+	extra = map[string]string{}
+	for len(fs) > 0 {
+		k, v, ok := strings.Cut(fs[len(fs)-1], "=")
+		if !ok {
+			break
+		}
+		extra[k] = v
+		fs = fs[:len(fs)-1]
+	}
+	return fs, extra
 }
 
 // tpOverlapHeader starts the header line of a table whose runs used
 // Megatron's --tp-comm-overlap (every row).
 const tpOverlapHeader = "# tp-comm-overlap: every row"
 
-// materializedHeader starts the header line of a table whose runs all
-// computed attention unfused (the s x s scores materialized), and
+// materializedHeader starts the header line naming the rows that
+// computed attention unfused (the s x s scores materialized): "every row"
+// or ROW[,ROW...]; and
 // nicHeader the line giving its hosts' bandwidth between hosts when it is
 // not the system's default, in Gbit/s per host (each with its source in
 // the header's comments).
 const (
-	materializedHeader = "# materialized attention: every row"
+	materializedHeader = "# materialized attention:"
 	nicHeader          = "# inter-host Gbit/s per host:"
 )
+
+// tiedHeader starts the header line naming the rows whose models share
+// the input embedding with the output layer although the columns would
+// price them untied (SwiGLU rows are untied unless named here):
+// "every row" or ROW[,ROW...].
+const tiedHeader = "# tied embeddings:"
 
 // untiedHeader starts the header line of a table whose models keep the
 // output layer apart from the input embedding (every row).
@@ -96,12 +121,34 @@ var asRunSettings = map[string]func(r *publishedRow){
 
 // tableHeader is what a table's header lines say about its rows.
 type tableHeader struct {
-	tpOverlap, materialized, untied bool
-	noDropout                       map[string]bool // row name ("" every row) -> no dropout
-	nicGbit                         float64
-	ubOf                            map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
-	asRun                           map[string][]string               // row name ("" every row) -> asRunSettings keys
+	tpOverlap, untied bool
+	// Row sets: row name ("" every row) -> the header's setting.
+	noDropout, materialized, tied rowSet
+	nicGbit                       float64
+	ubOf                          map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
+	asRun                         map[string][]string               // row name ("" every row) -> asRunSettings keys
 }
+
+// rowSet is the rows a header line names; "" stands for every row.
+type rowSet map[string]bool
+
+// read takes the rest of a header line: "every row" or ROW[,ROW...].
+func (s rowSet) read(rest string) {
+	rest = strings.TrimSpace(rest)
+	if rest == "every row" {
+		s[""] = true
+		return
+	}
+	for _, row := range strings.Split(rest, ",") {
+		s[strings.TrimSpace(row)] = true
+	}
+}
+
+// has reports whether the set names row (or every row).
+func (s rowSet) has(row string) bool { return s[""] || s[row] }
+
+// names is the rows the set names ("" for every row included).
+func (s rowSet) names() []string { return slices.Collect(maps.Keys(s)) }
 
 // readAsRun takes a "# as run:" line.
 func (h *tableHeader) readAsRun(t *testing.T, where, rest string) {
@@ -165,18 +212,10 @@ func (h *tableHeader) read(t *testing.T, where, text string) {
 	if rest, ok := strings.CutPrefix(text, asRunHeader); ok {
 		h.readAsRun(t, where, rest)
 	}
-	if strings.HasPrefix(text, materializedHeader) {
-		h.materialized = true
-	}
 	h.untied = h.untied || strings.HasPrefix(text, untiedHeader)
-	if rest, ok := strings.CutPrefix(text, noDropoutHeader); ok {
-		rest = strings.TrimSpace(rest)
-		if rest == "every row" {
-			h.noDropout[""] = true
-		} else {
-			for _, row := range strings.Split(rest, ",") {
-				h.noDropout[row] = true
-			}
+	for prefix, set := range map[string]rowSet{noDropoutHeader: h.noDropout, materializedHeader: h.materialized, tiedHeader: h.tied} {
+		if rest, ok := strings.CutPrefix(text, prefix); ok {
+			set.read(rest)
 		}
 	}
 	if v, ok := strings.CutPrefix(text, nicHeader); ok {
@@ -197,7 +236,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	var rows []publishedRow
 	sc := bufio.NewScanner(f)
 	line := 0
-	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}, asRun: map[string][]string{}, noDropout: map[string]bool{}}
+	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}, asRun: map[string][]string{}, noDropout: rowSet{}, materialized: rowSet{}, tied: rowSet{}}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -205,11 +244,11 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
-		fs := strings.Fields(text)
+		fs, extra := splitExtras(strings.Fields(text))
 		// A 24th field, when present, is the decoder layers of each
 		// pipeline stage ("4,7,7,6"; "-": even).
 		if len(fs) != 23 && len(fs) != 24 {
-			t.Fatalf("%s:%d: %d fields, want 23 (or 24 with the stages' layers)", path, line, len(fs))
+			t.Fatalf("%s:%d: %d fields, want 23 (or 24 with the stages' layers), then any KEY=VALUE", path, line, len(fs))
 		}
 		n := func(i int) int {
 			v, err := strconv.Atoi(fs[i])
@@ -218,17 +257,17 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 			}
 			return v
 		}
-		r := publishedRow{table: strings.TrimSuffix(filepath.Base(path), ".tsv"), name: fs[0], gpu: fs[9], gpus: n(10), metric: fs[21], nicGbit: h.nicGbit}
+		r := publishedRow{table: strings.TrimSuffix(filepath.Base(path), ".tsv"), name: fs[0], gpu: fs[9], gpus: n(10), metric: fs[21], nicGbit: h.nicGbit, extra: extra}
 		r.m = model.Model{Name: fs[0], NumLayers: n(1), Hidden: n(2), Heads: n(3), QueryGroups: n(4), FFNHidden: n(5),
-			SwiGLU: n(6) == 1, Vocab: n(7), SeqLength: n(8), UntieEmbeddings: h.untied || n(6) == 1 || n(7) > 200000}
+			SwiGLU: n(6) == 1, Vocab: n(7), SeqLength: n(8), UntieEmbeddings: (h.untied || n(6) == 1 || n(7) > 200000) && !h.tied.has(fs[0])}
 		r.cfg = parallel.Config{TP: n(11), PP: n(12), CP: n(13), VPP: n(14), MicroBatch: n(15), GlobalBatch: n(16),
 			Recompute: parallel.Recompute(fs[17]), SequenceParallel: n(18) == 1, Precision: gpu.Precision(fs[19]),
 			TPCommOverlap: h.tpOverlap && n(11) > 1, TPOverlapCfg: h.ubOf[fs[0]]}
 		// Megatron-LM of 2021-22 (SC21, Korthikanti) ran unfused attention
 		// with a fused softmax kernel; flash attention came later. Other
 		// tables say so in their header.
-		r.m.MaterializedAttention = h.materialized || strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
-		if h.noDropout[""] || h.noDropout[r.name] {
+		r.m.MaterializedAttention = h.materialized.has(r.name) || strings.HasPrefix(r.table, "sc21") || strings.HasPrefix(r.table, "korthikanti")
+		if h.noDropout.has(r.name) {
 			r.m = r.m.WithoutDropout()
 		}
 		r.cfg.DP = r.gpus / (r.cfg.TP * r.cfg.PP * r.cfg.CP)
@@ -271,7 +310,8 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	for _, named := range []struct {
 		header string
 		rows   []string
-	}{{asRunHeader, slices.Collect(maps.Keys(h.asRun))}, {noDropoutHeader, slices.Collect(maps.Keys(h.noDropout))}} {
+	}{{asRunHeader, slices.Collect(maps.Keys(h.asRun))}, {noDropoutHeader, h.noDropout.names()},
+		{materializedHeader, h.materialized.names()}, {tiedHeader, h.tied.names()}} {
 		for _, name := range named.rows {
 			if name != "" && !slices.ContainsFunc(rows, func(r publishedRow) bool { return r.name == name }) {
 				t.Fatalf("%s: %s names row %s, which the table does not have", path, named.header, name)
