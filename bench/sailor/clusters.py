@@ -5,10 +5,14 @@ Sailor's simulator prices that row with:
 
   - one island per trace column (GPU type in a zone), 4 GPUs per node as the
     artifact runs it (--gpus-per-node 4, basic_cluster_config.json);
-  - each island's NIC rate and the links between islands from
+  - each island's NIC rate and latency and the links between islands from
     sailor/providers/multizone_bandwidths_het.json, the entries for one GPU
     per node that runtime_simulator.py reads for every transfer between nodes
-    (sender_gpu_count = 1); the peak bandwidth of each fitted curve;
+    (sender_gpu_count = 1): each curve (rate a polynomial in log2 of the
+    message size) as the latency and rate of t = latency + bytes / rate
+    fitted to it over 1 MB to 1 GB (alpha_beta), since the curve's rate falls
+    for the small chunks a ring over many GPUs sends (A100 in us-central1-a:
+    2.42 GB/s at its peak, 1.39 GB/s at 4 MB; fit 0.54 ms + 1.97 GB/s);
   - intra-host bandwidth from sailor/providers/intra_node_bandwidths.json (4 GPUs).
 
 Usage: clusters.py SAILOR_TREE TRACE_CSV ROW OUTDIR
@@ -19,6 +23,7 @@ Only the standard library: it runs where Sailor's own dependencies do not.
 """
 import csv
 import json
+import math
 import os
 import sys
 
@@ -29,6 +34,29 @@ MODEL = {"A100-40": "A100-40GB-SXM", "V100-16": "V100-16GB-SXM2"}
 
 def gbit(bytes_per_s):
     return round(bytes_per_s * 8 / 1e9, 3)
+
+
+def curve_seconds(coef, x):
+    """Seconds Sailor's simulator gives a message of x bytes on a fitted curve
+    (sailor/providers/gcp/model_networking.py get_time_on_config): its rate
+    in GB/s is a polynomial in log2 of the size in MB."""
+    xm = math.log2(x / 1e6)
+    return (x / 1e9) / sum(c * xm ** (len(coef) - i - 1) for i, c in enumerate(coef))
+
+
+def alpha_beta(coef):
+    """latency (s) and rate (bytes/s) of t = latency + x / rate fitted to the
+    curve over 1 MB to 1 GB (log-spaced, least squares on relative error):
+    the per-message cost a ring pays on each of its steps, which the curve's
+    falling rate for small messages stands for."""
+    sw = swx = swxx = sy = sxy = 0.0
+    for k in range(41):
+        x = 1e6 * 2 ** (k / 4)
+        w = 1 / curve_seconds(coef, x)  # relative error: weight 1/t
+        sw, swx, swxx, sy, sxy = sw + w * w, swx + w * w * x, swxx + w * w * x * x, sy + w, sxy + w * x
+    det = sw * swxx - swx * swx
+    a, b = (sy * swxx - swx * sxy) / det, (sw * sxy - swx * sy) / det
+    return max(a, 0.0), 1 / b
 
 
 def main():
@@ -43,9 +71,13 @@ def main():
     with open(os.path.join(tree, "sailor/providers/intra_node_bandwidths.json")) as f:
         intra = json.load(f)
 
-    def link(a, b):  # peak bytes/s between one GPU of island a and one of b
+    def link(a, b):  # bytes/s between one GPU of island a and one of b: the fit's rate
         (ga, za), (gb, zb) = a, b
-        return inter[za][ga]["1"][zb][gb]["1"][1]
+        return alpha_beta(inter[za][ga]["1"][zb][gb]["1"][0])[1]
+
+    def latency_us(a, b):  # and its fixed cost per message
+        (ga, za), (gb, zb) = a, b
+        return round(alpha_beta(inter[za][ga]["1"][zb][gb]["1"][0])[0] * 1e6, 1)
 
     islands, hosts = [], {}
     for col, n in counts.items():
@@ -58,8 +90,8 @@ def main():
             hosts[f"{name}-{i + 1:02d}"] = [gpu, zone]
         islands.append((name, gpu, zone, nodes))
     lines = ["# Row %d of Sailor's %s (cf2c8e3), written by bench/sailor/clusters.py:" % (row, os.path.basename(trace)),
-             "# NIC and link rates are multizone_bandwidths_het.json's one-GPU entries (what",
-             "# runtime_simulator.py prices transfers between nodes with), peak of each curve.",
+             "# NIC and link rates and latencies: multizone_bandwidths_het.json's one-GPU entries (what",
+             "# runtime_simulator.py prices transfers between nodes with), latency + bytes/rate fitted to each curve.",
              "clusters:"]
     for name, gpu, zone, nodes in islands:
         lines += [f"  - name: {name}",
@@ -67,14 +99,16 @@ def main():
                   f"    gpus_per_host: {GPUS_PER_NODE}",
                   f"    gpu: {{model: {MODEL[gpu]}}}",
                   f"    intra_host: {{type: nvlink, bandwidth_gbyte_per_s: {round(intra[gpu][str(GPUS_PER_NODE)][1] / 1e9, 1)}}}",
-                  f"    nics: [{{type: ethernet, count: 1, rate_gbit_per_s: {gbit(link((gpu, zone), (gpu, zone)))}}}]"]
+                  f"    nics: [{{type: ethernet, count: 1, rate_gbit_per_s: {gbit(link((gpu, zone), (gpu, zone)))}, "
+                  f"latency_us: {latency_us((gpu, zone), (gpu, zone))}}}]"]
     pairs = [(a, b) for i, a in enumerate(islands) for b in islands[i + 1:]]
     if pairs:
         lines.append("links:")
         for a, b in pairs:
             # The slower direction: the simulator prices each transfer by its sender.
             bw = min(link(a[1:3], b[1:3]), link(b[1:3], a[1:3]))
-            lines.append(f"  - {{between: [{a[0]}, {b[0]}], type: ethernet, bandwidth_gbit_per_s: {gbit(bw)}}}")
+            lat = max(latency_us(a[1:3], b[1:3]), latency_us(b[1:3], a[1:3]))
+            lines.append(f"  - {{between: [{a[0]}, {b[0]}], type: ethernet, bandwidth_gbit_per_s: {gbit(bw)}, latency_us: {lat}}}")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "cluster.yaml"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -1,0 +1,59 @@
+#!/bin/sh
+# Our plans only, on chosen rows of Sailor's traces, scored by Sailor's own
+# simulator as all.sh scores them (without running Sailor's planner or its
+# baselines: minutes instead of the better part of an hour). For comparing
+# our planner before and after a change; all.sh prints the whole table.
+#
+# Usage: bench/sailor/ours.sh FIGURE ROW... (FIGURE 7, 8b or 10; rows from 0)
+# Environment: SAILOR_WORK (default /tmp/pipette-sailor: prepared once, then
+#   reused), SAILOR_ARCHIVE (default ../shared/frameworks/src/
+#   sailor-cf2c8e3.tar.gz beside the checkout), PYTHON (default /usr/bin/python3).
+# Prints per row: our plan (layout, predicted seconds), Sailor's simulator's
+# verdict on it (fits, seconds per iteration) and our planning seconds.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+py=${PYTHON:-/usr/bin/python3}
+work=${SAILOR_WORK:-/tmp/pipette-sailor}
+archive=${SAILOR_ARCHIVE:-$root/../shared/frameworks/src/sailor-cf2c8e3.tar.gz}
+[ $# -ge 2 ] || { echo "usage: $0 FIGURE ROW..." >&2; exit 2; }
+fig=$1
+shift
+case $fig in
+7) trace=gpu_trace_scaled.csv ;;
+8b) trace=gpu_trace_heterogeneous_imbalanced.csv ;;
+10) trace=gpu_trace_multizone.csv ;;
+*) echo "unknown figure $fig (7, 8b, 10)" >&2; exit 2 ;;
+esac
+S=$work/home/sailor
+sim=$S/sailor/Planner/simulations
+if [ ! -f "$sim/simulator.py" ]; then
+	mkdir -p "$work/src"
+	tar -xzf "$archive" -C "$work/src"
+	PYTHON=$py "$here/prepare.sh" "$(find "$work/src" -mindepth 1 -maxdepth 1 -type d | head -1)" "$work"
+fi
+export SAILOR_PATH=$work/home PYTHONPATH=$S:$sim
+(cd "$root" && go build -o "$work/pipette-launch" ./cmd/pipette-launch)
+for r in "$@"; do
+	d=$work/rows/$fig-$r
+	label=$("$py" "$here/clusters.py" "$S" "$sim/configs/$trace" "$r" "$d")
+	start=$(date +%s.%N)
+	"$work/pipette-launch" plan --cluster "$d/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
+		--framework deepspeed --precision fp32 --recompute none --top 10 --json >"$d/plan.json"
+	end=$(date +%s.%N)
+	n=$("$py" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["plans"]))' "$d/plan.json")
+	: >"$d/score.txt"
+	k=1
+	for k in $(seq 1 "$n"); do
+		"$py" "$here/score.py" --plan-json "$d/plan.json" --hosts "$d/hosts.json" --plan "$k" >>"$d/score.txt" 2>>"$d/score.log"
+		tail -1 "$d/score.txt" | grep -q '"fits": true' && break
+	done
+	"$py" - "$d/plan.json" "$k" "$d/score.txt" "$fig/$r" "$label" "$start" "$end" <<'PYEOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))["plans"][int(sys.argv[2]) - 1]
+score = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
+print("%-6s %-26s TP%d PP%d DP%d mb%d predicted %.3f s; Sailor's simulator: fits %s, %.3f s; planned in %.1f s" % (
+    sys.argv[4], sys.argv[5], plan["tp"], plan["pp"], plan["dp"], plan["micro_batch_size"],
+    plan["predicted"]["iteration_seconds"], score["fits"], score["iteration_seconds"], float(sys.argv[7]) - float(sys.argv[6])))
+PYEOF
+done
