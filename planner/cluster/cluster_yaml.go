@@ -293,6 +293,7 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	}
 	required(errs, p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
 	optional(errs, p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
+	optional(errs, p+".flow_gbit_per_s", limits.LinkGbitPerS, n.FlowGbitPerS)
 }
 
 func validNICType(t NICType) bool {
@@ -601,8 +602,7 @@ func (f *File) compactLinks(islands []Island, hosts []Host, sockets bool) *compa
 			if len(islands[a].Hosts) == 0 || len(islands[b].Hosts) == 0 {
 				continue
 			}
-			bw, lat := f.nominalLink(islands, hosts[islands[a].Hosts[0]], hosts[islands[b].Hosts[0]], sockets)
-			l.nominal[a*ni+b] = Link{BytesPerS: bw, LatencyS: lat}
+			l.nominal[a*ni+b] = f.nominalLink(islands, hosts[islands[a].Hosts[0]], hosts[islands[b].Hosts[0]], sockets)
 		}
 	}
 	m := f.Measured
@@ -636,34 +636,47 @@ func (f *File) compactLinks(islands []Island, hosts []Host, sockets bool) *compa
 // links section. With sockets, RDMA NICs carry nothing: same-island pairs
 // run over their Ethernet (and RoCE ports as Ethernet), and an RDMA link
 // between islands is not used.
-func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) (float64, float64) {
+func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) Link {
 	ia, ib := islands[a.Island], islands[b.Island]
-	if a.Island == b.Island {
-		return math.Min(a.NICBytesPerS, b.NICBytesPerS), nicLatency(ia.Spec.NICs, ia.RDMA && !sockets)
+	// Which NICs carry the pair's traffic, for its latency and flow cap.
+	rdma := !sockets && ia.RDMA && ib.RDMA && (a.Island == b.Island || ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric)
+	l := Link{BytesPerS: math.Min(a.NICBytesPerS, b.NICBytesPerS)}
+	if s, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && a.Island != b.Island && !(sockets && s.Type.RDMA()) {
+		l.BytesPerS, l.LatencyS, rdma = linkSpecBytesPerS(s, ia.Spec.NICs, ib.Spec.NICs), linkLatency(s), s.Type.RDMA()
+	} else if !rdma && a.Island != b.Island {
+		l.BytesPerS = math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs))
 	}
-	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && !(sockets && l.Type.RDMA()) {
-		return linkSpecBytesPerS(l, ia.Spec.NICs, ib.Spec.NICs), linkLatency(l)
+	latA, flowA := nicLatencyFlow(ia.Spec.NICs, rdma)
+	latB, flowB := nicLatencyFlow(ib.Spec.NICs, rdma)
+	if l.LatencyS == 0 {
+		l.LatencyS = math.Max(latA, latB)
 	}
-	if !sockets && ia.RDMA && ib.RDMA && ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric {
-		return math.Min(a.NICBytesPerS, b.NICBytesPerS), math.Max(nicLatency(ia.Spec.NICs, true), nicLatency(ib.Spec.NICs, true))
-	}
-	return math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs)),
-		math.Max(nicLatency(ia.Spec.NICs, false), nicLatency(ib.Spec.NICs, false))
+	l.FlowBytesPerS = minPositive(flowA, flowB)
+	return l
 }
 
-// nicLatency is the largest latency_us on a host's RDMA NICs (rdma) or its
-// Ethernet ones (RoCE counting as Ethernet for TCP), else the default.
-func nicLatency(nics []NICSpec, rdma bool) float64 {
-	v := 0.0
+// nicLatencyFlow is the largest latency_us (else the kind's default) and
+// the smallest flow cap on a host's RDMA NICs (rdma) or its Ethernet ones
+// (RoCE counting as Ethernet for TCP).
+func nicLatencyFlow(nics []NICSpec, rdma bool) (lat, flow float64) {
 	for _, n := range nics {
 		if rdma == n.Type.RDMA() || (!rdma && n.Type == NICRoCE) {
-			v = math.Max(v, n.LatencyMicroseconds*1e-6)
+			lat = math.Max(lat, n.LatencyMicroseconds*1e-6)
+			flow = minPositive(flow, n.FlowGbitPerS*1e9/8)
 		}
 	}
-	if v > 0 {
-		return v
+	if lat == 0 {
+		lat = latencyFor(rdma)
 	}
-	return latencyFor(rdma)
+	return lat, flow
+}
+
+// minPositive is the smaller of a and b, ignoring a zero (not given).
+func minPositive(a, b float64) float64 {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func latencyFor(rdma bool) float64 {
