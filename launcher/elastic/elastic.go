@@ -281,7 +281,13 @@ func (o Options) judge(ctx context.Context, err error, j *job.Job, lastError str
 	}
 	if jf.StopErr != nil {
 		for _, f := range hostErrors(jf.StopErr, hostNames(j)) {
-			if f.Host != lost { // a lost host cannot confirm it: said already
+			switch {
+			case f.Host == lost: // a lost host cannot confirm it: said already
+			case f.Cause == HostLost:
+				// Lost too (not reached to stop it): its agent stops its
+				// ranks, so it may rejoin once it passes its check.
+				v.blamed = append(v.blamed, f)
+			default:
 				f.Cause = NotStopped
 				v.blamed = append(v.blamed, f)
 			}
@@ -330,7 +336,8 @@ func errorSignature(jf *launch.JobFailure) string {
 	return "exit " + strconv.Itoa(jf.ExitCode) + ": " + last
 }
 
-// hostErrors are the hosts of hosts named in err's *remote.HostErrors.
+// hostErrors are the hosts of hosts named in err's *remote.HostErrors;
+// those whose connection is lost (remote.ErrConnLost) have Cause HostLost.
 func hostErrors(err error, hosts []string) []HostFailure {
 	var he *remote.HostErrors
 	if !errors.As(err, &he) {
@@ -340,7 +347,11 @@ func hostErrors(err error, hosts []string) []HostFailure {
 	for _, e := range he.Errs {
 		for _, h := range hosts {
 			if sameHost(e.Host, h) && !slices.ContainsFunc(out, func(f HostFailure) bool { return f.Host == h }) {
-				out = append(out, HostFailure{Host: h, Detail: e.Err.Error()})
+				f := HostFailure{Host: h, Detail: e.Err.Error()}
+				if errors.Is(e.Err, remote.ErrConnLost) {
+					f.Cause = HostLost
+				}
+				out = append(out, f)
 			}
 		}
 	}

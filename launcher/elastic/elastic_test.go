@@ -147,6 +147,35 @@ func TestElasticLoop(t *testing.T) {
 			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
 			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, {"n1", "n3", "n4"}},
 			wantRestarts: []int{0, 1, 2}},
+		{name: "a second host lost during the stop rejoins when it answers again", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script: script{
+				func([]string) error {
+					jf := launch.NewHostLost("j", "n2", "connection lost: nothing heard from the host for 5s", time.Time{})
+					he := &remote.HostErrors{}
+					he.Add("n2", fmt.Errorf("not reached: %w", remote.ErrConnLost))
+					he.Add("n3", fmt.Errorf("not reached: %w", remote.ErrConnLost))
+					jf.StopErr = fmt.Errorf("stop: %w", he)
+					return jf
+				},
+				func([]string) error { return rankFails("n4", 4, 137, "killed") },
+				ok},
+			wantHosts:    [][]string{four, {"n1", "n4"}, four},
+			wantRestarts: []int{0, 1, 2},
+			wantSummary:  []string{"blamed     : n2 lost: connection lost", "blamed     : n3 lost: not reached: connection lost", "added      : n2 n3"}},
+		{name: "a host not confirmed stopped stays out", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script: script{
+				func([]string) error {
+					jf := rankFails("n4", 6, 137, "killed").(*launch.JobFailure)
+					he := &remote.HostErrors{}
+					he.Add("n3", errors.New("stopping process group 7: processes survived KILL"))
+					jf.StopErr = fmt.Errorf("stop: %w", he)
+					return jf
+				},
+				func([]string) error { return rankFails("n1", 1, 143, "terminated") },
+				ok},
+			wantHosts:    [][]string{four, {"n1", "n2", "n4"}, {"n1", "n2", "n4"}},
+			wantRestarts: []int{0, 1, 2},
+			wantSummary:  []string{"blamed     : n3 not confirmed stopped: stopping process group 7"}},
 		{name: "unreachable at start costs no restart", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 0,
 			Prepare: func(_ context.Context, hosts []string) (*Prepared, error) {
 				for _, h := range hosts {
