@@ -758,6 +758,8 @@ type leftToAgentError struct {
 	files     bool // the agent removes a files directory
 }
 
+// leftToAgent marks r's host left to its agent (the launch does not remove
+// the job's files there either) and says so.
 func leftToAgent(r *hostRun, opts Options) *leftToAgentError {
 	r.mu.Lock()
 	r.leftToAgent = true
