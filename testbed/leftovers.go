@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -61,6 +62,47 @@ func isZombieOrGone(pid int) bool {
 	}
 	s := string(stat)
 	return strings.HasPrefix(strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:]), "Z")
+}
+
+// AssertNoFiles fails t for each host where a path matching one of globs
+// (shell patterns, as a login there sees its files: its own /tmp) is left,
+// waiting up to settle for processes still on their way out to remove
+// theirs (the agent of a host a launcher lost, say).
+func (tb *Testbed) AssertNoFiles(t testing.TB, settle time.Duration, globs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(settle)
+	for {
+		left, err := tb.filesLeft(globs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, l := range left {
+				t.Errorf("left on %s", l)
+			}
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// filesLeft lists the paths matching globs on each host, as "host: paths".
+func (tb *Testbed) filesLeft(globs []string) ([]string, error) {
+	var left []string
+	const list = `for g in "$@"; do for p in $g; do [ -e "$p" ] && echo "$p"; done; done; true`
+	for _, h := range tb.Names() {
+		out, err := tb.ExecInHost(context.Background(), h, append([]string{"/bin/sh", "-c", list, "sh"}, globs...)...)
+		if err != nil {
+			return nil, fmt.Errorf("files on %s: %w", h, err)
+		}
+		if s := strings.Fields(string(out)); len(s) > 0 {
+			left = append(left, h+": "+strings.Join(s, " "))
+		}
+	}
+	return left, nil
 }
 
 // AssertNothingLeft fails t for every process a job left running on any

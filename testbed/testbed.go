@@ -354,6 +354,30 @@ func pidsByNetns(names []string) (map[string][]int, error) {
 	return out, nil
 }
 
+// LinkUp brings back host's link that a test cut (ip link set eth0 down in
+// its namespace: no FIN, no RST) and ends its sshd's per-connection
+// processes, which still hold connections that died meanwhile (not the
+// listener), so that they are not taken for a job's leftovers.
+func (tb *Testbed) LinkUp(host string) error {
+	if b, err := tb.Exec(context.Background(), host, "ip", "link", "set", hostIfName(), "up"); err != nil {
+		return fmt.Errorf("%w: %s", err, b)
+	}
+	h, err := tb.Host(host)
+	if err != nil {
+		return err
+	}
+	procs, err := tb.Processes(host)
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if p.Pid != h.SshdPid && strings.HasPrefix(p.Cmdline, "sshd: ") {
+			syscall.Kill(p.Pid, syscall.SIGKILL)
+		}
+	}
+	return nil
+}
+
 // Proc is a process running on a host.
 type Proc struct {
 	Pid     int

@@ -46,6 +46,11 @@ type Options struct {
 	// joins again, as torchrun's agent takes in a node at a restart.
 	Check         func(ctx context.Context, host string) error
 	RejoinTimeout time.Duration
+	// Steps, when not nil, reads the steps each attempt's iteration lines
+	// name (the command gives it to Launch as the job's output): the
+	// summary then says when each restart's first step came and how many
+	// steps it did again.
+	Steps *StepWatch
 	// Out gets a line as each attempt ends; Now is the clock (tests).
 	Out io.Writer
 	Now func() time.Time
@@ -92,6 +97,12 @@ type Attempt struct {
 	// SinceFailure is the time from the previous attempt's failure to
 	// this attempt's start (0 for the first).
 	SinceFailure time.Duration
+	// Steps are the steps its iteration lines named (Options.Steps; -1
+	// when none was seen); FirstStepSinceFailure is the time from the
+	// previous attempt's failure to its first iteration line (0 for the
+	// first attempt, or when none came).
+	Steps                 Steps
+	FirstStepSinceFailure time.Duration
 	// Failure is what ended it ("" when the job finished); Blamed the
 	// hosts it was pinned to.
 	Failure string
@@ -156,7 +167,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if !failedAt.IsZero() {
 			a.SinceFailure = a.Start.Sub(failedAt)
 		}
+		o.Steps.next() // what came before this attempt is not its
 		err = o.Launch(ctx, prep.Job, restart)
+		a.Steps = o.Steps.next()
+		if !failedAt.IsZero() && a.Steps.First >= 0 {
+			a.FirstStepSinceFailure = a.Steps.FirstAt.Sub(failedAt)
+		}
 		if err == nil {
 			s.Attempts = append(s.Attempts, a)
 			return s, nil
@@ -281,7 +297,13 @@ func (o Options) judge(ctx context.Context, err error, j *job.Job, lastError str
 	}
 	if jf.StopErr != nil {
 		for _, f := range hostErrors(jf.StopErr, hostNames(j)) {
-			if f.Host != lost { // a lost host cannot confirm it: said already
+			switch {
+			case f.Host == lost: // a lost host cannot confirm it: said already
+			case f.Cause == HostLost:
+				// Lost too (not reached to stop it): its agent stops its
+				// ranks, so it may rejoin once it passes its check.
+				v.blamed = append(v.blamed, f)
+			default:
 				f.Cause = NotStopped
 				v.blamed = append(v.blamed, f)
 			}
@@ -330,7 +352,8 @@ func errorSignature(jf *launch.JobFailure) string {
 	return "exit " + strconv.Itoa(jf.ExitCode) + ": " + last
 }
 
-// hostErrors are the hosts of hosts named in err's *remote.HostErrors.
+// hostErrors are the hosts of hosts named in err's *remote.HostErrors;
+// those whose connection is lost (remote.ErrConnLost) have Cause HostLost.
 func hostErrors(err error, hosts []string) []HostFailure {
 	var he *remote.HostErrors
 	if !errors.As(err, &he) {
@@ -340,7 +363,11 @@ func hostErrors(err error, hosts []string) []HostFailure {
 	for _, e := range he.Errs {
 		for _, h := range hosts {
 			if sameHost(e.Host, h) && !slices.ContainsFunc(out, func(f HostFailure) bool { return f.Host == h }) {
-				out = append(out, HostFailure{Host: h, Detail: e.Err.Error()})
+				f := HostFailure{Host: h, Detail: e.Err.Error()}
+				if errors.Is(e.Err, remote.ErrConnLost) {
+					f.Cause = HostLost
+				}
+				out = append(out, f)
 			}
 		}
 	}
@@ -444,6 +471,12 @@ func (s *Summary) String() string {
 				fmt.Fprintf(&b, "    added      : %s\n", strings.Join(added, " "))
 			}
 			fmt.Fprintf(&b, "    started    : %s after the failure\n", a.SinceFailure.Round(100*time.Millisecond))
+			if a.Steps.First >= 0 {
+				fmt.Fprintf(&b, "    first step : %s after the failure (step %d)\n", a.FirstStepSinceFailure.Round(100*time.Millisecond), a.Steps.First)
+			}
+			if r, ok := redone(prev.Steps, a.Steps); ok {
+				fmt.Fprintf(&b, "    redone     : %d %s (the attempt before printed step %d last, this one step %d first)\n", r, plural(r, "step", "steps"), prev.Steps.Last, a.Steps.First)
+			}
 		}
 		for _, f := range a.LeftOut {
 			if prev == nil || !(hasHost(prev.LeftOut, f.Host) || hasHost(prev.Blamed, f.Host)) {
@@ -462,6 +495,16 @@ func (s *Summary) String() string {
 		prev = a
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// redone is how many steps an attempt did again that the one before had
+// done (by their iteration lines: a job that prints every k-th step may
+// have redone up to k-1 more), when both printed any.
+func redone(before, after Steps) (int, bool) {
+	if before.Last < 0 || after.First < 0 {
+		return 0, false
+	}
+	return max(0, before.Last-after.First+1), true
 }
 
 func hasHost(fs []HostFailure, host string) bool {

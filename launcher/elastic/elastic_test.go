@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,35 @@ func TestElasticLoop(t *testing.T) {
 			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
 			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, {"n1", "n3", "n4"}},
 			wantRestarts: []int{0, 1, 2}},
+		{name: "a second host lost during the stop rejoins when it answers again", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script: script{
+				func([]string) error {
+					jf := launch.NewHostLost("j", "n2", "connection lost: nothing heard from the host for 5s", time.Time{})
+					he := &remote.HostErrors{}
+					he.Add("n2", fmt.Errorf("not reached: %w", remote.ErrConnLost))
+					he.Add("n3", fmt.Errorf("not reached: %w", remote.ErrConnLost))
+					jf.StopErr = fmt.Errorf("stop: %w", he)
+					return jf
+				},
+				func([]string) error { return rankFails("n4", 4, 137, "killed") },
+				ok},
+			wantHosts:    [][]string{four, {"n1", "n4"}, four},
+			wantRestarts: []int{0, 1, 2},
+			wantSummary:  []string{"blamed     : n2 lost: connection lost", "blamed     : n3 lost: not reached: connection lost", "added      : n2 n3"}},
+		{name: "a host not confirmed stopped stays out", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
+			script: script{
+				func([]string) error {
+					jf := rankFails("n4", 6, 137, "killed").(*launch.JobFailure)
+					he := &remote.HostErrors{}
+					he.Add("n3", errors.New("stopping process group 7: processes survived KILL"))
+					jf.StopErr = fmt.Errorf("stop: %w", he)
+					return jf
+				},
+				func([]string) error { return rankFails("n1", 1, 143, "terminated") },
+				ok},
+			wantHosts:    [][]string{four, {"n1", "n2", "n4"}, {"n1", "n2", "n4"}},
+			wantRestarts: []int{0, 1, 2},
+			wantSummary:  []string{"blamed     : n3 not confirmed stopped: stopping process group 7"}},
 		{name: "unreachable at start costs no restart", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 0,
 			Prepare: func(_ context.Context, hosts []string) (*Prepared, error) {
 				for _, h := range hosts {
@@ -183,5 +213,77 @@ func TestElasticLoop(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStepWatch reads the step of the frameworks' iteration lines (as
+// launch streams them: "host:rank: line", in pieces), passes every byte
+// on, and keeps each attempt's first and last step apart.
+func TestStepWatch(t *testing.T) {
+	var out strings.Builder
+	w := NewStepWatch(&out)
+	clock := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	w.now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	for _, tc := range []struct {
+		name        string
+		writes      []string
+		first, last int
+	}{
+		{name: "Megatron-LM's training_log", writes: []string{
+			"node1:0:  iteration      122/  250000 | consumed samples:        15616 | elapsed time per iteration (ms): 865.2 |\n",
+			"node1:0:  iteration      123/  250000 | consumed samples:        15744 |\n"},
+			first: 122, last: 123},
+		{name: "DeepSpeed's engine, in pieces", writes: []string{
+			"node1:0: [2026-11-29 01:02:03,456] [INFO] [logging.py:96:log_dist] [Rank 0] step=2", "0, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]\n",
+			"node2:1: [Rank 0] step=10, skipped=0, lr=[0.001]\n"},
+			first: 20, last: 20},
+		{name: "examples/torch_elastic.py", writes: []string{"node3:4: RESUMED from step 4 world 6\nnode3:4: iteration 5/16 world 6\nnode1:0: iteration 6/16 world 6\n"},
+			first: 5, last: 6},
+		{name: "DeepSpeed's throughput timer counts this process's steps: not a step", writes: []string{
+			"node1:0: [timer.py:258:stop] epoch=0/micro_step=40/global_step=40, RunningAvgSamplesPerSec=16.1, CurrSamplesPerSec=16.8\n",
+			"pipette-launch: restarting\n"},
+			first: -1, last: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out.Reset()
+			w.next()
+			for _, s := range tc.writes {
+				if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			if got := out.String(); got != strings.Join(tc.writes, "") {
+				t.Errorf("passed on %q", got)
+			}
+			if s := w.next(); s.First != tc.first || s.Last != tc.last || (s.First >= 0) == s.FirstAt.IsZero() {
+				t.Errorf("steps %+v, want first %d, last %d", s, tc.first, tc.last)
+			}
+		})
+	}
+}
+
+// TestSummarySaysStepsRedone (issue 30, item 7): the summary gives, for a
+// restart, the time from the failure to its first step and how many steps it
+// did again, from the job's iteration lines.
+func TestSummarySaysStepsRedone(t *testing.T) {
+	w := NewStepWatch(io.Discard)
+	w.now = func() time.Time { return time.Date(2026, 11, 29, 0, 1, 0, 0, time.UTC) }
+	iterations := func(from, to int) {
+		for s := from; s <= to; s++ {
+			fmt.Fprintf(w, "node1:0: iteration %d/16 world 8\n", s)
+		}
+	}
+	sum, err, _, _ := runScript(t, Options{Hosts: []string{"n1", "n2", "n3"}, Min: 2, Max: 3, MaxRestarts: 2, Steps: w}, script{
+		func([]string) error { iterations(1, 7); return lost("n2")(nil) },
+		func([]string) error { iterations(5, 16); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"first step : 58s after the failure (step 5)",
+		"redone     : 3 steps (the attempt before printed step 7 last, this one step 5 first)"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
 	}
 }

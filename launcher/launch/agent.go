@@ -27,6 +27,8 @@ import (
 //	@@pipette-NONCE killer PID      once it stops ranks: its KILL-timer's session
 //	@@pipette-NONCE left PGID...    before done, when something of the ranks'
 //	                                sessions or its helpers outlived 10 s
+//	@@pipette-NONCE files-removed   before done, once it removed the job's
+//	                                files (its watchdog stopped the ranks)
 //	@@pipette-NONCE done            when all ranks (and what they left) ended
 //
 // The nonce keeps a rank's own output from faking control lines. TERM to
@@ -36,19 +38,24 @@ import (
 // with a heartbeat timeout, for a silence that long on it (the launcher
 // writes a byte every fraction of it; a network cut sends no EOF, and sshd
 // would notice only after TCP's keepalive, hours later); it then stops the
-// ranks itself, so a lost launcher leaves nothing running.
+// ranks itself, so a lost launcher leaves nothing running. Then, over SSH
+// and locally, it removes the job's files directory too (job.Control's
+// RemoveFiles): a host whose connection is lost is not dialled again, and
+// its agent is all that is left there to clean up. The launcher uploads the
+// files again for each restart.
 
 // agentScript renders the agent for host i of job; heartbeat is the silence
 // on stdin, in seconds, after which the watchdog stops the ranks (0: only
-// EOF).
-func agentScript(j job.Job, i int, nonce string, grace, heartbeat, restart int) (string, error) {
+// EOF); removeFiles, when not "", is the command that removes the job's
+// files once the watchdog has stopped the ranks (see job.Control).
+func agentScript(j job.Job, i int, nonce string, grace, heartbeat, restart int, removeFiles string) (string, error) {
 	j.LogDir = "" // the launcher keeps the logs, here
 	script, err := job.HostScript(&j, i)
 	if err != nil {
 		return "", err
 	}
 	return job.WithControl(script, job.Control{Tag: "@@pipette-" + nonce, Grace: grace,
-		Heartbeat: heartbeat, Restart: restart}), nil
+		Heartbeat: heartbeat, Restart: restart, RemoveFiles: removeFiles}), nil
 }
 
 // withRestartEnv returns ranks' env with the torchrun restart variables set.

@@ -27,11 +27,19 @@ func startAgent(t *testing.T, h job.HostJob, grace int) (*exec.Cmd, io.WriteClos
 func startAgentHB(t *testing.T, h job.HostJob, grace, heartbeat int) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	wd := t.TempDir()
-	script, err := agentScript(job.Job{Name: "test", WorkDir: wd, Hosts: []job.HostJob{h}}, 0, "N0NCE", grace, heartbeat, 0)
+	script, err := agentScript(job.Job{Name: "test", WorkDir: wd, Hosts: []job.HostJob{h}}, 0, "N0NCE", grace, heartbeat, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("setsid", "-w", "/bin/sh", "-c", script)
+	stdin, sc := startPiped(t, cmd)
+	return cmd, stdin, sc
+}
+
+// startPiped starts cmd with its stdin and stdout piped, and ends it when
+// the test does.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -41,10 +49,10 @@ func startAgentHB(t *testing.T, h job.HostJob, grace, heartbeat int) (*exec.Cmd,
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("setsid (util-linux) needed: %v", err)
+		t.Fatalf("%s: %v", cmd.Path, err)
 	}
 	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
-	return cmd, stdin, bufio.NewScanner(stdout)
+	return stdin, bufio.NewScanner(stdout)
 }
 
 func TestAgentRunsRanksWithExactEnvAndArgs(t *testing.T) {
@@ -349,20 +357,103 @@ func TestAgentIsTheHostScript(t *testing.T) {
 		{Name: "a", Ranks: []job.RankJob{{Rank: 0, Argv: []string{"true"}}}},
 		{Name: "b", NodeRank: 1, Ranks: []job.RankJob{{Rank: 1, Env: []job.EnvVar{{Name: "X", Value: "it's"}}, Argv: []string{"true"}}}},
 	}}
-	agent, err := agentScript(j, 1, "N0NCE", 5, 30, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	j.LogDir = "" // run keeps the logs on the launching machine
 	want, err := job.HostScript(&j, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first, rest, _ := strings.Cut(want, "\n")
-	control := "# pipette-launch run: control lines (the rest is the host script --output-dir writes)\n" +
-		"PIPETTE_CONTROL=@@pipette-N0NCE PIPETTE_STOP_GRACE_S=5 PIPETTE_HEARTBEAT_S=30 PIPETTE_RESTART_COUNT=2\n"
-	if agent != first+"\n"+control+rest {
-		t.Errorf("the agent is not the host script plus control lines:\n%s", agent)
+	j.LogDir = "logs"
+	for _, tc := range []struct{ removeFiles, line string }{
+		{"", "PIPETTE_CONTROL=@@pipette-N0NCE PIPETTE_STOP_GRACE_S=5 PIPETTE_HEARTBEAT_S=30 PIPETTE_RESTART_COUNT=2\n"},
+		{"rm -rf -- '/tmp/x y'", "PIPETTE_CONTROL=@@pipette-N0NCE PIPETTE_STOP_GRACE_S=5 PIPETTE_HEARTBEAT_S=30 PIPETTE_RESTART_COUNT=2 " +
+			`PIPETTE_REMOVE_FILES='rm -rf -- '"'"'/tmp/x y'"'"''` + "\n"},
+	} {
+		agent, err := agentScript(j, 1, "N0NCE", 5, 30, 2, tc.removeFiles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		control := "# pipette-launch run: control lines (the rest is the host script --output-dir writes)\n" + tc.line
+		if agent != first+"\n"+control+rest {
+			t.Errorf("the agent is not the host script plus control lines:\n%s", agent)
+		}
+	}
+}
+
+// TestAgentRemovesJobFilesOnceItsWatchdogStopsIt: the launcher does not
+// reach a host it lost again, so the agent, started as Launch starts it
+// (agentStartCommand: from a private directory of its own), removes the
+// job's files directory once its watchdog has stopped the ranks, whether
+// the launcher closed its session (a stop, a dropped connection) or fell
+// silent (a network cut), and also when a rank outlives the grace (the
+// watchdog then KILLs the agent and cleans up after it); nothing of the
+// agent's own is left in TMPDIR either. An agent whose ranks all finished
+// keeps the files (a restart uses them; the launcher removes them). An
+// agent that removed them says so ("files-removed"), so that a launcher
+// that can still reach the host does not open a session to do it again.
+func TestAgentRemovesJobFilesOnceItsWatchdogStopsIt(t *testing.T) {
+	const ignoresTerm = "trap '' TERM; echo up; while :; do sleep 0.2; done"
+	const yes, no, either = "yes", "no", "either" // the report: the watchdog's KILL may cut it
+	for _, tc := range []struct {
+		name       string
+		rank       string
+		heartbeat  int
+		eof        bool // close stdin once the rank is up
+		wantFiles  bool
+		wantReport string
+	}{
+		{name: "stopped by the launcher (EOF)", rank: "echo up; exec sleep 300", eof: true, wantReport: yes},
+		{name: "the launcher fell silent (heartbeat)", rank: "echo up; exec sleep 300", heartbeat: 1, wantReport: yes},
+		{name: "a rank ignores TERM (KILL after the grace)", rank: ignoresTerm, eof: true, wantReport: either},
+		{name: "the ranks finished", rank: "echo up", wantFiles: true, wantReport: no},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp, filesDir := t.TempDir(), filepath.Join(t.TempDir(), "pipette-launch-j")
+			if err := os.Mkdir(filesDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(filesDir, "ds_config.json"), []byte("{}"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j := job.Job{Name: "j", WorkDir: t.TempDir(), FilesDir: filesDir, Files: []job.File{{Path: "ds_config.json"}},
+				Hosts: []job.HostJob{{Name: "h", Ranks: []job.RankJob{{Rank: 0, Argv: []string{"/bin/sh", "-c", tc.rank}}}}}}
+			script, err := agentScript(j, 0, "N0NCE", 1, tc.heartbeat, 0, j.RemoveFilesDirScript())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("/bin/sh", "-c", agentStartCommand(len(script)))
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+			stdin, sc := startPiped(t, cmd)
+			if _, err := stdin.Write([]byte(script)); err != nil {
+				t.Fatal(err)
+			}
+			for sc.Scan() && !strings.HasSuffix(sc.Text(), " up") {
+			}
+			if tc.eof {
+				stdin.Close()
+			}
+			reported := false
+			for sc.Scan() {
+				reported = reported || sc.Text() == "@@pipette-N0NCE files-removed"
+			}
+			cmd.Wait()
+			if tc.wantReport != either && reported != (tc.wantReport == yes) {
+				t.Errorf("the agent reported removing the files: %v, want %s", reported, tc.wantReport)
+			}
+			// The watchdog may outlive the agent it KILLed by a moment.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, statErr := os.Stat(filesDir)
+				left, _ := os.ReadDir(tmp)
+				if (statErr == nil) == tc.wantFiles && len(left) == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("files directory there: %v, want %v; left in TMPDIR: %v", statErr == nil, tc.wantFiles, left)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -148,15 +148,21 @@ func Launch(ctx context.Context, job job.Job, opts Options) error {
 	if err := pool.DialAll(ctx, targets); err != nil {
 		return fmt.Errorf("job %s: connect: %w", job.Name, err)
 	}
+	// The hosts whose files the last attempt's agents removed, or will
+	// (their connection lost: not dialled again to remove them either).
+	var filesGone []remote.HostTarget
 	defer removeFiles(ctx, job, opts, func(ctx context.Context, script string) error {
-		return pool.Each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
-			return sshTransport{conn: pool.Conn(t), target: t, opts: opts.SSH}.run(ctx, script)
+		rest := slices.DeleteFunc(slices.Clone(targets), func(t remote.HostTarget) bool { return slices.Contains(filesGone, t) })
+		return pool.Each(ctx, rest, func(ctx context.Context, t remote.HostTarget) error {
+			return sshTransport{conn: pool.Conn(t)}.run(ctx, script)
 		})
 	})
-	if err := uploadFiles(ctx, pool, job, targets); err != nil {
-		return fmt.Errorf("job %s: upload: %w", job.Name, err)
-	}
 	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
+		// Each attempt's: an agent its watchdog stopped removed them.
+		filesGone = nil
+		if err := uploadFiles(ctx, pool, job, targets); err != nil {
+			return fmt.Errorf("job %s: upload: %w", job.Name, err)
+		}
 		vias := make([]transport, len(targets))
 		var standbys []*remote.Standby
 		for i, t := range targets {
@@ -167,7 +173,7 @@ func Launch(ctx context.Context, job job.Job, opts Options) error {
 				if st != nil {
 					standbys = append(standbys, st)
 				}
-				vias[i] = sshTransport{conn: c, target: t, opts: opts.SSH, standby: st}
+				vias[i] = sshTransport{conn: c, standby: st}
 			}
 		}
 		defer func() {
@@ -175,7 +181,9 @@ func Launch(ctx context.Context, job job.Job, opts Options) error {
 				st.Close() // those not used
 			}
 		}()
-		return runAgents(ctx, job, targets, vias, pool.Each, opts, out, attempt)
+		var err error
+		filesGone, err = runAgents(ctx, job, targets, vias, pool.Each, opts, out, attempt)
+		return err
 	})
 }
 
@@ -274,6 +282,9 @@ func jobTargets(job job.Job) []remote.HostTarget {
 func uploadFiles(ctx context.Context, pool *remote.Pool, job job.Job, targets []remote.HostTarget) error {
 	return pool.Each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
 		c := pool.Conn(t)
+		if c == nil {
+			return fmt.Errorf("not connected")
+		}
 		if script := job.FilesDirScript(); script != "" {
 			if _, stderr, err := c.Run(ctx, "exec /bin/sh -c "+shellquote.Quote(script)); err != nil {
 				return fmt.Errorf("job files directory %s: %w: %s", job.FilesRoot(), err, strings.TrimSpace(string(stderr)))
@@ -329,6 +340,13 @@ type hostRun struct {
 	// name is how output, logs and the summary name the host: its label
 	// (job.HostLabels), "" for target.Name.
 	name string
+	// agentRemovesFiles: the agent removes the job's files once its
+	// watchdog has stopped the ranks (job.Control's RemoveFiles);
+	// filesRemoved: it said it did; leftToAgent: the host's connection was
+	// lost, so it is not reached again (stopHost).
+	agentRemovesFiles bool
+	filesRemoved      bool
+	leftToAgent       bool
 }
 
 func (r *hostRun) label() string {
@@ -361,11 +379,17 @@ type event struct {
 
 // runAgents is one attempt of the job: each host's agent started through
 // its transport (vias[i] for targets[i]; each drives several hosts at
-// once), then supervised until the job ends or fails.
+// once), then supervised until the job ends or fails. filesGone are the
+// hosts whose agents removed the job's files (they said so), or will (left
+// to them: see leftToAgentError): the launcher need not.
 func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias []transport,
 	each func(context.Context, []remote.HostTarget, func(context.Context, remote.HostTarget) error) error,
-	opts Options, out *output, attempt int) error {
+	opts Options, out *output, attempt int) (filesGone []remote.HostTarget, err error) {
 	nonce := newNonce()
+	removeFilesAfterStop := ""
+	if !opts.KeepFiles {
+		removeFilesAfterStop = j.RemoveFilesDirScript()
+	}
 	runs := make([]*hostRun, len(j.Hosts))
 	nRanks := 0
 	labels := job.HostLabels(j.Hosts)
@@ -374,7 +398,8 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 		h.Ranks = prepareRanks(h.Ranks, attempt, opts)
 		j.Hosts[i] = h
 		nRanks += len(h.Ranks)
-		runs[i] = &hostRun{job: h, index: i, target: targets[i], name: labels[i], via: vias[i], started: make(chan struct{})}
+		runs[i] = &hostRun{job: h, index: i, target: targets[i], name: labels[i], via: vias[i], started: make(chan struct{}),
+			agentRemovesFiles: removeFilesAfterStop != ""}
 	}
 	events := make(chan event, 2*nRanks+4*len(runs))
 	byName := map[string]*hostRun{} // by HostTarget.String(): name, user and port
@@ -384,7 +409,8 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
 	hbSec := int((opts.HeartbeatTimeout + time.Second - 1) / time.Second)
 
-	err := each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
+	defer func() { filesGone = agentsRemovedFiles(runs) }()
+	err = each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {
 		r := byName[t.String()]
 		if r.via == nil {
 			return fmt.Errorf("not connected")
@@ -393,7 +419,7 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 		if !r.via.heartbeats() {
 			hb = 0
 		}
-		script, err := agentScript(j, r.index, nonce, graceSec, hb, attempt)
+		script, err := agentScript(j, r.index, nonce, graceSec, hb, attempt, removeFilesAfterStop)
 		if err != nil {
 			return err
 		}
@@ -404,18 +430,32 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 	})
 	if err != nil {
 		stopErr := stopAll(runs, opts, out)
-		return errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", j.Name, err), stopErr)
+		return nil, errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", j.Name, err), stopErr)
 	}
 
 	sv := newSupervisor(j, runs, events, opts, out)
 	first := sv.watch(ctx)
 	if first == nil {
-		return nil
+		return nil, nil
 	}
 	stopErr := sv.stopAndCollect()
 	failure := sv.rootCause(first)
 	failure.StopErr = stopErr
-	return failure
+	return nil, failure
+}
+
+// agentsRemovedFiles are the hosts whose agents removed the job's files
+// or were left to do it.
+func agentsRemovedFiles(runs []*hostRun) []remote.HostTarget {
+	var out []remote.HostTarget
+	for _, r := range runs {
+		r.mu.Lock()
+		if r.agentRemovesFiles && (r.filesRemoved || r.leftToAgent) {
+			out = append(out, r.target)
+		}
+		r.mu.Unlock()
+	}
+	return out
 }
 
 // prepareRanks adds the restart counters and PYTHONUNBUFFERED.
@@ -559,6 +599,10 @@ func handleAgentLine(r *hostRun, line, tag string, opts Options, out *output, ev
 			r.mu.Lock()
 			r.left = atois(f[1:])
 			r.mu.Unlock()
+		case len(f) == 1 && f[0] == "files-removed":
+			r.mu.Lock()
+			r.filesRemoved = true
+			r.mu.Unlock()
 		case len(f) == 1 && f[0] == "done":
 			r.mu.Lock()
 			r.done = true
@@ -608,8 +652,9 @@ func atois(fs []string) []int {
 
 // stopAll stops every started host's ranks at once: TERM to the process
 // group, KILL after the grace period, then waits for the agent sessions to
-// end. Hosts that cannot be reached are reported; their watchdog stops the
-// ranks once sshd notices the dropped session.
+// end. A host whose connection is lost is not dialled again but reported
+// (leftToAgentError): its agent's watchdog stops the ranks once its session
+// ends or the heartbeat falls silent, and removes the job's files.
 func stopAll(runs []*hostRun, opts Options, out *output) error {
 	var wg sync.WaitGroup
 	errs := &remote.HostErrors{}
@@ -674,11 +719,16 @@ func stopHost(r *hostRun, sess agentSession, opts Options) error {
 	if ended && pgid <= 1 {
 		return nil // the agent prints its group before starting anything: none started
 	}
+	if r.via.lost() != nil {
+		// Not dialled again: a cut host would hold us for the connect
+		// timeout, and its agent needs no one (see leftToAgentError).
+		return leftToAgent(r, opts)
+	}
 	if pgid <= 1 {
 		sess.Close()
 		return fmt.Errorf("the agent did not report its process group and did not end within %s; cannot confirm nothing runs", agentEndBound(opts.Grace))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+opts.SSH.WithDefaults().ConnectTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Grace+30*time.Second)
 	defer cancel()
 	err := r.via.run(ctx, stopCommand(pgid, atois([]string{strconv.Itoa(wd), strconv.Itoa(killer)}), append(groups, left...), opts.Grace))
 	// The agent is gone now (or never will be): let its session go.
@@ -690,12 +740,55 @@ func stopHost(r *hostRun, sess agentSession, opts Options) error {
 	if err != nil {
 		var ue *unreachableError
 		if errors.As(err, &ue) {
-			// The agent's watchdog stops the ranks once sshd drops the session.
-			return fmt.Errorf("cannot reach the host to stop process group %d (%v); its agent stops it after %s without a heartbeat from us", pgid, ue.err, opts.HeartbeatTimeout)
+			return leftToAgent(r, opts) // lost since the check above
 		}
 		return fmt.Errorf("stopping process group %d: %w", pgid, err)
 	}
 	return nil
+}
+
+// leftToAgentError is a host whose connection was lost while its agent
+// ran: it is not dialled again, neither to stop its ranks nor to remove the
+// job's files. Its agent's watchdog stops the ranks (TERM, KILL after the
+// grace) when its session ends or it hears nothing from us for the
+// heartbeat timeout (a network cut), then removes the job's files and its
+// own.
+type leftToAgentError struct {
+	lost      error // why the connection is lost (wraps remote.ErrConnLost)
+	grace, hb time.Duration
+	files     bool // the agent removes a files directory
+}
+
+// leftToAgent marks r's host left to its agent (the launch does not remove
+// the job's files there either) and says so.
+func leftToAgent(r *hostRun, opts Options) *leftToAgentError {
+	r.mu.Lock()
+	r.leftToAgent = true
+	r.mu.Unlock()
+	e := &leftToAgentError{lost: r.via.lost(), grace: opts.Grace, files: r.agentRemovesFiles}
+	if e.lost == nil {
+		e.lost = remote.ErrConnLost // it ended between the check and our stop command
+	}
+	if r.via.heartbeats() {
+		e.hb = opts.HeartbeatTimeout
+	}
+	return e
+}
+
+// Unwrap: errors.Is(err, remote.ErrConnLost) tells a lost host (the
+// elastic loop takes it back once it passes its check again).
+func (e *leftToAgentError) Unwrap() error { return e.lost }
+
+func (e *leftToAgentError) Error() string {
+	when := "once its session ends"
+	if e.hb > 0 {
+		when += fmt.Sprintf(" or it hears nothing from pipette-launch for %s (--heartbeat-timeout)", e.hb)
+	}
+	files := ""
+	if e.files {
+		files = " and removes the job's files"
+	}
+	return fmt.Sprintf("not reached (its connection is lost; not dialled again): its own agent stops its ranks (TERM, KILL after %s)%s %s", e.grace, files, when)
 }
 
 // stopCommand is the remote shell line that stops a host's job: the

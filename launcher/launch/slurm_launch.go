@@ -164,7 +164,8 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 	}
 	for i := range job.Hosts {
 		// No heartbeat through srun (Slurm watches its nodes): EOF only.
-		script, err := agentScript(job, i, nonce, graceSec, 0, attempt)
+		// The files stay for a restart; the last srun step removes them.
+		script, err := agentScript(job, i, nonce, graceSec, 0, attempt, "")
 		if err != nil {
 			return err
 		}

@@ -25,8 +25,12 @@ type transport interface {
 	// start runs cmd (a /bin/sh command line) with stdin piped; it must
 	// outlive any caller's context: stopping goes through it.
 	start(cmd string, stdout, stderr io.Writer) (agentSession, error)
-	// run runs a one-off command line to its end (the stop command).
+	// run runs a one-off command line to its end (the stop command); an
+	// *unreachableError when the host's connection is lost.
 	run(ctx context.Context, cmd string) error
+	// lost is why the host's connection is lost (never dialled again), nil
+	// while it is up.
+	lost() error
 	// keepAlive keeps the host and us in touch while sess lasts, timeout
 	// being the silence after which either side gives the other up;
 	// heartbeats reports whether it does (the agent's watchdog then
@@ -46,9 +50,7 @@ type agentSession interface {
 
 // sshTransport is a host reached over the launch's SSH connection.
 type sshTransport struct {
-	conn   *remote.Conn
-	target remote.HostTarget
-	opts   remote.SSHOptions
+	conn *remote.Conn
 	// standby, when not nil, is a session standing by on conn (the launch
 	// probe's): start runs cmd there instead of in a session of its own.
 	standby *remote.Standby
@@ -75,20 +77,22 @@ type unreachableError struct{ err error }
 
 func (e *unreachableError) Error() string { return e.err.Error() }
 
+// run does not dial a lost host again: a cut host would hold the stop (or
+// the removal of the job's files) for the connect timeout, and its agent
+// stops its ranks and removes the files itself (leftToAgentError).
 func (t sshTransport) run(ctx context.Context, cmd string) error {
-	c := t.conn
-	if c.Err() != nil {
-		// The connection that started the ranks is gone; a new one may
-		// still get through (sshd restarted, a network blip).
-		nc, err := remote.Dial(ctx, t.target, t.opts)
-		if err != nil {
-			return &unreachableError{err}
-		}
-		defer nc.Close()
-		c = nc
+	if err := t.lost(); err != nil {
+		return &unreachableError{err}
 	}
-	_, _, err := c.Run(ctx, cmd)
+	_, _, err := t.conn.Run(ctx, cmd)
 	return err
+}
+
+func (t sshTransport) lost() error {
+	if t.conn == nil {
+		return remote.ErrConnLost // the pool's connection was lost
+	}
+	return t.conn.Err()
 }
 
 func (t sshTransport) keepAlive(sess agentSession, timeout time.Duration) {
@@ -113,6 +117,8 @@ func (localTransport) start(cmd string, stdout, stderr io.Writer) (agentSession,
 
 func (localTransport) run(ctx context.Context, cmd string) error { return remote.RunLocal(ctx, cmd) }
 
+func (localTransport) lost() error { return nil }
+
 func (localTransport) keepAlive(agentSession, time.Duration) {}
 
 func (localTransport) heartbeats() bool { return false }
@@ -127,12 +133,14 @@ func launchLocal(ctx context.Context, job job.Job, opts Options) error {
 		job.WorkDir = DefaultWorkDir(job.Name)
 	}
 	defer removeFiles(ctx, job, opts, remote.RunLocal)
-	if err := writeFilesLocal(job); err != nil {
-		return fmt.Errorf("job %s: %w", job.Name, err)
-	}
 	targets := []remote.HostTarget{{Name: job.Hosts[0].Name, User: job.Hosts[0].User, Port: job.Hosts[0].Port}}
 	return runAttempts(ctx, job, opts, func(out *output, attempt int) error {
-		return runAgents(ctx, job, targets, []transport{localTransport{}}, eachInTurn, opts, out, attempt)
+		// Each attempt's: an agent its watchdog stopped removed them.
+		if err := writeFilesLocal(job); err != nil {
+			return fmt.Errorf("job %s: %w", job.Name, err)
+		}
+		_, err := runAgents(ctx, job, targets, []transport{localTransport{}}, eachInTurn, opts, out, attempt)
+		return err
 	})
 }
 

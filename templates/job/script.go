@@ -48,15 +48,24 @@ type Control struct {
 	Grace     int    // seconds between SIGTERM and SIGKILL
 	Heartbeat int    // seconds of silence from the launcher that stop the ranks; 0: only EOF
 	Restart   int    // TORCHELASTIC_RESTART_COUNT of this attempt
+	// RemoveFiles is a shell command (Job.RemoveFilesDirScript) the agent
+	// runs once its watchdog has stopped the ranks (the launcher stopped
+	// the job, or went silent: a launcher that lost the host does not
+	// reach it again); "" keeps the files.
+	RemoveFiles string
 }
 
 // WithControl returns a script from HostScript with c's control lines
 // after its first line: the same script, reporting to the launcher.
 func WithControl(script string, c Control) string {
 	first, rest, _ := strings.Cut(script, "\n")
+	removeFiles := ""
+	if c.RemoveFiles != "" {
+		removeFiles = " PIPETTE_REMOVE_FILES=" + shellquote.Quote(c.RemoveFiles)
+	}
 	return fmt.Sprintf("%s\n# pipette-launch run: control lines (the rest is the host script --output-dir writes)\n"+
-		"PIPETTE_CONTROL=%s PIPETTE_STOP_GRACE_S=%d PIPETTE_HEARTBEAT_S=%d PIPETTE_RESTART_COUNT=%d\n%s",
-		first, shellquote.Quote(c.Tag), c.Grace, c.Heartbeat, c.Restart, rest)
+		"PIPETTE_CONTROL=%s PIPETTE_STOP_GRACE_S=%d PIPETTE_HEARTBEAT_S=%d PIPETTE_RESTART_COUNT=%d%s\n%s",
+		first, shellquote.Quote(c.Tag), c.Grace, c.Heartbeat, c.Restart, removeFiles, rest)
 }
 
 // EnvSafeArgv is argv ready to follow `env NAME=VALUE...`: env takes any

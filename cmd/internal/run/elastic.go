@@ -109,12 +109,15 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		cur = &o
 		return &elastic.Prepared{Job: j, Layout: ch.Summary}, nil
 	}
+	// The job's output, read for its iteration lines on the way (the
+	// summary's first step and steps redone of each restart).
+	steps := elastic.NewStepWatch(opts.IO.Out)
 	run := func(ctx context.Context, j *job.Job, restart int) error {
 		if opts.Launch != nil {
 			return opts.Launch(ctx, j, cur)
 		}
 		lo := launchOptions(cur)
-		lo.Restart, lo.NoRestarts = restart, true
+		lo.Out, lo.Restart, lo.NoRestarts = steps, restart, true
 		return launch.Launch(ctx, *j, lo)
 	}
 	// A host's check: a new SSH connection that runs a command there (the
@@ -135,7 +138,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		return nil
 	}
 	sum, err := elastic.Run(ctx, elastic.Options{Name: opts.RunID, Hosts: hosts, Min: er.nodes.Min, Max: er.nodes.Max,
-		MaxRestarts: opts.MaxRestarts, Prepare: prepare, Launch: run, Check: check, Out: opts.IO.ErrOut})
+		MaxRestarts: opts.MaxRestarts, Prepare: prepare, Launch: run, Check: check, Steps: steps, Out: opts.IO.ErrOut})
 	if err == nil {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", sum)
 	}

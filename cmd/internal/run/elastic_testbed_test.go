@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,10 +112,17 @@ func TestElasticOnTestbed(t *testing.T) {
 			t.Errorf("node2 ran in the second attempt\nstdout:\n%s", o)
 		}
 		for _, w := range []string{"finished on 3 hosts after 1 restart", "attempt 2 (restart 1): 3 hosts: node1 node3 node4",
-			"dropped    : node2", "blamed     : node2 lost", "started    :"} {
+			"dropped    : node2", "blamed     : node2 lost", "started    :", "first step :"} {
 			if !strings.Contains(e, w) {
 				t.Errorf("stderr lacks %q\nstderr:\n%s", w, e)
 			}
+		}
+		// Steps redone, from the iteration lines: at most those since the
+		// last checkpoint (one every 2 steps).
+		if m := regexp.MustCompile(`redone     : (\d+) steps? \(the attempt before printed step \d+ last, this one step (\d+) first\)`).FindStringSubmatch(e); m == nil {
+			t.Errorf("the summary does not say the steps redone\nstderr:\n%s", e)
+		} else if n, _ := strconv.Atoi(m[1]); n > 2 {
+			t.Errorf("%d steps redone, want at most the 2 since the last checkpoint\nstderr:\n%s", n, e)
 		}
 		if len(marks) == 5 {
 			s := func(i int) float64 { return marks[i].Sub(marks[0]).Seconds() }
@@ -171,16 +177,14 @@ func firstMatch(m [][]string) string {
 
 // restoreHost brings a cut host's link back, ends the sshd sessions that
 // still hold our dead connections (their FIN was lost; not the listener),
-// and checks that nothing of the job is left anywhere.
+// and checks that nothing of the job is left anywhere: no process, and no
+// files directory or agent's directory in any host's own /tmp (the cut
+// host's agent removes them itself: it is not reached again).
 func restoreHost(t *testing.T, tb *testbed.Testbed, host string) {
 	t.Helper()
-	tb.Exec(context.Background(), host, "ip", "link", "set", "eth0", "up")
-	h, _ := tb.Host(host)
-	procs, _ := tb.Processes(host)
-	for _, p := range procs {
-		if p.Pid != h.SshdPid && strings.HasPrefix(p.Cmdline, "sshd: ") {
-			syscall.Kill(p.Pid, syscall.SIGKILL)
-		}
+	if err := tb.LinkUp(host); err != nil {
+		t.Error(err)
 	}
+	tb.AssertNoFiles(t, 15*time.Second, "/tmp/pipette-launch-*", "/tmp/pipette-agent.*", "/tmp/pipette-status.*")
 	tb.AssertNothingLeft(t)
 }

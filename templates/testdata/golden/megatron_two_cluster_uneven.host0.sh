@@ -18,12 +18,16 @@
 # rank's output lines and exit (status, the host's clock, whether we had
 # begun stopping), and "done" at the end; and a watchdog stops every rank
 # when the launcher goes silent: EOF on stdin, or no heartbeat byte on it for
-# PIPETTE_HEARTBEAT_S seconds (a network cut sends no EOF).
+# PIPETTE_HEARTBEAT_S seconds (a network cut sends no EOF). The launcher does
+# not reach a host it lost again: once the watchdog has stopped the ranks,
+# PIPETTE_REMOVE_FILES (a command) removes the job's files here (reported
+# before "done" as "files-removed"), and the agent its own.
 set -u
 T=${PIPETTE_CONTROL:-}
 G=${PIPETTE_STOP_GRACE_S:-30}
 HB=${PIPETTE_HEARTBEAT_S:-0}
 restart_count=${PIPETTE_RESTART_COUNT:-0}
+RMF=${PIPETTE_REMOVE_FILES:-}
 n_ranks=4
 local_ranks=' 0 1 2 3'
 say() { if [ -n "$T" ]; then echo "$T $*"; fi; }
@@ -61,7 +65,11 @@ if [ -n "$T" ]; then
 	# --foreground, which stays in the watchdog's group and dies with it.
 	# A read takes every byte waiting (a block, not one byte): on a busy
 	# host a loop turn can last longer than the launcher's beat, and a
-	# backlog of beats would hide a silence for as long.
+	# backlog of beats would hide a silence for as long. Once it fires it
+	# marks it ($3/released): the job's files go when the ranks are gone,
+	# by the script at its end, or by the watchdog itself after its KILL
+	# (then the script is gone too, and the watchdog removes the agent's
+	# status directory ($3) and its own directory ($6) as the script would).
 	setsid /bin/sh -c '
 		alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
 		if [ "$4" -gt 0 ]; then
@@ -69,6 +77,7 @@ if [ -n "$T" ]; then
 		else
 			while IFS= read -r _; do :; done <&3
 		fi
+		: >"$3/released"
 		# TERM to each rank itself (the script, told so by the stopping
 		# file, does not repeat it), then to the script: not a group leader
 		# when Slurm started it (a task), then its pid. The grace is timed
@@ -83,7 +92,12 @@ if [ -n "$T" ]; then
 		# The script'"'"'s own killer (its session) would outlive it.
 		for k in $(cat "$3/killer" 2>/dev/null); do kill -KILL -$k 2>/dev/null; kill -KILL $k 2>/dev/null; done
 		kill -KILL -$1 2>/dev/null
-	' pipette-watchdog "$PG" "$G" "$S" "$HB" >/dev/null 2>&1 &
+		[ -z "$5" ] || /bin/sh -c "$5"
+		rm -rf "$3"
+		case "$6" in
+		*/pipette-agent.??????/agent.sh) rm -rf "${6%/agent.sh}" ;;
+		esac
+	' pipette-watchdog "$PG" "$G" "$S" "$HB" "$RMF" "$0" >/dev/null 2>&1 &
 	WDP=$!
 	exec 3<&-
 	say wd "$WDP"
@@ -373,6 +387,10 @@ for lr in $local_ranks; do
 	fi
 	l=$((l + 1))
 done
+# Stopped by the watchdog (the launcher stopped the job or went silent):
+# the job's files go too, whether or not the launcher can still reach us
+# (one that can is told: it need not remove them itself).
+if [ -n "$RMF" ] && [ -e "$S/released" ] && /bin/sh -c "$RMF"; then say files-removed; fi
 rm -rf "$S"
 if [ -n "$T" ]; then
 	say done
