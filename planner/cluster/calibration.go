@@ -250,7 +250,6 @@ func (f *File) applyCalibration(islands []Island, hosts []Host, links *compactLi
 		for b := range islands {
 			k := c.factor(InterHostKey(islands[a].Spec.Name, islands[b].Spec.Name))
 			links.nominal[a*ni+b].BytesPerS /= k
-			links.nominal[a*ni+b].FlowBytesPerS /= k
 			links.nominal[a*ni+b].LatencyS *= k
 			links.measuredDiv[a*ni+b] = k
 		}

@@ -108,9 +108,6 @@ type NICSpec struct {
 	// (0: the kind's default); milliseconds over TCP in a cloud, paid by
 	// every step of a ring collective.
 	LatencyMicroseconds float64 `yaml:"latency_us,omitempty" json:"latency_us,omitempty"`
-	// FlowGbitPerS caps one stream (a ring's hop, one send) below the
-	// aggregate count x rate, as clouds cap each flow (0: no cap).
-	FlowGbitPerS float64 `yaml:"flow_gbit_per_s,omitempty" json:"flow_gbit_per_s,omitempty"`
 }
 
 // LinkSpec is the connection between two islands.
@@ -333,20 +330,9 @@ type Host struct {
 }
 
 // Link is the bandwidth and latency of a path between two GPUs' hosts.
-// BytesPerS is the aggregate its streams share (consumers divide it among
-// them); FlowBytesPerS, when set, caps each stream: see Rate.
 type Link struct {
-	BytesPerS     float64
-	LatencyS      float64
-	FlowBytesPerS float64
-}
-
-// Rate is what one stream gets: BytesPerS, at most FlowBytesPerS.
-func (l Link) Rate() float64 {
-	if l.FlowBytesPerS > 0 && l.FlowBytesPerS < l.BytesPerS {
-		return l.FlowBytesPerS
-	}
-	return l.BytesPerS
+	BytesPerS float64
+	LatencyS  float64
 }
 
 // LinkBetween returns the link from host a to host b; a == b is the

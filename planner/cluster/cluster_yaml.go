@@ -293,7 +293,6 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	}
 	required(errs, p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
 	optional(errs, p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
-	optional(errs, p+".flow_gbit_per_s", limits.LinkGbitPerS, n.FlowGbitPerS)
 }
 
 func validNICType(t NICType) bool {
@@ -602,7 +601,8 @@ func (f *File) compactLinks(islands []Island, hosts []Host, sockets bool) *compa
 			if len(islands[a].Hosts) == 0 || len(islands[b].Hosts) == 0 {
 				continue
 			}
-			l.nominal[a*ni+b] = f.nominalLink(islands, hosts[islands[a].Hosts[0]], hosts[islands[b].Hosts[0]], sockets)
+			bw, lat := f.nominalLink(islands, hosts[islands[a].Hosts[0]], hosts[islands[b].Hosts[0]], sockets)
+			l.nominal[a*ni+b] = Link{BytesPerS: bw, LatencyS: lat}
 		}
 	}
 	m := f.Measured
@@ -636,47 +636,34 @@ func (f *File) compactLinks(islands []Island, hosts []Host, sockets bool) *compa
 // links section. With sockets, RDMA NICs carry nothing: same-island pairs
 // run over their Ethernet (and RoCE ports as Ethernet), and an RDMA link
 // between islands is not used.
-func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) Link {
+func (f *File) nominalLink(islands []Island, a, b Host, sockets bool) (float64, float64) {
 	ia, ib := islands[a.Island], islands[b.Island]
-	// Which NICs carry the pair's traffic, for its latency and flow cap.
-	rdma := !sockets && ia.RDMA && ib.RDMA && (a.Island == b.Island || ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric)
-	l := Link{BytesPerS: math.Min(a.NICBytesPerS, b.NICBytesPerS)}
-	if s, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && a.Island != b.Island && !(sockets && s.Type.RDMA()) {
-		l.BytesPerS, l.LatencyS, rdma = linkSpecBytesPerS(s, ia.Spec.NICs, ib.Spec.NICs), linkLatency(s), s.Type.RDMA()
-	} else if !rdma && a.Island != b.Island {
-		l.BytesPerS = math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs))
+	if a.Island == b.Island {
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), nicLatency(ia.Spec.NICs, ia.RDMA && !sockets)
 	}
-	latA, flowA := nicLatencyFlow(ia.Spec.NICs, rdma)
-	latB, flowB := nicLatencyFlow(ib.Spec.NICs, rdma)
-	if l.LatencyS == 0 {
-		l.LatencyS = math.Max(latA, latB)
+	if l, ok := f.findLink(ia.Spec.Name, ib.Spec.Name); ok && !(sockets && l.Type.RDMA()) {
+		return linkSpecBytesPerS(l, ia.Spec.NICs, ib.Spec.NICs), linkLatency(l)
 	}
-	l.FlowBytesPerS = minPositive(flowA, flowB)
-	return l
+	if !sockets && ia.RDMA && ib.RDMA && ia.Spec.Fabric != "" && ia.Spec.Fabric == ib.Spec.Fabric {
+		return math.Min(a.NICBytesPerS, b.NICBytesPerS), math.Max(nicLatency(ia.Spec.NICs, true), nicLatency(ib.Spec.NICs, true))
+	}
+	return math.Min(ethernetBytesPerS(ia.Spec.NICs), ethernetBytesPerS(ib.Spec.NICs)),
+		math.Max(nicLatency(ia.Spec.NICs, false), nicLatency(ib.Spec.NICs, false))
 }
 
-// nicLatencyFlow is the largest latency_us (else the kind's default) and
-// the smallest flow cap on a host's RDMA NICs (rdma) or its Ethernet ones
-// (RoCE counting as Ethernet for TCP).
-func nicLatencyFlow(nics []NICSpec, rdma bool) (lat, flow float64) {
+// nicLatency is the largest latency_us on a host's RDMA NICs (rdma) or its
+// Ethernet ones (RoCE counting as Ethernet for TCP), else the default.
+func nicLatency(nics []NICSpec, rdma bool) float64 {
+	v := 0.0
 	for _, n := range nics {
 		if rdma == n.Type.RDMA() || (!rdma && n.Type == NICRoCE) {
-			lat = math.Max(lat, n.LatencyMicroseconds*1e-6)
-			flow = minPositive(flow, n.FlowGbitPerS*1e9/8)
+			v = math.Max(v, n.LatencyMicroseconds*1e-6)
 		}
 	}
-	if lat == 0 {
-		lat = latencyFor(rdma)
+	if v > 0 {
+		return v
 	}
-	return lat, flow
-}
-
-// minPositive is the smaller of a and b, ignoring a zero (not given).
-func minPositive(a, b float64) float64 {
-	if a == 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
+	return latencyFor(rdma)
 }
 
 func latencyFor(rdma bool) float64 {
