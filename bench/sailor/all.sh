@@ -16,6 +16,7 @@
 #   (default /usr/bin/python3), SAILOR_FIGURES (default "7 8b 10").
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/row.sh"
 root=$(cd "$here/../.." && pwd)
 archive=${1:-$root/../shared/frameworks/src/sailor-cf2c8e3.tar.gz}
 [ -f "$archive" ] || { echo "$archive: no Sailor archive (give its path)" >&2; exit 2; }
@@ -55,16 +56,7 @@ for fig in ${SAILOR_FIGURES:-7 8b 10}; do
 	for r in $(seq 0 $((rows - 1))); do
 		d=$work/rows/$fig-$r
 		label=$("$py" "$here/clusters.py" "$S" "$sim/configs/$trace" "$r" "$d")
-		start=$(date +%s.%N)
-		"$work/pipette-launch" plan --cluster "$d/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
-			--framework deepspeed --precision fp32 --recompute none --top 10 --json >"$d/plan.json"
-		end=$(date +%s.%N)
-		n=$("$py" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["plans"]))' "$d/plan.json")
-		: >"$d/score.txt"
-		for k in $(seq 1 "$n"); do # the first plan Sailor's memory check passes
-			"$py" "$here/score.py" --plan-json "$d/plan.json" --hosts "$d/hosts.json" --plan "$k" >>"$d/score.txt" 2>>"$d/score.log"
-			tail -1 "$d/score.txt" | grep -q '"fits": true' && break
-		done
+		plan_row "$d"
 		"$py" "$here/table.py" row "$fig" "$r" "$label" "$work/res/fig$fig" "$d" "$end" "$start" >>"$work/rows.txt"
 	done
 done

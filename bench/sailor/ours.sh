@@ -12,6 +12,7 @@
 # verdict on it (fits, seconds per iteration) and our planning seconds.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/row.sh"
 root=$(cd "$here/../.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
 work=${SAILOR_WORK:-/tmp/pipette-sailor}
@@ -37,17 +38,7 @@ export SAILOR_PATH=$work/home PYTHONPATH=$S:$sim
 for r in "$@"; do
 	d=$work/rows/$fig-$r
 	label=$("$py" "$here/clusters.py" "$S" "$sim/configs/$trace" "$r" "$d")
-	start=$(date +%s.%N)
-	"$work/pipette-launch" plan --cluster "$d/cluster.yaml" --model "$here/opt-350m.yaml" --global-batch-size 1024 \
-		--framework deepspeed --precision fp32 --recompute none --top 10 --json >"$d/plan.json"
-	end=$(date +%s.%N)
-	n=$("$py" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["plans"]))' "$d/plan.json")
-	: >"$d/score.txt"
-	k=1
-	for k in $(seq 1 "$n"); do
-		"$py" "$here/score.py" --plan-json "$d/plan.json" --hosts "$d/hosts.json" --plan "$k" >>"$d/score.txt" 2>>"$d/score.log"
-		tail -1 "$d/score.txt" | grep -q '"fits": true' && break
-	done
+	plan_row "$d"
 	"$py" - "$d/plan.json" "$k" "$d/score.txt" "$fig/$r" "$label" "$start" "$end" <<'PYEOF'
 import json, sys
 plan = json.load(open(sys.argv[1]))["plans"][int(sys.argv[2]) - 1]
