@@ -49,7 +49,7 @@ func addFewerHosts(c *cluster.Cluster, m model.Model, o Options, res *Result, er
 	var found []*Result
 	for _, n := range prefixSizes(c, m, o, order, floor) {
 		o1 := o
-		o1.TopK, o1.beat = 1, best
+		o1.TopK, o1.beat, o1.noComparison = 1, best, true
 		r, e := searchEveryHost(c.Keep(order[:n]), m, o1)
 		if e != nil || len(r.Plans) == 0 || r.Plans[0].Predicted.IterationSeconds >= best {
 			continue

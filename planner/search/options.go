@@ -38,6 +38,9 @@ type Options struct {
 	// beat, when > 0, is the iteration time a plan must beat to be worth
 	// placing (the search on fewer hosts against the best plan so far).
 	beat float64
+	// noComparison skips the offload comparison row: a host prefix's
+	// search (addFewerHosts) keeps only its plans.
+	noComparison bool
 }
 
 // DefaultMemoryHeadroom is the launcher's --memory-headroom: plans keep 5%

@@ -428,7 +428,7 @@ func searchWithinHosts(c *cluster.Cluster, m model.Model, o Options) (*Result, e
 	if len(plans) == 0 {
 		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
 	}
-	if !o.IgnoreIslands { // the naive comparison row needs no explanation
+	if !o.IgnoreIslands && !o.noComparison { // the naive comparison row needs no explanation
 		res.Comparison = compareKinds(plans, cands, placed, &tallies, place)
 	}
 	res.Plans = plans[:min(topK, len(plans))]
