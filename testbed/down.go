@@ -150,12 +150,15 @@ func teardown(st *state) error {
 // device" or "RTNETLINK answers: No such device" depending on which step
 // lost the race. Gone is what we want, so a failed delete is an error only
 // when the link is still there afterwards.
-func deleteLink(ctx context.Context, name string) error {
-	if !linkExists(ctx, name) {
+func deleteLink(ctx context.Context, name string) error { return deleteLinkWith(ctx, name, run) }
+
+// deleteLinkWith is deleteLink running ip through ipRun (tests script it).
+func deleteLinkWith(ctx context.Context, name string, ipRun func(ctx context.Context, name string, args ...string) error) error {
+	exists := func() bool { return ipRun(ctx, "ip", "link", "show", "dev", name) == nil }
+	if !exists() {
 		return nil
 	}
-	err := run(ctx, "ip", "link", "del", "dev", name)
-	if err != nil && linkExists(ctx, name) {
+	if err := ipRun(ctx, "ip", "link", "del", "dev", name); err != nil && exists() {
 		return err
 	}
 	return nil

@@ -444,6 +444,43 @@ func TestHostNamesThatDoNotResolve(t *testing.T) {
 	}
 }
 
+// The teardown's decision, with ip scripted: the kernel removed the link
+// between our look and our delete, so ip's delete failed with one wording
+// or the other ("RTNETLINK answers: No such device" is what failed CI; the
+// rule before matched only "Cannot find device"), and the link is gone:
+// done. A delete that fails while the link stays is an error.
+func TestDeleteLinkDecidesByTheLinkNotTheMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		delErr  string
+		goneAft bool
+		wantErr bool
+	}{
+		{"RTNETLINK wording, gone", "exit status 2: RTNETLINK answers: No such device", true, false},
+		{"Cannot find device, gone", `exit status 1: Cannot find device "plb1"`, true, false},
+		{"refused, still there", "exit status 2: RTNETLINK answers: Operation not supported", false, true},
+	} {
+		shows := 0
+		ipRun := func(_ context.Context, _ string, args ...string) error {
+			switch args[1] {
+			case "show":
+				shows++
+				if shows > 1 && tc.goneAft {
+					return errors.New(`exit status 1: Device "plb1" does not exist.`)
+				}
+				return nil
+			case "del":
+				return errors.New(tc.delErr)
+			}
+			return fmt.Errorf("unexpected ip %v", args)
+		}
+		err := deleteLinkWith(context.Background(), "plb1", ipRun)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: deleteLink = %v, want error %v", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
 // deleteLink is done when the link is gone, however it went: a veth whose
 // peer's namespace was just deleted may vanish between our look and our
 // delete (the kernel frees the namespace's devices asynchronously), which
