@@ -189,7 +189,15 @@ func Launch(ctx context.Context, job job.Job, opts Options) error {
 
 // removeFilesTimeout bounds the removal of the job's files directory: a
 // host that does not answer in that time keeps it (and the user is told).
-const removeFilesTimeout = 10 * time.Second
+// The removal is a new SSH session, so sshd first runs the user's shell and
+// its rc files (bash reads ~/.bashrc under sshd). A pyenv set-up there
+// (`eval "$(pyenv init -)"`) rehashes its shims now and then: 6 s of CPU on
+// an idle 2-core machine, and concurrent shells wait for its lock for up
+// to a minute (PYENV_REHASH_TIMEOUT). Under load that outlasted the 10 s
+// this was and left the directory behind (CI, TestRunCLIOnTestbed/files).
+// A removal that answers never waits for the bound, and a lost host is not
+// waited for at all (its agent removes the files: leftToAgent).
+const removeFilesTimeout = 60 * time.Second
 
 // removeFiles removes the job's files directory on every host through
 // runAll (which runs a shell command everywhere) once the job is over,
