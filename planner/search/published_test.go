@@ -126,7 +126,7 @@ type tableHeader struct {
 	noDropout, materialized, tied rowSet
 	nicGbit                       float64
 	ubOf                          map[string]*parallel.TPOverlapCfg // row name -> its userbuffers configuration
-	asRun                         map[string][]string               // row name ("" every row) -> asRunSettings keys
+	asRun                         map[string]rowSet                 // asRunSettings key -> the rows it names
 }
 
 // rowSet is the rows a header line names; "" stands for every row.
@@ -157,18 +157,30 @@ func (h *tableHeader) readAsRun(t *testing.T, where, rest string) {
 	if _, known := asRunSettings[setting]; !ok || !known {
 		t.Fatalf("%s: want %q SETTING ROW[,ROW...] (or every row), SETTING one of asRunSettings", where, asRunHeader)
 	}
-	if strings.TrimSpace(rows) == "every row" {
-		h.asRun[""] = append(h.asRun[""], setting)
-		return
+	if h.asRun[setting] == nil {
+		h.asRun[setting] = rowSet{}
 	}
-	for _, row := range strings.Split(strings.TrimSpace(rows), ",") {
-		h.asRun[row] = append(h.asRun[row], setting)
-	}
+	h.asRun[setting].read(rows)
 }
 
-// asRunOf is the settings the header gives the named row.
+// asRunOf is the settings the header gives the named row, in name order.
 func (h *tableHeader) asRunOf(name string) []string {
-	return append(append([]string(nil), h.asRun[""]...), h.asRun[name]...)
+	var out []string
+	for _, setting := range slices.Sorted(maps.Keys(h.asRun)) {
+		if h.asRun[setting].has(name) {
+			out = append(out, setting)
+		}
+	}
+	return out
+}
+
+// asRunRows is every row an "# as run:" line names.
+func (h *tableHeader) asRunRows() []string {
+	var out []string
+	for _, set := range h.asRun {
+		out = append(out, set.names()...)
+	}
+	return out
 }
 
 // withAsRun is r with the settings its table's header says it ran with.
@@ -236,7 +248,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	var rows []publishedRow
 	sc := bufio.NewScanner(f)
 	line := 0
-	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}, asRun: map[string][]string{}, noDropout: rowSet{}, materialized: rowSet{}, tied: rowSet{}}
+	h := tableHeader{ubOf: map[string]*parallel.TPOverlapCfg{}, asRun: map[string]rowSet{}, noDropout: rowSet{}, materialized: rowSet{}, tied: rowSet{}}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -310,7 +322,7 @@ func loadPublished(t *testing.T, path string) []publishedRow {
 	for _, named := range []struct {
 		header string
 		rows   []string
-	}{{asRunHeader, slices.Collect(maps.Keys(h.asRun))}, {noDropoutHeader, h.noDropout.names()},
+	}{{asRunHeader, h.asRunRows()}, {noDropoutHeader, h.noDropout.names()},
 		{materializedHeader, h.materialized.names()}, {tiedHeader, h.tied.names()}} {
 		for _, name := range named.rows {
 			if name != "" && !slices.ContainsFunc(rows, func(r publishedRow) bool { return r.name == name }) {
