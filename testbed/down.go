@@ -154,18 +154,18 @@ func deleteLink(ctx context.Context, name string) error { return deleteLinkWith(
 
 // deleteLinkWith is deleteLink running ip through ipRun (tests script it).
 func deleteLinkWith(ctx context.Context, name string, ipRun func(ctx context.Context, name string, args ...string) error) error {
-	exists := func() bool { return ipRun(ctx, "ip", "link", "show", "dev", name) == nil }
-	if !exists() {
+	if !linkExists(ctx, name, ipRun) {
 		return nil
 	}
-	if err := ipRun(ctx, "ip", "link", "del", "dev", name); err != nil && exists() {
+	if err := ipRun(ctx, "ip", "link", "del", "dev", name); err != nil && linkExists(ctx, name, ipRun) {
 		return err
 	}
 	return nil
 }
 
-func linkExists(ctx context.Context, name string) bool {
-	return run(ctx, "ip", "link", "show", "dev", name) == nil
+// linkExists asks ip, through ipRun, whether the link is there.
+func linkExists(ctx context.Context, name string, ipRun func(ctx context.Context, name string, args ...string) error) bool {
+	return ipRun(ctx, "ip", "link", "show", "dev", name) == nil
 }
 
 // madeNetns is what the state records plus the names Up derives from the

@@ -508,7 +508,7 @@ func TestDeleteLinkGoneIsDone(t *testing.T) {
 		if err := deleteLink(ctx, name); err != nil {
 			t.Fatalf("round %d: deleteLink while its peer's namespace goes = %v, want nil", i, err)
 		}
-		if linkExists(ctx, name) {
+		if linkExists(ctx, name, run) {
 			t.Fatalf("round %d: %s still exists after deleteLink", i, name)
 		}
 	}
