@@ -25,17 +25,10 @@ for mod in numpy pandas torch; do
 	"$py" -c "import $mod" 2>/dev/null || { echo "all.sh: $py cannot import $mod: apt-get install python3-$mod (README.md)" >&2; exit 2; }
 done
 work=${SAILOR_WORK:-$(mktemp -d)}
-mkdir -p "$work/src"
-tar -xzf "$archive" -C "$work/src"
-src=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d | head -1)
-PYTHON=$py "$here/prepare.sh" "$src" "$work"
+sailor_tree "$archive"
 home=$work/home
-S=$home/sailor
-sim=$S/sailor/Planner/simulations
-export SAILOR_PATH=$home PYTHONPATH=$S:$sim
 # run_all_sim.py starts each planner as `python ...`; Debian has only python3.
 mkdir -p "$work/bin" && ln -sf "$py" "$work/bin/python"
-(cd "$root" && go build -o "$work/pipette-launch" ./cmd/pipette-launch)
 
 : >"$work/rows.txt"
 for fig in ${SAILOR_FIGURES:-7 8b 10}; do

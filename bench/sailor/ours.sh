@@ -26,15 +26,7 @@ case $fig in
 10) trace=gpu_trace_multizone.csv ;;
 *) echo "unknown figure $fig (7, 8b, 10)" >&2; exit 2 ;;
 esac
-S=$work/home/sailor
-sim=$S/sailor/Planner/simulations
-if [ ! -f "$sim/simulator.py" ]; then
-	mkdir -p "$work/src"
-	tar -xzf "$archive" -C "$work/src"
-	PYTHON=$py "$here/prepare.sh" "$(find "$work/src" -mindepth 1 -maxdepth 1 -type d | head -1)" "$work"
-fi
-export SAILOR_PATH=$work/home PYTHONPATH=$S:$sim
-(cd "$root" && go build -o "$work/pipette-launch" ./cmd/pipette-launch)
+sailor_tree "$archive" reuse
 for r in "$@"; do
 	d=$work/rows/$fig-$r
 	label=$("$py" "$here/clusters.py" "$S" "$sim/configs/$trace" "$r" "$d")

@@ -1,5 +1,22 @@
-# Sourced by all.sh and ours.sh: one row of a Sailor trace planned by
-# pipette-launch and scored by Sailor's simulator, the one way both do it.
+# Sourced by all.sh and ours.sh: Sailor's tree set up, and one row of a
+# Sailor trace planned by pipette-launch and scored by Sailor's simulator,
+# the one way both do it.
+#
+# sailor_tree ARCHIVE [reuse]: unpacks ARCHIVE into $work and prepares it
+# (prepare.sh), unless "reuse" and $work already holds a prepared tree;
+# sets S and sim, exports Sailor's environment and builds pipette-launch
+# into $work. Needs here, work and py.
+sailor_tree() {
+	S=$work/home/sailor
+	sim=$S/sailor/Planner/simulations
+	if [ "${2:-}" != reuse ] || [ ! -f "$sim/simulator.py" ]; then
+		mkdir -p "$work/src"
+		tar -xzf "$1" -C "$work/src"
+		PYTHON=$py "$here/prepare.sh" "$(find "$work/src" -mindepth 1 -maxdepth 1 -type d | head -1)" "$work"
+	fi
+	export SAILOR_PATH=$work/home PYTHONPATH=$S:$sim
+	(cd "$here/../.." && go build -o "$work/pipette-launch" ./cmd/pipette-launch)
+}
 #
 # plan_row DIR: plans DIR/cluster.yaml (clusters.py wrote it) as the artifact's
 # scenario (OPT-350M, global batch 1024, DeepSpeed, fp32, no recompute, ten
