@@ -114,6 +114,10 @@ var asRunSettings = map[string]func(r *publishedRow){
 	// NeMo's distributed Adam with bf16 O2 stores each fp32 master
 	// weight's 16-bit remainder (store_param_remainders): Megatron-LM's
 	// --use-precision-aware-optimizer with its default fp32 moments.
+	// Megatron-Bridge's FP8 recipes' fp8_param_gather (Megatron-LM's
+	// --fp8-param-gather): the GEMM weights are FP8 parameters, with no
+	// bf16 copy.
+	"fp8-param-gather": func(r *publishedRow) { r.cfg.FP8ParamGather = true },
 	"precision-aware-optimizer": func(r *publishedRow) {
 		r.cfg.PrecisionAware = &parallel.PrecisionAwareOptimizer{ExpAvgBytes: 4, ExpAvgSqBytes: 4}
 	},
