@@ -533,15 +533,34 @@ func embeddingActivationBytes(m model.Model, cfg parallel.Config) float64 {
 // cross_entropy.py, and the same exp_logits in fusions/fused_cross_entropy.py
 // under --cross-entropy-loss-fusion). This is large: GPT-3 vocab at s=2048,
 // b=1, TP=1 is 0.4 GB.
-func outputActivationBytes(m model.Model, cfg parallel.Config) float64 {
+//
+// In a 16-bit run the logits' 16-bit copy lives beside that fp32 softmax at
+// the loss, on both passes: forward, the output layer's 16-bit logits are
+// still held while the cross entropy makes its fp32 copy
+// (VocabParallelCrossEntropy.calculate_logits_max: vocab_parallel_logits
+// .float(), core_v0.19.0 tensor_parallel/cross_entropy.py); backward, the
+// fp32 gradient it writes in place of the softmax is cast back to 16 bits
+// (the .float()'s backward, or calculate_gradients' .to(torch.bfloat16) in
+// fusions/fused_cross_entropy.py) before the softmax is freed. So the peak
+// at the loss is (4+e)*s*b*V/t. fp32 runs have no copy (.float() returns
+// the tensor itself). This is Megatron-LM's loss; a DeepSpeed or torch job
+// brings its own (llm-foundry's runs, priced as ZeRO-3, use flash-attn's
+// fused cross entropy, which computes its gradient in place of the 16-bit
+// logits), so only f == Megatron gets the copy.
+func outputActivationBytes(m model.Model, cfg parallel.Config, f parallel.Framework) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
-	return s * b * (2*activationElemBytes(cfg)*h + 4*float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
+	e := activationElemBytes(cfg)
+	perLogit := 4.0
+	if e < 4 && f == parallel.FrameworkMegatron {
+		perLogit += e
+	}
+	return s * b * (2*e*h + perLogit*float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
 }
 
 // stageActivationBytes sums the activations pipeline rank r holds: its
 // layers' stored activations for every micro-batch in flight, the one
 // layer's recompute working set, and the input and output layers'.
-func stageActivationBytes(m model.Model, cfg parallel.Config, r int) float64 {
+func stageActivationBytes(m model.Model, cfg parallel.Config, f parallel.Framework, r int) float64 {
 	perLayer := layerActivationBytes(m, cfg)
 	work := recomputeWorkingSet(m, cfg)
 	if dense, moe := rankLayerKinds(m, cfg, r); moe > 0 {
@@ -563,7 +582,7 @@ func stageActivationBytes(m model.Model, cfg parallel.Config, r int) float64 {
 	// rebuilds what recompute dropped: the two transients never coexist.
 	out := 0.0
 	if r == cfg.PP-1 {
-		out = outputActivationBytes(m, cfg)
+		out = outputActivationBytes(m, cfg, f)
 	}
 	return v + math.Max(work, out)
 }
@@ -586,7 +605,7 @@ func EstimateStage(m model.Model, cfg parallel.Config, f parallel.Framework, ppR
 		Weights:     st.weights,
 		Gradients:   st.grads,
 		Optimizer:   st.optimizer,
-		Activations: stageActivationBytes(m, cfg, ppRank),
+		Activations: stageActivationBytes(m, cfg, f, ppRank),
 	}
 	b.Other = otherBytes(cfg, f)
 	return b
