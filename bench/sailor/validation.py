@@ -11,7 +11,9 @@ cluster) and the model's training config with the plan's global batch, as
 sailor/Planner/simulations/validation/validate.py does for --simulator SAILOR.
 
 Usage: validation.py SAILOR_CHECKOUT
-Prints one line per run and each model's mean absolute percentage error, with
+Prints one line per run (with the run's measured gradient reduction,
+`red_grads`, beside the simulator's all-reduce term T_sync) and each model's
+mean absolute percentage error, with
 and without GPT-NEO/N4/plan_config_N4_D4.json, the run our tables leave out
 (planner/search/testdata/published/unverified/sailor_gh200_gptneo27_n4d4.tsv
 says why). Needs Debian's python3 with numpy and pandas; reads the checkout,
@@ -22,6 +24,7 @@ import glob
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -60,10 +63,15 @@ def main():
             p = plan["pipeline_list"][0]
             sim_plan = {"pipeline_list": [{k: p[k] for k in ("num_stages", "layers_per_stage", "tmp_per_stage", "dp")}],
                         "mbs": plan["mbs"]}
-            with contextlib.redirect_stdout(io.StringIO()):  # the simulator prints its working
+            working = io.StringIO()
+            with contextlib.redirect_stdout(working):  # the simulator prints its working
                 seconds = Simulator(home, training, llm_info, False, profiles, plan["zone"]).simulate_iteration_time(sim_plan)[0]
             errs[name] = seconds / plan["real"] - 1
-            print(f"{name:42s} measured {plan['real']:8.4f} s  Sailor's simulator {seconds:8.4f} s  {100 * errs[name]:+6.1f}%")
+            # Its gradient all-reduce term, from the working it prints, beside
+            # the run's measured gradient reduction (`red_grads`).
+            t_sync = re.findall(r"T_sync is ([0-9.eE+-]+)", working.getvalue())[-1]
+            print(f"{name:42s} measured {plan['real']:8.4f} s  Sailor's simulator {seconds:8.4f} s  {100 * errs[name]:+6.1f}%"
+                  f"  | gradient reduction measured {plan['red_grads']:.4f} s, simulator's T_sync {float(t_sync):.4f} s")
         scored = {n: e for n, e in errs.items() if n != UNVERIFIED}
         worst = max(scored, key=lambda n: abs(scored[n]))
         print(f"{model}: MAPE {100 * sum(map(abs, scored.values())) / len(scored):.1f}% over {len(scored)} runs "

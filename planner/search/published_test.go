@@ -389,12 +389,19 @@ func calibrateTestCluster(c *cluster.Cluster, cal *cluster.Calibration) {
 // as Search prices it (searchCrossHostTP): on the cluster whose hosts are
 // merged TP/g at a time.
 func publishedSeconds(r publishedRow, cal *cluster.Calibration) (float64, error) {
+	p, err := publishedPrediction(r, cal)
+	return p.IterationSeconds, err
+}
+
+// publishedPrediction is publishedSeconds' whole prediction, its terms
+// included.
+func publishedPrediction(r publishedRow, cal *cluster.Calibration) (Prediction, error) {
 	c := publishedClusterNIC(r.gpu, r.gpus, r.nicGbit)
 	calibrateTestCluster(c, cal)
 	if g := c.Hosts[0].GPUs; r.cfg.TP > g {
 		mc, _, err := mergeHosts(c, r.cfg.TP/g)
 		if err != nil {
-			return 0, fmt.Errorf("%s/%s: %w", r.table, r.name, err)
+			return Prediction{}, fmt.Errorf("%s/%s: %w", r.table, r.name, err)
 		}
 		c = mc
 	}
@@ -403,13 +410,13 @@ func publishedSeconds(r publishedRow, cal *cluster.Calibration) (float64, error)
 		cfg.StageLayers = evenLayers(r.m.NumLayers, cfg.PP*max(cfg.VPP, 1))
 	}
 	if err := validate(r.m, cfg, r.framework, c.TotalGPUs()); err != nil {
-		return 0, fmt.Errorf("%s/%s: %w", r.table, r.name, err)
+		return Prediction{}, fmt.Errorf("%s/%s: %w", r.table, r.name, err)
 	}
 	e := newPlanEval(c, r.m, cfg, r.framework)
 	pl := newPlacer(e, cluster.HostSymmetry(c), startOrders(c))
 	bh := make([]int, e.nBlocks)
 	pl.blocks(identity(len(c.Hosts)), bh)
-	return e.predict(bh).IterationSeconds, nil
+	return e.predict(bh), nil
 }
 
 // secondsToMetric turns an iteration time into the row's metric: TFLOP/s
