@@ -81,3 +81,20 @@ func TestLogsKeptAcrossAttempts(t *testing.T) {
 		t.Errorf("a.0.log = %q, %v; want %q", b, err, want)
 	}
 }
+
+// TestStartedAtEachAttempt: Options.Started is called as each attempt
+// begins, launch's own restarts included (a progress watch re-arms there).
+func TestStartedAtEachAttempt(t *testing.T) {
+	var started []int
+	o := Options{Out: &strings.Builder{}, MaxRestarts: 2, Restart: 1, Started: func(n int) { started = append(started, n) }}
+	calls := 0
+	err := runAttempts(context.Background(), twoHostJob(), o.withDefaults(), func(*output, int) error {
+		if calls++; calls == 1 {
+			return &JobFailure{Job: "j", Host: "a", Rank: 1, ExitCode: 137, Reason: "killed"}
+		}
+		return nil
+	})
+	if err != nil || fmt.Sprint(started) != "[1 2]" {
+		t.Errorf("runAttempts = %v, Started with %v; want nil and [1 2]", err, started)
+	}
+}
