@@ -15,6 +15,8 @@ on storage every host shares.
   --step-time S       seconds each step takes (default 0.5)
   --bug-at-step K     every rank raises ValueError at step K: a script bug,
                       the same on every attempt
+  --hang-at-step K    every rank stops at step K and waits forever, printing
+                      nothing more: a hang (pipette-launch's --progress-timeout)
   --timeout S         gloo's collective timeout (default 120)
 """
 import argparse
@@ -32,6 +34,7 @@ def main():
     p.add_argument("--save-every", type=int, default=2)
     p.add_argument("--step-time", type=float, default=0.5)
     p.add_argument("--bug-at-step", type=int, default=-1)
+    p.add_argument("--hang-at-step", type=int, default=-1)
     p.add_argument("--timeout", type=float, default=120.0)
     a = p.parse_args()
 
@@ -53,6 +56,10 @@ def main():
     while step < a.steps:
         if step == a.bug_at_step:
             raise ValueError(f"bad batch at step {step}")
+        if step == a.hang_at_step:
+            print(f"HANGING at step {step}", flush=True)
+            while True:
+                time.sleep(3600)
         g = torch.ones(1)
         dist.all_reduce(g)
         w += g / world  # the same update on any world size

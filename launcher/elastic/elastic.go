@@ -34,11 +34,14 @@ type Options struct {
 	// holding a *remote.HostErrors names the hosts that failed it: they
 	// are left out and Prepare is asked again, on the others.
 	Prepare func(ctx context.Context, hosts []string) (*Prepared, error)
-	// Launch runs one attempt's job as restart number restart
-	// (launch.Launch with Options.Restart and NoRestarts) and returns its
-	// failure (a *launch.JobFailure, or a *remote.HostErrors for hosts it
-	// could not start on).
-	Launch func(ctx context.Context, j *job.Job, restart int) error
+	// Launch runs one attempt's job (launch.Launch with Options.Restart,
+	// Attempt and NoRestarts): restart counts the restarts after failures
+	// (TORCHELASTIC_RESTART_COUNT: torchrun's agent counts membership
+	// changes in neither it nor max_restarts), attempt every attempt
+	// before this one, grow-back restarts included. It returns the
+	// attempt's failure (a *launch.JobFailure, or a *remote.HostErrors for
+	// hosts it could not start on).
+	Launch func(ctx context.Context, j *job.Job, restart, attempt int) error
 	// Check is a host's health check (run's: reachable over SSH, runs a command): nil
 	// when nothing is wrong with the host. It is asked after a rank failed
 	// there, and before each restart of a host left out as lost or
@@ -46,6 +49,22 @@ type Options struct {
 	// joins again, as torchrun's agent takes in a node at a restart.
 	Check         func(ctx context.Context, host string) error
 	RejoinTimeout time.Duration
+	// RejoinInterval (--rejoin-interval) turns on growing back while the
+	// job runs (rejoin.go): while an attempt runs on fewer than Max hosts,
+	// the hosts left out are probed with Probe every ProbeEvery, each
+	// probe bounded by ProbeTimeout (defaults DefaultProbeEvery,
+	// DefaultProbeTimeout), and one that answers is taken in by a restart
+	// right after the job's next checkpoint line, else RejoinInterval
+	// after it answered; never before the attempt has run RejoinInterval.
+	// Such a restart spends no MaxRestarts. 0: a host left out rejoins
+	// only at a restart a failure causes; so is a nil Probe (Check, or a
+	// check that cannot be made from outside a Slurm job step).
+	RejoinInterval, ProbeEvery, ProbeTimeout time.Duration
+	// ProgressTimeout (--progress-timeout), with Steps: an attempt that
+	// printed iteration lines and then no new step for this long is
+	// stopped as hung (WatchProgress) and counted as a failure; 0: off.
+	ProgressTimeout time.Duration
+	Probe           func(ctx context.Context, host string) error
 	// Steps, when not nil, reads the steps each attempt's iteration lines
 	// name (the command gives it to Launch as the job's output): the
 	// summary then says when each restart's first step came and how many
@@ -74,6 +93,9 @@ const (
 	// NotStopped: its ranks could not be confirmed stopped; a new attempt
 	// next to them would fight over ports and GPUs.
 	NotStopped Cause = "not confirmed stopped"
+	// Hung: the job made no progress for --progress-timeout and this
+	// host's ranks went silent while others printed on.
+	Hung Cause = "hung"
 )
 
 // HostFailure is a host left out and why.
@@ -104,9 +126,14 @@ type Attempt struct {
 	Steps                 Steps
 	FirstStepSinceFailure time.Duration
 	// Failure is what ended it ("" when the job finished); Blamed the
-	// hosts it was pinned to.
-	Failure string
-	Blamed  []HostFailure
+	// hosts it was pinned to. GrewBack: it was stopped on purpose to take
+	// in the hosts Rejoined names (no failure: no restart spent).
+	Failure  string
+	Blamed   []HostFailure
+	GrewBack bool
+	// Rejoined are the hosts it took in again that an earlier attempt
+	// left out.
+	Rejoined []string
 }
 
 // Summary is every attempt and how the job ended.
@@ -137,8 +164,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		left[f.Host] = f
 	}
-	restart := 0
+	restart := 0 // restarts after failures (--max-restarts)
 	var failedAt time.Time
+	var rejoined []string // taken in again since the last attempt started
 	lastError := ""
 	for {
 		hosts := usable(o.Hosts, left, o.Max)
@@ -161,6 +189,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			continue
 		}
 		a := Attempt{Restart: restart, Hosts: hosts, Layout: prep.Layout, Start: o.Now()}
+		for _, h := range rejoined {
+			if slices.Contains(hosts, h) {
+				a.Rejoined = append(a.Rejoined, h)
+			}
+		}
+		rejoined = nil
 		for _, h := range leftOrder {
 			a.LeftOut = append(a.LeftOut, left[h])
 		}
@@ -168,7 +202,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 			a.SinceFailure = a.Start.Sub(failedAt)
 		}
 		o.Steps.next() // what came before this attempt is not its
-		err = o.Launch(ctx, prep.Job, restart)
+		err = o.runAttempt(ctx, prep.Job, restart, len(s.Attempts), o.rejoinCandidates(len(hosts), left, leftOrder))
 		a.Steps = o.Steps.next()
 		if !failedAt.IsZero() && a.Steps.First >= 0 {
 			a.FirstStepSinceFailure = a.Steps.FirstAt.Sub(failedAt)
@@ -182,12 +216,39 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if errors.As(err, &jf) && !jf.Time.IsZero() && jf.Time.Before(failedAt) {
 			failedAt = jf.Time // the failure itself, not the end of the stop
 		}
-		if ctx.Err() != nil || (errors.As(err, &jf) && jf.Interrupted()) {
+		var gb *growBack
+		if ctx.Err() == nil && errors.As(err, &gb) {
+			// Stopped on purpose: the hosts that answered again rejoin;
+			// any whose ranks could not be confirmed stopped stay out.
+			a.Failure, a.GrewBack = gb.Error(), true
+			if jf != nil {
+				a.Blamed = stopBlame(jf, prep.Job, "")
+			}
+			s.Attempts = append(s.Attempts, a)
+			for _, h := range gb.hosts {
+				delete(left, h)
+				leftOrder = slices.DeleteFunc(leftOrder, func(x string) bool { return x == h })
+			}
+			rejoined = gb.hosts
+			for _, f := range a.Blamed {
+				leave(f)
+			}
+			next := usable(o.Hosts, left, o.Max)
+			fmt.Fprintf(o.Out, "pipette-launch: %s; restarting on %d %s (no restart spent: %d of %d done)\n", a.Failure, len(next), plural(len(next), "host", "hosts"), restart, o.MaxRestarts)
+			continue
+		}
+		var v verdict
+		var hang *Hang
+		switch {
+		case ctx.Err() == nil && errors.As(err, &hang):
+			v = hangVerdict(hang, jf, prep.Job)
+		case ctx.Err() != nil || (jf != nil && jf.Interrupted()):
 			a.Failure = "interrupted"
 			s.Attempts = append(s.Attempts, a)
 			return s, err
+		default:
+			v = o.judge(ctx, err, prep.Job, lastError)
 		}
-		v := o.judge(ctx, err, prep.Job, lastError)
 		a.Failure, a.Blamed = v.what, v.blamed
 		s.Attempts = append(s.Attempts, a)
 		switch {
@@ -204,6 +265,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		for _, h := range o.rejoin(ctx, left, leftOrder) {
 			delete(left, h)
 			leftOrder = slices.DeleteFunc(leftOrder, func(x string) bool { return x == h })
+			rejoined = append(rejoined, h)
 			fmt.Fprintf(o.Out, "pipette-launch: %s passes its check again: it rejoins\n", h)
 		}
 		for _, f := range v.blamed {
@@ -214,6 +276,59 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		next := usable(o.Hosts, left, o.Max)
 		fmt.Fprintf(o.Out, "pipette-launch: %s; restarting on %d %s (restart %d of %d)\n", a.Failure, len(next), plural(len(next), "host", "hosts"), restart, o.MaxRestarts)
 	}
+}
+
+// runAttempt launches one attempt's job. While it runs, the hosts in
+// candidates are watched for a return (watchRejoins) and, with
+// ProgressTimeout, the job's steps for a hang (WatchProgress): either
+// stops it, and the error returned wraps why (a *growBack, a *Hang).
+func (o Options) runAttempt(ctx context.Context, j *job.Job, restart, attempt int, candidates []string) error {
+	o.Steps.Begin(j)
+	var watch []func(context.Context, context.CancelCauseFunc)
+	if len(candidates) > 0 {
+		watch = append(watch, func(ctx context.Context, stop context.CancelCauseFunc) { o.watchRejoins(ctx, stop, candidates) })
+	}
+	if o.ProgressTimeout > 0 && o.Steps != nil {
+		watch = append(watch, func(ctx context.Context, stop context.CancelCauseFunc) {
+			WatchProgress(ctx, stop, o.Steps, o.ProgressTimeout)
+		})
+	}
+	if len(watch) == 0 {
+		return o.Launch(ctx, j, restart, attempt)
+	}
+	actx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var wg sync.WaitGroup
+	for _, w := range watch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w(actx, stop)
+		}()
+	}
+	err := o.Launch(actx, j, restart, attempt)
+	cause := context.Cause(actx)
+	stop(nil)
+	wg.Wait()
+	return StoppedWhy(ctx, err, cause)
+}
+
+// StoppedWhy is a launch's error err, wrapping why a watch stopped it
+// (cause, the cause its context was cancelled with: a *Hang, or a
+// grow-back) when that is what ended it: not when ctx (the caller's) was
+// cancelled, nor when a failure came first (a rank failing as it was
+// stopped).
+func StoppedWhy(ctx context.Context, err, cause error) error {
+	var gb *growBack
+	var h *Hang
+	if err == nil || ctx.Err() != nil || !(errors.As(cause, &gb) || errors.As(cause, &h)) {
+		return err
+	}
+	var jf *launch.JobFailure
+	if errors.As(err, &jf) && !jf.Interrupted() {
+		return err
+	}
+	return fmt.Errorf("%w: %w", cause, err)
 }
 
 // rejoin are the hosts left out as lost or unhealthy that pass their
@@ -295,20 +410,7 @@ func (o Options) judge(ctx context.Context, err error, j *job.Job, lastError str
 			v.blamed = append(v.blamed, HostFailure{Host: h, Cause: HostLost, Detail: jf.Reason})
 		}
 	}
-	if jf.StopErr != nil {
-		for _, f := range hostErrors(jf.StopErr, hostNames(j)) {
-			switch {
-			case f.Host == lost: // a lost host cannot confirm it: said already
-			case f.Cause == HostLost:
-				// Lost too (not reached to stop it): its agent stops its
-				// ranks, so it may rejoin once it passes its check.
-				v.blamed = append(v.blamed, f)
-			default:
-				f.Cause = NotStopped
-				v.blamed = append(v.blamed, f)
-			}
-		}
-	}
+	v.blamed = append(v.blamed, stopBlame(jf, j, lost)...)
 	if jf.Rank >= 0 {
 		h, ok := hostOf(j, jf.Host)
 		if ok && o.Check != nil {
@@ -329,6 +431,43 @@ func (o Options) judge(ctx context.Context, err error, j *job.Job, lastError str
 		v.unknown = true
 	}
 	return v
+}
+
+// hangVerdict reads a hang (--progress-timeout): the hosts that went
+// silent while others printed on are blamed; when every host went silent
+// nobody is, and the job restarts on the same hosts (a transient failure).
+func hangVerdict(h *Hang, jf *launch.JobFailure, j *job.Job) verdict {
+	v := verdict{what: "the job hung: " + h.Error()}
+	for _, host := range h.Silent {
+		v.blamed = append(v.blamed, HostFailure{Host: host, Cause: Hung,
+			Detail: fmt.Sprintf("its ranks printed nothing for %s while the others printed on", h.Timeout)})
+	}
+	if jf != nil {
+		v.blamed = append(v.blamed, stopBlame(jf, j, "")...)
+	}
+	return v
+}
+
+// stopBlame are the hosts the stop of an attempt could not confirm
+// stopped (jf.StopErr), but lost (said already when lost names it).
+func stopBlame(jf *launch.JobFailure, j *job.Job, lost string) []HostFailure {
+	var out []HostFailure
+	if jf.StopErr == nil {
+		return nil
+	}
+	for _, f := range hostErrors(jf.StopErr, hostNames(j)) {
+		switch {
+		case f.Host == lost: // a lost host cannot confirm it: said already
+		case f.Cause == HostLost:
+			// Lost too (not reached to stop it): its agent stops its
+			// ranks, so it may rejoin once it passes its check.
+			out = append(out, f)
+		default:
+			f.Cause = NotStopped
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // headline is a failure in one line.
@@ -451,7 +590,11 @@ func (s *Summary) String() string {
 	n := len(s.Attempts)
 	if s.Stopped == "" {
 		last := s.Attempts[n-1]
-		fmt.Fprintf(&b, "%s: finished on %d %s after %d %s\n", name, len(last.Hosts), plural(len(last.Hosts), "host", "hosts"), last.Restart, plural(last.Restart, "restart", "restarts"))
+		grew := ""
+		if g := s.growBacks(); g > 0 {
+			grew = fmt.Sprintf(" and %d grow-back %s", g, plural(g, "restart", "restarts"))
+		}
+		fmt.Fprintf(&b, "%s: finished on %d %s after %d %s%s\n", name, len(last.Hosts), plural(len(last.Hosts), "host", "hosts"), last.Restart, plural(last.Restart, "restart", "restarts"), grew)
 	} else {
 		fmt.Fprintf(&b, "%s STOPPED: %s\n", name, s.Stopped)
 	}
@@ -467,12 +610,21 @@ func (s *Summary) String() string {
 			if len(dropped) > 0 {
 				fmt.Fprintf(&b, "    dropped    : %s\n", strings.Join(dropped, " "))
 			}
-			if len(added) > 0 {
-				fmt.Fprintf(&b, "    added      : %s\n", strings.Join(added, " "))
+			for i, h := range added {
+				if slices.Contains(a.Rejoined, h) {
+					added[i] += " (rejoined)"
+				}
 			}
-			fmt.Fprintf(&b, "    started    : %s after the failure\n", a.SinceFailure.Round(100*time.Millisecond))
+			if len(added) > 0 {
+				fmt.Fprintf(&b, "    added      : %s\n", strings.Join(added, ", "))
+			}
+			since := "the failure"
+			if prev.GrewBack {
+				since = "the stop"
+			}
+			fmt.Fprintf(&b, "    started    : %s after %s\n", a.SinceFailure.Round(100*time.Millisecond), since)
 			if a.Steps.First >= 0 {
-				fmt.Fprintf(&b, "    first step : %s after the failure (step %d)\n", a.FirstStepSinceFailure.Round(100*time.Millisecond), a.Steps.First)
+				fmt.Fprintf(&b, "    first step : %s after %s (step %d)\n", a.FirstStepSinceFailure.Round(100*time.Millisecond), since, a.Steps.First)
 			}
 			if r, ok := redone(prev.Steps, a.Steps); ok {
 				fmt.Fprintf(&b, "    redone     : %d %s (the attempt before printed step %d last, this one step %d first)\n", r, plural(r, "step", "steps"), prev.Steps.Last, a.Steps.First)
@@ -495,6 +647,17 @@ func (s *Summary) String() string {
 		prev = a
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// growBacks counts the attempts stopped to take in hosts again.
+func (s *Summary) growBacks() int {
+	n := 0
+	for _, a := range s.Attempts {
+		if a.GrewBack {
+			n++
+		}
+	}
+	return n
 }
 
 // redone is how many steps an attempt did again that the one before had

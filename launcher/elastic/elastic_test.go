@@ -34,6 +34,19 @@ type script []func(hosts []string) error
 // attempt, the restart numbers Launch got and what Prepare was asked.
 func runScript(t *testing.T, o Options, s script) (*Summary, error, [][]string, []int) {
 	t.Helper()
+	cs := make(ctxScript, len(s))
+	for i, f := range s {
+		cs[i] = func(_ context.Context, hosts []string) error { return f(hosts) }
+	}
+	return runCtxScript(t, o, cs)
+}
+
+// ctxScript is a run of attempts that see their context: a grow-back
+// stops an attempt by cancelling it.
+type ctxScript []func(ctx context.Context, hosts []string) error
+
+func runCtxScript(t *testing.T, o Options, s ctxScript) (*Summary, error, [][]string, []int) {
+	t.Helper()
 	var attempts [][]string
 	var restarts []int
 	clock := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
@@ -43,14 +56,17 @@ func runScript(t *testing.T, o Options, s script) (*Summary, error, [][]string, 
 			return &Prepared{Job: fakeJob(hosts), Layout: fmt.Sprintf("DP=%d", len(hosts))}, nil
 		}
 	}
-	o.Launch = func(_ context.Context, j *job.Job, restart int) error {
+	o.Launch = func(ctx context.Context, j *job.Job, restart, attempt int) error {
 		hosts := hostNames(j)
+		if attempt != len(attempts) {
+			t.Errorf("attempt %d launched as attempt %d", len(attempts), attempt)
+		}
 		attempts = append(attempts, hosts)
 		restarts = append(restarts, restart)
 		if len(attempts) > len(s) {
 			t.Fatalf("attempt %d not scripted (hosts %v)", len(attempts), hosts)
 		}
-		return s[len(attempts)-1](hosts)
+		return s[len(attempts)-1](ctx, hosts)
 	}
 	var out strings.Builder
 	o.Out = &out
@@ -137,7 +153,7 @@ func TestElasticLoop(t *testing.T) {
 			script:       script{lost("n2"), func([]string) error { return rankFails("n3", 4, 137, "killed") }, ok},
 			wantHosts:    [][]string{four, {"n1", "n3", "n4"}, four},
 			wantRestarts: []int{0, 1, 2},
-			wantSummary:  []string{"attempt 3 (restart 2): 4 hosts: n1 n2 n3 n4", "added      : n2"}},
+			wantSummary:  []string{"attempt 3 (restart 2): 4 hosts: n1 n2 n3 n4", "added      : n2 (rejoined)"}},
 		{name: "a host still down stays out", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3,
 			Check: func(_ context.Context, h string) error {
 				if h == "n2" {
@@ -162,7 +178,7 @@ func TestElasticLoop(t *testing.T) {
 				ok},
 			wantHosts:    [][]string{four, {"n1", "n4"}, four},
 			wantRestarts: []int{0, 1, 2},
-			wantSummary:  []string{"blamed     : n2 lost: connection lost", "blamed     : n3 lost: not reached: connection lost", "added      : n2 n3"}},
+			wantSummary:  []string{"blamed     : n2 lost: connection lost", "blamed     : n3 lost: not reached: connection lost", "added      : n2 (rejoined), n3 (rejoined)"}},
 		{name: "a host not confirmed stopped stays out", opts: Options{Hosts: four, Min: 2, Max: 4, MaxRestarts: 3, Check: healthy},
 			script: script{
 				func([]string) error {

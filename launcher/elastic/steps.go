@@ -25,6 +25,30 @@ var stepLineRes = []*regexp.Regexp{
 	regexp.MustCompile(`\bstep=(\d+), skipped=`),
 }
 
+// Checkpoint save lines, printed once a checkpoint is whole: a grow-back
+// restart comes right after one (rejoin.go), so that it redoes no step.
+//
+//	Megatron-LM core_v0.19.0 (megatron/training/checkpointing.py, save_checkpoint's
+//	iter_finalize_fn, rank 0, after the tracker file is written):
+//	  "  [2026-11-29 01:02:03.456789] successfully saved checkpoint from iteration     200 to /ckpt [ t 1/1, ... ]"
+//	DeepSpeed v0.14.4 (deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py,
+//	commit, which engine.save_checkpoint calls on every rank once its files are written):
+//	  "[Torch] Checkpoint global_step10 is ready now!"
+//	examples/torch_elastic.py (rank 0, after the checkpoint file is renamed into place):
+//	  "SAVED step 4"
+//
+// DeepSpeed's line comes from every rank, each after writing its own
+// shard (ZeRO partitions its optimizer state): a save is whole once every
+// rank of the attempt printed it for that tag (perRank).
+var saveLines = []struct {
+	re      *regexp.Regexp
+	perRank bool
+}{
+	{re: regexp.MustCompile(`successfully saved checkpoint from iteration\s+\d+`)},
+	{re: regexp.MustCompile(`\[Torch\] Checkpoint (\S+) is ready now!`), perRank: true},
+	{re: regexp.MustCompile(`\bSAVED step \d+`)},
+}
+
 // maxStepLine bounds the part of an output line searched for a step (and
 // buffered while its end has not come).
 const maxStepLine = 4 << 10
@@ -42,6 +66,16 @@ type StepWatch struct {
 	mu      sync.Mutex
 	partial []byte // a line whose end has not come yet
 	steps   Steps
+	// ranks is the running attempt's rank count (Begin); saves counts the
+	// whole checkpoints the job saved (any attempt), lastSave is the last
+	// one's line, perTag the ranks that said a per-rank save line's tag
+	// is written; saved gets a value at each whole checkpoint.
+	ranks    int
+	saves    int
+	lastSave string
+	perTag   map[string]int
+	saved    chan struct{}
+	prog     progress // the progress watch's (hang.go)
 }
 
 // Steps are the steps one attempt's iteration lines named: First, the
@@ -54,7 +88,8 @@ type Steps struct {
 
 // NewStepWatch wraps out (the job's output stream).
 func NewStepWatch(out io.Writer) *StepWatch {
-	return &StepWatch{out: out, now: time.Now, steps: Steps{First: -1, Last: -1}}
+	return &StepWatch{out: out, now: time.Now, steps: Steps{First: -1, Last: -1}, perTag: map[string]int{}, saved: make(chan struct{}, 1),
+		prog: progress{step: -1}}
 }
 
 // Write passes p on and reads the complete lines in it.
@@ -77,7 +112,9 @@ func (w *StepWatch) Write(p []byte) (int, error) {
 }
 
 func (w *StepWatch) readLine(line []byte) {
+	w.readSave(line)
 	step, ok := lineStep(line)
+	w.readProgress(line, step, ok)
 	if !ok {
 		return
 	}
@@ -110,4 +147,50 @@ func (w *StepWatch) next() Steps {
 	s := w.steps
 	w.steps, w.partial = Steps{First: -1, Last: -1}, w.partial[:0]
 	return s
+}
+
+// readSave counts a checkpoint save line: a whole checkpoint signals
+// saved (without waiting: one pending signal is enough).
+func (w *StepWatch) readSave(line []byte) {
+	for _, s := range saveLines {
+		m := s.re.FindSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if s.perRank {
+			tag := string(m[1])
+			w.perTag[tag]++
+			if w.perTag[tag] < max(1, w.ranks) {
+				return
+			}
+			delete(w.perTag, tag)
+		}
+		w.saves++
+		w.lastSave = string(m[0])
+		select {
+		case w.saved <- struct{}{}:
+		default:
+		}
+		return
+	}
+}
+
+// savedSignal gets a value after each whole checkpoint; nil (never) for a
+// nil watch.
+func (w *StepWatch) savedSignal() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	return w.saved
+}
+
+// lastSaved is how many whole checkpoints the job saved and the last
+// one's save line. Nil-safe.
+func (w *StepWatch) lastSaved() (int, string) {
+	if w == nil {
+		return 0, ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.saves, w.lastSave
 }

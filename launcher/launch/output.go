@@ -77,7 +77,7 @@ func (o *output) openLogs() error {
 	for k := range o.local {
 		name := filepath.Join(o.opts.LogDir, text.SafeName(k.host)+"."+strconv.Itoa(k.rank)+".log")
 		mode := os.O_CREATE | os.O_TRUNC | os.O_WRONLY | syscall.O_NOFOLLOW
-		if o.opts.Restart > 0 {
+		if o.opts.Restart > 0 || o.opts.Attempt > 0 {
 			mode = os.O_CREATE | os.O_APPEND | os.O_WRONLY | syscall.O_NOFOLLOW // a later attempt of the same job
 		}
 		f, err := os.OpenFile(name, mode, 0o644)
@@ -92,12 +92,13 @@ func (o *output) openLogs() error {
 	return nil
 }
 
-// logAttempt marks a restart in every log file.
-func (o *output) logAttempt(n int) {
+// logAttempt marks a restart ("restart N") or another attempt in every
+// log file.
+func (o *output) logAttempt(what string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, f := range o.logs {
-		fmt.Fprintf(f, "=== pipette-launch: restart %d ===\n", n)
+		fmt.Fprintf(f, "=== pipette-launch: %s ===\n", what)
 	}
 	for _, t := range o.tails {
 		t.reset()

@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +57,44 @@ func TestOutputFiltersAndLogs(t *testing.T) {
 		if got := o.tail("b", 3); len(got) != 1 || got[0] != "l3" {
 			t.Errorf("%s: tail = %q", c.name, got)
 		}
+	}
+}
+
+// TestLogsKeptAcrossAttempts: a later attempt of the same job that spends
+// no restart (launcher/elastic's grow-back: Attempt above Restart) appends
+// to the --log-dir files, with a line naming it, as a restart does.
+func TestLogsKeptAcrossAttempts(t *testing.T) {
+	dir := t.TempDir()
+	for i, o := range []Options{{}, {Attempt: 1}, {Attempt: 2, Restart: 1}} {
+		o.Out, o.LogDir, o.NoRestarts = &strings.Builder{}, dir, true
+		err := runAttempts(context.Background(), twoHostJob(), o.withDefaults(), func(out *output, _ int) error {
+			out.rankLine("a", 0, fmt.Sprintf("attempt %d", i+1))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "a.0.log"))
+	want := "attempt 1\n=== pipette-launch: attempt 2 (restart 0) ===\nattempt 2\n=== pipette-launch: attempt 3 (restart 1) ===\nattempt 3\n"
+	if err != nil || string(b) != want {
+		t.Errorf("a.0.log = %q, %v; want %q", b, err, want)
+	}
+}
+
+// TestStartedAtEachAttempt: Options.Started is called as each attempt
+// begins, launch's own restarts included (a progress watch re-arms there).
+func TestStartedAtEachAttempt(t *testing.T) {
+	var started []int
+	o := Options{Out: &strings.Builder{}, MaxRestarts: 2, Restart: 1, Started: func(n int) { started = append(started, n) }}
+	calls := 0
+	err := runAttempts(context.Background(), twoHostJob(), o.withDefaults(), func(*output, int) error {
+		if calls++; calls == 1 {
+			return &JobFailure{Job: "j", Host: "a", Rank: 1, ExitCode: 137, Reason: "killed"}
+		}
+		return nil
+	})
+	if err != nil || fmt.Sprint(started) != "[1 2]" {
+		t.Errorf("runAttempts = %v, Started with %v; want nil and [1 2]", err, started)
 	}
 }

@@ -52,6 +52,17 @@ type Options struct {
 	// TORCHELASTIC_MAX_RESTARTS.
 	Restart    int
 	NoRestarts bool
+	// Attempt is, for such a caller, the attempts of the job before this
+	// launch, those that spent no restart included (launcher/elastic's
+	// grow-back restarts: torchrun counts membership changes in no
+	// restart count): above 0, --log-dir files are appended to as for
+	// Restart, with a line naming the attempt.
+	Attempt int
+	// Started, when set, is called as each attempt of this launch begins
+	// (before its ranks start), restarts included: a caller that watches
+	// the job's output attempt by attempt (launcher/elastic's progress
+	// watch) starts afresh there.
+	Started func(attempt int)
 	// StartTimeout bounds how long a host's agent may take to come up
 	// (default 30s).
 	StartTimeout time.Duration
@@ -226,10 +237,16 @@ func runAttempts(ctx context.Context, job job.Job, opts Options, attempt func(ou
 	if err := out.openLogs(); err != nil {
 		return fmt.Errorf("job %s: %w", job.Name, err)
 	}
-	if opts.Restart > 0 {
-		out.logAttempt(opts.Restart)
+	switch {
+	case opts.Attempt > opts.Restart:
+		out.logAttempt(fmt.Sprintf("attempt %d (restart %d)", opts.Attempt+1, opts.Restart))
+	case opts.Restart > 0:
+		out.logAttempt(fmt.Sprintf("restart %d", opts.Restart))
 	}
 	for n := opts.Restart; ; n++ {
+		if opts.Started != nil {
+			opts.Started(n)
+		}
 		err := attempt(out, n)
 		var jf *JobFailure
 		if err == nil || !errors.As(err, &jf) {
@@ -240,7 +257,7 @@ func runAttempts(ctx context.Context, job job.Job, opts Options, attempt func(ou
 			return err
 		}
 		out.note("pipette-launch: %s; restarting the whole job (restart %d of %d)", jf.headline(), n+1, opts.MaxRestarts)
-		out.logAttempt(n + 1)
+		out.logAttempt(fmt.Sprintf("restart %d", n+1))
 	}
 }
 

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -42,6 +43,11 @@ type HostRoute struct {
 	PythonFound bool   `json:"python_found,omitempty"`
 	// Problem says why Ifname is empty.
 	Problem string `json:"problem,omitempty"`
+	// Links are the host's RDMA ports and network interfaces with their
+	// state from sysfs (the health check: Health); GPUs how many GPUs
+	// nvidia-smi -L lists (nil: no nvidia-smi there).
+	Links []NIC `json:"links,omitempty"`
+	GPUs  *int  `json:"gpus,omitempty"`
 }
 
 // launchProbeScript runs under sh with $1 = rank 0's address (empty on
@@ -58,7 +64,8 @@ else
   sec noip
 fi
 if [ -n "$2" ]; then sec python; if [ -f "$2" ] && [ -x "$2" ]; then echo yes; else echo no; fi; fi
-sec end
+if command -v nvidia-smi >/dev/null 2>&1; then sec gpulist; nvidia-smi -L 2>&1; sec gpulist_rc "$?"; fi
+` + valFunc + nicsDumpSnippet + `sec end
 `
 
 // launchProbeCommand is the one remote command line of the launch probe.
@@ -147,6 +154,7 @@ func ParseLaunchProbe(out, masterAddr string) (hr HostRoute, master string, err 
 	}
 	hr.Hostname = strings.TrimSpace(po.sections["hostname"])
 	hr.PythonFound = strings.TrimSpace(po.sections["python"]) == "yes"
+	hr.Links, hr.GPUs = linkStates(po.view), visibleGPUs(po)
 	if _, ok := po.sections["noip"]; ok {
 		hr.Problem = "`ip` (iproute2) is not installed"
 		if masterAddr == "" {
@@ -228,4 +236,60 @@ func LocalLaunchProbe(python string) *LaunchProbe {
 		hr.Hostname = h
 	}
 	return &LaunchProbe{MasterAddr: "127.0.0.1", Hosts: []HostRoute{hr}}
+}
+
+// linkStates are every RDMA port and network interface (but loopback) of
+// a probe's sysfs dump, each with its state and whether it is up, as the
+// full probe reads them (RDMAPorts, ethernetNIC: operstate, else carrier).
+func linkStates(v sysView) []NIC {
+	links := RDMAPorts(v)
+	for _, ifc := range v.ReadDir(sysNet) {
+		if ifc != "lo" {
+			links = append(links, ethernetNIC(v, ifc))
+		}
+	}
+	return links
+}
+
+// visibleGPUs counts the GPUs nvidia-smi -L listed; 0 when it failed (no
+// driver loaded), nil when it is not installed.
+func visibleGPUs(po *probeOutput) *int {
+	if _, ran := po.sections["gpulist"]; !ran {
+		return nil
+	}
+	n := 0
+	if strings.TrimSpace(po.sections["gpulist_rc"]) == "0" {
+		l, _ := ParseGPUList(po.sections["gpulist"])
+		n = len(l)
+	}
+	return &n
+}
+
+// Health is the host's health check before a (re)start: the links named
+// (the interface the job's traffic takes, the RDMA ports and interfaces
+// the cluster file names) that the probe found must be up, and gpus (the
+// GPUs the host is to run on; 0: none checked) must be visible when
+// nvidia-smi is there. A link the probe did not find is not judged (a
+// container may show other interfaces than the job uses). nil: healthy.
+func (hr HostRoute) Health(links []string, gpus int) error {
+	var problems []string
+	seen := map[string]bool{}
+	for _, name := range links {
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		for _, l := range hr.Links {
+			if l.Name == name && !l.Active {
+				problems = append(problems, fmt.Sprintf("link %s is down (state %s, from sysfs)", name, cmp.Or(l.State, "unknown")))
+			}
+		}
+	}
+	if gpus > 0 && hr.GPUs != nil && *hr.GPUs < gpus {
+		problems = append(problems, fmt.Sprintf("%d of its %d GPUs visible (nvidia-smi -L)", *hr.GPUs, gpus))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("health check: %s", strings.Join(problems, "; "))
 }

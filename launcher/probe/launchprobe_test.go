@@ -2,8 +2,11 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/launcher/remote/remotetest"
@@ -70,7 +73,7 @@ func TestParseLaunchProbe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want || master != tc.wantMaster {
+			if !reflect.DeepEqual(got, tc.want) || master != tc.wantMaster {
 				t.Errorf("got %+v master %q\nwant %+v master %q", got, master, tc.want, tc.wantMaster)
 			}
 		})
@@ -115,5 +118,68 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 	}
 	if other.Ifname != hr.Ifname || other.PythonFound {
 		t.Errorf("towards %s: interface %q (want %q), python found %v (want false)", master, other.Ifname, hr.Ifname, other.PythonFound)
+	}
+	// The health check's links, read from this machine's sysfs: the
+	// interface that reaches rank 0's address is there and up.
+	up := false
+	for _, l := range hr.Links {
+		up = up || (l.Name == hr.Ifname && l.Active)
+	}
+	if !up || hr.Health([]string{hr.Ifname}, 0) != nil {
+		t.Errorf("interface %s not found up in sysfs: %+v", hr.Ifname, hr.Links)
+	}
+}
+
+// TestLaunchProbeHealth (issue 30, item 2): the health check before a
+// (re)start reads each link's state from the launch probe's sysfs dump
+// (operstate, else carrier, as the full probe reads NICs) and the GPUs
+// nvidia-smi -L lists: a named link that is down, or fewer GPUs than the
+// host runs on, fails it; a link the probe did not find is not judged.
+func TestLaunchProbeHealth(t *testing.T) {
+	dump := func(ifc, operstate, carrier string) string {
+		p := probeMarker + " file /sys/class/net/" + ifc + "/"
+		return p + "type\n1\n" + p + "operstate\n" + operstate + "\n" + p + "carrier\n" + carrier + "\n"
+	}
+	gpus := func(n int) string {
+		s := probeMarker + " gpulist\n"
+		for i := range n {
+			s += fmt.Sprintf("GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000%d)\n", i, i)
+		}
+		return s + probeMarker + " gpulist_rc 0\n"
+	}
+	ibPort := probeMarker + " file /sys/class/infiniband/mlx5_0/ports/1/link_layer\nInfiniBand\n" +
+		probeMarker + " file /sys/class/infiniband/mlx5_0/ports/1/state\n1: DOWN\n" +
+		probeMarker + " file /sys/class/infiniband/mlx5_0/ports/1/phys_state\n3: Disabled\n"
+	for _, tc := range []struct {
+		name  string
+		dump  string
+		links []string
+		gpus  int
+		want  string // "" healthy
+	}{
+		{name: "the job's interface up", dump: dump("eth0", "up", "1"), links: []string{"eth0"}},
+		{name: "the job's interface down", dump: dump("eth0", "down", "0"), links: []string{"eth0"},
+			want: "health check: link eth0 is down (state down, from sysfs)"},
+		{name: "a virtual interface: unknown, carrier up", dump: dump("ib0", "unknown", "1"), links: []string{"ib0"}},
+		{name: "the cluster file's RDMA port down", dump: dump("eth0", "up", "1") + ibPort, links: []string{"eth0", "mlx5_0:1"},
+			want: "link mlx5_0:1 is down (state DOWN, from sysfs)"},
+		{name: "a link not found is not judged", dump: dump("eth0", "up", "1"), links: []string{"ens5"}},
+		{name: "every GPU visible", dump: gpus(4), gpus: 4},
+		{name: "a GPU gone", dump: gpus(3), gpus: 4, want: "health check: 3 of its 4 GPUs visible (nvidia-smi -L)"},
+		{name: "nvidia-smi failing: no GPU visible", dump: probeMarker + " gpulist\nNVIDIA-SMI has failed\n" + probeMarker + " gpulist_rc 9\n", gpus: 2,
+			want: "0 of its 2 GPUs visible"},
+		{name: "no nvidia-smi: not judged", gpus: 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := strings.Replace(launchOutput("", recordedIPAddr, recordedRouteDirect, ""), probeMarker+" end", tc.dump+probeMarker+" end", 1)
+			hr, _, err := ParseLaunchProbe(out, "198.18.0.11")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = hr.Health(tc.links, tc.gpus)
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Health = %v, want %q (links %+v, GPUs %v)", err, tc.want, hr.Links, hr.GPUs)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package probe
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,6 +45,32 @@ func TestProbeLaunchTestbed(t *testing.T) {
 			if hr := lp.Hosts[i]; hr.Hostname != h.Name || hr.Ifname == "" || hr.Src != h.Addr || hr.Problem != "" {
 				t.Errorf("rank 0 on %s: host %s: %+v, want its own address %s on an interface", tb.Hosts[rank0].Name, h.Name, hr, h.Addr)
 			}
+			if err := lp.Hosts[i].Health([]string{lp.Hosts[i].Ifname}, 0); err != nil {
+				t.Errorf("rank 0 on %s: host %s: %v (links %+v)", tb.Hosts[rank0].Name, h.Name, err, lp.Hosts[i].Links)
+			}
 		}
+	}
+	// The health check reads the host's own sysfs (its network
+	// namespace's): a second interface there, down, fails it when named.
+	// (A test-bed host's /sys/class/net lists only lo and eth0, links into
+	// its namespace's real /sys/devices: nic9 is linked in the same way.)
+	if b, err := tb.Exec(context.Background(), "lp2", "ip", "link", "add", "nic9", "type", "veth", "peer", "name", "nic9p"); err != nil {
+		t.Fatalf("add nic9 on lp2: %v %s", err, b)
+	}
+	if err := os.Symlink("../../devices/virtual/net/nic9", filepath.Join(tb.Dir, "host", "lp2", "class", "net", "nic9")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lp, err := ProbeLaunch(ctx, pool, targets, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = lp.Hosts[1].Health([]string{lp.Hosts[1].Ifname, "nic9"}, 0)
+	if want := "health check: link nic9 is down (state down, from sysfs)"; err == nil || err.Error() != want {
+		t.Errorf("lp2 with nic9 down: Health = %v, want %q (links %+v)", err, want, lp.Hosts[1].Links)
+	}
+	if err := lp.Hosts[0].Health([]string{lp.Hosts[0].Ifname, "nic9"}, 0); err != nil {
+		t.Errorf("lp1 has no nic9 (not judged): %v", err)
 	}
 }

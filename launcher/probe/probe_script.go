@@ -20,8 +20,7 @@ const probeMarker = "::pipette-probe::"
 // nvidia-smi or /sys/class/infiniband simply leave their sections out.
 const probeScript = `m='` + probeMarker + `'
 sec() { printf '%s %s\n' "$m" "$*"; }
-val() { [ -e "$1" ] || return 0; v=; { read -r v < "$1"; } 2>/dev/null; sec file "${1#"$R"}"; printf '%s\n' "$v"; }
-sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
+` + valFunc + `sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
 sec ssh_connection; printf '%s\n' "$SSH_CONNECTION"
 sec nproc; nproc 2>/dev/null
 sec cpuinfo; grep '^processor' /proc/cpuinfo 2>/dev/null
@@ -35,28 +34,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   if [ "$rc" != 0 ]; then sec gpulist; nvidia-smi -L 2>&1; sec gpulist_rc "$?"; fi
   sec topo; nvidia-smi topo -m 2>/dev/null
 fi
-for d in "$R"/sys/class/infiniband/*; do
-  [ -d "$d" ] || continue
-  sec dir "${d#"$R"}/device/net"; ls "$d/device/net" 2>/dev/null
-  for p in "$d"/ports/*; do
-    [ -d "$p" ] || continue
-    for f in link_layer rate state phys_state; do val "$p/$f"; done
-    ll=; { read -r ll < "$p/link_layer"; } 2>/dev/null
-    [ "$ll" = Ethernet ] || continue
-    for t in "$p"/gid_attrs/types/*; do
-      v=; { read -r v < "$t"; } 2>/dev/null
-      [ -n "$v" ] || continue
-      sec file "${t#"$R"}"; printf '%s\n' "$v"; val "$p/gids/${t##*/}"
-    done
-  done
-done
-for i in "$R"/sys/class/net/*; do
-  [ -e "$i" ] || continue
-  for f in type operstate mtu address speed carrier dev_port; do val "$i/$f"; done
-  [ -e "$i/device" ] && { sec file "${i#"$R"}/device"; echo present; }
-  [ -e "$i/master" ] && { m2=$(readlink "$i/master"); sec file "${i#"$R"}/master"; printf '%s\n' "${m2##*/}"; }
-done
-sec end
+` + nicsDumpSnippet + `sec end
 `
 
 // softwareSnippet prints "torch V", "nccl V" and "megatron_core V" from
@@ -77,6 +55,38 @@ for k, names in (("torch", ("torch",)), ("nccl", ("nvidia-nccl-cu12", "nvidia-nc
 // ProbeCommand is the one remote command line that probes a host. It runs
 // the script under sh so the login shell's flavour does not matter.
 func ProbeCommand() string { return probeCommandAt("") }
+
+// valFunc defines val FILE: a sysfs file's first line as a "file" section
+// (read with the builtin: no fork per file), nothing when it is absent.
+const valFunc = `val() { [ -e "$1" ] || return 0; v=; { read -r v < "$1"; } 2>/dev/null; sec file "${1#"$R"}"; printf '%s\n' "$v"; }
+`
+
+// nicsDumpSnippet prints the sysfs files of every RDMA port and network
+// interface (below $R, as sec file/dir sections; val must be defined),
+// which dumpView reads: the full probe's NICs and the launch probe's
+// health check (each link's state) read the same dump.
+const nicsDumpSnippet = `for d in "$R"/sys/class/infiniband/*; do
+  [ -d "$d" ] || continue
+  sec dir "${d#"$R"}/device/net"; ls "$d/device/net" 2>/dev/null
+  for p in "$d"/ports/*; do
+    [ -d "$p" ] || continue
+    for f in link_layer rate state phys_state; do val "$p/$f"; done
+    ll=; { read -r ll < "$p/link_layer"; } 2>/dev/null
+    [ "$ll" = Ethernet ] || continue
+    for t in "$p"/gid_attrs/types/*; do
+      v=; { read -r v < "$t"; } 2>/dev/null
+      [ -n "$v" ] || continue
+      sec file "${t#"$R"}"; printf '%s\n' "$v"; val "$p/gids/${t##*/}"
+    done
+  done
+done
+for i in "$R"/sys/class/net/*; do
+  [ -e "$i" ] || continue
+  for f in type operstate mtu address speed carrier dev_port; do val "$i/$f"; done
+  [ -e "$i/device" ] && { sec file "${i#"$R"}/device"; echo present; }
+  [ -e "$i/master" ] && { m2=$(readlink "$i/master"); sec file "${i#"$R"}/master"; printf '%s\n' "${m2##*/}"; }
+done
+`
 
 // probeCommandAt reads sysfs below root instead of / (tests point it at a
 // captured sysfs tree); paths in the output are always as seen from /.

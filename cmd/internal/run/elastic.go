@@ -112,12 +112,12 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	// The job's output, read for its iteration lines on the way (the
 	// summary's first step and steps redone of each restart).
 	steps := elastic.NewStepWatch(opts.IO.Out)
-	run := func(ctx context.Context, j *job.Job, restart int) error {
+	run := func(ctx context.Context, j *job.Job, restart, attempt int) error {
 		if opts.Launch != nil {
 			return opts.Launch(ctx, j, cur)
 		}
 		lo := launchOptions(cur)
-		lo.Out, lo.Restart, lo.NoRestarts = steps, restart, true
+		lo.Out, lo.Restart, lo.Attempt, lo.NoRestarts = steps, restart, attempt, true
 		return launch.Launch(ctx, *j, lo)
 	}
 	// A host's check: a new SSH connection that runs a command there (the
@@ -137,8 +137,18 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		}
 		return nil
 	}
+	// The background probe of a host left out while the job runs below
+	// MAX: the same check, where one can be made (not from outside a
+	// Slurm job step, nor for this machine).
+	probe := func(ctx context.Context, host string) error {
+		if cur != nil && (cur.local || cur.slurm != nil) {
+			return fmt.Errorf("%s: not probed while the job runs (this machine, or a node of the Slurm allocation): it rejoins at a restart a failure causes", host)
+		}
+		return check(ctx, host)
+	}
 	sum, err := elastic.Run(ctx, elastic.Options{Name: opts.RunID, Hosts: hosts, Min: er.nodes.Min, Max: er.nodes.Max,
-		MaxRestarts: opts.MaxRestarts, Prepare: prepare, Launch: run, Check: check, Steps: steps, Out: opts.IO.ErrOut})
+		MaxRestarts: opts.MaxRestarts, Prepare: prepare, Launch: run, Check: check, Probe: probe, RejoinInterval: opts.RejoinInterval, ProgressTimeout: opts.ProgressTimeout,
+		Steps: steps, Out: opts.IO.ErrOut})
 	if err == nil {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", sum)
 	}

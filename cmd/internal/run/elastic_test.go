@@ -1,6 +1,8 @@
 package run
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,7 +10,11 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/remote"
+	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 var small24 = []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16",
@@ -140,5 +146,49 @@ func TestElasticRefusesPreflight(t *testing.T) {
 	code, _, errOut := runCLIWith(t, func(o *Options) { o.ProbeLaunch = noProbe }, "--preflight", "--nnodes", "1:2", "--hosts", "n[1-2]", "--no-check-script", "train.py")
 	if code != 2 || !strings.Contains(errOut, "--preflight with --nnodes 1:2") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// sickProbe is a launch probe whose answer from host sick says the
+// interface the job's traffic takes (eth0) is down in sysfs.
+func sickProbe(sick string) func(context.Context, []remote.HostTarget, int, string, *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+	return func(_ context.Context, targets []remote.HostTarget, _ int, _ string, _ *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+		lp := &probe.LaunchProbe{MasterAddr: "198.18.0.11"}
+		for _, t := range targets {
+			link := probe.NIC{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", State: "up", Active: true}
+			if t.Name == sick {
+				link.State, link.Active = "down", false
+			}
+			lp.Hosts = append(lp.Hosts, probe.HostRoute{Target: t.String(), Hostname: t.Name, Ifname: "eth0", Links: []probe.NIC{link}})
+		}
+		return lp, nil, nil
+	}
+}
+
+// TestHealthCheckBeforeAStart (issue 30, item 2): a host whose launch
+// probe finds the job's interface down in sysfs fails its health check:
+// an elastic job leaves it out before starting (no restart spent), a
+// fixed-size one does not start, naming the host and the link.
+func TestHealthCheckBeforeAStart(t *testing.T) {
+	var started [][]string
+	f := &fakes{probe: sickProbe("n2"), launch: func(_ context.Context, j *job.Job, _ *Options) error {
+		var hosts []string
+		for _, h := range j.Hosts {
+			hosts = append(hosts, h.Name)
+		}
+		started = append(started, hosts)
+		return nil
+	}}
+	code, _, errOut := runCLIWith(t, f.adjust, "--nnodes", "1:2", "--hosts", "n[1-2]", "--rejoin-interval", "0", "--no-check-script", "train.py")
+	if code != 0 || fmt.Sprint(started) != "[[n1]]" {
+		t.Fatalf("exit %d, attempts on %v; want 0 and [[n1]]\n%s", code, started, errOut)
+	}
+	if want := "left out   : n2 failed its check: health check: link eth0 is down (state down, from sysfs)"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	started = nil
+	code, _, errOut = runCLIWith(t, f.adjust, "--hosts", "n[1-2]", "--no-check-script", "train.py")
+	if code != 1 || started != nil || !strings.Contains(errOut, "health check: link eth0 is down") || !strings.Contains(errOut, "n2") {
+		t.Errorf("fixed size: exit %d, started %v; want 1, none, naming n2's link\n%s", code, started, errOut)
 	}
 }

@@ -133,6 +133,62 @@ func TestElasticOnTestbed(t *testing.T) {
 		t.Logf("stderr:\n%s", e)
 	})
 
+	t.Run("grows back", func(t *testing.T) {
+		// node4 is cut off at start: the job starts on the other 3, node4
+		// returns once it runs, and the job restarts right after its next
+		// checkpoint to take node4 in (spending no restart: --max-restarts
+		// 0), resumes from that checkpoint and finishes on 4.
+		ckpt := ckptDir(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if b, err := tb.Exec(ctx, "node4", "ip", "link", "set", "eth0", "down"); err != nil {
+			t.Fatalf("cut node4: %v %s", err, b)
+		}
+		args := elasticArgs(tb, dir, ckpt, "29624", []string{"--max-restarts", "0", "--rejoin-interval", "4s"}, "--steps", "40", "--step-time", "0.5")
+		var out, errOut syncbuf.Buffer
+		go func() {
+			for !strings.Contains(out.String(), "iteration 3/40 world 6") {
+				if ctx.Err() != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := tb.LinkUp("node4"); err != nil {
+				t.Errorf("node4 back: %v", err)
+			}
+		}()
+		code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		defer restoreHost(t, tb, "node4")
+		o, e := out.String(), errOut.String()
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, o, e)
+		}
+		if n := strings.Count(o, "STARTED at step 0 world 6 restart 0"); n != 6 {
+			t.Errorf("%d ranks started at step 0 on 6 ranks, want 6\nstdout:\n%s", n, o)
+		}
+		// The restart came right after a checkpoint, and resumed from it.
+		saved := regexp.MustCompile(`stopped to take in node4 \(rejoined\): right after the job's checkpoint \(SAVED step (\d+)\)`).FindStringSubmatch(e)
+		resumed := regexp.MustCompile(`node[1234]:\d: RESUMED from step (\d+) world 8 restart 0`).FindAllStringSubmatch(o, -1)
+		if saved == nil || len(resumed) != 8 || firstMatch(resumed) != saved[1] {
+			t.Errorf("want 8 ranks resumed on 8 ranks from the checkpoint the stop came after (%v), got %v\nstdout:\n%s\nstderr:\n%s", saved, resumed, o, e)
+		}
+		if !regexp.MustCompile(`node4:[67]: RESUMED from step`).MatchString(o) {
+			t.Errorf("node4 did not run in the second attempt\nstdout:\n%s", o)
+		}
+		if n := strings.Count(o, "DONE step 40 w 40 world 8"); n != 8 {
+			t.Errorf("%d ranks report DONE step 40 w 40 world 8, want 8\nstdout:\n%s", n, o)
+		}
+		for _, w := range []string{"finished on 4 hosts after 0 restarts and 1 grow-back restart",
+			"attempt 1 (restart 0): 3 hosts: node1 node2 node3", "left out   : node4 failed its check",
+			"attempt 2 (restart 0): 4 hosts: node1 node2 node3 node4", "added      : node4 (rejoined)",
+			"started    :", "first step :", "redone     : 0 steps"} {
+			if !strings.Contains(e, w) {
+				t.Errorf("stderr lacks %q\nstderr:\n%s", w, e)
+			}
+		}
+		t.Logf("stderr:\n%s", e)
+	})
+
 	t.Run("script bug fails fast", func(t *testing.T) {
 		args := elasticArgs(tb, dir, ckptDir(t), "29622", []string{"--max-restarts", "5"}, "--steps", "6", "--step-time", "0.2", "--bug-at-step", "2")
 		var out, errOut syncbuf.Buffer

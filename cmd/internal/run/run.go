@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/examples"
 	"github.com/pipette-launch/pipette-launch/internal/inputfile"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
@@ -93,6 +95,11 @@ type Options struct {
 	Fanout                      int
 	QuietRanks                  []int
 	StopGrace, HeartbeatTimeout time.Duration
+	// RejoinInterval is --rejoin-interval (elastic.Options.RejoinInterval);
+	// ProgressTimeout is --progress-timeout (0: off): a job that printed
+	// iteration lines and then no new step for this long is stopped as
+	// hung (elastic.WatchProgress), elastic or not.
+	RejoinInterval, ProgressTimeout time.Duration
 
 	// Report draws the plans; searched is what ChoosePlan's search found.
 	Report   cmdutil.ReportOptions
@@ -158,7 +165,23 @@ func (o *Options) newJobID() func(string) string {
 // launchJob starts a rendered job on its hosts and supervises it with the
 // launcher package: Options.Launch when nil.
 func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
-	return launch.Launch(ctx, *job, launchOptions(opts))
+	lo := launchOptions(opts)
+	if opts.ProgressTimeout <= 0 {
+		return launch.Launch(ctx, *job, lo)
+	}
+	// --progress-timeout: the job's output read for its steps, each
+	// attempt (launch's own restarts too) watched afresh.
+	steps := elastic.NewStepWatch(lo.Out)
+	lo.Out, lo.Started = steps, func(int) { steps.Begin(job) }
+	actx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go elastic.WatchProgress(actx, stop, steps, opts.ProgressTimeout)
+	err := launch.Launch(actx, *job, lo)
+	var h *elastic.Hang
+	if errors.As(elastic.StoppedWhy(ctx, err, context.Cause(actx)), &h) {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s stopped as hung: %s\n", job.Name, h)
+	}
+	return err
 }
 
 // launchOptions are the launch's settings from the run's.

@@ -75,7 +75,8 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 	// What the SSH path does on this machine or between attempts has no
 	// Kubernetes counterpart here yet: refused rather than ignored.
 	for flag, set := range map[string]bool{"--max-restarts": opts.MaxRestarts > 0, "--preflight": opts.Preflight || opts.PreflightOnly,
-		"--log-dir": opts.LogDir != "", "--quiet-ranks/--local-ranks-filter": len(opts.QuietRanks)+len(opts.LocalRanksFilter) > 0} {
+		"--log-dir": opts.LogDir != "", "--quiet-ranks/--local-ranks-filter": len(opts.QuietRanks)+len(opts.LocalRanksFilter) > 0,
+		"--progress-timeout": opts.ProgressTimeout > 0} {
 		if set {
 			return cmdutil.InputErrorf("%s is not supported with --launcher k8s (kubectl logs keeps each pod's output; the JobSet is not restarted)", flag)
 		}

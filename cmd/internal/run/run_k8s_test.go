@@ -73,6 +73,7 @@ func TestK8sBadInputBeforeAnything(t *testing.T) {
 		{[]string{"--k8s-image", "a:1", "--k8s-format", "trainjob"}, "2 islands"},
 		{[]string{"--k8s-image", "a:1", "--max-restarts", "2"}, "--max-restarts is not supported with --launcher k8s"},
 		{[]string{"--k8s-image", "a:1", "--log-dir", "logs"}, "--log-dir is not supported with --launcher k8s"},
+		{[]string{"--k8s-image", "a:1", "--progress-timeout", "10m"}, "--progress-timeout is not supported with --launcher k8s"},
 	} {
 		code, _, errOut := runCLI(t, k8sArgs(t, append(c.flags, "--kubectl", "/nonexistent/kubectl")...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) {

@@ -49,14 +49,19 @@ func localDir(t *testing.T) (dir, mark string) {
 // localArgs is a local job's command line up to the script's arguments.
 func localArgs(t *testing.T, dir string, where ...string) []string {
 	t.Helper()
+	return append(localLine(t, dir, where...), filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "2", "--timeout", "60")
+}
+
+// localLine is a local job's command line of 2 ranks up to the script.
+func localLine(t *testing.T, dir string, where ...string) []string {
+	t.Helper()
 	kh := filepath.Join(dir, "known_hosts_empty")
 	if err := os.WriteFile(kh, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"pipette-launch", "run"}, where...)
 	return append(args, "--nproc-per-node", "2", "--known-hosts", kh, "--python", cmdtest.BedPython, "--workdir", dir,
-		"--stop-grace", "3s", "--master-port", strconv.Itoa(mustFreePort(t)),
-		filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "2", "--timeout", "60")
+		"--stop-grace", "3s", "--master-port", strconv.Itoa(mustFreePort(t)))
 }
 
 // mustFreePort is freePort, failing the test when none is found.

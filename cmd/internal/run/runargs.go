@@ -11,6 +11,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
+	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
 )
@@ -49,6 +50,8 @@ func Flags() []cli.Flag {
 		&cli.BoolFlag{Name: "preflight", Usage: "before the job, run a collective test through the job's exact environment: an all-reduce in every TP, CP and DP group and a send/recv on every pipeline link; stop naming the group, hosts and transport that fail (pipette-launch preflight runs only the test)"},
 		&cli.DurationFlag{Name: "preflight-timeout", Value: 30 * time.Second, Usage: "preflight: limit for every connection and operation"},
 		&cli.Float64Flag{Name: "preflight-min-share", Value: 0.5, Usage: "preflight with NCCL: fail a group whose bus bandwidth is under this share of the plan's figure (gloo on CPU is reported, not judged)"},
+		&cli.DurationFlag{Name: "rejoin-interval", Value: elastic.DefaultRejoinInterval, Usage: "with --nnodes MIN:MAX below MAX: a host left out that answers again is taken in by a restart right after the job's next checkpoint line, else this long after it answered; never more often than this (0: only at a restart a failure causes)"},
+		&cli.DurationFlag{Name: "progress-timeout", Usage: "stop a job that printed iteration lines (Megatron-LM's, DeepSpeed's) and then no new step for this long, as a failure (an elastic job restarts; hosts that went silent while others printed on are left out); off by default"},
 		&cli.DurationFlag{Name: "heartbeat-timeout", Value: launch.DefaultHeartbeatTimeout, Usage: "a host's agent stops its ranks when it hears nothing from pipette-launch this long (network cut), and a host not heard from this long is lost: the job stops everywhere"},
 	}
 	flags := append(launchline.Flags(), own...)
@@ -131,6 +134,12 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	}
 	if !(o.PreflightMinShare >= 0 && o.PreflightMinShare <= 1) { // NaN too
 		return nil, cmdutil.InputErrorf("--preflight-min-share %g: want a share between 0 and 1", o.PreflightMinShare)
+	}
+	if o.RejoinInterval = c.Duration("rejoin-interval"); o.RejoinInterval < 0 {
+		return nil, cmdutil.InputErrorf("--rejoin-interval %s: want a duration such as 10m, or 0 to take hosts in only at a restart a failure causes", o.RejoinInterval)
+	}
+	if o.ProgressTimeout = c.Duration("progress-timeout"); o.ProgressTimeout < 0 {
+		return nil, cmdutil.InputErrorf("--progress-timeout %s: want a duration such as 30m (longer than the job's slowest step and checkpoint save), or 0 for none", o.ProgressTimeout)
 	}
 	o.HeartbeatTimeout = c.Duration("heartbeat-timeout")
 	if o.HeartbeatTimeout < time.Second {

@@ -67,7 +67,47 @@ func probeForLaunch(ctx context.Context, o *Options, c *cluster.Cluster, p *sear
 			fmt.Fprintf(o.IO.ErrOut, "pipette-launch: warning: %v\n", err)
 		}
 	}
+	if err := checkHealth(o, lp, targets, hostIdx, c, p); err != nil {
+		if pool != nil {
+			pool.Close()
+			o.pool = nil
+		}
+		return nil, fmt.Errorf("prepare launch: %w", err)
+	}
 	return launchFactsFrom(o, lp, targets, hostIdx, candidate, c), nil
+}
+
+// checkHealth is the health check before a (re)start, from the launch
+// probe's sysfs reading (probe.HostRoute.Health): on each host, the
+// interface the job's traffic takes and the RDMA ports and interfaces its
+// island's NICs name in the cluster file must be up, and, with a cluster
+// file, the GPUs the plan runs on there must be visible. The hosts that
+// fail it are named in a *remote.HostErrors (an elastic job leaves them
+// out).
+func checkHealth(o *Options, lp *probe.LaunchProbe, targets []remote.HostTarget, hostIdx []int, c *cluster.Cluster, p *search.Plan) error {
+	if lp == nil {
+		return nil
+	}
+	ranks := map[int]int{}
+	for _, r := range p.Placement {
+		ranks[r.HostIndex]++
+	}
+	var failed remote.HostErrors
+	for i, hr := range lp.Hosts {
+		h := c.Hosts[hostIdx[i]]
+		links := []string{hr.Ifname}
+		for _, n := range c.Islands[h.Island].Spec.NICs {
+			links = append(append(links, n.Devices...), n.Netdevs...)
+		}
+		gpus := 0
+		if o.ClusterFile != "" {
+			gpus = ranks[hostIdx[i]]
+		}
+		if err := hr.Health(links, gpus); err != nil {
+			failed.Add(targets[i].String(), err)
+		}
+	}
+	return failed.ErrorOrNil()
 }
 
 // probeTargets are the hosts the plan uses, in placement order, their
