@@ -66,24 +66,22 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		}
 	}
 	defer closeCur()
+	ahead := aheadPlans{done: opts.aheadDone} // the plans after each single loss, made while the first attempt runs
+	defer ahead.close()
 	prepare := func(ctx context.Context, hs []string) (*elastic.Prepared, error) {
-		o := *opts
-		o.keep, o.pool, o.searched = map[string]bool{}, nil, nil
-		for _, h := range hs {
-			o.keep[h] = true
-		}
-		legacy := first != nil && er.legacy(opts.ScriptArgs)
-		if legacy {
-			o.ScriptArgs = megatron.KeepModelParallel(opts.ScriptArgs, rankZero(first).Argv)
-		}
-		c, ch, _, err := PlanJob(&o, er.fw, er.mode)
-		if legacy && err != nil {
-			return nil, megatron.LegacyWhy(rankZero(first).Argv, err)
-		}
-		if err != nil {
+		var (
+			o   *Options
+			c   *plannedCluster
+			ch  *PlanChoice
+			err error
+		)
+		if lp := ahead.take(hs); lp != nil {
+			o, c, ch = lp.o, lp.c, lp.ch
+			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: the plan after losing %s was made ahead, while the first attempt ran: no new search\n", lp.lost)
+		} else if o, c, ch, err = planOn(opts, er, first, hs); err != nil {
 			return nil, err
 		}
-		facts, err := probeForLaunch(ctx, &o, c, ch.Plan)
+		facts, err := probeForLaunch(ctx, o, c, ch.Plan)
 		if err != nil {
 			return nil, err
 		}
@@ -101,12 +99,13 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", ch.Summary)
 		if first == nil {
 			first = j
-			if err := WriteRunPlan(&o, ch.Plan); err != nil {
+			if err := WriteRunPlan(o, ch.Plan); err != nil {
 				return nil, err
 			}
+			ahead.start(opts, er, hosts, first)
 		}
 		closeCur()
-		cur = &o
+		cur = o
 		return &elastic.Prepared{Job: j, Layout: ch.Summary}, nil
 	}
 	// The job's output, read for its iteration lines on the way (the
@@ -195,54 +194,69 @@ func resumeWarnings(fw parallel.Framework, args []string) []string {
 	return nil
 }
 
-// describeLosses is --dry-run's look ahead for an elastic job: for each
-// host of the first attempt lost alone, the plan the job would restart
-// with on the hosts left (the next listed host joins when MAX left one
-// out), its layout and predicted iteration time, and the arguments and
-// world size that change.
-func describeLosses(opts *Options, er elasticRun, ch *PlanChoice, first *job.Job) error {
+// lossView is one loss an elastic job's dry run looks ahead to: a host of
+// the first attempt lost alone, and the plan the job would restart with on
+// the hosts left (the next listed host joins when MAX left one out), or
+// why it would stop instead.
+type lossView struct {
+	Lost                      string   `json:"lost"`
+	RestartsOn                []string `json:"restarts_on,omitempty"`
+	Summary                   string   `json:"summary,omitempty"`
+	PredictedIterationSeconds float64  `json:"predicted_iteration_seconds,omitempty"`
+	// Changes are rank 0's world size and script flags that change.
+	Changes []string `json:"changes,omitempty"`
+	Stops   string   `json:"stops,omitempty"`
+}
+
+// lossViews looks ahead from the first attempt (first) to each single
+// loss, planning each as the restart would (planLoss).
+func lossViews(opts *Options, er elasticRun, first *job.Job) ([]lossView, error) {
 	all, _, err := elasticHosts(opts, er)
+	if err != nil {
+		return nil, err
+	}
+	var out []lossView
+	for _, h := range first.Hosts {
+		lp := planLoss(opts, er, all, first, h.Name)
+		v := lossView{Lost: h.Name}
+		switch {
+		case lp.o == nil:
+			v.Stops = fmt.Sprintf("%d hosts left, fewer than MIN %d: the job stops", len(lp.left), er.nodes.Min)
+		case lp.err != nil:
+			v.Stops = fmt.Sprintf("no plan on %s: %v", strings.Join(lp.left, " "), lp.err)
+		default:
+			j, err := er.render(lp.ch, lp.c, &launchFacts{python: opts.Python})
+			if err != nil {
+				v.Stops = err.Error()
+				break
+			}
+			v.RestartsOn, v.Summary, v.Changes = lp.left, lp.ch.Summary, rankZeroChanges(first, j)
+			if lp.ch.Plan != nil {
+				v.PredictedIterationSeconds = lp.ch.Plan.Predicted.IterationSeconds
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// describeLosses is --dry-run's look ahead for an elastic job (lossViews)
+// as comment lines after the job.
+func describeLosses(opts *Options, er elasticRun, first *job.Job) error {
+	views, err := lossViews(opts, er, first)
 	if err != nil {
 		return err
 	}
 	w := opts.IO.Out
 	fmt.Fprintf(w, "\n# elastic (--nnodes %s, --max-restarts %d): the plan after losing one host\n", opts.NNodes, opts.MaxRestarts)
-	for _, h := range first.Hosts {
-		var left []string
-		for _, n := range all {
-			if n != h.Name && (er.nodes.Max <= 0 || len(left) < er.nodes.Max) {
-				left = append(left, n)
-			}
-		}
-		if len(left) < er.nodes.Min {
-			fmt.Fprintf(w, "# %s lost: %d hosts left, fewer than MIN %d: the job stops\n", h.Name, len(left), er.nodes.Min)
+	for _, v := range views {
+		if v.Stops != "" {
+			fmt.Fprintf(w, "# %s lost: %s\n", v.Lost, v.Stops)
 			continue
 		}
-		o := *opts
-		o.keep, o.searched = map[string]bool{}, nil
-		for _, n := range left {
-			o.keep[n] = true
-		}
-		legacy := er.legacy(opts.ScriptArgs)
-		if legacy {
-			o.ScriptArgs = megatron.KeepModelParallel(opts.ScriptArgs, rankZero(first).Argv)
-		}
-		c, next, _, err := PlanJob(&o, er.fw, er.mode)
-		if legacy && err != nil {
-			err = megatron.LegacyWhy(rankZero(first).Argv, err)
-		}
-		if err != nil {
-			fmt.Fprintf(w, "# %s lost: no plan on %s: %v\n", h.Name, strings.Join(left, " "), err)
-			continue
-		}
-		j, err := er.render(next, c, &launchFacts{python: opts.Python})
-		if err != nil {
-			fmt.Fprintf(w, "# %s lost: %v\n", h.Name, err)
-			continue
-		}
-		fmt.Fprintf(w, "# %s lost: restarts on %s: %s\n", h.Name, strings.Join(left, " "), next.Summary)
-		if d := rankZeroChanges(first, j); d != "" {
-			fmt.Fprintf(w, "#   changes: %s\n", d)
+		fmt.Fprintf(w, "# %s lost: restarts on %s: %s\n", v.Lost, strings.Join(v.RestartsOn, " "), v.Summary)
+		if len(v.Changes) > 0 {
+			fmt.Fprintf(w, "#   changes: %s\n", strings.Join(v.Changes, ", "))
 		}
 	}
 	return nil
@@ -250,10 +264,10 @@ func describeLosses(opts *Options, er elasticRun, ch *PlanChoice, first *job.Job
 
 // rankZeroChanges lists what differs between two jobs' rank 0: the world
 // size and the script's flags whose values change (or appear, or go).
-func rankZeroChanges(a, b *job.Job) string {
+func rankZeroChanges(a, b *job.Job) []string {
 	ra, rb := rankZero(a), rankZero(b)
 	if ra == nil || rb == nil {
-		return ""
+		return nil
 	}
 	var out []string
 	env := func(r *job.RankJob, name string) string {
@@ -267,7 +281,7 @@ func rankZeroChanges(a, b *job.Job) string {
 	if x, y := env(ra, "WORLD_SIZE"), env(rb, "WORLD_SIZE"); x != y {
 		out = append(out, "WORLD_SIZE "+x+" -> "+y)
 	}
-	return strings.Join(append(out, megatron.Changes(ra.Argv, rb.Argv)...), ", ")
+	return append(out, megatron.Changes(ra.Argv, rb.Argv)...)
 }
 
 func rankZero(j *job.Job) *job.RankJob {

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,6 +52,26 @@ func TestElasticDryRunPlansEachLoss(t *testing.T) {
 		code, out, errOut := runCLI(t, args...)
 		if code != 0 || strings.Count(out, " lost: restarts on ") != 4 || !strings.Contains(out, "changes: WORLD_SIZE 32 -> 24, --pipeline-model-parallel-size 16 -> ") {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+	})
+	t.Run("json carries the same plans", func(t *testing.T) {
+		args := cmdtest.Cat([]string{"--dry-run", "--nnodes", "3:4", "--cluster", "mixed-ib-ethernet.yaml", "pretrain_gpt.py"}, small24)
+		code, text, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		code, out, errOut := runCLI(t, append([]string{"--json"}, args...)...)
+		var got struct {
+			AfterLosing []lossView `json:"elastic_after_losing"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.AfterLosing) != 4 {
+			t.Fatalf("exit %d, want 4 losses in elastic_after_losing\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		for _, v := range got.AfterLosing {
+			line := "# " + v.Lost + " lost: restarts on " + strings.Join(v.RestartsOn, " ") + ": " + v.Summary + "\n#   changes: " + strings.Join(v.Changes, ", ")
+			if v.Stops != "" || v.PredictedIterationSeconds <= 0 || !strings.Contains(text, line) {
+				t.Errorf("%+v: not the text dry run's %q\n%s", v, line, text)
+			}
 		}
 	})
 	t.Run("torch", func(t *testing.T) {

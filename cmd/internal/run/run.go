@@ -101,6 +101,9 @@ type Options struct {
 	// hung (elastic.WatchProgress), elastic or not.
 	RejoinInterval, ProgressTimeout time.Duration
 
+	// aheadDone, when set, is called once an elastic job's plans after each
+	// single loss are made (tests wait for it before reporting a loss).
+	aheadDone func()
 	// Report draws the plans; searched is what ChoosePlan's search found.
 	Report   cmdutil.ReportOptions
 	searched *searchedPlans
@@ -363,7 +366,13 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	switch {
 	case opts.DryRun && opts.JSON:
-		return printDryRunJSON(opts, summary, ch.Plan, job)
+		var losses []lossView
+		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+			if losses, err = lossViews(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job); err != nil {
+				return err
+			}
+		}
+		return printDryRunJSON(opts, summary, ch.Plan, job, losses)
 	case opts.DryRun:
 		if onExample(opts) {
 			fmt.Fprintf(opts.IO.Out, "# dry run on the embedded example cluster (examples/cluster.yaml: made-up hosts, not yours); give --cluster FILE, --hosts or --hostfile for your own\n")
@@ -385,7 +394,7 @@ func Run(ctx context.Context, opts *Options) error {
 			return err
 		}
 		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
-			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, ch, job)
+			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job)
 		}
 		return nil
 	case opts.OutputDir != "":
@@ -778,9 +787,10 @@ func checkRankFilters(o *Options, job *job.Job) error {
 }
 
 // printDryRunJSON is --dry-run --json: one JSON object with the summary,
-// the job (secrets masked as in the text form) and the chosen plan, as
-// `plan --json` prints one.
-func printDryRunJSON(opts *Options, summary string, plan *search.Plan, job *job.Job) error {
+// the job (secrets masked as in the text form), the chosen plan, as `plan
+// --json` prints one, and for an elastic job the plan after each single
+// loss (the text form's "# elastic" lines).
+func printDryRunJSON(opts *Options, summary string, plan *search.Plan, job *job.Job, losses []lossView) error {
 	out := struct {
 		Summary        string `json:"summary"`
 		ExampleCluster bool   `json:"example_cluster,omitempty"`
@@ -788,8 +798,10 @@ func printDryRunJSON(opts *Options, summary string, plan *search.Plan, job *job.
 		SrunCommand    string `json:"srun_command,omitempty"`
 		LaunchProbe    string `json:"launch_probe,omitempty"`
 		templates.JobView
-		Plan *search.Plan `json:"plan,omitempty"`
-	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan}
+		Plan        *search.Plan `json:"plan,omitempty"`
+		AfterLosing []lossView   `json:"elastic_after_losing,omitempty"`
+	}{Summary: summary, ExampleCluster: onExample(opts), RunsHere: opts.local, LaunchProbe: opts.probeNote, JobView: templates.View(job), Plan: plan,
+		AfterLosing: losses}
 	if opts.slurm != nil {
 		out.SrunCommand = launch.SrunCommand(*opts.slurm, *job)
 	}
