@@ -59,6 +59,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		return fmt.Errorf("launch directory: %w (give --workdir)", err)
 	}
 	var first *job.Job // the first attempt's: a legacy checkpoint keeps its TP and PP
+	savedDP := 0       // the last attempt's data-parallel size: its DeepSpeed checkpoint's
 	var cur *Options   // the running attempt's options (its probe's pool)
 	closeCur := func() {
 		if cur != nil && cur.pool != nil {
@@ -81,6 +82,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			return nil, megatron.LegacyWhy(rankZero(first).Argv, err)
 		}
 		if err != nil {
+			return nil, err
+		}
+		if err := reloadsAt(ch, savedDP); err != nil {
 			return nil, err
 		}
 		facts, err := probeForLaunch(ctx, &o, c, ch.Plan)
@@ -106,8 +110,8 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			}
 		}
 		closeCur()
-		cur = &o
-		return &elastic.Prepared{Job: j, Layout: ch.Summary}, nil
+		cur, savedDP = &o, ch.Plan.DP
+		return &elastic.Prepared{Job: j, Layout: ch.Summary + dsBatch(ch)}, nil
 	}
 	// The job's output, read for its iteration lines on the way (the
 	// summary's first step and steps redone of each restart).
@@ -143,6 +147,37 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", sum)
 	}
 	return err
+}
+
+// reloadsAt refuses a DeepSpeed restart at a data-parallel size its
+// checkpoint, saved at savedDP (0: none yet), cannot be loaded at by
+// DeepSpeed v0.14.4 (deepspeed.UserConfig.CheckReload: ZeRO and bf16
+// checkpoints load only at the size that saved them, universal ones at
+// any). The job stops saying why rather than restarting into DeepSpeed's
+// ZeRORuntimeException.
+func reloadsAt(ch *PlanChoice, savedDP int) error {
+	if ch.DS == nil || savedDP == 0 {
+		return nil
+	}
+	return ch.DS.CheckReload(savedDP, ch.Plan.DP)
+}
+
+// dsBatch is the batch DeepSpeed derives from the user's config at the
+// plan's data-parallel size (with an elasticity section, its
+// compute_elastic_config's), for an attempt's layout line.
+func dsBatch(ch *PlanChoice) string {
+	if ch.DS == nil {
+		return ""
+	}
+	m, a, t, err := ch.DS.Batch(ch.Plan.DP)
+	if err != nil {
+		return ""
+	}
+	how := ""
+	if ch.DS.Elastic != nil {
+		how = ", from its elasticity section"
+	}
+	return fmt.Sprintf("; DeepSpeed batch %d = micro %d x accumulation %d x DP %d%s", t, m, a, ch.Plan.DP, how)
 }
 
 // elasticHosts are every host the job may use, in the order it takes them
@@ -221,6 +256,9 @@ func describeLosses(opts *Options, er elasticRun, ch *PlanChoice, first *job.Job
 		if legacy && err != nil {
 			err = megatron.LegacyWhy(rankZero(first).Argv, err)
 		}
+		if err == nil {
+			err = reloadsAt(next, ch.Plan.DP)
+		}
 		if err != nil {
 			fmt.Fprintf(w, "# %s lost: no plan on %s: %v\n", h.Name, strings.Join(left, " "), err)
 			continue
@@ -230,7 +268,7 @@ func describeLosses(opts *Options, er elasticRun, ch *PlanChoice, first *job.Job
 			fmt.Fprintf(w, "# %s lost: %v\n", h.Name, err)
 			continue
 		}
-		fmt.Fprintf(w, "# %s lost: restarts on %s: %s\n", h.Name, strings.Join(left, " "), next.Summary)
+		fmt.Fprintf(w, "# %s lost: restarts on %s: %s%s\n", h.Name, strings.Join(left, " "), next.Summary, dsBatch(next))
 		if d := rankZeroChanges(first, j); d != "" {
 			fmt.Fprintf(w, "#   changes: %s\n", d)
 		}
