@@ -3,6 +3,7 @@ package run
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -127,8 +128,19 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	// A host's check: a new SSH connection that runs a command there (the
 	// launch probe would leave a session standing by for a job).
 	check := func(ctx context.Context, host string) error {
-		if cur != nil && (cur.local || cur.slurm != nil) {
-			return nil // this machine, or Slurm's node: no SSH to check
+		if opts.slurm != nil {
+			// Slurm's node: Slurm says whether it still runs this job.
+			failed, err := launch.SlurmFailedNodes(ctx, *opts.slurm, []string{host})
+			if err != nil {
+				return err
+			}
+			if why := failed[host]; why != "" {
+				return errors.New(why)
+			}
+			return nil
+		}
+		if cur != nil && cur.local {
+			return nil // this machine: no SSH to check
 		}
 		c, err := remote.Dial(ctx, targets[host], opts.SSH)
 		if err != nil {

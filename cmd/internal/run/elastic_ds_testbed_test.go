@@ -18,6 +18,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/internal/dskit"
 	"github.com/pipette-launch/pipette-launch/internal/syncbuf"
+	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
 // dsBatchLine is one rank's DS_BATCH line of examples/ds_elastic.py: what
@@ -66,6 +67,39 @@ func dsBatchLines(t *testing.T, out string, world int) []dsBatchLine {
 	return got
 }
 
+// copyExample copies examples/name into dir, where the test-bed's hosts
+// see it.
+func copyExample(t *testing.T, dir, name string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(cmdtest.Testdata, "..", "..", "..", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cutOnce cuts host's network once out shows marker (the job saved a
+// checkpoint); the channel says whether it did before ctx ended.
+func cutOnce(ctx context.Context, t *testing.T, tb *testbed.Testbed, out *syncbuf.Buffer, marker, host string) <-chan bool {
+	cut := make(chan bool, 1)
+	go func() {
+		for !strings.Contains(out.String(), marker) {
+			if ctx.Err() != nil {
+				cut <- false
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if b, err := tb.Exec(ctx, host, "ip", "link", "set", "eth0", "down"); err != nil {
+			t.Errorf("cut %s: %v %s", host, err, b)
+		}
+		cut <- true
+	}()
+	return cut
+}
+
 // kitElasticBatch is DeepSpeed's own compute_elastic_config, run from the
 // kit, for config's elasticity section at world: batch, micro batch and
 // the accumulation DeepSpeedConfig derives.
@@ -108,13 +142,7 @@ func TestElasticDeepSpeedOnTestbed(t *testing.T) {
 		t.Skip(err)
 	}
 	tb, dir := e2eBed(t)
-	src, err := os.ReadFile(filepath.Join(cmdtest.Testdata, "..", "..", "..", "examples", "ds_elastic.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ds_elastic.py"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyExample(t, dir, "ds_elastic.py")
 	for i, c := range []struct {
 		name, config string
 		elastic      bool
@@ -142,20 +170,7 @@ func TestElasticDeepSpeedOnTestbed(t *testing.T) {
 			var out, errOut syncbuf.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()
-			cut := make(chan bool, 1)
-			go func() {
-				for !strings.Contains(out.String(), "SAVED step 2\n") {
-					if ctx.Err() != nil {
-						cut <- false
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				if b, err := tb.Exec(ctx, "node2", "ip", "link", "set", "eth0", "down"); err != nil {
-					t.Errorf("cut node2: %v %s", err, b)
-				}
-				cut <- true
-			}()
+			cut := cutOnce(ctx, t, tb, &out, "SAVED step 2\n", "node2")
 			code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 			cancel()
 			wasCut := <-cut
