@@ -18,27 +18,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/internal/dskit"
 	"github.com/pipette-launch/pipette-launch/testbed"
 )
 
 // dsEnv is the DeepSpeed kit's environment (its env.list) and interpreter.
 func dsEnv(t *testing.T) (python, envList string, env []string) {
-	dir := kitEnvDir("PIPETTE_DEEPSPEED_ENV", "deepspeed")
-	envList = filepath.Join(dir, "env.list")
-	b, err := os.ReadFile(envList)
+	kit, err := dskit.Find()
 	if err != nil {
-		t.Fatalf("DeepSpeed kit: %v (run the kit's setup.sh, or set PIPETTE_DEEPSPEED_ENV)", err)
+		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "=") && !strings.HasPrefix(l, "#") {
-			env = append(env, l)
-		}
-	}
-	python = os.Getenv("PIPETTE_DEEPSPEED_PYTHON")
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	return python, envList, env
+	return kit.Python, kit.EnvList, kit.Env
 }
 
 type dsDerived struct {

@@ -306,9 +306,16 @@ func (tb *Testbed) slurmClient(ctx context.Context, name string, args ...string)
 // allocation is cancelled when t ends.
 func (tb *Testbed) SlurmAlloc(t testing.TB, nodes int) map[string]string {
 	t.Helper()
+	return tb.SlurmAllocWith(t, nodes)
+}
+
+// SlurmAllocWith is SlurmAlloc with more salloc flags (--no-kill: the
+// allocation outlives a failed node, as an elastic job's must).
+func (tb *Testbed) SlurmAllocWith(t testing.TB, nodes int, flags ...string) map[string]string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := tb.slurmClient(ctx, "salloc", "--no-shell", "-N", fmt.Sprint(nodes), "-J", "pipette-test")
+	out, err := tb.slurmClient(ctx, "salloc", append([]string{"--no-shell", "-N", fmt.Sprint(nodes), "-J", "pipette-test"}, flags...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

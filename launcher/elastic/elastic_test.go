@@ -253,6 +253,10 @@ func TestStepWatch(t *testing.T) {
 			"node1:0: [2026-11-29 01:02:03,456] [INFO] [logging.py:96:log_dist] [Rank 0] step=2", "0, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]\n",
 			"node2:1: [Rank 0] step=10, skipped=0, lr=[0.001]\n"},
 			first: 20, last: 20},
+		{name: "DeepSpeed's engine start-up reports step 0 before the checkpoint loads: not a step", writes: []string{
+			"node1:0: [2026-11-29 05:53:11,120] [INFO] [logging.py:96:log_dist] [Rank 0] step=0, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]\n",
+			"node1:0: [Rank 0] step=3, skipped=0, lr=[0.001]\n"},
+			first: 3, last: 3},
 		{name: "examples/torch_elastic.py", writes: []string{"node3:4: RESUMED from step 4 world 6\nnode3:4: iteration 5/16 world 6\nnode1:0: iteration 6/16 world 6\n"},
 			first: 5, last: 6},
 		{name: "DeepSpeed's throughput timer counts this process's steps: not a step", writes: []string{

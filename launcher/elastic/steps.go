@@ -19,10 +19,13 @@ import (
 //	  "[Rank 0] step=10, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]"
 //
 // DeepSpeed's ThroughputTimer line ("global_step=...") is not one: it
-// counts the steps of this process, from 0 again after a restart.
+// counts the steps of this process, from 0 again after a restart. Nor is
+// DeepSpeed's "step=0, skipped=": the engine's __init__ reports progress 0
+// (engine.py line 308) before the job loads its checkpoint, while a step
+// reports global_steps + 1 (line 2117), never 0.
 var stepLineRes = []*regexp.Regexp{
 	regexp.MustCompile(`\biteration\s+(\d+)\s*/\s*\d+`),
-	regexp.MustCompile(`\bstep=(\d+), skipped=`),
+	regexp.MustCompile(`\bstep=([1-9]\d*), skipped=`),
 }
 
 // Checkpoint save lines, printed once a checkpoint is whole: a grow-back

@@ -143,6 +143,9 @@ type slurmStep struct {
 
 	mu     sync.Mutex
 	stepID string
+	// afterKill is how long stop waits for srun after the KILL before
+	// ending srun itself (0: 15 s).
+	afterKill time.Duration
 }
 
 func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Options, out *output, attempt int) error {
@@ -207,7 +210,10 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 		stopErr := st.stop(opts, out)
 		return errors.Join(fmt.Errorf("job %s: start through srun (every rank started was stopped): %w%s", job.Name, err, remote.StderrSuffix([]byte(st.stderr.String()))), stopErr)
 	}
+	watched := make(chan struct{})
+	go watchSlurmNodes(ctx, st, names, demux, watched)
 	failure := supervise(ctx, job, runs, events, opts, out)
+	close(watched)
 	if failure == nil {
 		<-st.done
 		st.waitStepGone(30 * time.Second)
@@ -217,6 +223,14 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 	if why := slurmCancelReason(st); why != "" && !failure.interrupted {
 		failure.Reason = why + "; first failure seen: " + failure.Reason
 		failure.interrupted = true
+	}
+	if failure.hostLost {
+		// Slurm found a node failed and kills the step's tasks elsewhere
+		// itself; srun waits on the lost node, and Slurm lists the step
+		// until that node is back: neither is worth waiting for.
+		st.afterKill = 2 * time.Second
+		failure.StopErr = st.stop(opts, out)
+		return failure
 	}
 	failure.StopErr = st.stop(opts, out)
 	st.waitStepGone(30 * time.Second)
@@ -408,14 +422,62 @@ func (st *slurmStep) stop(opts Options, out *output) error {
 	case <-time.After(opts.Grace):
 	}
 	st.scancel("KILL", id)
+	wait := st.afterKill
+	if wait == 0 {
+		wait = 15 * time.Second
+	}
 	select {
 	case <-st.done:
 		return nil
-	case <-time.After(15 * time.Second):
+	case <-time.After(wait):
 	}
-	err := fmt.Errorf("srun step %s did not end 15s after KILL", id)
+	// srun waits for a node that no longer answers (a lost node): end it;
+	// Slurm ends the step's processes there once the node is back.
+	_ = st.cmd.Process.Kill()
+	select {
+	case <-st.done:
+	case <-time.After(5 * time.Second):
+	}
+	err := fmt.Errorf("srun step %s did not end %s after KILL (srun was killed)", id, wait)
 	out.note("pipette-launch: %v", err)
 	return err
+}
+
+// slurmWatchEvery is how often a running step's nodes are checked with
+// Slurm.
+const slurmWatchEvery = 2 * time.Second
+
+// watchSlurmNodes reports a node of the step that Slurm finds failed (not
+// responding, down, or dropped from the allocation) as lost, until done
+// closes or the step ends: srun carries no heartbeat of ours, and on a
+// node failure Slurm kills the step's tasks on the other nodes while srun
+// waits on the lost one.
+func watchSlurmNodes(ctx context.Context, st *slurmStep, nodes []string, d *slurmDemux, done <-chan struct{}) {
+	t := time.NewTicker(slurmWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-st.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		failed, err := SlurmFailedNodes(ctx, st.s, nodes)
+		if err != nil {
+			continue // Slurm busy: ask again
+		}
+		for _, n := range nodes {
+			if why, ok := failed[n]; ok {
+				d.hostEnded(d.byNode[n], fmt.Errorf("%w: %s", remote.ErrConnLost, why))
+			}
+		}
+		if len(failed) > 0 {
+			return
+		}
+	}
 }
 
 func (st *slurmStep) scancel(sig, id string) {

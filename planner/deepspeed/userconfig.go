@@ -33,6 +33,9 @@ type UserConfig struct {
 	OffloadOptimizer, OffloadParam string
 	// Auto lists the keys whose value is "auto" (HuggingFace's convention).
 	Auto []string
+	// Elastic is the enabled elasticity section (nil without one): it
+	// decides the batch for each world size (Batch).
+	Elastic *Elasticity
 	// Trainer is HF Trainer's batch from the script's arguments, for a
 	// config it fills (TrainerFillsBatch; set by the caller, which has the
 	// arguments: ReadTrainerBatch).
@@ -106,6 +109,9 @@ func ParseUserConfig(flag, path string, data []byte) (*UserConfig, error) {
 			}
 		}
 	}
+	if u.Elastic, err = readElasticity(u.raw); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s %s: %s", flag, path, strings.Join(errs, "; "))
 	}
@@ -172,6 +178,23 @@ func (u *UserConfig) Batch(dp int) (micro, accum, train int, err error) {
 	t, m, a := u.TrainBatch, u.Micro, u.Accum
 	bad := func(format string, args ...any) (int, int, int, error) {
 		return 0, 0, 0, fmt.Errorf("%s %s: "+format, append([]any{u.Flag, u.Path}, args...)...)
+	}
+	if e := u.Elastic; e != nil {
+		// DeepSpeedConfig replaces the three with compute_elastic_config's
+		// (runtime/config.py 732-794), refusing them beside the section
+		// unless told to ignore them.
+		if !e.IgnoreNonElasticBatchKey {
+			for _, k := range []string{"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"} {
+				if _, set := u.raw[k]; set {
+					return bad("%s beside an enabled elasticity section: DeepSpeed refuses it (elasticity takes control of the batch); remove it or set elasticity.ignore_non_elastic_batch_info", k)
+				}
+			}
+		}
+		b, err := e.Batch(dp)
+		if err != nil {
+			return bad("%v", err)
+		}
+		return b.Micro, b.Accum, b.Train, nil
 	}
 	switch {
 	case t > 0 && m > 0 && a > 0:

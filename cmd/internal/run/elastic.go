@@ -3,6 +3,7 @@ package run
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -59,6 +60,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		return fmt.Errorf("launch directory: %w (give --workdir)", err)
 	}
 	var first *job.Job // the first attempt's: a legacy checkpoint keeps its TP and PP
+	savedDP := 0       // the last attempt's data-parallel size: its DeepSpeed checkpoint's
 	var cur *Options   // the running attempt's options (its probe's pool)
 	closeCur := func() {
 		if cur != nil && cur.pool != nil {
@@ -79,6 +81,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			o, c, ch = lp.o, lp.c, lp.ch
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: the plan after losing %s was made ahead, while the first attempt ran: no new search\n", lp.lost)
 		} else if o, c, ch, err = planOn(opts, er, first, hs); err != nil {
+			return nil, err
+		}
+		if err := reloadsAt(ch, savedDP); err != nil {
 			return nil, err
 		}
 		facts, err := probeForLaunch(ctx, o, c, ch.Plan)
@@ -105,8 +110,8 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			ahead.start(opts, er, hosts, first)
 		}
 		closeCur()
-		cur = o
-		return &elastic.Prepared{Job: j, Layout: ch.Summary}, nil
+		cur, savedDP = o, ch.Plan.DP
+		return &elastic.Prepared{Job: j, Layout: ch.Summary + dsBatch(ch)}, nil
 	}
 	// The job's output, read for its iteration lines on the way (the
 	// summary's first step and steps redone of each restart).
@@ -122,8 +127,19 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	// A host's check: a new SSH connection that runs a command there (the
 	// launch probe would leave a session standing by for a job).
 	check := func(ctx context.Context, host string) error {
-		if cur != nil && (cur.local || cur.slurm != nil) {
-			return nil // this machine, or Slurm's node: no SSH to check
+		if opts.slurm != nil {
+			// Slurm's node: Slurm says whether it still runs this job.
+			failed, err := launch.SlurmFailedNodes(ctx, *opts.slurm, []string{host})
+			if err != nil {
+				return err
+			}
+			if why := failed[host]; why != "" {
+				return errors.New(why)
+			}
+			return nil
+		}
+		if cur != nil && cur.local {
+			return nil // this machine: no SSH to check
 		}
 		c, err := remote.Dial(ctx, targets[host], opts.SSH)
 		if err != nil {
@@ -152,6 +168,37 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", sum)
 	}
 	return err
+}
+
+// reloadsAt refuses a DeepSpeed restart at a data-parallel size its
+// checkpoint, saved at savedDP (0: none yet), cannot be loaded at by
+// DeepSpeed v0.14.4 (deepspeed.UserConfig.CheckReload: ZeRO and bf16
+// checkpoints load only at the size that saved them, universal ones at
+// any). The job stops saying why rather than restarting into DeepSpeed's
+// ZeRORuntimeException.
+func reloadsAt(ch *PlanChoice, savedDP int) error {
+	if ch.DS == nil || savedDP == 0 {
+		return nil
+	}
+	return ch.DS.CheckReload(savedDP, ch.Plan.DP)
+}
+
+// dsBatch is the batch DeepSpeed derives from the user's config at the
+// plan's data-parallel size (with an elasticity section, its
+// compute_elastic_config's), for an attempt's layout line.
+func dsBatch(ch *PlanChoice) string {
+	if ch.DS == nil {
+		return ""
+	}
+	m, a, t, err := ch.DS.Batch(ch.Plan.DP)
+	if err != nil {
+		return ""
+	}
+	how := ""
+	if ch.DS.Elastic != nil {
+		how = ", from its elasticity section"
+	}
+	return fmt.Sprintf("; DeepSpeed batch %d = micro %d x accumulation %d x DP %d%s", t, m, a, ch.Plan.DP, how)
 }
 
 // elasticHosts are every host the job may use, in the order it takes them
@@ -208,9 +255,10 @@ type lossView struct {
 	Stops   string   `json:"stops,omitempty"`
 }
 
-// lossViews looks ahead from the first attempt (first) to each single
-// loss, planning each as the restart would (planLoss).
-func lossViews(opts *Options, er elasticRun, first *job.Job) ([]lossView, error) {
+// lossViews looks ahead from the first attempt (first, whose plan has
+// data-parallel size firstDP) to each single loss, planning each as the
+// restart would (planLoss; a DeepSpeed checkpoint's reload rule included).
+func lossViews(opts *Options, er elasticRun, first *job.Job, firstDP int) ([]lossView, error) {
 	all, _, err := elasticHosts(opts, er)
 	if err != nil {
 		return nil, err
@@ -218,6 +266,9 @@ func lossViews(opts *Options, er elasticRun, first *job.Job) ([]lossView, error)
 	var out []lossView
 	for _, h := range first.Hosts {
 		lp := planLoss(opts, er, all, first, h.Name)
+		if lp.o != nil && lp.err == nil {
+			lp.err = reloadsAt(lp.ch, firstDP)
+		}
 		v := lossView{Lost: h.Name}
 		switch {
 		case lp.o == nil:
@@ -230,7 +281,7 @@ func lossViews(opts *Options, er elasticRun, first *job.Job) ([]lossView, error)
 				v.Stops = err.Error()
 				break
 			}
-			v.RestartsOn, v.Summary, v.Changes = lp.left, lp.ch.Summary, rankZeroChanges(first, j)
+			v.RestartsOn, v.Summary, v.Changes = lp.left, lp.ch.Summary+dsBatch(lp.ch), rankZeroChanges(first, j)
 			if lp.ch.Plan != nil {
 				v.PredictedIterationSeconds = lp.ch.Plan.Predicted.IterationSeconds
 			}
@@ -242,8 +293,8 @@ func lossViews(opts *Options, er elasticRun, first *job.Job) ([]lossView, error)
 
 // describeLosses is --dry-run's look ahead for an elastic job (lossViews)
 // as comment lines after the job.
-func describeLosses(opts *Options, er elasticRun, first *job.Job) error {
-	views, err := lossViews(opts, er, first)
+func describeLosses(opts *Options, er elasticRun, first *job.Job, firstDP int) error {
+	views, err := lossViews(opts, er, first, firstDP)
 	if err != nil {
 		return err
 	}

@@ -38,13 +38,7 @@ func elasticArgs(tb *testbed.Testbed, dir, ckpt, port string, flags []string, sc
 // summary that says so.
 func TestElasticOnTestbed(t *testing.T) {
 	tb, dir := e2eBed(t)
-	src, err := os.ReadFile(filepath.Join(cmdtest.Testdata, "..", "..", "..", "examples", "torch_elastic.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "torch_elastic.py"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyExample(t, dir, "torch_elastic.py")
 	ckptDir := func(t *testing.T) string {
 		d, err := os.MkdirTemp(dir, "ckpt-")
 		if err != nil {

@@ -368,7 +368,7 @@ func Run(ctx context.Context, opts *Options) error {
 	case opts.DryRun && opts.JSON:
 		var losses []lossView
 		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
-			if losses, err = lossViews(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job); err != nil {
+			if losses, err = lossViews(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job, ch.Plan.DP); err != nil {
 				return err
 			}
 		}
@@ -394,7 +394,7 @@ func Run(ctx context.Context, opts *Options) error {
 			return err
 		}
 		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
-			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job)
+			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job, ch.Plan.DP)
 		}
 		return nil
 	case opts.OutputDir != "":

@@ -135,6 +135,10 @@ type batchNodes struct {
 	Min         int
 	Names       []string // empty: any nodes
 	GPUsPerNode int      // 0: do not ask for GPUs (CPU hosts, or unknown)
+	// Elastic: an elastic --nnodes MIN:MAX, whose allocation must outlive
+	// a failed node (--no-kill): Slurm otherwise ends the whole job on a
+	// node failure, and no restart on the nodes left is possible.
+	Elastic bool
 }
 
 // sbatchNodes plans (with --cluster, --hosts or --hostfile) as a run would
@@ -154,7 +158,7 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 		if n <= 0 {
 			return batchNodes{}, cmdutil.InputErrorf("sbatch: say which nodes to ask for: --nnodes N, or --cluster/--hosts/--hostfile")
 		}
-		return batchNodes{Count: n, Min: nodes.Min}, nil
+		return batchNodes{Count: n, Min: nodes.Min, Elastic: nodes.Elastic()}, nil
 	}
 	fw := run.ChooseFramework(o)
 	mode, err := fabric.ParseMode(o.NCCLMode)
@@ -171,7 +175,8 @@ func sbatchNodes(o *run.Options) (batchNodes, error) {
 	if err != nil {
 		return batchNodes{}, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
 	}
-	b := batchNodes{Count: len(job.Hosts)}
+	nodes, _ := launchline.ParseNNodes(o.NNodes) // CheckOptions read it
+	b := batchNodes{Count: len(job.Hosts), Elastic: nodes.Elastic()}
 	gpus := planned
 	for _, h := range job.Hosts {
 		b.Names = append(b.Names, h.Name)
@@ -234,6 +239,9 @@ func batchScript(o Options, n batchNodes, wd string, inner []string) string {
 		b.WriteString(directive("nodes", strconv.Itoa(n.Count)))
 	}
 	b.WriteString(directive("ntasks-per-node", "1"))
+	if n.Elastic {
+		b.WriteString("#SBATCH --no-kill\n")
+	}
 	if len(n.Names) > 0 {
 		b.WriteString(directive("nodelist", strings.Join(n.Names, ",")))
 	}

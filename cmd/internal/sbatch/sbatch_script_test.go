@@ -32,10 +32,19 @@ func TestSbatchScriptText(t *testing.T) {
 		t.Errorf("sbatch's own --time reached the inner run:\n%s", out)
 	}
 	// An elastic --nnodes MIN:MAX with no hosts named asks Slurm for
-	// MIN-MAX nodes (issue 30).
+	// MIN-MAX nodes (issue 30), in an allocation that outlives a failed
+	// node (--no-kill); a fixed size does not.
 	code, out, errOut = cmdtest.Exec(app, "pipette-launch", "sbatch", "--nnodes", "2:4", "--no-check-script", "train.py")
-	if code != 0 || !strings.Contains(out, "#SBATCH --nodes=2-4\n") || !strings.Contains(out, "--nnodes 2:4") {
+	if code != 0 || !strings.Contains(out, "#SBATCH --nodes=2-4\n") || !strings.Contains(out, "--nnodes 2:4") || !strings.Contains(out, "#SBATCH --no-kill\n") {
 		t.Errorf("elastic: exit %d: %s\n%s", code, errOut, out)
+	}
+	code, out, errOut = cmdtest.Exec(app, "pipette-launch", "sbatch", "--nnodes", "2:4", "--hosts", "n[1-4]", "--no-check-script", "train.py")
+	if code != 0 || !strings.Contains(out, "#SBATCH --no-kill\n") {
+		t.Errorf("elastic on named hosts: exit %d: %s\n%s", code, errOut, out)
+	}
+	code, out, errOut = cmdtest.Exec(app, "pipette-launch", "sbatch", "--nnodes", "4", "--no-check-script", "train.py")
+	if code != 0 || strings.Contains(out, "--no-kill") {
+		t.Errorf("fixed size: exit %d: %s\n%s", code, errOut, out)
 	}
 	code, _, errOut = cmdtest.Exec(app, "pipette-launch", "sbatch", "--json", "--hosts", "n1", "--no-check-script", "train.py")
 	if code != 2 || !strings.Contains(errOut, "not for a batch script") {
