@@ -17,7 +17,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/stats"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 	"github.com/pipette-launch/pipette-launch/testbed"
@@ -110,7 +110,7 @@ func run(nHosts, n int, command, refCLI string) error {
 func launchProbeRun(ctx context.Context, targets []remote.HostTarget, opts remote.SSHOptions) error {
 	p := remote.NewPool(opts, 64)
 	defer p.Close()
-	lp, err := probe.ProbeLaunch(ctx, p, targets, 0, "")
+	lp, err := launchprobe.Hosts(ctx, p, targets, 0, "")
 	if err == nil && lp.MasterAddr == "" {
 		err = fmt.Errorf("launch probe: no MASTER_ADDR")
 	}
@@ -124,7 +124,7 @@ func launchProbeRun(ctx context.Context, targets []remote.HostTarget, opts remot
 func probeThenLaunchRun(ctx context.Context, tb *testbed.Testbed, targets []remote.HostTarget, opts remote.SSHOptions, command string) error {
 	p := remote.NewPool(opts, 64)
 	defer p.Close()
-	lp, err := probe.ProbeLaunch(ctx, p, targets, 0, "")
+	lp, err := launchprobe.Hosts(ctx, p, targets, 0, "")
 	if err != nil {
 		return err
 	}

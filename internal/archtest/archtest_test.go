@@ -56,13 +56,15 @@ var hostAccess = []string{"os/exec", "net/http", "golang.org/x/crypto/ssh/...", 
 // neighbours is what the launcher's packages and the launch contract may
 // import of the module besides internal/...: launch sees only the contract
 // and the transport; probing may use the planner's descriptions of a
-// cluster, never its search; remote, which both share, knows nothing of
-// either (docs/architecture.md, package map).
+// cluster, never its search; the launch probe only the probe's script and
+// readers and the transport; remote, which they all share, knows nothing
+// of them (docs/architecture.md, package map).
 var neighbours = Allowlist{
 	"launcher/remote":            nil,
 	"launcher/remote/remotetest": {"launcher/remote", "testbed"},
 	"launcher/probe":             {"launcher/remote", "planner/cluster", "planner/gpu", "planner/model"},
 	"launcher/probe/measure":     {"launcher/remote", "launcher/probe", "planner/cluster", "planner/gpu", "planner/model"},
+	"launcher/probe/launchprobe": {"launcher/remote", "launcher/probe"},
 	"launcher/launch":            {"launcher/remote", "templates/job"},
 	"launcher/elastic":           {"launcher/launch", "launcher/remote", "templates/job"},
 	"templates/job":              nil,

@@ -225,9 +225,9 @@ func TestEthernetNICsBondsAndBridges(t *testing.T) {
 	}
 }
 
-func mustSplit(t *testing.T, out string) *probeOutput {
+func mustSplit(t *testing.T, out string) *Output {
 	t.Helper()
-	po, err := splitProbeOutput(out)
+	po, err := SplitOutput(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,14 +13,25 @@ import (
 // probeMarker starts every section line of the probe script's output.
 const probeMarker = "::pipette-probe::"
 
-// probeScript dumps everything the probe needs in one POSIX sh run: one
-// "::pipette-probe:: NAME [ARG]" line per section, then the section's text.
-// Files are read with the `read` builtin (no fork per sysfs file) and only
-// their first line is kept, which is all a sysfs attribute holds. Missing
-// nvidia-smi or /sys/class/infiniband simply leave their sections out.
-const probeScript = `m='` + probeMarker + `'
+// Script is a probe script, one POSIX sh run: it defines sec NAME [ARG],
+// which starts a section ("::pipette-probe:: NAME [ARG]" and then the
+// section's text), and val (valFunc); runs body, whose sections are its
+// own; then dumps the sysfs files of every RDMA port and network interface
+// below $R (nicsDumpSnippet: unset, /) and prints the end marker.
+// SplitOutput reads what it prints. The full probe's script (probeSections)
+// is one, the launch probe's (launcher/probe/launchprobe) another, so both
+// read links from one dump with one set of readers.
+func Script(body string) string {
+	return `m='` + probeMarker + `'
 sec() { printf '%s %s\n' "$m" "$*"; }
-` + valFunc + `sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
+` + valFunc + body + nicsDumpSnippet + "sec end\n"
+}
+
+// probeSections are what the full probe reads besides the links. Files are
+// read with the `read` builtin (no fork per sysfs file) and only their
+// first line is kept, which is all a sysfs attribute holds. Missing
+// nvidia-smi or /sys/class/infiniband simply leave their sections out.
+const probeSections = `sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
 sec ssh_connection; printf '%s\n' "$SSH_CONNECTION"
 sec nproc; nproc 2>/dev/null
 sec cpuinfo; grep '^processor' /proc/cpuinfo 2>/dev/null
@@ -34,7 +45,6 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   if [ "$rc" != 0 ]; then sec gpulist; nvidia-smi -L 2>&1; sec gpulist_rc "$?"; fi
   sec topo; nvidia-smi topo -m 2>/dev/null
 fi
-` + nicsDumpSnippet + `sec end
 `
 
 // softwareSnippet prints "torch V", "nccl V" and "megatron_core V" from
@@ -91,18 +101,25 @@ done
 // probeCommandAt reads sysfs below root instead of / (tests point it at a
 // captured sysfs tree); paths in the output are always as seen from /.
 func probeCommandAt(root string) string {
-	return "sh -c " + shellquote.Quote("R="+shellquote.Quote(root)+"\n"+probeScript)
+	return "sh -c " + shellquote.Quote("R="+shellquote.Quote(root)+"\n"+Script(probeSections))
 }
 
-// probeOutput is the probe script's output split into sections.
-type probeOutput struct {
-	sections map[string]string
-	view     dumpView
+// Output is a probe script's output (Script) split into its sections.
+type Output struct {
+	// Sections are each section's text by name; a section whose line
+	// carries an argument ("sec gpus_rc 0") holds the argument instead.
+	// A section the script did not print is absent.
+	Sections map[string]string
+	// view is the sysfs files the script dumped (Links).
+	view dumpView
 }
 
-func splitProbeOutput(out string) (*probeOutput, error) {
-	po := &probeOutput{
-		sections: map[string]string{},
+// SplitOutput splits a probe script's output into its sections and sysfs
+// dump; output without the end marker (the remote shell stopped early) is
+// an error.
+func SplitOutput(out string) (*Output, error) {
+	po := &Output{
+		Sections: map[string]string{},
 		view:     dumpView{files: map[string]string{}, dirs: map[string][]string{}},
 	}
 	var name, arg string
@@ -122,9 +139,9 @@ func splitProbeOutput(out string) (*probeOutput, error) {
 			}
 			po.view.dirs[arg] = names
 		default:
-			po.sections[name] = text
+			po.Sections[name] = text
 			if arg != "" {
-				po.sections[name] = arg
+				po.Sections[name] = arg
 			}
 		}
 		body = nil
@@ -147,6 +164,20 @@ func splitProbeOutput(out string) (*probeOutput, error) {
 		return nil, fmt.Errorf("probe output is incomplete (no end marker): the remote shell stopped early")
 	}
 	return po, nil
+}
+
+// Links are every RDMA port and network interface (but loopback) of the
+// output's sysfs dump, each with its state and whether it is up, read as
+// the full probe reads NICs (RDMAPorts, ethernetNIC: operstate, else
+// carrier): the launch probe's health check judges them.
+func (o *Output) Links() []NIC {
+	links := RDMAPorts(o.view)
+	for _, ifc := range o.view.ReadDir(sysNet) {
+		if ifc != "lo" {
+			links = append(links, ethernetNIC(o.view, ifc))
+		}
+	}
+	return links
 }
 
 // IfAddr is one line of `ip -o -4 addr show`.
@@ -184,11 +215,11 @@ func ParseIPAddr(out string) ([]IfAddr, error) {
 	return addrs, nil
 }
 
-// reachAddress picks the address other hosts reach this one on: the
+// ReachAddress picks the address other hosts reach this one on: the
 // address the SSH connection arrived at (SSH_CONNECTION's third field),
 // unless that is loopback; then the first global IPv4 address. It also
 // returns the interface holding that address.
-func reachAddress(sshConnection string, addrs []IfAddr) (addr, iface string) {
+func ReachAddress(sshConnection string, addrs []IfAddr) (addr, iface string) {
 	if f := strings.Fields(sshConnection); len(f) >= 3 {
 		if ip := net.ParseIP(f[2]); ip != nil && !ip.IsLoopback() {
 			addr = ip.String()
@@ -212,27 +243,27 @@ func reachAddress(sshConnection string, addrs []IfAddr) (addr, iface string) {
 
 // ParseProbeOutput turns the probe script's output into a HostProbe.
 func ParseProbeOutput(out string) (*HostProbe, error) {
-	po, err := splitProbeOutput(out)
+	po, err := SplitOutput(out)
 	if err != nil {
 		return nil, err
 	}
-	hp := &HostProbe{Hostname: strings.TrimSpace(po.sections["hostname"]), Software: parseSoftware(po.sections["software"])}
+	hp := &HostProbe{Hostname: strings.TrimSpace(po.Sections["hostname"]), Software: parseSoftware(po.Sections["software"])}
 	if hp.Hostname == "" {
 		return nil, fmt.Errorf("probe output: no hostname")
 	}
-	if hp.MemoryBytes, err = ParseMemTotal(po.sections["meminfo"]); err != nil {
+	if hp.MemoryBytes, err = ParseMemTotal(po.Sections["meminfo"]); err != nil {
 		return nil, err
 	}
-	hp.CPUCores, _ = strconv.Atoi(strings.TrimSpace(po.sections["nproc"]))
+	hp.CPUCores, _ = strconv.Atoi(strings.TrimSpace(po.Sections["nproc"]))
 	if hp.CPUCores <= 0 {
-		hp.CPUCores = ParseCPUInfoCount(po.sections["cpuinfo"])
+		hp.CPUCores = ParseCPUInfoCount(po.Sections["cpuinfo"])
 	}
-	addrs, err := ParseIPAddr(po.sections["ipaddr"])
+	addrs, err := ParseIPAddr(po.Sections["ipaddr"])
 	if err != nil {
 		return nil, err
 	}
 	var addrIface string
-	hp.Addr, addrIface = reachAddress(po.sections["ssh_connection"], addrs)
+	hp.Addr, addrIface = ReachAddress(po.Sections["ssh_connection"], addrs)
 	if err := hp.parseGPUs(po); err != nil {
 		return nil, err
 	}
@@ -240,16 +271,16 @@ func ParseProbeOutput(out string) (*HostProbe, error) {
 	return hp, nil
 }
 
-func (hp *HostProbe) parseGPUs(po *probeOutput) error {
-	out, ran := po.sections["gpus"]
+func (hp *HostProbe) parseGPUs(po *Output) error {
+	out, ran := po.Sections["gpus"]
 	if !ran {
 		return nil // no nvidia-smi: a CPU-only host
 	}
-	if rc := strings.TrimSpace(po.sections["gpus_rc"]); rc != "0" {
-		if strings.TrimSpace(po.sections["gpulist_rc"]) == "0" {
+	if rc := strings.TrimSpace(po.Sections["gpus_rc"]); rc != "0" {
+		if strings.TrimSpace(po.Sections["gpulist_rc"]) == "0" {
 			// An nvidia-smi that rejects a query field still lists GPUs:
 			// names only, memory then comes from the planner's catalog.
-			if l, err := ParseGPUList(po.sections["gpulist"]); err == nil && len(l) > 0 {
+			if l, err := ParseGPUList(po.Sections["gpulist"]); err == nil && len(l) > 0 {
 				for _, g := range l {
 					hp.GPUs = append(hp.GPUs, GPU{Index: g.Index, Name: g.Name})
 				}
@@ -266,7 +297,7 @@ func (hp *HostProbe) parseGPUs(po *probeOutput) error {
 		return err
 	}
 	hp.GPUs = gpus
-	if topo := po.sections["topo"]; strings.TrimSpace(topo) != "" {
+	if topo := po.Sections["topo"]; strings.TrimSpace(topo) != "" {
 		if t, err := ParseTopology(topo); err == nil {
 			hp.Topology = t
 		} else {

@@ -30,7 +30,7 @@ func TestProbeScriptOnSysfsCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	po, err := splitProbeOutput(runProbeScript(t, root))
+	po, err := SplitOutput(runProbeScript(t, root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +157,9 @@ func TestParseIPAddrAndReachAddress(t *testing.T) {
 		{"127.0.0.1 5000 127.0.0.1 22", "198.18.0.11", "eth0"},
 		{"", "198.18.0.11", "eth0"},
 	} {
-		addr, iface := reachAddress(tc.conn, addrs)
+		addr, iface := ReachAddress(tc.conn, addrs)
 		if addr != tc.addr || iface != tc.iface {
-			t.Errorf("reachAddress(%q) = %s %s, want %s %s", tc.conn, addr, iface, tc.addr, tc.iface)
+			t.Errorf("ReachAddress(%q) = %s %s, want %s %s", tc.conn, addr, iface, tc.addr, tc.iface)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -172,15 +173,15 @@ func TestElasticRefusesPreflight(t *testing.T) {
 
 // sickProbe is a launch probe whose answer from host sick says the
 // interface the job's traffic takes (eth0) is down in sysfs.
-func sickProbe(sick string) func(context.Context, []remote.HostTarget, int, string, *Options) (*probe.LaunchProbe, *remote.Pool, error) {
-	return func(_ context.Context, targets []remote.HostTarget, _ int, _ string, _ *Options) (*probe.LaunchProbe, *remote.Pool, error) {
-		lp := &probe.LaunchProbe{MasterAddr: "198.18.0.11"}
+func sickProbe(sick string) func(context.Context, []remote.HostTarget, int, string, *Options) (*launchprobe.Result, *remote.Pool, error) {
+	return func(_ context.Context, targets []remote.HostTarget, _ int, _ string, _ *Options) (*launchprobe.Result, *remote.Pool, error) {
+		lp := &launchprobe.Result{MasterAddr: "198.18.0.11"}
 		for _, t := range targets {
 			link := probe.NIC{Type: cluster.NICEthernet, Name: "eth0", Netdev: "eth0", State: "up", Active: true}
 			if t.Name == sick {
 				link.State, link.Active = "down", false
 			}
-			lp.Hosts = append(lp.Hosts, probe.HostRoute{Target: t.String(), Hostname: t.Name, Ifname: "eth0", Links: []probe.NIC{link}})
+			lp.Hosts = append(lp.Hosts, launchprobe.HostRoute{Target: t.String(), Hostname: t.Name, Ifname: "eth0", Links: []probe.NIC{link}})
 		}
 		return lp, nil, nil
 	}

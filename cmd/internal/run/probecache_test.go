@@ -11,7 +11,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -37,11 +37,11 @@ func TestDryRunShowsTheCachedLaunchProbe(t *testing.T) {
 		return code, out.String(), errOut.String()
 	}
 	probes, iface := 0, "ens"
-	f.probe = func(_ context.Context, targets []remote.HostTarget, rank0 int, _ string, _ *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+	f.probe = func(_ context.Context, targets []remote.HostTarget, rank0 int, _ string, _ *Options) (*launchprobe.Result, *remote.Pool, error) {
 		probes++
-		lp := &probe.LaunchProbe{MasterAddr: "10.1.2.3", ProbedAt: time.Now().UTC()}
+		lp := &launchprobe.Result{MasterAddr: "10.1.2.3", ProbedAt: time.Now().UTC()}
 		for i, tg := range targets {
-			lp.Hosts = append(lp.Hosts, probe.HostRoute{Target: tg.String(), Ifname: iface + string(rune('1'+i))})
+			lp.Hosts = append(lp.Hosts, launchprobe.HostRoute{Target: tg.String(), Ifname: iface + string(rune('1'+i))})
 		}
 		return lp, nil, nil
 	}

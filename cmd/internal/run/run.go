@@ -25,7 +25,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
@@ -133,7 +133,7 @@ type Options struct {
 	// probe (probeLaunch); NewJobID names one launch (realJobID).
 	Launch          func(ctx context.Context, job *job.Job, opts *Options) error
 	LaunchPreflight func(ctx context.Context, job *job.Job, opts *Options, out io.Writer) error
-	ProbeLaunch     func(ctx context.Context, targets []remote.HostTarget, rank0 int, python string, opts *Options) (*probe.LaunchProbe, *remote.Pool, error)
+	ProbeLaunch     func(ctx context.Context, targets []remote.HostTarget, rank0 int, python string, opts *Options) (*launchprobe.Result, *remote.Pool, error)
 	NewJobID        func(name string) string
 }
 
@@ -151,7 +151,7 @@ func (o *Options) launchPreflight() func(context.Context, *job.Job, *Options, io
 	return launchPreflight
 }
 
-func (o *Options) probeLaunch() func(context.Context, []remote.HostTarget, int, string, *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+func (o *Options) probeLaunch() func(context.Context, []remote.HostTarget, int, string, *Options) (*launchprobe.Result, *remote.Pool, error) {
 	if o.ProbeLaunch != nil {
 		return o.ProbeLaunch
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/internal/golden"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/templates"
@@ -175,7 +175,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 
 // noProbe stands in for the launch probe: nothing is known about the
 // hosts, so no connection is made.
-func noProbe(context.Context, []remote.HostTarget, int, string, *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+func noProbe(context.Context, []remote.HostTarget, int, string, *Options) (*launchprobe.Result, *remote.Pool, error) {
 	return nil, nil, nil
 }
 
@@ -184,7 +184,7 @@ func noProbe(context.Context, []remote.HostTarget, int, string, *Options) (*prob
 // between runs; nil keeps the real step.
 type fakes struct {
 	launch    func(context.Context, *job.Job, *Options) error
-	probe     func(context.Context, []remote.HostTarget, int, string, *Options) (*probe.LaunchProbe, *remote.Pool, error)
+	probe     func(context.Context, []remote.HostTarget, int, string, *Options) (*launchprobe.Result, *remote.Pool, error)
 	preflight func(context.Context, *job.Job, *Options, io.Writer) error
 }
 
@@ -566,11 +566,11 @@ func TestInterpreterFromLaunchingPath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var checked string
-			f.probe = func(_ context.Context, targets []remote.HostTarget, rank0 int, python string, _ *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+			f.probe = func(_ context.Context, targets []remote.HostTarget, rank0 int, python string, _ *Options) (*launchprobe.Result, *remote.Pool, error) {
 				checked = python
-				lp := &probe.LaunchProbe{MasterAddr: "10.0.0.1"}
+				lp := &launchprobe.Result{MasterAddr: "10.0.0.1"}
 				for i := range targets {
-					lp.Hosts = append(lp.Hosts, probe.HostRoute{Ifname: "eth0", PythonFound: tc.found[i]})
+					lp.Hosts = append(lp.Hosts, launchprobe.HostRoute{Ifname: "eth0", PythonFound: tc.found[i]})
 				}
 				return lp, nil, nil
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 )
 
 // Flags are the launch line's launcher flags (launchline.Flags and the
@@ -44,7 +44,7 @@ func Flags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-check-script", Usage: "do not require the script to exist on this machine (it exists only on the hosts)"},
 		&cli.BoolFlag{Name: "plan-overrides-config", Usage: "let the plan change your DeepSpeed config's batch sizes, ZeRO stage and offload (printed as a diff) instead of keeping them"},
 		&cli.BoolFlag{Name: "reprobe", Usage: "with --dry-run/--output-dir: run the quick launch probe now (one SSH command per host: rank 0's address, each host's interface, python) instead of reading its cache"},
-		&cli.DurationFlag{Name: "probe-max-age", Value: probe.DefaultLaunchProbeMaxAge, Usage: "--dry-run/--output-dir show a cached launch probe younger than this (a launch always probes and caches)"},
+		&cli.DurationFlag{Name: "probe-max-age", Value: launchprobe.DefaultMaxAge, Usage: "--dry-run/--output-dir show a cached launch probe younger than this (a launch always probes and caches)"},
 		&cli.StringFlag{Name: "quiet-ranks", Usage: "global ranks whose output is not streamed (0,3); they still go to --log-dir"},
 		&cli.DurationFlag{Name: "stop-grace", Value: launch.DefaultGrace, Usage: "after a failure or signal: time between SIGTERM and SIGKILL to every rank"},
 		&cli.BoolFlag{Name: "preflight", Usage: "before the job, run a collective test through the job's exact environment: an all-reduce in every TP, CP and DP group and a send/recv on every pipeline link; stop naming the group, hosts and transport that fail (pipette-launch preflight runs only the test)"},

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
-	"github.com/pipette-launch/pipette-launch/launcher/probe"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -21,20 +21,20 @@ import (
 // probeLaunch runs the quick pre-launch probe over a new pool, which the
 // launch then reuses (Options.ProbeLaunch when nil). A nil probe means
 // "nothing known".
-func probeLaunch(ctx context.Context, targets []remote.HostTarget, rank0 int, python string, opts *Options) (*probe.LaunchProbe, *remote.Pool, error) {
+func probeLaunch(ctx context.Context, targets []remote.HostTarget, rank0 int, python string, opts *Options) (*launchprobe.Result, *remote.Pool, error) {
 	if opts.local {
-		return probe.LocalLaunchProbe(python), nil, nil
+		return launchprobe.Local(python), nil, nil
 	}
 	if opts.slurm != nil {
 		nodes := make([]string, len(targets))
 		for i, t := range targets {
 			nodes[i] = t.Name
 		}
-		lp, err := probe.ProbeLaunchSlurm(ctx, *opts.slurm, nodes, rank0, python)
+		lp, err := launchprobe.SlurmHosts(ctx, *opts.slurm, nodes, rank0, python)
 		return lp, nil, err
 	}
 	pool := remote.NewPool(opts.SSH, opts.Fanout)
-	lp, err := probe.ProbeLaunch(ctx, pool, targets, rank0, python)
+	lp, err := launchprobe.Hosts(ctx, pool, targets, rank0, python)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
@@ -78,13 +78,13 @@ func probeForLaunch(ctx context.Context, o *Options, c *cluster.Cluster, p *sear
 }
 
 // checkHealth is the health check before a (re)start, from the launch
-// probe's sysfs reading (probe.HostRoute.Health): on each host, the
+// probe's sysfs reading (launchprobe.HostRoute.Health): on each host, the
 // interface the job's traffic takes and the RDMA ports and interfaces its
 // island's NICs name in the cluster file must be up, and, with a cluster
 // file, the GPUs the plan runs on there must be visible. The hosts that
 // fail it are named in a *remote.HostErrors (an elastic job leaves them
 // out).
-func checkHealth(o *Options, lp *probe.LaunchProbe, targets []remote.HostTarget, hostIdx []int, c *cluster.Cluster, p *search.Plan) error {
+func checkHealth(o *Options, lp *launchprobe.Result, targets []remote.HostTarget, hostIdx []int, c *cluster.Cluster, p *search.Plan) error {
 	if lp == nil {
 		return nil
 	}
@@ -146,7 +146,7 @@ func pythonCandidate(o *Options) string {
 
 // launchFactsFrom turns a launch probe (nil: nothing known) into what the
 // render needs, with warnings for hosts lacking an interface or python.
-func launchFactsFrom(o *Options, lp *probe.LaunchProbe, targets []remote.HostTarget, hostIdx []int, candidate string, c *cluster.Cluster) *launchFacts {
+func launchFactsFrom(o *Options, lp *launchprobe.Result, targets []remote.HostTarget, hostIdx []int, candidate string, c *cluster.Cluster) *launchFacts {
 	facts := &launchFacts{python: o.Python}
 	if lp == nil {
 		return facts
@@ -179,13 +179,13 @@ func launchFactsFrom(o *Options, lp *probe.LaunchProbe, targets []remote.HostTar
 // launchProbeCache is where launch probes are kept: the user's cache
 // directory (XDG_CACHE_HOME, else ~/.cache) of the environment
 // pipette-launch runs in, as probe's measurements.
-func launchProbeCache(o *Options) probe.LaunchProbeCache {
+func launchProbeCache(o *Options) launchprobe.Cache {
 	get := cmdutil.EnvLookup(o.Env)
 	dir := get("XDG_CACHE_HOME")
 	if dir == "" || !filepath.IsAbs(dir) {
 		dir = filepath.Join(get("HOME"), ".cache")
 	}
-	return probe.LaunchProbeCache{Dir: filepath.Join(dir, "pipette-launch")}
+	return launchprobe.Cache{Dir: filepath.Join(dir, "pipette-launch")}
 }
 
 // withCachedProbe is --dry-run's and --output-dir's view of where the
@@ -200,8 +200,8 @@ func withCachedProbe(ctx context.Context, o *Options, c *cluster.Cluster, p *sea
 	targets, hostIdx, rank0 := probeTargets(c, p)
 	candidate := pythonCandidate(o)
 	cache := launchProbeCache(o)
-	maxAge := cmp.Or(o.ProbeMaxAge, probe.DefaultLaunchProbeMaxAge)
-	var lp *probe.LaunchProbe
+	maxAge := cmp.Or(o.ProbeMaxAge, launchprobe.DefaultMaxAge)
+	var lp *launchprobe.Result
 	if o.Reprobe {
 		var pool *remote.Pool
 		var err error

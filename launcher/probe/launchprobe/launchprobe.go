@@ -1,4 +1,4 @@
-package probe
+package launchprobe
 
 import (
 	"cmp"
@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/internal/shellquote"
+	"github.com/pipette-launch/pipette-launch/launcher/probe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 )
 
-// LaunchProbe is what the quick pre-launch probe found: the address rank
+// Result is what the quick pre-launch probe found: the address rank
 // 0's host is reached on (MASTER_ADDR) and, per host, the interface whose
 // address routes there (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME) and
 // whether the launching machine's interpreter exists there. Without it,
 // gloo binds to whatever the host's own name resolves to: nothing, or
 // 127.0.1.1 in many containers and cloud images, and every rank then dies
 // with "connect [127.0.0.1]: Connection refused".
-type LaunchProbe struct {
+type Result struct {
 	// MasterAddr is rank 0's host's IPv4 address as the job reaches it.
 	MasterAddr string `json:"master_addr"`
 	// Hosts follow the targets' order.
@@ -46,16 +47,15 @@ type HostRoute struct {
 	// Links are the host's RDMA ports and network interfaces with their
 	// state from sysfs (the health check: Health); GPUs how many GPUs
 	// nvidia-smi -L lists (nil: no nvidia-smi there).
-	Links []NIC `json:"links,omitempty"`
-	GPUs  *int  `json:"gpus,omitempty"`
+	Links []probe.NIC `json:"links,omitempty"`
+	GPUs  *int        `json:"gpus,omitempty"`
 }
 
-// launchProbeScript runs under sh with $1 = rank 0's address (empty on
-// rank 0's own host, which finds it from its SSH connection) and $2 = an
-// interpreter path to check (may be empty).
-const launchProbeScript = `m='` + probeMarker + `'
-sec() { printf '%s %s\n' "$m" "$*"; }
-sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
+// sections are the launch probe's own sections of its probe script
+// (probe.Script, which adds the sysfs dump of the links), run under sh with
+// $1 = rank 0's address (empty on rank 0's own host, which finds it from
+// its SSH connection) and $2 = an interpreter path to check (may be empty).
+const sections = `sec hostname; hostname 2>/dev/null || cat /proc/sys/kernel/hostname
 sec ssh_connection; printf '%s\n' "$SSH_CONNECTION"
 if command -v ip >/dev/null 2>&1; then
   sec ipaddr; ip -o -4 addr show 2>&1
@@ -65,15 +65,14 @@ else
 fi
 if [ -n "$2" ]; then sec python; if [ -f "$2" ] && [ -x "$2" ]; then echo yes; else echo no; fi; fi
 if command -v nvidia-smi >/dev/null 2>&1; then sec gpulist; nvidia-smi -L 2>&1; sec gpulist_rc "$?"; fi
-` + valFunc + nicsDumpSnippet + `sec end
 `
 
-// launchProbeCommand is the one remote command line of the launch probe.
-func launchProbeCommand(masterAddr, python string) string {
-	return "sh -c " + shellquote.Join([]string{launchProbeScript, "sh", masterAddr, python})
+// command is the launch probe's one remote command line.
+func command(masterAddr, python string) string {
+	return "sh -c " + shellquote.Join([]string{probe.Script(sections), "sh", masterAddr, python})
 }
 
-// ProbeLaunch runs the launch probe: rank 0's host (targets[rank0])
+// Hosts runs the launch probe over SSH: rank 0's host (targets[rank0])
 // reports the address it is reached on, every other host the interface
 // that routes there, each in one command over the pool's connection (the
 // launch reuses it), in a session that then stands by in the pool for the
@@ -81,14 +80,14 @@ func launchProbeCommand(masterAddr, python string) string {
 // connection to rank 0's host shows that address (Conn.ReachedIPv4);
 // else, or when rank 0 reports another, the others probe after it. python, when not empty, is
 // an interpreter path whose presence every host reports.
-func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, rank0 int, python string) (*LaunchProbe, error) {
+func Hosts(ctx context.Context, pool *remote.Pool, targets []remote.HostTarget, rank0 int, python string) (*Result, error) {
 	if rank0 < 0 || rank0 >= len(targets) {
 		return nil, fmt.Errorf("launch probe: rank 0's host index %d out of range", rank0)
 	}
 	if err := pool.DialAll(ctx, targets); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	lp := &LaunchProbe{Hosts: make([]HostRoute, len(targets)), ProbedAt: time.Now().UTC()}
+	lp := &Result{Hosts: make([]HostRoute, len(targets)), ProbedAt: time.Now().UTC()}
 	index := map[string]int{}
 	var others []remote.HostTarget
 	for i, t := range targets {
@@ -99,11 +98,11 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 	}
 	// Each run writes its own slot of lp.Hosts; index is only read.
 	run := func(ctx context.Context, i int, addr string) error {
-		stdout, stderr, err := pool.RunStandingBy(ctx, targets[i], launchProbeCommand(addr, python))
+		stdout, stderr, err := pool.RunStandingBy(ctx, targets[i], command(addr, python))
 		if err != nil {
 			return fmt.Errorf("launch probe: %w%s", err, remote.StderrSuffix(stderr))
 		}
-		hr, master, err := ParseLaunchProbe(string(stdout), addr)
+		hr, master, err := ParseOutput(string(stdout), addr)
 		if err != nil {
 			return fmt.Errorf("launch probe: %w", err)
 		}
@@ -143,31 +142,31 @@ func ProbeLaunch(ctx context.Context, pool *remote.Pool, targets []remote.HostTa
 	return lp, nil
 }
 
-// ParseLaunchProbe reads one host's launch-probe output. masterAddr is the
+// ParseOutput reads one host's launch-probe output. masterAddr is the
 // address the host was asked to route to; empty on rank 0's host, whose
 // own reach address (the SSH connection's, else its first global IPv4) is
 // returned as master.
-func ParseLaunchProbe(out, masterAddr string) (hr HostRoute, master string, err error) {
-	po, err := splitProbeOutput(out)
+func ParseOutput(out, masterAddr string) (hr HostRoute, master string, err error) {
+	po, err := probe.SplitOutput(out)
 	if err != nil {
 		return hr, "", err
 	}
-	hr.Hostname = strings.TrimSpace(po.sections["hostname"])
-	hr.PythonFound = strings.TrimSpace(po.sections["python"]) == "yes"
-	hr.Links, hr.GPUs = linkStates(po.view), visibleGPUs(po)
-	if _, ok := po.sections["noip"]; ok {
+	hr.Hostname = strings.TrimSpace(po.Sections["hostname"])
+	hr.PythonFound = strings.TrimSpace(po.Sections["python"]) == "yes"
+	hr.Links, hr.GPUs = po.Links(), visibleGPUs(po)
+	if _, ok := po.Sections["noip"]; ok {
 		hr.Problem = "`ip` (iproute2) is not installed"
 		if masterAddr == "" {
-			master = sshServerAddr(po.sections["ssh_connection"])
+			master = sshServerAddr(po.Sections["ssh_connection"])
 		}
 		return hr, master, nil
 	}
-	addrs, err := ParseIPAddr(po.sections["ipaddr"])
+	addrs, err := probe.ParseIPAddr(po.Sections["ipaddr"])
 	if err != nil {
 		return hr, "", err
 	}
 	if masterAddr == "" {
-		master, hr.Ifname = reachAddress(po.sections["ssh_connection"], addrs)
+		master, hr.Ifname = probe.ReachAddress(po.Sections["ssh_connection"], addrs)
 		hr.Src = master
 		if hr.Ifname == "" {
 			hr.Problem = "no interface holds the address " + master
@@ -183,7 +182,7 @@ func ParseLaunchProbe(out, masterAddr string) (hr HostRoute, master string, err 
 			return hr, "", nil
 		}
 	}
-	hr.Ifname, hr.Src, err = parseRouteGet(po.sections["route"])
+	hr.Ifname, hr.Src, err = parseRouteGet(po.Sections["route"])
 	if err != nil {
 		hr.Problem = err.Error()
 		hr.Ifname, hr.Src = "", ""
@@ -223,10 +222,10 @@ func parseRouteGet(out string) (dev, src string, err error) {
 	return dev, src, nil
 }
 
-// LocalLaunchProbe is the launch probe of a job run on this machine: its
+// Local is the launch probe of a job run on this machine: its
 // ranks meet on loopback (torchrun's --standalone), so nothing leaves the
 // machine and nothing depends on what its host name resolves to.
-func LocalLaunchProbe(python string) *LaunchProbe {
+func Local(python string) *Result {
 	hr := HostRoute{Target: remote.LocalHostName, Ifname: "lo", Src: "127.0.0.1", Python: python}
 	if python != "" {
 		st, err := os.Stat(python)
@@ -235,31 +234,18 @@ func LocalLaunchProbe(python string) *LaunchProbe {
 	if h, err := os.Hostname(); err == nil {
 		hr.Hostname = h
 	}
-	return &LaunchProbe{MasterAddr: "127.0.0.1", Hosts: []HostRoute{hr}}
-}
-
-// linkStates are every RDMA port and network interface (but loopback) of
-// a probe's sysfs dump, each with its state and whether it is up, as the
-// full probe reads them (RDMAPorts, ethernetNIC: operstate, else carrier).
-func linkStates(v sysView) []NIC {
-	links := RDMAPorts(v)
-	for _, ifc := range v.ReadDir(sysNet) {
-		if ifc != "lo" {
-			links = append(links, ethernetNIC(v, ifc))
-		}
-	}
-	return links
+	return &Result{MasterAddr: "127.0.0.1", Hosts: []HostRoute{hr}}
 }
 
 // visibleGPUs counts the GPUs nvidia-smi -L listed; 0 when it failed (no
 // driver loaded), nil when it is not installed.
-func visibleGPUs(po *probeOutput) *int {
-	if _, ran := po.sections["gpulist"]; !ran {
+func visibleGPUs(po *probe.Output) *int {
+	if _, ran := po.Sections["gpulist"]; !ran {
 		return nil
 	}
 	n := 0
-	if strings.TrimSpace(po.sections["gpulist_rc"]) == "0" {
-		l, _ := ParseGPUList(po.sections["gpulist"])
+	if strings.TrimSpace(po.Sections["gpulist_rc"]) == "0" {
+		l, _ := probe.ParseGPUList(po.Sections["gpulist"])
 		n = len(l)
 	}
 	return &n

@@ -1,4 +1,4 @@
-package probe
+package launchprobe
 
 import (
 	"context"
@@ -12,6 +12,11 @@ import (
 	"github.com/pipette-launch/pipette-launch/launcher/remote/remotetest"
 )
 
+// marker starts each section line of a probe script's output, as the
+// recorded outputs below hold it (launcher/probe's probeMarker: a change
+// there fails these tests, which then parse no end marker).
+const marker = "::pipette-probe::"
+
 // Recorded on a test-bed host (198.18.0.12) asked for rank 0 at
 // 198.18.0.11, and on a machine with a default route.
 const (
@@ -23,19 +28,19 @@ const (
 )
 
 func launchOutput(sshConn, ipaddr, route, python string) string {
-	s := probeMarker + " hostname\nnode2\n" + probeMarker + " ssh_connection\n" + sshConn + "\n"
+	s := marker + " hostname\nnode2\n" + marker + " ssh_connection\n" + sshConn + "\n"
 	if ipaddr != "" {
-		s += probeMarker + " ipaddr\n" + ipaddr + "\n"
+		s += marker + " ipaddr\n" + ipaddr + "\n"
 	} else {
-		s += probeMarker + " noip\n"
+		s += marker + " noip\n"
 	}
 	if route != "" {
-		s += probeMarker + " route\n" + route + "\n"
+		s += marker + " route\n" + route + "\n"
 	}
 	if python != "" {
-		s += probeMarker + " python\n" + python + "\n"
+		s += marker + " python\n" + python + "\n"
 	}
-	return s + probeMarker + " end\n"
+	return s + marker + " end\n"
 }
 
 func TestParseLaunchProbe(t *testing.T) {
@@ -69,7 +74,7 @@ func TestParseLaunchProbe(t *testing.T) {
 			want: HostRoute{Hostname: "node2", Problem: "`ip` (iproute2) is not installed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, master, err := ParseLaunchProbe(tc.out, tc.masterAddr)
+			got, master, err := ParseOutput(tc.out, tc.masterAddr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +83,7 @@ func TestParseLaunchProbe(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := ParseLaunchProbe("::pipette-probe:: hostname\nx\n", ""); err == nil {
+	if _, _, err := ParseOutput("::pipette-probe:: hostname\nx\n", ""); err == nil {
 		t.Error("output without the end marker parsed")
 	}
 }
@@ -94,11 +99,11 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := remotetest.Shell{Env: []string{"SSH_CONNECTION=127.0.0.1 40000 127.0.0.1 22"}}
-	out, stderr, err := r.Run(context.Background(), launchProbeCommand("", self))
+	out, stderr, err := r.Run(context.Background(), command("", self))
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr)
 	}
-	hr, master, err := ParseLaunchProbe(string(out), "")
+	hr, master, err := ParseOutput(string(out), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +113,11 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 	if master == "" || hr.Ifname == "" || master == "127.0.0.1" {
 		t.Fatalf("master %q on %q: want this machine's first global address and its interface\n%s", master, hr.Ifname, out)
 	}
-	out, stderr, err = r.Run(context.Background(), launchProbeCommand(master, "/nonexistent/python3"))
+	out, stderr, err = r.Run(context.Background(), command(master, "/nonexistent/python3"))
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr)
 	}
-	other, _, err := ParseLaunchProbe(string(out), master)
+	other, _, err := ParseOutput(string(out), master)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,19 +142,19 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 // host runs on, fails it; a link the probe did not find is not judged.
 func TestLaunchProbeHealth(t *testing.T) {
 	dump := func(ifc, operstate, carrier string) string {
-		p := probeMarker + " file /sys/class/net/" + ifc + "/"
+		p := marker + " file /sys/class/net/" + ifc + "/"
 		return p + "type\n1\n" + p + "operstate\n" + operstate + "\n" + p + "carrier\n" + carrier + "\n"
 	}
 	gpus := func(n int) string {
-		s := probeMarker + " gpulist\n"
+		s := marker + " gpulist\n"
 		for i := range n {
 			s += fmt.Sprintf("GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000%d)\n", i, i)
 		}
-		return s + probeMarker + " gpulist_rc 0\n"
+		return s + marker + " gpulist_rc 0\n"
 	}
-	ibPort := probeMarker + " file /sys/class/infiniband/mlx5_0/ports/1/link_layer\nInfiniBand\n" +
-		probeMarker + " file /sys/class/infiniband/mlx5_0/ports/1/state\n1: DOWN\n" +
-		probeMarker + " file /sys/class/infiniband/mlx5_0/ports/1/phys_state\n3: Disabled\n"
+	ibPort := marker + " file /sys/class/infiniband/mlx5_0/ports/1/link_layer\nInfiniBand\n" +
+		marker + " file /sys/class/infiniband/mlx5_0/ports/1/state\n1: DOWN\n" +
+		marker + " file /sys/class/infiniband/mlx5_0/ports/1/phys_state\n3: Disabled\n"
 	for _, tc := range []struct {
 		name  string
 		dump  string
@@ -166,13 +171,13 @@ func TestLaunchProbeHealth(t *testing.T) {
 		{name: "a link not found is not judged", dump: dump("eth0", "up", "1"), links: []string{"ens5"}},
 		{name: "every GPU visible", dump: gpus(4), gpus: 4},
 		{name: "a GPU gone", dump: gpus(3), gpus: 4, want: "health check: 3 of its 4 GPUs visible (nvidia-smi -L)"},
-		{name: "nvidia-smi failing: no GPU visible", dump: probeMarker + " gpulist\nNVIDIA-SMI has failed\n" + probeMarker + " gpulist_rc 9\n", gpus: 2,
+		{name: "nvidia-smi failing: no GPU visible", dump: marker + " gpulist\nNVIDIA-SMI has failed\n" + marker + " gpulist_rc 9\n", gpus: 2,
 			want: "0 of its 2 GPUs visible"},
 		{name: "no nvidia-smi: not judged", gpus: 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := strings.Replace(launchOutput("", recordedIPAddr, recordedRouteDirect, ""), probeMarker+" end", tc.dump+probeMarker+" end", 1)
-			hr, _, err := ParseLaunchProbe(out, "198.18.0.11")
+			out := strings.Replace(launchOutput("", recordedIPAddr, recordedRouteDirect, ""), marker+" end", tc.dump+marker+" end", 1)
+			hr, _, err := ParseOutput(out, "198.18.0.11")
 			if err != nil {
 				t.Fatal(err)
 			}

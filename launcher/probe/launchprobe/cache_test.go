@@ -1,4 +1,4 @@
-package probe
+package launchprobe
 
 import (
 	"os"
@@ -13,10 +13,10 @@ import (
 // while fresh; another python, rank 0, user, port, a stale or a corrupt
 // entry is a miss; the files are the user's own.
 func TestLaunchProbeCache(t *testing.T) {
-	c := LaunchProbeCache{Dir: filepath.Join(t.TempDir(), "cache")}
+	c := Cache{Dir: filepath.Join(t.TempDir(), "cache")}
 	targets := []remote.HostTarget{{Name: "a", Addr: "10.0.0.1"}, {Name: "b", User: "u", Port: 2222}}
 	now := time.Date(2026, 11, 23, 4, 0, 0, 0, time.UTC)
-	lp := &LaunchProbe{MasterAddr: "10.0.0.1", ProbedAt: now.Add(-time.Hour), Hosts: []HostRoute{
+	lp := &Result{MasterAddr: "10.0.0.1", ProbedAt: now.Add(-time.Hour), Hosts: []HostRoute{
 		{Target: targets[0].String(), Ifname: "eth0", Python: "/v/bin/python3", PythonFound: true},
 		{Target: targets[1].String(), Ifname: "ib0", Python: "/v/bin/python3"},
 	}}

@@ -1,4 +1,4 @@
-package probe
+package launchprobe
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestProbeLaunchTestbed(t *testing.T) {
 	targets := remotetest.Targets(tb)
 	for _, rank0 := range []int{0, 2} {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		lp, err := ProbeLaunch(ctx, pool, targets, rank0, "")
+		lp, err := Hosts(ctx, pool, targets, rank0, "")
 		cancel()
 		if err != nil {
 			t.Fatalf("rank 0 on %s: %v", tb.Hosts[rank0].Name, err)
@@ -62,7 +62,7 @@ func TestProbeLaunchTestbed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lp, err := ProbeLaunch(ctx, pool, targets, 0, "")
+	lp, err := Hosts(ctx, pool, targets, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
