@@ -5,11 +5,18 @@ GO ?= go
 .PHONY: test deps check bench fuzz conformance speed-guard sailor
 # deps installs the Debian packages the test-bed needs, then builds the
 # Kubernetes test-bed's binaries into ~/.cache/pipette-launch/k8s when the
-# cache lacks them (about 13 minutes cold on 2 cores; at once when warm), so
-# that `make test` does all of its own set-up on a fresh machine.
+# cache lacks them (about 13 minutes cold on 2 cores; at once when warm), and
+# sets up the real DeepSpeed and Megatron-LM kits of ../shared/frameworks
+# (about 3 minutes cold; a second run only checks), which tests of the
+# elastic restarts and of the memory model run; so that `make test` does all
+# of its own set-up on a fresh machine, and those tests run there rather
+# than finding no kit (make conformance used to be the first to set them up,
+# after make test).
 deps:
 	./.ci/install-deps
 	$(GO) run ./cmd/pipette-testbed build --kubernetes
+	@test -d "$(PIPETTE_FRAMEWORKS)/deepspeed" -a -d "$(PIPETTE_FRAMEWORKS)/megatron" || { echo "deps: no framework kits at $(PIPETTE_FRAMEWORKS): set PIPETTE_FRAMEWORKS to the folder holding deepspeed/ and megatron/" >&2; exit 2; }
+	PIPETTE_FRAMEWORKS="$(PIPETTE_FRAMEWORKS)" ./conformance/setup-kits.sh .
 
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting" >&2; exit 1; }

@@ -19,12 +19,12 @@ import (
 // loads it on 1, through pipette-launch on this machine: a ZeRO-1 and a
 // ZeRO-2 checkpoint (elastic_checkpoint or not) are refused with
 // DeepSpeed's ZeRORuntimeException, one without ZeRO loads, and a
-// universal one (ds_to_universal.py, "load_universal") loads. Skipped
-// without the kit; about 3 minutes on 2 cores.
+// universal one (ds_to_universal.py, "load_universal") loads. Needs the
+// kit (make deps sets it up); about 2 minutes on 2 cores.
 func TestDeepSpeedReloadRules(t *testing.T) {
 	kit, err := dskit.Find()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v; make deps sets the kits up", err)
 	}
 	script, err := filepath.Abs(filepath.Join("..", "..", "..", "examples", "ds_elastic.py"))
 	if err != nil {

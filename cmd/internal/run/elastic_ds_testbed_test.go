@@ -135,11 +135,11 @@ print("ELASTIC_BATCH", final, micro, final // (micro * %d))`, config, world, wor
 // later and trains on with the same global batch (ZeRO-1: train_batch_size
 // 12, accumulation 3 -> 4; ZeRO-2 with an elasticity section: the batch
 // DeepSpeed's compute_elastic_config gives, run from the kit, at 4 and at
-// 3 ranks), and finishes. Root; skipped without the kit.
+// 3 ranks), and finishes. Root, and the kit (make deps sets it up).
 func TestElasticDeepSpeedOnTestbed(t *testing.T) {
 	kit, err := dskit.Find()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("%v; make deps sets the kits up", err)
 	}
 	tb, dir := e2eBed(t)
 	copyExample(t, dir, "ds_elastic.py")

@@ -25,7 +25,7 @@ import (
 // (and the configs pretrain builds) accept, run through the Megatron kit
 // of ../shared/frameworks; a legacy checkpoint (--ckpt-format torch)
 // restarts with the first attempt's TP and PP, torch_dist is planned
-// afresh. The kit chroots: root only; skipped where it is not set up.
+// afresh. The kit chroots: root only; make deps sets it up.
 func TestElasticRestartLinesPassMegatron(t *testing.T) {
 	validate := megatronKit(t)
 	type restart struct {
@@ -127,8 +127,8 @@ func kitRequest(r *job.RankJob) string {
 
 // megatronKit is the Megatron kit's check of one rank (kitRequest):
 // validate.py's verdict line, "OK: ..." or "ERROR <stage>: <Megatron's
-// message>". It skips the test where the kit is not set up or this is not
-// root (the kit chroots).
+// message>". It fails the test, saying what is missing, where the kit is
+// not set up (make deps sets it up) or this is not root (the kit chroots).
 func megatronKit(t *testing.T) func(request string) string {
 	t.Helper()
 	dir := os.Getenv("PIPETTE_FRAMEWORKS")
@@ -140,10 +140,10 @@ func megatronKit(t *testing.T) func(request string) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(script); err != nil {
-		t.Skipf("the Megatron kit: %v (set PIPETTE_FRAMEWORKS)", err)
+		t.Fatalf("the Megatron kit: %v (set PIPETTE_FRAMEWORKS)", err)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the Megatron kit chroots into its root file system: run as root")
+		t.Fatal("the Megatron kit chroots into its root file system: run as root")
 	}
 	home, _ := os.UserHomeDir()
 	root := filepath.Join(cmp.Or(os.Getenv("XDG_CACHE_HOME"), filepath.Join(home, ".cache")), "pipette-frameworks", "megatron", "rootfs")
@@ -151,7 +151,7 @@ func megatronKit(t *testing.T) func(request string) string {
 		root = filepath.Join(env, "rootfs")
 	}
 	if _, err := os.Stat(filepath.Join(root, "opt", "megatron-lm")); err != nil {
-		t.Skipf("the Megatron kit's root is not set up (its setup.sh): %v", err)
+		t.Fatalf("the Megatron kit's root is not set up (make deps runs its setup.sh): %v", err)
 	}
 	return func(request string) string {
 		cmd := exec.Command("/usr/bin/python3", script, "--root", root, "--json", "-")
