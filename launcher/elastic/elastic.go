@@ -366,6 +366,13 @@ func (o Options) rejoin(ctx context.Context, left map[string]HostFailure, order 
 	return back
 }
 
+// HostsLeft are the hosts the loop restarts on after losing lost, when
+// nothing else is left out: usable's rule, so that a plan made ahead for
+// that loss is made for exactly the hosts the restart gets.
+func HostsLeft(hosts []string, lost string, max int) []string {
+	return usable(hosts, map[string]HostFailure{lost: {Host: lost}}, max)
+}
+
 // usable are the first max hosts not left out, in order.
 func usable(hosts []string, left map[string]HostFailure, max int) []string {
 	var out []string

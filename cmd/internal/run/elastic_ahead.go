@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -20,19 +21,6 @@ type lossPlan struct {
 	c    *plannedCluster
 	ch   *PlanChoice
 	err  error
-}
-
-// hostsLeft are the hosts an elastic job restarts on after losing lost:
-// the others in list order, at most max (0: no cap), so that the next
-// listed host joins when MAX had left it out.
-func hostsLeft(all []string, lost string, max int) []string {
-	var left []string
-	for _, n := range all {
-		if n != lost && (max <= 0 || len(left) < max) {
-			left = append(left, n)
-		}
-	}
-	return left
 }
 
 // planOn plans the job on hosts as an attempt does: planner.Choose on that
@@ -59,7 +47,8 @@ func planOn(opts *Options, er elasticRun, first *job.Job, hosts []string) (*Opti
 // planLoss is the lossPlan for losing host from the first attempt; with
 // fewer than MIN hosts left it plans nothing (the job would stop).
 func planLoss(opts *Options, er elasticRun, all []string, first *job.Job, host string) lossPlan {
-	lp := lossPlan{lost: host, left: hostsLeft(all, host, er.nodes.Max)}
+	// The loop's own rule (the next listed host joins when MAX left it out).
+	lp := lossPlan{lost: host, left: elastic.HostsLeft(all, host, er.nodes.Max)}
 	if len(lp.left) >= er.nodes.Min {
 		lp.o, lp.c, lp.ch, lp.err = planOn(opts, er, first, lp.left)
 	}
