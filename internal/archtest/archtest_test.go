@@ -75,7 +75,7 @@ var neighbours = Allowlist{
 var plannerLayers = Layers{Root: "planner/...", Layers: [][]string{
 	{"planner/gpu", "planner/schedule"},
 	{"planner/model", "planner/parallel"},
-	{"planner/fabric"},
+	{"planner/fabric", "planner/cluster/calib"},
 	{"planner/cluster", "planner/megatron", "planner/megatron/tpoverlap"},
 	{"planner/deepspeed", "planner/memory", "planner/calibration"},
 	{"planner/search"},

@@ -46,6 +46,21 @@ func (p *Problems) AddAt(path, at, format string, args ...any) {
 	*p = append(*p, Problem{Path: path, At: at, Msg: fmt.Sprintf(format, args...)})
 }
 
+// Check records a problem at path when v is outside r (a required field:
+// zero is out of range unless r allows it).
+func (p *Problems) Check(path string, r limits.Range, v float64) {
+	if err := r.Check(v); err != nil {
+		p.Add(path, "%v", err)
+	}
+}
+
+// CheckOptional is Check for a field that may be left out (zero).
+func (p *Problems) CheckOptional(path string, r limits.Range, v float64) {
+	if err := r.CheckOptional(v); err != nil {
+		p.Add(path, "%v", err)
+	}
+}
+
 // Locate fills in positions from pos (path -> position, as Decode returns
 // it), using the nearest enclosing field the file has (a host written as a
 // plain name has no .name of its own).

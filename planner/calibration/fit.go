@@ -13,7 +13,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/stats"
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 )
 
 // Fit constants. Each run's residual is relative (a 10 s and a 0.1 s job
@@ -92,7 +92,7 @@ var minFactor, maxFactor = limits.CalibrationFactor.Min, limits.CalibrationFacto
 // is not constrained by the runs: it keeps the value it had when its
 // newest run was recorded (1 if none) and is not fitted. Observations count
 // the runs in which the factor's part is at least 5%.
-func Fit(runs []cluster.CalibrationRun, now time.Time) *cluster.Calibration {
+func Fit(runs []calib.Run, now time.Time) *calib.Calibration {
 	var keys []string
 	seen := map[string]bool{}
 	for _, r := range runs {
@@ -104,8 +104,8 @@ func Fit(runs []cluster.CalibrationRun, now time.Time) *cluster.Calibration {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if (keys[i] == cluster.ComputeFactorKey) != (keys[j] == cluster.ComputeFactorKey) {
-			return keys[i] == cluster.ComputeFactorKey
+		if (keys[i] == calib.ComputeFactorKey) != (keys[j] == calib.ComputeFactorKey) {
+			return keys[i] == calib.ComputeFactorKey
 		}
 		return keys[i] < keys[j]
 	})
@@ -131,18 +131,18 @@ func Fit(runs []cluster.CalibrationRun, now time.Time) *cluster.Calibration {
 	p := newCalibrationProblem(runs, keys, free, held)
 	u := p.fit()
 	u, cv := p.crossValidate(u)
-	cal := &cluster.Calibration{UpdatedAt: now, Compute: cluster.CalibrationFactor{Factor: 1}, Runs: runs, CrossValidation: cv}
+	cal := &calib.Calibration{UpdatedAt: now, Compute: calib.Fitted{Factor: 1}, Runs: runs, CrossValidation: cv}
 	x := slices.Clone(held)
 	for j, i := range free {
 		x[i] = math.Exp(u[j])
 	}
 	for i, k := range keys {
-		f := cluster.CalibrationFactor{Factor: math.Min(maxFactor, math.Max(minFactor, x[i])), Observations: obs[i]}
-		if k == cluster.ComputeFactorKey {
+		f := calib.Fitted{Factor: math.Min(maxFactor, math.Max(minFactor, x[i])), Observations: obs[i]}
+		if k == calib.ComputeFactorKey {
 			cal.Compute = f
 			continue
 		}
-		cal.Links = append(cal.Links, cluster.LinkCalibration{Link: k, CalibrationFactor: f})
+		cal.Links = append(cal.Links, calib.Link{Link: k, Fitted: f})
 	}
 	return cal
 }
@@ -165,7 +165,7 @@ const maxFolds = 10
 // as a cluster off the model, and the correction they agree on makes the
 // next configuration worse (issue 22: 29% -> 37%). Fewer than 3 runs leave
 // a fold too small to fit, and u is kept whole (the prior shrinks it).
-func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.CrossValidation) {
+func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *calib.CrossValidation) {
 	n := len(p.fixed)
 	if n < 3 || len(u) == 0 {
 		return u, nil
@@ -202,7 +202,7 @@ func (p *calibrationProblem) crossValidate(u []float64) ([]float64, *cluster.Cro
 		}
 	}
 	kept := scaled(u, keptShares[best])
-	cv := &cluster.CrossValidation{Folds: folds, Kept: keptShares[best]}
+	cv := &calib.CrossValidation{Folds: folds, Kept: keptShares[best]}
 	if disagree {
 		for i := range n {
 			if math.Abs(p.residual(i, kept)) > disagreeResidual {
@@ -266,7 +266,7 @@ type calibrationProblem struct {
 	prior [][]float64 // the loss's prior term is u^T prior u: s^2 V^-1
 }
 
-func newCalibrationProblem(runs []cluster.CalibrationRun, keys []string, free []int, held []float64) *calibrationProblem {
+func newCalibrationProblem(runs []calib.Run, keys []string, free []int, held []float64) *calibrationProblem {
 	p := &calibrationProblem{}
 	isFree := map[int]bool{}
 	for _, i := range free {

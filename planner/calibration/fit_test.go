@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 )
 
 // predictedWith is run r's prediction under cal (the linearisation).
-func predictedWith(r cluster.CalibrationRun, cal *cluster.Calibration) float64 {
+func predictedWith(r calib.Run, cal *calib.Calibration) float64 {
 	f := cal.Factors()
 	t := r.FixedS
 	for k, part := range r.PartsS {
@@ -29,9 +29,9 @@ func predictedWith(r cluster.CalibrationRun, cal *cluster.Calibration) float64 {
 // factors were fitted to. Factors no run gives 5% of its time are left as
 // they were; the others are fitted, and the fitted runs come out right.
 func TestFitCalibrationLeavesUnconstrainedFactors(t *testing.T) {
-	runs := []cluster.CalibrationRun{
-		{ObservedS: 13, PredictedS: 10, FixedS: 0.5, PartsS: map[string]float64{cluster.ComputeFactorKey: 9, "intra_host a": 0.4, "inter_host a": 0.1}},
-		{ObservedS: 6.2, PredictedS: 5, FixedS: 0.2, PartsS: map[string]float64{cluster.ComputeFactorKey: 4.6, "intra_host a": 0.1, "inter_host a": 0.1}},
+	runs := []calib.Run{
+		{ObservedS: 13, PredictedS: 10, FixedS: 0.5, PartsS: map[string]float64{calib.ComputeFactorKey: 9, "intra_host a": 0.4, "inter_host a": 0.1}},
+		{ObservedS: 6.2, PredictedS: 5, FixedS: 0.2, PartsS: map[string]float64{calib.ComputeFactorKey: 4.6, "intra_host a": 0.1, "inter_host a": 0.1}},
 	}
 	cal := Fit(runs, time.Unix(0, 0))
 	f := cal.Factors()
@@ -51,12 +51,12 @@ func TestFitCalibrationLeavesUnconstrainedFactors(t *testing.T) {
 // factor to 5-6x, making the other TP8 runs 64-81% too slow. With Huber
 // weights the consistent runs decide.
 func TestFitCalibrationDownWeightsOutlier(t *testing.T) {
-	mk := func(compute, intra, observed float64) cluster.CalibrationRun {
-		return cluster.CalibrationRun{ObservedS: observed, PredictedS: compute + intra, PartsS: map[string]float64{cluster.ComputeFactorKey: compute, "intra_host a": intra}}
+	mk := func(compute, intra, observed float64) calib.Run {
+		return calib.Run{ObservedS: observed, PredictedS: compute + intra, PartsS: map[string]float64{calib.ComputeFactorKey: compute, "intra_host a": intra}}
 	}
 	// The true system is 10% slower in compute, 20% on the bus.
 	truth := func(c, i float64) float64 { return 1.1*c + 1.2*i }
-	runs := []cluster.CalibrationRun{
+	runs := []calib.Run{
 		mk(8, 2, truth(8, 2)), mk(6, 3, truth(6, 3)), mk(10, 1.5, truth(10, 1.5)), mk(5, 2.5, truth(5, 2.5)),
 		mk(3, 3, 2*truth(3, 3)), // the outlier, bus-heavy like a TP8 run
 	}
@@ -74,14 +74,14 @@ func TestFitCalibrationDownWeightsOutlier(t *testing.T) {
 // A correction as small as the runs' own scatter is not applied (calibrating
 // must not make predictions worse); a large consistent one is.
 func TestFitCalibrationShrinksNoise(t *testing.T) {
-	mk := func(observed float64) cluster.CalibrationRun {
-		return cluster.CalibrationRun{ObservedS: observed, PredictedS: 10, PartsS: map[string]float64{cluster.ComputeFactorKey: 10}}
+	mk := func(observed float64) calib.Run {
+		return calib.Run{ObservedS: observed, PredictedS: 10, PartsS: map[string]float64{calib.ComputeFactorKey: 10}}
 	}
-	noisy := Fit([]cluster.CalibrationRun{mk(10.6), mk(9.3), mk(10.2)}, time.Unix(0, 0))
+	noisy := Fit([]calib.Run{mk(10.6), mk(9.3), mk(10.2)}, time.Unix(0, 0))
 	if x := noisy.Compute.Factor; math.Abs(x-1) > 0.01 {
 		t.Errorf("runs at +6%%, -7%%, +2%% moved compute to %.3f, want 1 within 1%%", x)
 	}
-	off := Fit([]cluster.CalibrationRun{mk(13.1), mk(12.7), mk(13.3)}, time.Unix(0, 0))
+	off := Fit([]calib.Run{mk(13.1), mk(12.7), mk(13.3)}, time.Unix(0, 0))
 	if x := off.Compute.Factor; math.Abs(x/1.3-1) > 0.03 {
 		t.Errorf("runs 27-33%% slow moved compute to %.3f, want ~1.30", x)
 	}
@@ -89,8 +89,8 @@ func TestFitCalibrationShrinksNoise(t *testing.T) {
 
 // One run: the fit moves the prediction onto the observation.
 func TestFitCalibrationOneRun(t *testing.T) {
-	r := cluster.CalibrationRun{ObservedS: 2, PredictedS: 1, PartsS: map[string]float64{cluster.ComputeFactorKey: 0.8, "inter_host a": 0.2}}
-	cal := Fit([]cluster.CalibrationRun{r}, time.Unix(0, 0))
+	r := calib.Run{ObservedS: 2, PredictedS: 1, PartsS: map[string]float64{calib.ComputeFactorKey: 0.8, "inter_host a": 0.2}}
+	cal := Fit([]calib.Run{r}, time.Unix(0, 0))
 	pred := 0.8*cal.Compute.Factor + 0.2*cal.Factors()["inter_host a"]
 	if math.Abs(pred/2-1) > 0.05 {
 		t.Errorf("calibrated prediction %g s, observed 2 s (%s)", pred, cal.Summary())
@@ -103,9 +103,9 @@ func TestFitCalibrationOneRun(t *testing.T) {
 // A run recorded under a calibration: its parts are scaled by the factors
 // then in force, and the refit is relative to them.
 func TestFitCalibrationRelativeToFactorsAtRun(t *testing.T) {
-	r := cluster.CalibrationRun{ObservedS: 3, PredictedS: 2, PartsS: map[string]float64{cluster.ComputeFactorKey: 2},
-		Factors: map[string]float64{cluster.ComputeFactorKey: 2}}
-	cal := Fit([]cluster.CalibrationRun{r}, time.Unix(0, 0))
+	r := calib.Run{ObservedS: 3, PredictedS: 2, PartsS: map[string]float64{calib.ComputeFactorKey: 2},
+		Factors: map[string]float64{calib.ComputeFactorKey: 2}}
+	cal := Fit([]calib.Run{r}, time.Unix(0, 0))
 	// One run's correction is shrunk by 1 - 2 x 8%^2 / 67%^2 in log space
 	// (Fit: a single run's error may be its own scatter): ~2.9.
 	if math.Abs(cal.Compute.Factor/3-1) > 0.05 || cal.Compute.Observations != 1 {
@@ -117,16 +117,16 @@ func TestFitCalibrationRelativeToFactorsAtRun(t *testing.T) {
 // a table's configurations do, observed at bias x the model's prediction
 // with a log-normal per-run scatter of sd (what the model misses between
 // configurations).
-func syntheticRuns(rng *rand.Rand, n int, bias, sd float64) []cluster.CalibrationRun {
-	runs := make([]cluster.CalibrationRun, n)
+func syntheticRuns(rng *rand.Rand, n int, bias, sd float64) []calib.Run {
+	runs := make([]calib.Run, n)
 	for i := range runs {
 		c := 5 + 5*rng.Float64()
-		parts := map[string]float64{cluster.ComputeFactorKey: c, "intra_host a": c * (0.05 + 0.35*rng.Float64()), "inter_host a": c * 0.3 * rng.Float64()}
+		parts := map[string]float64{calib.ComputeFactorKey: c, "intra_host a": c * (0.05 + 0.35*rng.Float64()), "inter_host a": c * 0.3 * rng.Float64()}
 		pred := 0.0
 		for _, p := range parts {
 			pred += p
 		}
-		runs[i] = cluster.CalibrationRun{PredictedS: pred, PartsS: parts, ObservedS: pred * bias * math.Exp(sd*rng.NormFloat64())}
+		runs[i] = calib.Run{PredictedS: pred, PartsS: parts, ObservedS: pred * bias * math.Exp(sd*rng.NormFloat64())}
 	}
 	return runs
 }
@@ -134,10 +134,10 @@ func syntheticRuns(rng *rand.Rand, n int, bias, sd float64) []cluster.Calibratio
 // calibratedMAPE fits on 3 runs of runs at a time (draws seeded draws) and
 // returns the mean absolute relative error of the other runs before and
 // after calibrating, averaged over the draws.
-func calibratedMAPE(rng *rand.Rand, runs []cluster.CalibrationRun, draws int) (before, after float64) {
+func calibratedMAPE(rng *rand.Rand, runs []calib.Run, draws int) (before, after float64) {
 	for range draws {
 		perm := rng.Perm(len(runs))
-		var fit []cluster.CalibrationRun
+		var fit []calib.Run
 		for _, i := range perm[:3] {
 			fit = append(fit, runs[i])
 		}
@@ -187,27 +187,27 @@ func TestFitCalibrationThreeRunsHelpOrStay(t *testing.T) {
 // (10.7% -> 11.8%). Fit predicts each run from the others and keeps only
 // the share of the correction that does that; runs that agree keep it all.
 func TestFitCalibrationCrossValidates(t *testing.T) {
-	mk := func(predicted, observed float64) cluster.CalibrationRun {
-		return cluster.CalibrationRun{ObservedS: observed, PredictedS: predicted, PartsS: map[string]float64{cluster.ComputeFactorKey: predicted}}
+	mk := func(predicted, observed float64) calib.Run {
+		return calib.Run{ObservedS: observed, PredictedS: predicted, PartsS: map[string]float64{calib.ComputeFactorKey: predicted}}
 	}
 	for _, tc := range []struct {
 		name      string
-		fit       []cluster.CalibrationRun
-		next      cluster.CalibrationRun // a run the fit did not see
+		fit       []calib.Run
+		next      calib.Run // a run the fit did not see
 		wantFolds int
 		maxKept   float64
 		minKept   float64
 	}{
 		{name: "70B +9%, 405B -10%, 70B +10%; next a 405B run",
-			fit:       []cluster.CalibrationRun{mk(21.9, 20.2), mk(35.3, 39.5), mk(11.1, 10.2)},
+			fit:       []calib.Run{mk(21.9, 20.2), mk(35.3, 39.5), mk(11.1, 10.2)},
 			next:      mk(12.3, 14.0),
 			wantFolds: 3, maxKept: 0.5},
 		{name: "four runs 18-22% slow",
-			fit:       []cluster.CalibrationRun{mk(10, 12.2), mk(5, 5.9), mk(20, 24.4), mk(8, 9.6)},
+			fit:       []calib.Run{mk(10, 12.2), mk(5, 5.9), mk(20, 24.4), mk(8, 9.6)},
 			next:      mk(12, 14.5),
 			wantFolds: 4, minKept: 1},
 		{name: "two runs: too few to hold one out",
-			fit:  []cluster.CalibrationRun{mk(10, 12.2), mk(5, 4.4)},
+			fit:  []calib.Run{mk(10, 12.2), mk(5, 4.4)},
 			next: mk(12, 14.5)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -242,10 +242,10 @@ func TestFitCalibrationCrossValidates(t *testing.T) {
 // runs disagree beyond their noise: nothing the folds do not support is
 // kept, and the two runs still off are named.
 func TestFitCalibrationNamesDisagreeingRuns(t *testing.T) {
-	mk := func(predicted, observed float64) cluster.CalibrationRun {
-		return cluster.CalibrationRun{ObservedS: observed, PredictedS: predicted, PartsS: map[string]float64{cluster.ComputeFactorKey: predicted}}
+	mk := func(predicted, observed float64) calib.Run {
+		return calib.Run{ObservedS: observed, PredictedS: predicted, PartsS: map[string]float64{calib.ComputeFactorKey: predicted}}
 	}
-	cal := Fit([]cluster.CalibrationRun{mk(14.33, 21.89), mk(13.51, 13.88), mk(15.01, 23.75)}, time.Unix(0, 0))
+	cal := Fit([]calib.Run{mk(14.33, 21.89), mk(13.51, 13.88), mk(15.01, 23.75)}, time.Unix(0, 0))
 	cv := cal.CrossValidation
 	if cv == nil || len(cv.Disagreeing) != 2 || cv.Disagreeing[0] != 0 || cv.Disagreeing[1] != 2 {
 		t.Fatalf("cross-validation %+v, want runs 0 and 2 named as disagreeing", cv)

@@ -1,233 +1,27 @@
 package cluster
 
 import (
-	"fmt"
-	"maps"
-	"math"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/pipette-launch/pipette-launch/internal/limits"
-	"github.com/pipette-launch/pipette-launch/internal/text"
-	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
-
-// Calibration is a per-cluster correction fitted from the iteration times
-// of real runs (`pipette-launch calibrate`). Factors multiply TIME: 1.2
-// means that part of the step ran 20% slower than the model said.
-type Calibration struct {
-	UpdatedAt time.Time         `yaml:"updated_at" json:"updated_at"`
-	Compute   CalibrationFactor `yaml:"compute" json:"compute"`
-	// Links are per link class: "intra_host ISLAND" (the bus inside one
-	// island's hosts), "inter_host ISLAND" (between hosts of one island),
-	// "inter_host A,B" (between islands A and B, names sorted).
-	Links []LinkCalibration `yaml:"links,omitempty" json:"links,omitempty"`
-	// Runs are every observation the factors were fitted to, newest last.
-	Runs []CalibrationRun `yaml:"runs" json:"runs"`
-	// CrossValidation says how much of the correction the runs support
-	// when each is predicted from the others (3 runs or more; nil before).
-	CrossValidation *CrossValidation `yaml:"cross_validation,omitempty" json:"cross_validation,omitempty"`
-}
-
-// CrossValidation is the outcome of predicting runs the fit did not see:
-// the factors are the fitted ones scaled, in log space, by Kept (1: the
-// whole correction, 0: none) over Folds folds of the runs.
-// Disagreeing are the runs (indices into Runs) that disagree with the
-// others beyond their noise: the fit down-weighted one of them as an
-// outlier, and these are the runs still off by more than three times a
-// run's scatter once the kept correction is applied.
-type CrossValidation struct {
-	Folds       int     `yaml:"folds" json:"folds"`
-	Kept        float64 `yaml:"kept" json:"kept"`
-	Disagreeing []int   `yaml:"disagreeing,omitempty" json:"disagreeing,omitempty"`
-}
-
-// CalibrationFactor is one fitted factor and how many runs constrain it
-// (a run counts when that part is at least 5% of its predicted time).
-type CalibrationFactor struct {
-	Factor       float64 `yaml:"factor" json:"factor"`
-	Observations int     `yaml:"observations" json:"observations"`
-}
-
-// LinkCalibration is the factor of one link class.
-type LinkCalibration struct {
-	Link              string `yaml:"link" json:"link"`
-	CalibrationFactor `yaml:",inline"`
-}
-
-// CalibrationRun is one observed run and the model's linearisation of its
-// prediction: with factors x, predicted(x) = fixed_s + sum over k of
-// parts_s[k] x x[k] / factors[k], where parts_s[k] is the part of the
-// prediction that factor k scales and factors[k] its value when the run
-// was recorded (exact for small changes: every time in the model scales
-// with its factor, and the critical path is a max of sums).
-type CalibrationRun struct {
-	Source string    `yaml:"source" json:"source"`
-	At     time.Time `yaml:"at" json:"at"`
-	// Plan says what ran ("megatron TP2 PP2 DP1 mb1 gbs8 ...").
-	Plan string `yaml:"plan" json:"plan"`
-	// Iterations is how many iteration times the observation averages.
-	Iterations int     `yaml:"iterations" json:"iterations"`
-	ObservedS  float64 `yaml:"observed_iteration_s" json:"observed_iteration_s"`
-	// PredictedS is the prediction with the calibration in force before
-	// this run was added (its error is what `plan` reports).
-	PredictedS float64            `yaml:"predicted_iteration_s" json:"predicted_iteration_s"`
-	FixedS     float64            `yaml:"fixed_s,omitempty" json:"fixed_s,omitempty"`
-	PartsS     map[string]float64 `yaml:"parts_s" json:"parts_s"`
-	Factors    map[string]float64 `yaml:"factors,omitempty" json:"factors,omitempty"`
-}
-
-// FactorAtRun is factor k when the run was recorded (1 when absent).
-func (r CalibrationRun) FactorAtRun(k string) float64 {
-	if x := r.Factors[k]; x > 0 {
-		return x
-	}
-	return 1
-}
-
-// ComputeFactorKey names the compute factor in CalibrationRun.SensitivityS.
-const ComputeFactorKey = "compute"
-
-// Error is the relative error of the run's prediction (signed: + is too slow).
-func (r CalibrationRun) Error() float64 { return (r.PredictedS - r.ObservedS) / r.ObservedS }
-
-// Summary is "calibrated from N runs, last error X% (factors)", and
-// how much of the fitted correction cross-validation kept when it kept
-// less than all (why the factors sit nearer 1 than the runs suggest).
-func (c *Calibration) Summary() string {
-	if c == nil || len(c.Runs) == 0 {
-		return ""
-	}
-	last := c.Runs[len(c.Runs)-1]
-	s := fmt.Sprintf("calibrated from %d runs, last error %.1f%% (compute x%.3f", len(c.Runs), 100*math.Abs(last.Error()), c.Compute.Factor)
-	for _, l := range c.Links {
-		s += fmt.Sprintf(", %s x%.3f", l.Link, l.Factor)
-	}
-	if cv := c.CrossValidation; cv != nil && cv.Kept < 1 {
-		s += fmt.Sprintf("; %.0f%% of the fitted correction kept: the runs disagree", 100*cv.Kept)
-	}
-	if cv := c.CrossValidation; cv != nil && len(cv.Disagreeing) > 0 {
-		s += fmt.Sprintf("; %d %s beyond the noise", len(cv.Disagreeing), text.Plural(len(cv.Disagreeing), "run disagrees", "runs disagree"))
-	}
-	return s + ")"
-}
-
-// Factors returns every factor by key (compute and links).
-func (c *Calibration) Factors() map[string]float64 {
-	out := map[string]float64{}
-	if c == nil {
-		return out
-	}
-	if c.Compute.Factor > 0 {
-		out[ComputeFactorKey] = c.Compute.Factor
-	}
-	for _, l := range c.Links {
-		out[l.Link] = l.Factor
-	}
-	return out
-}
-
-func (c *Calibration) factor(key string) float64 {
-	if f, ok := c.Factors()[key]; ok && f > 0 {
-		return f
-	}
-	return 1
-}
-
-// secondsPart bounds the parts of a recorded prediction (parts_s,
-// fixed_s): any share of an iteration, down to none.
-var secondsPart = limits.Range{Max: limits.IterationSeconds.Max, Unit: "s"}
-
-// keptShare bounds cross_validation.kept: the share of the correction kept.
-var keptShare = limits.Range{Max: 1}
-
-func validateCalibration(errs *yamlcheck.Problems, c *Calibration, islands map[string]int) {
-	factor := func(p string, f CalibrationFactor) {
-		required(errs, p+".factor", limits.CalibrationFactor, f.Factor)
-		if f.Observations < 0 {
-			errs.Add(p+".observations", "must be >= 0, got %d", f.Observations)
-		}
-	}
-	factor("calibration.compute", c.Compute)
-	for i, l := range c.Links {
-		p := fmt.Sprintf("calibration.links[%d]", i)
-		factor(p, l.CalibrationFactor)
-		if err := checkLinkKey(l.Link, islands); err != nil {
-			errs.Add(p+".link", "%v", err)
-		}
-	}
-	for i, r := range c.Runs {
-		p := fmt.Sprintf("calibration.runs[%d]", i)
-		required(errs, p+".observed_iteration_s", limits.IterationSeconds, r.ObservedS)
-		optional(errs, p+".predicted_iteration_s", limits.IterationSeconds, r.PredictedS)
-		required(errs, p+".fixed_s", secondsPart, r.FixedS)
-		if r.Iterations < 0 {
-			errs.Add(p+".iterations", "must be >= 0, got %d", r.Iterations)
-		}
-		for _, k := range slices.Sorted(maps.Keys(r.PartsS)) {
-			required(errs, p+".parts_s."+k, secondsPart, r.PartsS[k])
-		}
-		for _, k := range slices.Sorted(maps.Keys(r.Factors)) {
-			required(errs, p+".factors."+k, limits.CalibrationFactor, r.Factors[k])
-		}
-	}
-	if cv := c.CrossValidation; cv != nil {
-		required(errs, "calibration.cross_validation.kept", keptShare, cv.Kept)
-		if cv.Folds < 0 {
-			errs.Add("calibration.cross_validation.folds", "must be >= 0, got %d", cv.Folds)
-		}
-	}
-}
-
-func checkLinkKey(key string, islands map[string]int) error {
-	kind, rest, _ := strings.Cut(key, " ")
-	names := strings.Split(rest, ",")
-	switch {
-	case kind == "intra_host" && len(names) == 1, kind == "inter_host" && (len(names) == 1 || len(names) == 2):
-	default:
-		return fmt.Errorf("%q: want \"intra_host ISLAND\", \"inter_host ISLAND\" or \"inter_host A,B\"", key)
-	}
-	for _, n := range names {
-		if _, ok := islands[n]; !ok {
-			return fmt.Errorf("%q: unknown cluster %q", key, n)
-		}
-	}
-	return nil
-}
-
-// IntraHostKey and InterHostKey name link classes.
-func IntraHostKey(island string) string { return "intra_host " + island }
-
-// InterHostKey is the class of links between hosts of islands a and b.
-func InterHostKey(a, b string) string {
-	if a == b {
-		return "inter_host " + a
-	}
-	if a > b {
-		a, b = b, a
-	}
-	return "inter_host " + a + "," + b
-}
 
 // FactorKeys lists the factors a cluster can be calibrated with: compute,
 // the intra-host bus of islands with more than one GPU per host, links
 // inside islands of several hosts and between every two islands.
 func (f *File) FactorKeys() []string {
-	keys := []string{ComputeFactorKey}
+	keys := []string{calib.ComputeFactorKey}
 	for _, c := range f.Clusters {
 		if c.GPUsPerHost > 1 {
-			keys = append(keys, IntraHostKey(c.Name))
+			keys = append(keys, calib.IntraHostKey(c.Name))
 		}
 	}
 	for i, a := range f.Clusters {
 		if len(a.Hosts) > 1 {
-			keys = append(keys, InterHostKey(a.Name, a.Name))
+			keys = append(keys, calib.InterHostKey(a.Name, a.Name))
 		}
 		for _, b := range f.Clusters[i+1:] {
-			keys = append(keys, InterHostKey(a.Name, b.Name))
+			keys = append(keys, calib.InterHostKey(a.Name, b.Name))
 		}
 	}
 	return keys
@@ -240,7 +34,7 @@ func (f *File) applyCalibration(islands []Island, hosts []Host, links *compactLi
 		return
 	}
 	for i := range hosts {
-		c.ScaleHost(&hosts[i], islands[hosts[i].Island].Spec.Name)
+		ScaleHost(c, &hosts[i], islands[hosts[i].Island].Spec.Name)
 	}
 	// Links between hosts of two islands (or within one) share a factor:
 	// scale each island pair's nominal link and measured rates.
@@ -248,7 +42,7 @@ func (f *File) applyCalibration(islands []Island, hosts []Host, links *compactLi
 	links.measuredDiv = make([]float64, ni*ni)
 	for a := range islands {
 		for b := range islands {
-			k := c.factor(InterHostKey(islands[a].Spec.Name, islands[b].Spec.Name))
+			k := c.Factor(calib.InterHostKey(islands[a].Spec.Name, islands[b].Spec.Name))
 			links.nominal[a*ni+b].BytesPerS /= k
 			links.nominal[a*ni+b].LatencyS *= k
 			links.measuredDiv[a*ni+b] = k
@@ -256,27 +50,23 @@ func (f *File) applyCalibration(islands []Island, hosts []Host, links *compactLi
 	}
 }
 
-// ScaleHost applies the compute and intra-host factors to one host of the
-// named island: its GPU's tensor-core rates and HBM bandwidth are divided by
+// ScaleHost applies c's compute and intra-host factors to one host of
+// the named island: its GPU's tensor-core rates and HBM bandwidth are divided by
 // the compute factor, its bus by the island's intra-host factor.
-func (c *Calibration) ScaleHost(h *Host, island string) {
-	cf := c.factor(ComputeFactorKey)
+func ScaleHost(c *calib.Calibration, h *Host, island string) {
+	cf := c.Factor(calib.ComputeFactorKey)
 	scaleCompute(&h.GPU, 1/cf)
 	h.GPU.MemoryBandwidthTBPerS = gpu.HBMBytesPerS(h.GPU) / 1e12 / cf
-	h.IntraBytesPerS /= c.factor(IntraHostKey(island))
+	h.IntraBytesPerS /= c.Factor(calib.IntraHostKey(island))
 }
-
-// sensitivityStep is the relative change of a factor used to differentiate
-// the prediction.
-const sensitivityStep = 0.01
 
 // Linearize splits a prediction by the factors of f's calibration:
 // predict prices the run on a cluster resolved from a copy of f with one
 // factor changed by 1%. It returns the run with PredictedS (f's own
 // factors), PartsS (dT/dx_k x x_k: the seconds factor k scales; zero parts
 // left out), Factors (x_k in force) and FixedS (what no factor scales).
-func Linearize(f *File, t fabric.Transport, predict func(*Cluster) (float64, error)) (CalibrationRun, error) {
-	eval := func(cal *Calibration) (float64, error) {
+func Linearize(f *File, t fabric.Transport, predict func(*Cluster) (float64, error)) (calib.Run, error) {
+	eval := func(cal *calib.Calibration) (float64, error) {
 		g := *f
 		g.Calibration = cal
 		c, err := g.ResolveFor(t)
@@ -285,54 +75,5 @@ func Linearize(f *File, t fabric.Transport, predict func(*Cluster) (float64, err
 		}
 		return predict(c)
 	}
-	return LinearizeFunc(f.Calibration, f.FactorKeys(), eval)
-}
-
-// LinearizeFunc is Linearize for any way of pricing a run under a calibration:
-// eval prices it with the given factors, keys are the factors to split by.
-func LinearizeFunc(cal *Calibration, keys []string, eval func(*Calibration) (float64, error)) (CalibrationRun, error) {
-	base, err := eval(cal)
-	if err != nil {
-		return CalibrationRun{}, err
-	}
-	cur := cal.Factors()
-	run := CalibrationRun{PredictedS: base, PartsS: map[string]float64{}, Factors: map[string]float64{}, FixedS: base}
-	for _, k := range keys {
-		x := cur[k]
-		if x <= 0 {
-			x = 1
-		}
-		t1, err := eval(withFactor(cal, k, x*(1+sensitivityStep)))
-		if err != nil {
-			return CalibrationRun{}, fmt.Errorf("sensitivity to %s: %w", k, err)
-		}
-		if part := (t1 - base) / sensitivityStep; part > 1e-12*base {
-			run.PartsS[k] = part
-			run.Factors[k] = x
-			run.FixedS -= part
-		}
-	}
-	run.FixedS = math.Max(0, run.FixedS)
-	return run, nil
-}
-
-// withFactor is a copy of c (or an identity calibration) with key set to x.
-func withFactor(c *Calibration, key string, x float64) *Calibration {
-	out := &Calibration{Compute: CalibrationFactor{Factor: 1}}
-	if c != nil {
-		out.Compute = c.Compute
-		out.Links = slices.Clone(c.Links)
-	}
-	if key == ComputeFactorKey {
-		out.Compute.Factor = x
-		return out
-	}
-	for i := range out.Links {
-		if out.Links[i].Link == key {
-			out.Links[i].Factor = x
-			return out
-		}
-	}
-	out.Links = append(out.Links, LinkCalibration{Link: key, CalibrationFactor: CalibrationFactor{Factor: x}})
-	return out
+	return calib.Linearize(f.Calibration, f.FactorKeys(), eval)
 }

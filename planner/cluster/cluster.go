@@ -6,6 +6,7 @@ import (
 
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
 
@@ -34,8 +35,8 @@ type File struct {
 	// MeasuredCompute (probe --measure) replaces catalog compute rates and
 	// intra-host buses; Calibration (calibrate) corrects the model from
 	// real runs. See measured_compute.go and calibration.go.
-	MeasuredCompute *MeasuredCompute `yaml:"measured_compute,omitempty" json:"measured_compute,omitempty"`
-	Calibration     *Calibration     `yaml:"calibration,omitempty" json:"calibration,omitempty"`
+	MeasuredCompute *MeasuredCompute   `yaml:"measured_compute,omitempty" json:"measured_compute,omitempty"`
+	Calibration     *calib.Calibration `yaml:"calibration,omitempty" json:"calibration,omitempty"`
 }
 
 // IslandSpec describes a group of identical hosts on one fabric.

@@ -12,6 +12,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/internal/hostname"
 	"github.com/pipette-launch/pipette-launch/internal/limits"
 	"github.com/pipette-launch/pipette-launch/internal/yamlcheck"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"gopkg.in/yaml.v3"
@@ -172,7 +173,7 @@ func (f *File) validate() yamlcheck.Problems {
 		validateMeasuredCompute(&errs, f.MeasuredCompute, hosts)
 	}
 	if f.Calibration != nil {
-		validateCalibration(&errs, f.Calibration, names)
+		calib.Validate(&errs, f.Calibration, names)
 	}
 	return errs
 }
@@ -233,14 +234,14 @@ func validateIsland(errs *yamlcheck.Problems, p string, c IslandSpec, totalHosts
 	default:
 		errs.Add(p+".intra_host.type", "must be nvlink, nvswitch or pcie, got %q", c.IntraHost.Type)
 	}
-	optional(errs, p+".intra_host.bandwidth_gbyte_per_s", limits.BusGBytePerS, c.IntraHost.BandwidthGBytesPerS)
+	errs.CheckOptional(p+".intra_host.bandwidth_gbyte_per_s", limits.BusGBytePerS, c.IntraHost.BandwidthGBytesPerS)
 	if len(c.NICs) == 0 && totalHosts > 1 {
 		errs.Add(p+".nics", "at least one NIC is required when the cluster has more than one host")
 	}
 	for k, n := range c.NICs {
 		validateNIC(errs, fmt.Sprintf("%s.nics[%d]", p, k), n)
 	}
-	optional(errs, p+".host_memory_gib", limits.MemoryGiB, c.HostMemoryGiB)
+	errs.CheckOptional(p+".host_memory_gib", limits.MemoryGiB, c.HostMemoryGiB)
 	if c.CPUCores < 0 {
 		errs.Add(p+".cpu_cores", "must be >= 0, got %d", c.CPUCores)
 	}
@@ -249,7 +250,7 @@ func validateIsland(errs *yamlcheck.Problems, p string, c IslandSpec, totalHosts
 	default:
 		errs.Add(p+".pcie_gen", "must be 3, 4, 5 or 6 (0 = unknown), got %d", c.PCIeGen)
 	}
-	optional(errs, p+".host_memory_bandwidth_gbyte_per_s", limits.BusGBytePerS, c.HostMemoryBandwidthGBytesPerS)
+	errs.CheckOptional(p+".host_memory_bandwidth_gbyte_per_s", limits.BusGBytePerS, c.HostMemoryBandwidthGBytesPerS)
 }
 
 func validateGPU(errs *yamlcheck.Problems, p string, g gpu.Spec) {
@@ -257,11 +258,11 @@ func validateGPU(errs *yamlcheck.Problems, p string, g gpu.Spec) {
 		errs.Add(p+".model", "required (e.g. H100-SXM, A100-80GB-SXM, L40S)")
 		return
 	}
-	optional(errs, p+".memory_gib", limits.MemoryGiB, g.MemoryGiB)
-	optional(errs, p+".peak_bf16_tflops", limits.TFLOPS, g.PeakTFLOPS)
-	optional(errs, p+".peak_fp8_tflops", limits.TFLOPS, g.PeakFP8TFLOPS)
-	optional(errs, p+".peak_fp32_tflops", limits.TFLOPS, g.PeakFP32TFLOPS)
-	optional(errs, p+".memory_bandwidth_tbyte_per_s", limits.HBMTBytePerS, g.MemoryBandwidthTBPerS)
+	errs.CheckOptional(p+".memory_gib", limits.MemoryGiB, g.MemoryGiB)
+	errs.CheckOptional(p+".peak_bf16_tflops", limits.TFLOPS, g.PeakTFLOPS)
+	errs.CheckOptional(p+".peak_fp8_tflops", limits.TFLOPS, g.PeakFP8TFLOPS)
+	errs.CheckOptional(p+".peak_fp32_tflops", limits.TFLOPS, g.PeakFP32TFLOPS)
+	errs.CheckOptional(p+".memory_bandwidth_tbyte_per_s", limits.HBMTBytePerS, g.MemoryBandwidthTBPerS)
 	if _, known := gpu.Lookup(g.Model); known {
 		return
 	}
@@ -291,8 +292,8 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	if n.Count <= 0 || n.Count > limits.MaxGPUsPerHost {
 		errs.Add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
 	}
-	required(errs, p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
-	optional(errs, p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
+	errs.Check(p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
+	errs.CheckOptional(p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
 }
 
 func validNICType(t NICType) bool {
@@ -301,18 +302,6 @@ func validNICType(t NICType) bool {
 
 // required and optional record a number at path p outside its range
 // (internal/limits); for optional, 0 means "not given".
-func required(errs *yamlcheck.Problems, p string, r limits.Range, v float64) {
-	if err := r.Check(v); err != nil {
-		errs.Add(p, "%v", err)
-	}
-}
-
-func optional(errs *yamlcheck.Problems, p string, r limits.Range, v float64) {
-	if err := r.CheckOptional(v); err != nil {
-		errs.Add(p, "%v", err)
-	}
-}
-
 func validateLink(errs *yamlcheck.Problems, p string, l LinkSpec, names map[string]int) {
 	for k, n := range l.Between {
 		if _, ok := names[n]; !ok {
@@ -325,8 +314,8 @@ func validateLink(errs *yamlcheck.Problems, p string, l LinkSpec, names map[stri
 	if !validNICType(l.Type) {
 		errs.Add(p+".type", "must be infiniband, roce or ethernet, got %q", l.Type)
 	}
-	required(errs, p+".bandwidth_gbit_per_s", limits.LinkGbitPerS, l.BandwidthGbitPerS)
-	optional(errs, p+".latency_us", limits.LatencyMicroseconds, l.LatencyMicroseconds)
+	errs.Check(p+".bandwidth_gbit_per_s", limits.LinkGbitPerS, l.BandwidthGbitPerS)
+	errs.CheckOptional(p+".latency_us", limits.LatencyMicroseconds, l.LatencyMicroseconds)
 }
 
 func validateDuplicateLinks(errs *yamlcheck.Problems, links []LinkSpec) {
@@ -361,7 +350,7 @@ func validateMeasured(errs *yamlcheck.Problems, m *MeasuredBandwidth, hosts map[
 			errs.Add(fmt.Sprintf("measured.gbit_per_s[%d]", i), "needs %d columns, got %d", len(m.Hosts), len(row))
 		}
 		for j, v := range row {
-			optional(errs, fmt.Sprintf("measured.gbit_per_s[%d][%d]", i, j), limits.LinkGbitPerS, v)
+			errs.CheckOptional(fmt.Sprintf("measured.gbit_per_s[%d][%d]", i, j), limits.LinkGbitPerS, v)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func validateMeasuredCompute(errs *yamlcheck.Problems, m *MeasuredCompute, hosts
 		if h.Workers < 0 || h.Workers > limits.MaxGPUsPerHost {
 			errs.Add(p+".workers", "must be 0..%d, got %d", limits.MaxGPUsPerHost, h.Workers)
 		}
-		optional(errs, p+".allreduce_bus_gbyte_per_s", limits.BusGBytePerS, h.AllReduceBusGBytePerS)
+		errs.CheckOptional(p+".allreduce_bus_gbyte_per_s", limits.BusGBytePerS, h.AllReduceBusGBytePerS)
 		for j, s := range h.GEMM {
 			q := fmt.Sprintf("%s.gemm[%d]", p, j)
 			if !slices.Contains(measuredPrecisions, s.Precision) && s.Precision != "fp8" {
@@ -90,7 +90,7 @@ func validateMeasuredCompute(errs *yamlcheck.Problems, m *MeasuredCompute, hosts
 			if s.M <= 0 || s.N <= 0 || s.K <= 0 {
 				errs.Add(q, "m, n and k must be > 0, got %d x %d x %d", s.M, s.N, s.K)
 			}
-			required(errs, q+".tflops", limits.TFLOPS, s.TFLOPS)
+			errs.Check(q+".tflops", limits.TFLOPS, s.TFLOPS)
 		}
 	}
 }

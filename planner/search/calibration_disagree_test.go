@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 )
 
 // Issue 29: calibrating on the first three configurations of vTrain's
@@ -38,10 +38,10 @@ func TestCalibrationOnDisagreeingRunsKeepsOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := mape(timeErrors(rest, before))
-	keys := []string{cluster.ComputeFactorKey, cluster.IntraHostKey("a"), cluster.InterHostKey("a", "a")}
+	keys := []string{calib.ComputeFactorKey, calib.IntraHostKey("a"), calib.InterHostKey("a", "a")}
 	at := time.Unix(1.8e9, 0)
-	record := func(r publishedRow, cal *cluster.Calibration) cluster.CalibrationRun {
-		run, err := cluster.LinearizeFunc(cal, keys, func(c *cluster.Calibration) (float64, error) { return publishedSeconds(r, c) })
+	record := func(r publishedRow, cal *calib.Calibration) calib.Run {
+		run, err := calib.Linearize(cal, keys, func(c *calib.Calibration) (float64, error) { return publishedSeconds(r, c) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,21 +49,21 @@ func TestCalibrationOnDisagreeingRunsKeepsOthers(t *testing.T) {
 		return run
 	}
 	// All at once: the three runs recorded with no calibration in force.
-	var all []cluster.CalibrationRun
+	var all []calib.Run
 	for _, r := range fit {
 		all = append(all, record(r, nil))
 	}
 	together := calibration.Fit(all, at)
 	// One at a time: each run recorded under the previous fit.
-	var cal *cluster.Calibration
-	var runs []cluster.CalibrationRun
+	var cal *calib.Calibration
+	var runs []calib.Run
 	for _, r := range fit {
 		runs = append(runs, record(r, cal))
 		cal = calibration.Fit(runs, at)
 	}
 	for _, tc := range []struct {
 		name string
-		cal  *cluster.Calibration
+		cal  *calib.Calibration
 	}{{"all at once", together}, {"one at a time", cal}} {
 		after, err := predictAll(rest, tc.cal)
 		if err != nil {

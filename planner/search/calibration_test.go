@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -54,8 +55,8 @@ func pinned(tp, pp, dp, mb int) parallel.Constraints {
 // sensitivities reproduce the prediction: sum_k s_k x_k + fixed = T.
 func TestSensitivitiesDecomposePrediction(t *testing.T) {
 	f := twoIslandCPU(t)
-	f.Calibration = &cluster.Calibration{Compute: cluster.CalibrationFactor{Factor: 1.3}, Links: []cluster.LinkCalibration{
-		{Link: cluster.InterHostKey("a", "b"), CalibrationFactor: cluster.CalibrationFactor{Factor: 2}}}}
+	f.Calibration = &calib.Calibration{Compute: calib.Fitted{Factor: 1.3}, Links: []calib.Link{
+		{Link: calib.InterHostKey("a", "b"), Fitted: calib.Fitted{Factor: 2}}}}
 	run, err := cluster.Linearize(f, fabric.TransportAuto, predictPinned(t, tinyModel, pinned(2, 2, 2, 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -67,12 +68,12 @@ func TestSensitivitiesDecomposePrediction(t *testing.T) {
 	if math.Abs(sum/run.PredictedS-1) > 0.02 {
 		t.Errorf("fixed + parts = %g, prediction %g (%+v)", sum, run.PredictedS, run)
 	}
-	for _, k := range []string{cluster.ComputeFactorKey, cluster.IntraHostKey("a"), cluster.InterHostKey("a", "b")} {
+	for _, k := range []string{calib.ComputeFactorKey, calib.IntraHostKey("a"), calib.InterHostKey("a", "b")} {
 		if run.PartsS[k] <= 0 {
 			t.Errorf("no part scaled by %s: %v", k, run.PartsS)
 		}
 	}
-	if run.Factors[cluster.ComputeFactorKey] != 1.3 || run.Factors[cluster.InterHostKey("a", "b")] != 2 {
+	if run.Factors[calib.ComputeFactorKey] != 1.3 || run.Factors[calib.InterHostKey("a", "b")] != 2 {
 		t.Errorf("factors at run %v, want the calibration's", run.Factors)
 	}
 }
@@ -83,10 +84,10 @@ func TestSensitivitiesDecomposePrediction(t *testing.T) {
 // factors far from them are reached over several calibrations, not one.
 func TestFitCalibrationRecoversFactors(t *testing.T) {
 	f := twoIslandCPU(t)
-	truth := &cluster.Calibration{Compute: cluster.CalibrationFactor{Factor: 1.4}, Links: []cluster.LinkCalibration{
-		{Link: cluster.IntraHostKey("a"), CalibrationFactor: cluster.CalibrationFactor{Factor: 1.5}},
-		{Link: cluster.IntraHostKey("b"), CalibrationFactor: cluster.CalibrationFactor{Factor: 1.5}},
-		{Link: cluster.InterHostKey("a", "b"), CalibrationFactor: cluster.CalibrationFactor{Factor: 0.8}}}}
+	truth := &calib.Calibration{Compute: calib.Fitted{Factor: 1.4}, Links: []calib.Link{
+		{Link: calib.IntraHostKey("a"), Fitted: calib.Fitted{Factor: 1.5}},
+		{Link: calib.IntraHostKey("b"), Fitted: calib.Fitted{Factor: 1.5}},
+		{Link: calib.InterHostKey("a", "b"), Fitted: calib.Fitted{Factor: 0.8}}}}
 	observe := func(fx parallel.Constraints) float64 {
 		g := *f
 		g.Calibration = truth
@@ -100,7 +101,7 @@ func TestFitCalibrationRecoversFactors(t *testing.T) {
 		}
 		return v
 	}
-	var runs []cluster.CalibrationRun
+	var runs []calib.Run
 	// Runs that load compute and the links in different proportions, so
 	// the fit can tell them apart. TP1 PP8 DP1 (one replica: its sends
 	// share no link) replaced TP1 PP4 DP2, whose two replicas now share

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -367,15 +368,15 @@ func publishedClusterNIC(kind string, gpus int, nicGbit float64) *cluster.Cluste
 
 // calibrateTestCluster applies cal to a cluster built by testCluster the
 // way cluster.File's resolution applies it to a resolved one.
-func calibrateTestCluster(c *cluster.Cluster, cal *cluster.Calibration) {
+func calibrateTestCluster(c *cluster.Cluster, cal *calib.Calibration) {
 	factors := cal.Factors()
 	for i := range c.Hosts {
-		cal.ScaleHost(&c.Hosts[i], c.Islands[c.Hosts[i].Island].Spec.Name)
+		cluster.ScaleHost(cal, &c.Hosts[i], c.Islands[c.Hosts[i].Island].Spec.Name)
 	}
 	bw, lat := c.Matrices()
 	for a := range bw {
 		for b := range bw[a] {
-			k := factors[cluster.InterHostKey(c.Islands[c.Hosts[a].Island].Spec.Name, c.Islands[c.Hosts[b].Island].Spec.Name)]
+			k := factors[calib.InterHostKey(c.Islands[c.Hosts[a].Island].Spec.Name, c.Islands[c.Hosts[b].Island].Spec.Name)]
 			if k > 0 {
 				bw[a][b] /= k
 				lat[a][b] *= k
@@ -388,14 +389,14 @@ func calibrateTestCluster(c *cluster.Cluster, cal *cluster.Calibration) {
 // the calibration cal (nil: none). A TP group larger than a host is priced
 // as Search prices it (searchCrossHostTP): on the cluster whose hosts are
 // merged TP/g at a time.
-func publishedSeconds(r publishedRow, cal *cluster.Calibration) (float64, error) {
+func publishedSeconds(r publishedRow, cal *calib.Calibration) (float64, error) {
 	p, err := publishedPrediction(r, cal)
 	return p.IterationSeconds, err
 }
 
 // publishedPrediction is publishedSeconds' whole prediction, its terms
 // included.
-func publishedPrediction(r publishedRow, cal *cluster.Calibration) (Prediction, error) {
+func publishedPrediction(r publishedRow, cal *calib.Calibration) (Prediction, error) {
 	c := publishedClusterNIC(r.gpu, r.gpus, r.nicGbit)
 	calibrateTestCluster(c, cal)
 	if g := c.Hosts[0].GPUs; r.cfg.TP > g {

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 )
 
@@ -82,7 +82,7 @@ func measuredSeconds(r publishedRow) float64 {
 
 // predictAll prices rows (in parallel: pricing only reads gpu.Curves)
 // and returns the predicted iteration seconds.
-func predictAll(rows []publishedRow, cal *cluster.Calibration) ([]float64, error) {
+func predictAll(rows []publishedRow, cal *calib.Calibration) ([]float64, error) {
 	out := make([]float64, len(rows))
 	errs := make([]error, len(rows))
 	var wg sync.WaitGroup
@@ -262,11 +262,11 @@ type kfold struct {
 // calibrationRuns are rows as `calibrate` records runs: each prediction
 // split by factor (compute, the island's bus, its links between hosts)
 // with the measured time as observed.
-func calibrationRuns(rows []publishedRow) ([]cluster.CalibrationRun, error) {
-	runs := make([]cluster.CalibrationRun, len(rows))
+func calibrationRuns(rows []publishedRow) ([]calib.Run, error) {
+	runs := make([]calib.Run, len(rows))
 	for i, r := range rows {
-		run, err := cluster.LinearizeFunc(nil, []string{cluster.ComputeFactorKey, cluster.IntraHostKey("a"), cluster.InterHostKey("a", "a")},
-			func(cal *cluster.Calibration) (float64, error) { return publishedSeconds(r, cal) })
+		run, err := calib.Linearize(nil, []string{calib.ComputeFactorKey, calib.IntraHostKey("a"), calib.InterHostKey("a", "a")},
+			func(cal *calib.Calibration) (float64, error) { return publishedSeconds(r, cal) })
 		if err != nil {
 			return nil, err
 		}
@@ -369,10 +369,10 @@ func allRunsFloor(rows []publishedRow) (float64, error) {
 
 // scoreDraws calibrates on each draw's rows and scores the other rows of
 // among (indices into rows) before and after.
-func scoreDraws(rows []publishedRow, pred []float64, runs []cluster.CalibrationRun, among []int, draws [][]int) (kfold, error) {
+func scoreDraws(rows []publishedRow, pred []float64, runs []calib.Run, among []int, draws [][]int) (kfold, error) {
 	var out kfold
 	for _, d := range draws {
-		var fit []cluster.CalibrationRun
+		var fit []calib.Run
 		var rest []publishedRow
 		var restPred []float64
 		for _, i := range among {
@@ -626,7 +626,7 @@ func TestOneTP16RunKeepsOtherLinksPriced(t *testing.T) {
 		t.Fatal(err)
 	}
 	cal := calibration.Fit(runs, runs[0].At)
-	link := cal.Factors()[cluster.InterHostKey("a", "a")]
+	link := cal.Factors()[calib.InterHostKey("a", "a")]
 	if link == 0 {
 		link = 1
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner"
 	"github.com/pipette-launch/pipette-launch/planner/calibration"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
 	"github.com/pipette-launch/pipette-launch/planner/model"
@@ -179,7 +180,7 @@ func Run(opts *Options) error {
 	}
 	run.Source, run.At, run.Plan = strings.Join(sources, ","), now().UTC().Truncate(time.Second), target.label
 	run.Iterations, run.ObservedS = n, obs
-	var runs []cluster.CalibrationRun
+	var runs []calib.Run
 	if f.Calibration != nil {
 		runs = append(runs, f.Calibration.Runs...)
 	}
@@ -389,7 +390,7 @@ func observedIteration(opts *Options, globalBatch int) (median float64, sources 
 	return measure.IterationLog{Seconds: all}.MedianSeconds(), sources, len(all), nil
 }
 
-func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, after float64, cal *cluster.Calibration) {
+func printCalibration(w io.Writer, label string, run calib.Run, after float64, cal *calib.Calibration) {
 	pct := func(pred float64) float64 { return 100 * (pred - run.ObservedS) / run.ObservedS }
 	fmt.Fprintf(w, "run: %s\n", label)
 	fmt.Fprintf(w, "observed: %.4f s per iteration (median of %d iterations from %s)\n", run.ObservedS, run.Iterations, run.Source)
@@ -417,7 +418,7 @@ func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, aft
 		}
 		return "-"
 	}
-	fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", cluster.ComputeFactorKey, cal.Compute.Factor, cal.Compute.Observations, share(cluster.ComputeFactorKey))
+	fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", calib.ComputeFactorKey, cal.Compute.Factor, cal.Compute.Observations, share(calib.ComputeFactorKey))
 	for _, l := range cal.Links {
 		fmt.Fprintf(tw, "%s\t%.3f\t%d\t%s\n", l.Link, l.Factor, l.Observations, share(l.Link))
 	}
@@ -428,7 +429,7 @@ func printCalibration(w io.Writer, label string, run cluster.CalibrationRun, aft
 // their noise (calibration.Fit), each with its observed time against the
 // uncalibrated model, so the user can tell a mispriced configuration (or a
 // run that went wrong) from a cluster off the model.
-func printDisagreeing(w io.Writer, cal *cluster.Calibration) {
+func printDisagreeing(w io.Writer, cal *calib.Calibration) {
 	cv := cal.CrossValidation
 	if cv == nil || len(cv.Disagreeing) == 0 {
 		return
@@ -452,7 +453,7 @@ func printDisagreeing(w io.Writer, cal *cluster.Calibration) {
 // writeCalibration replaces (or adds) the calibration key of the file's
 // YAML document, keeping everything else, comments included, and writes
 // it atomically.
-func writeCalibration(path string, data []byte, cal *cluster.Calibration) error {
+func writeCalibration(path string, data []byte, cal *calib.Calibration) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return fmt.Errorf("%s: not a YAML mapping", path)

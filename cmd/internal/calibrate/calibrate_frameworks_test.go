@@ -13,7 +13,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/plan"
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
@@ -97,12 +97,12 @@ func TestCalibrateEveryFrameworksPlanFile(t *testing.T) {
 // still off, with their plan and error, and says what to do.
 func TestPrintCalibrationNamesDisagreeingRuns(t *testing.T) {
 	at := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
-	mk := func(plan string, pred, obs float64) cluster.CalibrationRun {
-		return cluster.CalibrationRun{Plan: plan, At: at, ObservedS: obs, PredictedS: pred, PartsS: map[string]float64{cluster.ComputeFactorKey: pred}}
+	mk := func(plan string, pred, obs float64) calib.Run {
+		return calib.Run{Plan: plan, At: at, ObservedS: obs, PredictedS: pred, PartsS: map[string]float64{calib.ComputeFactorKey: pred}}
 	}
-	runs := []cluster.CalibrationRun{mk("deepspeed 39.1B TP2 PP8", 14.33, 21.89), mk("deepspeed 39.1B TP4 PP4", 13.51, 13.88), mk("deepspeed 39.1B TP2 PP16", 15.01, 23.75)}
-	cal := &cluster.Calibration{Compute: cluster.CalibrationFactor{Factor: 1, Observations: 3}, Runs: runs,
-		CrossValidation: &cluster.CrossValidation{Folds: 3, Kept: 0, Disagreeing: []int{0, 2}}}
+	runs := []calib.Run{mk("deepspeed 39.1B TP2 PP8", 14.33, 21.89), mk("deepspeed 39.1B TP4 PP4", 13.51, 13.88), mk("deepspeed 39.1B TP2 PP16", 15.01, 23.75)}
+	cal := &calib.Calibration{Compute: calib.Fitted{Factor: 1, Observations: 3}, Runs: runs,
+		CrossValidation: &calib.CrossValidation{Folds: 3, Kept: 0, Disagreeing: []int{0, 2}}}
 	var out bytes.Buffer
 	printCalibration(&out, runs[2].Plan, runs[2], 15.01, cal)
 	for _, want := range []string{"the runs disagree beyond their noise",

@@ -14,7 +14,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/plan"
-	"github.com/pipette-launch/pipette-launch/planner/cluster"
+	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/planner/search"
@@ -235,19 +235,19 @@ func TestCalibratePricesTheRunOnPlansTransport(t *testing.T) {
 // so and why; when it keeps all of it, or had too few runs to run, the
 // note is left out.
 func TestPrintCalibrationSaysWhatCrossValidationKept(t *testing.T) {
-	run := cluster.CalibrationRun{ObservedS: 14, PredictedS: 12.3, Iterations: 20, Source: "r0.log",
-		PartsS: map[string]float64{cluster.ComputeFactorKey: 12.3}}
+	run := calib.Run{ObservedS: 14, PredictedS: 12.3, Iterations: 20, Source: "r0.log",
+		PartsS: map[string]float64{calib.ComputeFactorKey: 12.3}}
 	for _, tc := range []struct {
 		name string
-		cv   *cluster.CrossValidation
+		cv   *calib.CrossValidation
 		want bool
 	}{
-		{"runs disagree", &cluster.CrossValidation{Folds: 4, Kept: 0.25}, true},
-		{"runs agree", &cluster.CrossValidation{Folds: 4, Kept: 1}, false},
+		{"runs disagree", &calib.CrossValidation{Folds: 4, Kept: 0.25}, true},
+		{"runs agree", &calib.CrossValidation{Folds: 4, Kept: 1}, false},
 		{"two runs", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cal := &cluster.Calibration{Compute: cluster.CalibrationFactor{Factor: 1.01, Observations: 4}, Runs: []cluster.CalibrationRun{run, run, run, run}, CrossValidation: tc.cv}
+			cal := &calib.Calibration{Compute: calib.Fitted{Factor: 1.01, Observations: 4}, Runs: []calib.Run{run, run, run, run}, CrossValidation: tc.cv}
 			var out bytes.Buffer
 			printCalibration(&out, "megatron tiny TP1 PP1", run, 12.4, cal)
 			got := strings.Contains(out.String(), "(4 folds) supports 25% of the fitted correction, and only that share is applied")
