@@ -17,6 +17,8 @@ on storage every host shares.
                       the same on every attempt
   --hang-at-step K    every rank stops at step K and waits forever, printing
                       nothing more: a hang (pipette-launch's --progress-timeout)
+  --hang-restarts N   hang only in the first N attempts (TORCHELASTIC_RESTART_COUNT
+                      below N; default: every attempt), as a transient hang does
   --timeout S         gloo's collective timeout (default 120)
 """
 import argparse
@@ -35,6 +37,7 @@ def main():
     p.add_argument("--step-time", type=float, default=0.5)
     p.add_argument("--bug-at-step", type=int, default=-1)
     p.add_argument("--hang-at-step", type=int, default=-1)
+    p.add_argument("--hang-restarts", type=int, default=-1)
     p.add_argument("--timeout", type=float, default=120.0)
     a = p.parse_args()
 
@@ -56,7 +59,7 @@ def main():
     while step < a.steps:
         if step == a.bug_at_step:
             raise ValueError(f"bad batch at step {step}")
-        if step == a.hang_at_step:
+        if step == a.hang_at_step and (a.hang_restarts < 0 or int(restart) < a.hang_restarts):
             print(f"HANGING at step {step}", flush=True)
             while True:
                 time.sleep(3600)

@@ -172,19 +172,37 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 	if opts.ProgressTimeout <= 0 {
 		return launch.Launch(ctx, *job, lo)
 	}
-	// --progress-timeout: the job's output read for its steps, each
-	// attempt (launch's own restarts too) watched afresh.
+	// --progress-timeout: a hang is a failure as a rank's is, so
+	// --max-restarts restarts the job after it too (ft_launcher's rule;
+	// launch's own loop restarts only after a rank failed, and a stop of
+	// the whole launch ends it).
+	for {
+		hung, err := launchWatched(ctx, job, lo, opts)
+		var jf *launch.JobFailure
+		if !hung || !errors.As(err, &jf) || jf.Restarts >= opts.MaxRestarts || ctx.Err() != nil {
+			return err
+		}
+		lo.Restart = jf.Restarts + 1
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s: restarting the whole job after the hang (restart %d of %d)\n", job.Name, lo.Restart, opts.MaxRestarts)
+	}
+}
+
+// launchWatched is one launch under --progress-timeout: the job's output
+// read for its steps, each attempt (launch's own restarts too) watched
+// afresh. hung: it was stopped because no new step came.
+func launchWatched(ctx context.Context, job *job.Job, lo launch.Options, opts *Options) (hung bool, err error) {
 	steps := elastic.NewStepWatch(lo.Out)
 	lo.Out, lo.Started = steps, func(int) { steps.Begin(job) }
 	actx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go elastic.WatchProgress(actx, stop, steps, opts.ProgressTimeout)
-	err := launch.Launch(actx, *job, lo)
+	err = launch.Launch(actx, *job, lo)
 	var h *elastic.Hang
 	if errors.As(elastic.StoppedWhy(ctx, err, context.Cause(actx)), &h) {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s stopped as hung: %s\n", job.Name, h)
+		return true, err
 	}
-	return err
+	return false, err
 }
 
 // launchOptions are the launch's settings from the run's.
