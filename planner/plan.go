@@ -135,7 +135,11 @@ func TorchrunDP(c *cluster.Cluster, fixed parallel.Constraints) (int, error) {
 	if world%(tp*pp*cp) != 0 {
 		return 0, fmt.Errorf("world size %d is not divisible by the script's TP %d x PP %d x %s %d = %d (Megatron refuses it too: its model-parallel groups must tile the ranks)", world, tp, pp, seqSplitName(parallel.Config{Ulysses: fixed.Ulysses}), cp, tp*pp*cp)
 	}
-	return world / (tp * pp * cp), nil
+	dp := world / (tp * pp * cp)
+	if fixed.DP > 0 && dp != fixed.DP {
+		return 0, fmt.Errorf("torchrun's rank order on these hosts gives DP %d (%d ranks / TP x PP x CP %d), not the DP %d asked for", dp, world, tp*pp*cp, fixed.DP)
+	}
+	return dp, nil
 }
 
 // seqSplitName names a config's sequence-splitting ranks in summaries: CP

@@ -40,6 +40,10 @@ type UserConfig struct {
 	// config it fills (TrainerFillsBatch; set by the caller, which has the
 	// arguments: ReadTrainerBatch).
 	Trainer TrainerBatch
+	// UniversalArg: the script's arguments have Megatron-DeepSpeed's
+	// --universal-checkpoint (set by the caller: UniversalCheckpointArg),
+	// which loads a universal checkpoint as load_universal does.
+	UniversalArg bool
 }
 
 // ParseUserConfig reads a user's config; errors name the file and key.

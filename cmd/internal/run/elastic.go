@@ -60,6 +60,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		return fmt.Errorf("launch directory: %w (give --workdir)", err)
 	}
 	var first *job.Job // the first attempt's: a legacy checkpoint keeps its TP and PP
+	firstDP := 0       // its data-parallel size: a DeepSpeed ZeRO checkpoint keeps it
 	savedDP := 0       // the last attempt's data-parallel size: its DeepSpeed checkpoint's
 	var cur *Options   // the running attempt's options (its probe's pool)
 	closeCur := func() {
@@ -80,7 +81,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		if lp := ahead.take(hs); lp != nil {
 			o, c, ch = lp.o, lp.c, lp.ch
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: the plan after losing %s was made ahead, while the first attempt ran: no new search\n", lp.lost)
-		} else if o, c, ch, err = planOn(opts, er, first, hs); err != nil {
+		} else if o, c, ch, err = planOn(opts, er, first, firstDP, hs); err != nil {
 			return nil, err
 		}
 		if err := reloadsAt(ch, savedDP); err != nil {
@@ -103,11 +104,11 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", ch.Summary)
 		if first == nil {
-			first = j
+			first, firstDP = j, ch.Plan.DP
 			if err := WriteRunPlan(o, ch.Plan); err != nil {
 				return nil, err
 			}
-			ahead.start(opts, er, hosts, first)
+			ahead.start(opts, er, hosts, first, firstDP)
 		}
 		closeCur()
 		cur, savedDP = o, ch.Plan.DP
@@ -265,7 +266,7 @@ func lossViews(opts *Options, er elasticRun, first *job.Job, firstDP int) ([]los
 	}
 	var out []lossView
 	for _, h := range first.Hosts {
-		lp := planLoss(opts, er, all, first, h.Name)
+		lp := planLoss(opts, er, all, first, firstDP, h.Name)
 		if lp.o != nil && lp.err == nil {
 			lp.err = reloadsAt(lp.ch, firstDP)
 		}

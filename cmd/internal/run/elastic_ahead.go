@@ -1,12 +1,15 @@
 package run
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -24,10 +27,13 @@ type lossPlan struct {
 }
 
 // planOn plans the job on hosts as an attempt does: planner.Choose on that
-// subset, keeping the global batch; a legacy Megatron-LM checkpoint keeps
-// the first attempt's TP, PP and layer split (first is nil for the first
-// attempt itself).
-func planOn(opts *Options, er elasticRun, first *job.Job, hosts []string) (*Options, *plannedCluster, *PlanChoice, error) {
+// subset, keeping the global batch. A restart (first is the first
+// attempt's job, firstDP its data-parallel size; nil for the first
+// attempt itself) keeps what the job's checkpoint loads with: a legacy
+// Megatron-LM checkpoint the first attempt's TP, PP and layer split, a
+// DeepSpeed ZeRO or bf16 one (not universal) its DP, on fewer hosts when
+// the GPUs left do not divide by it.
+func planOn(opts *Options, er elasticRun, first *job.Job, firstDP int, hosts []string) (*Options, *plannedCluster, *PlanChoice, error) {
 	o := *opts
 	o.keep, o.pool, o.searched = map[string]bool{}, nil, nil
 	for _, h := range hosts {
@@ -37,20 +43,32 @@ func planOn(opts *Options, er elasticRun, first *job.Job, hosts []string) (*Opti
 	if legacy {
 		o.ScriptArgs = megatron.KeepModelParallel(opts.ScriptArgs, rankZero(first).Argv)
 	}
+	var ds *deepspeed.UserConfig
+	if first != nil && er.fw == parallel.FrameworkDeepSpeed {
+		// Unreadable now: planning says so below.
+		if ds, _ = userDSConfig(opts, er.fw); ds != nil && ds.DPFixedBy() != "" {
+			o.pinDP = firstDP
+		}
+	}
 	c, ch, _, err := PlanJob(&o, er.fw, er.mode)
-	if legacy && err != nil {
+	switch {
+	case legacy && err != nil:
 		err = megatron.LegacyWhy(rankZero(first).Argv, err)
+	case o.pinDP > 0 && err != nil:
+		err = ds.PinnedWhy(o.pinDP, err)
+	case o.pinDP > 0:
+		ch.Summary += fmt.Sprintf("; DP %d kept: %s, whose checkpoint DeepSpeed v0.14.4 loads only at the data-parallel size that saved it", o.pinDP, ds.DPFixedBy())
 	}
 	return &o, c, ch, err
 }
 
 // planLoss is the lossPlan for losing host from the first attempt; with
 // fewer than MIN hosts left it plans nothing (the job would stop).
-func planLoss(opts *Options, er elasticRun, all []string, first *job.Job, host string) lossPlan {
+func planLoss(opts *Options, er elasticRun, all []string, first *job.Job, firstDP int, host string) lossPlan {
 	// The loop's own rule (the next listed host joins when MAX left it out).
 	lp := lossPlan{lost: host, left: elastic.HostsLeft(all, host, er.nodes.Max)}
 	if len(lp.left) >= er.nodes.Min {
-		lp.o, lp.c, lp.ch, lp.err = planOn(opts, er, first, lp.left)
+		lp.o, lp.c, lp.ch, lp.err = planOn(opts, er, first, firstDP, lp.left)
 	}
 	return lp
 }
@@ -79,8 +97,9 @@ type aheadPlans struct {
 }
 
 // start computes, one host at a time, the plan after losing each host of
-// first (all: every host the job may use, in order). It runs once.
-func (a *aheadPlans) start(opts *Options, er elasticRun, all []string, first *job.Job) {
+// first (all: every host the job may use, in order; firstDP: its
+// data-parallel size). It runs once.
+func (a *aheadPlans) start(opts *Options, er elasticRun, all []string, first *job.Job, firstDP int) {
 	a.once.Do(func() {
 		a.wg.Add(1)
 		go func() {
@@ -89,7 +108,7 @@ func (a *aheadPlans) start(opts *Options, er elasticRun, all []string, first *jo
 				if a.stopped() {
 					return
 				}
-				lp := planLoss(opts, er, all, first, h.Name)
+				lp := planLoss(opts, er, all, first, firstDP, h.Name)
 				if lp.o == nil || lp.err != nil {
 					continue // nothing to reuse: the restart plans (and says why) itself
 				}

@@ -116,6 +116,9 @@ type Options struct {
 	// keep, when set, are the only hosts an elastic attempt plans on
 	// (runElastic); --nnodes' MIN is the loop's to check then.
 	keep map[string]bool
+	// pinDP, when set, is the data-parallel size an elastic restart keeps
+	// (planOn: its DeepSpeed checkpoint loads only at that size).
+	pinDP int
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
 	// Reprobe (--reprobe) runs the launch probe for a dry run or
