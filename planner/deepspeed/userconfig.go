@@ -196,7 +196,7 @@ func (u *UserConfig) Batch(dp int) (micro, accum, train int, err error) {
 		}
 		b, err := e.Batch(dp)
 		if err != nil {
-			return bad("%v", err)
+			return 0, 0, 0, fmt.Errorf("%s %s: %w", u.Flag, u.Path, err) // an *InvalidWorldError stays one
 		}
 		return b.Micro, b.Accum, b.Train, nil
 	}

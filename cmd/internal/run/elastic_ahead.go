@@ -1,6 +1,7 @@
 package run
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/templates/job"
@@ -50,7 +52,13 @@ func planOn(opts *Options, er elasticRun, first *job.Job, firstDP int, hosts []s
 			o.pinDP = firstDP
 		}
 	}
-	c, ch, _, err := PlanJob(&o, er.fw, er.mode)
+	c, ch, _, err := planValidWorld(&o, er.fw, er.mode, er.nodes.Min)
+	if c != nil && err == nil { // the hosts it runs on: fewer for a DeepSpeed elasticity section
+		o.keep = map[string]bool{}
+		for _, h := range c.Hosts {
+			o.keep[h.Name] = true
+		}
+	}
 	switch {
 	case legacy && err != nil:
 		err = megatron.LegacyWhy(rankZero(first).Argv, err)
@@ -60,6 +68,60 @@ func planOn(opts *Options, er elasticRun, first *job.Job, firstDP int, hosts []s
 		ch.Summary += fmt.Sprintf("; DP %d kept: %s, whose checkpoint DeepSpeed v0.14.4 loads only at the data-parallel size that saved it", o.pinDP, ds.DPFixedBy())
 	}
 	return &o, c, ch, err
+}
+
+// planValidWorld is PlanJob for an elastic job (min: --nnodes' MIN; 0
+// for a job of fixed size, planned as it is): when DeepSpeed's elasticity
+// section refuses the world size of all o's hosts
+// (deepspeed.InvalidWorldError), the fewest hosts are left out, the
+// earliest kept and at least min of them, for the largest world size it
+// accepts (elastic.KeepForWorld), and the summary names the hosts left
+// idle and why. The cluster returned has the hosts kept.
+func planValidWorld(o *Options, fw parallel.Framework, mode fabric.Mode, min int) (*plannedCluster, *PlanChoice, bool, error) {
+	c, ch, planned, err := PlanJob(o, fw, mode)
+	var bad *deepspeed.InvalidWorldError
+	if min == 0 || c == nil || !errors.As(err, &bad) {
+		return c, ch, planned, err
+	}
+	ranks := make([]int, len(c.Hosts))
+	for i, h := range c.Hosts {
+		ranks[i] = h.GPUs
+	}
+	var kc *plannedCluster
+	var kch *PlanChoice
+	kept, ok := elastic.KeepForWorld(ranks, min, func(idx []int) bool {
+		k := *o
+		k.keep = map[string]bool{}
+		for _, i := range idx {
+			k.keep[c.Hosts[i].Name] = true
+		}
+		var err error
+		if kc, kch, _, err = PlanJob(&k, fw, mode); err != nil {
+			return false
+		}
+		o.searched = k.searched
+		return true
+	})
+	if !ok {
+		return c, ch, planned, fmt.Errorf("%w; no world size it accepts is left with at least MIN %d of the hosts %s (DeepSpeed would refuse to start): change the elasticity section or the hosts", err, min, strings.Join(hostNames(c), " "))
+	}
+	var idle []string
+	for i, h := range c.Hosts {
+		if !slices.Contains(kept, i) {
+			idle = append(idle, h.Name)
+		}
+	}
+	kch.Summary += fmt.Sprintf("; leaves %s idle: DeepSpeed's elasticity section accepts world sizes %v, not the %d of all %d hosts", strings.Join(idle, ", "), bad.Valid, bad.World, len(c.Hosts))
+	return kc, kch, planned, nil
+}
+
+// hostNames are c's hosts' names, in order.
+func hostNames(c *plannedCluster) []string {
+	var out []string
+	for _, h := range c.Hosts {
+		out = append(out, h.Name)
+	}
+	return out
 }
 
 // planLoss is the lossPlan for losing host from the first attempt; with

@@ -283,7 +283,11 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return &cmdutil.InputError{Msg: err.Error()}
 	}
-	cluster, ch, planned, err := PlanJob(opts, fw, mode)
+	elasticMin := 0 // an elastic job's MIN: a DeepSpeed elasticity section may leave hosts out
+	if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+		elasticMin = nodes.Min
+	}
+	cluster, ch, planned, err := planValidWorld(opts, fw, mode, elasticMin)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	case errors.As(err, &noFit):
 		return nil, err // not bad input: the model does not fit (exit 3, as plan does)
 	case err != nil:
-		return nil, &cmdutil.InputError{Msg: err.Error()}
+		return nil, &cmdutil.InputError{Msg: err.Error(), Err: err}
 	}
 	if choice.Searched != nil {
 		o.searched = &searchedPlans{model: choice.Model, result: choice.Searched}
