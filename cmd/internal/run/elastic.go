@@ -11,6 +11,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
@@ -63,6 +64,10 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	firstDP := 0       // its data-parallel size: a DeepSpeed ZeRO checkpoint keeps it
 	savedDP := 0       // the last attempt's data-parallel size: its DeepSpeed checkpoint's
 	var cur *Options   // the running attempt's options (its probe's pool)
+	// What the running attempt's hosts' health checks ask: rank 0's
+	// address (the route the job's traffic takes) and each host's needs.
+	var master string
+	var needs map[string]launchprobe.Needs
 	closeCur := func() {
 		if cur != nil && cur.pool != nil {
 			cur.pool.Close()
@@ -111,7 +116,10 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			ahead.start(opts, er, hosts, first, firstDP)
 		}
 		closeCur()
-		cur, savedDP = o, ch.Plan.DP
+		cur, savedDP, needs = o, ch.Plan.DP, healthNeeds(o, c, ch.Plan)
+		if facts.rendezvous != nil {
+			master = facts.rendezvous.Addr
+		}
 		return &elastic.Prepared{Job: j, Layout: ch.Summary + dsBatch(ch)}, nil
 	}
 	// The job's output, read for its iteration lines on the way (the
@@ -125,8 +133,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		lo.Out, lo.Restart, lo.Attempt, lo.NoRestarts = steps, restart, attempt, true
 		return launch.Launch(ctx, *j, lo)
 	}
-	// A host's check: a new SSH connection that runs a command there (the
-	// launch probe would leave a session standing by for a job).
+	// A host's check: a new SSH connection (reaching the host is its first
+	// step; the launch probe's pool would leave a session standing by for
+	// a job) that runs the launch probe's health check there.
 	check := func(ctx context.Context, host string) error {
 		if opts.slurm != nil {
 			// Slurm's node: Slurm says whether it still runs this job.
@@ -147,11 +156,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			return err
 		}
 		defer c.Close()
-		_, stderr, err := c.Run(ctx, "exec true")
-		if err != nil {
-			return fmt.Errorf("a command there failed: %w%s", err, remote.StderrSuffix(stderr))
-		}
-		return nil
+		return launchprobe.CheckHost(ctx, c, master, needs[host])
 	}
 	// The background probe of a host left out while the job runs below
 	// MAX: the same check, where one can be made (not from outside a
