@@ -128,7 +128,8 @@ func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Con
 }
 
 // TorchrunDP is the data-parallel size of torchrun's order on c: every GPU
-// a rank, divided by the TP x PP x CP that fixed gives (default 1).
+// a rank, divided by the TP x PP x CP that fixed gives (default 1); an
+// error when fixed pins another DP (planner.Job.DP).
 func TorchrunDP(c *cluster.Cluster, fixed parallel.Constraints) (int, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
