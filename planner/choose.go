@@ -50,6 +50,11 @@ type Job struct {
 	// UseAllGPUs keeps plans on every GPU of the cluster
 	// (search.Options.UseAllGPUs).
 	UseAllGPUs bool
+	// DP pins the data-parallel size (0: free): an elastic restart's
+	// DeepSpeed checkpoint that loads only at the size that saved it. When
+	// no layout with it uses every GPU, the search may leave hosts idle
+	// (Plan.Idle says which and why) even with UseAllGPUs.
+	DP int
 }
 
 // Choice is what Choose decides: the placed plan and its one-line summary,
@@ -118,6 +123,9 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 			fixed.TP, fixed.PP, fixed.CP = 1, 1, 1
 		}
 	}
+	if j.DP > 0 {
+		fixed.DP = j.DP
+	}
 	if err := ApplySequenceParallel(j.SequenceParallel, j.SequenceParallelFlag, &fixed, found); err != nil {
 		return nil, err
 	}
@@ -180,7 +188,11 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 		return nil, err
 	}
 	ch.Plan, ch.Model = p, m
-	ch.Summary = Summary(p, j.PlanIndex, n) + vocabNote(m, p.TP, vocab, j.Args, found)
+	hint := "--use-all-gpus plans on every GPU or refuses"
+	if j.DP > 0 {
+		hint = fmt.Sprintf("the DP %d pinned leaves no layout on every GPU", j.DP)
+	}
+	ch.Summary = summary(p, j.PlanIndex, n, hint) + vocabNote(m, p.TP, vocab, j.Args, found)
 	if megatronArgs {
 		if w := sizesBeyondDefaults(fixed, p); w != "" {
 			ch.Warnings = append(ch.Warnings, w)
@@ -258,8 +270,15 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 		return nil, 0, errors.New("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	}
 	find := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
-		res, err := search.Search(c, m, search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom,
-			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs})
+		so := search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom,
+			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs}
+		res, err := search.Search(c, m, so)
+		if err != nil && j.DP > 0 && fx.DP == j.DP && so.UseAllGPUs {
+			// The pinned DP may not divide every GPU: a plan on fewer
+			// hosts keeps it (the search names the hosts left idle).
+			so.UseAllGPUs = false
+			res, err = search.Search(c, m, so)
+		}
 		if err != nil {
 			// A *search.NoFitError stays one: the model does not fit this
 			// cluster, and its message says what would help.
@@ -352,6 +371,12 @@ func vocabNote(m model.Model, tp int, vocab megatron.VocabFunc, args []string, f
 
 // Summary is the one line a launch prints about plan p, the idx-th of n.
 func Summary(p *search.Plan, idx, n int) string {
+	return summary(p, idx, n, "--use-all-gpus plans on every GPU or refuses")
+}
+
+// summary is Summary with idleHint, what to say of the hosts a plan
+// leaves idle.
+func summary(p *search.Plan, idx, n int, idleHint string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %d of %d (%s): TP %d PP %d DP %d %s %d", idx, n, p.Framework, p.TP, p.PP, p.DP, seqSplitName(p.Config), max(p.CP, 1))
 	if p.VPP > 1 {
@@ -383,8 +408,8 @@ func Summary(p *search.Plan, idx, n int) string {
 	fmt.Fprintf(&b, "; predicted %.3f s/iteration, %.1f of %.1f GiB per GPU",
 		p.Predicted.IterationSeconds, p.Memory.PeakBytesPerGPU/(1<<30), p.Memory.GPUCapacityBytes/(1<<30))
 	if p.Idle != nil {
-		fmt.Fprintf(&b, "; leaves %d GPUs on %s idle, nothing is started there (%s; --use-all-gpus plans on every GPU or refuses)",
-			p.Idle.GPUs, strings.Join(p.Idle.Hosts, ", "), p.Idle.Reason)
+		fmt.Fprintf(&b, "; leaves %d GPUs on %s idle, nothing is started there (%s; %s)",
+			p.Idle.GPUs, strings.Join(p.Idle.Hosts, ", "), p.Idle.Reason, idleHint)
 	}
 	return b.String()
 }

@@ -128,14 +128,19 @@ func TorchrunOrder(c *cluster.Cluster, fw parallel.Framework, fixed parallel.Con
 }
 
 // TorchrunDP is the data-parallel size of torchrun's order on c: every GPU
-// a rank, divided by the TP x PP x CP that fixed gives (default 1).
+// a rank, divided by the TP x PP x CP that fixed gives (default 1); an
+// error when fixed pins another DP (planner.Job.DP).
 func TorchrunDP(c *cluster.Cluster, fixed parallel.Constraints) (int, error) {
 	world := c.TotalGPUs()
 	tp, pp, cp := max(fixed.TP, 1), max(fixed.PP, 1), max(fixed.CP, 1)
 	if world%(tp*pp*cp) != 0 {
 		return 0, fmt.Errorf("world size %d is not divisible by the script's TP %d x PP %d x %s %d = %d (Megatron refuses it too: its model-parallel groups must tile the ranks)", world, tp, pp, seqSplitName(parallel.Config{Ulysses: fixed.Ulysses}), cp, tp*pp*cp)
 	}
-	return world / (tp * pp * cp), nil
+	dp := world / (tp * pp * cp)
+	if fixed.DP > 0 && dp != fixed.DP {
+		return 0, fmt.Errorf("torchrun's rank order on these hosts gives DP %d (%d ranks / TP x PP x CP %d), not the DP %d asked for", dp, world, tp*pp*cp, fixed.DP)
+	}
+	return dp, nil
 }
 
 // seqSplitName names a config's sequence-splitting ranks in summaries: CP

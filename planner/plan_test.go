@@ -98,6 +98,14 @@ func TestTorchrunOrder(t *testing.T) {
 	if _, _, err := TorchrunOrder(c, parallel.FrameworkMegatron, parallel.Constraints{TP: 3}, 0, 0, false); err == nil {
 		t.Error("TP 3 on 32 ranks accepted")
 	}
+	// A DP pinned (an elastic restart's checkpoint's) that the ranks do
+	// not give is refused, naming both.
+	if _, _, err := TorchrunOrder(c, parallel.FrameworkMegatron, parallel.Constraints{TP: 4, DP: 4}, 0, 0, false); err == nil || !strings.Contains(err.Error(), "gives DP 8 (32 ranks / TP x PP x CP 4), not the DP 4 asked for") {
+		t.Errorf("TP 4 DP 4 on 32 ranks: %v", err)
+	}
+	if p, _, err := TorchrunOrder(c, parallel.FrameworkMegatron, parallel.Constraints{TP: 4, DP: 8}, 0, 0, false); err != nil || p.DP != 8 {
+		t.Errorf("TP 4 DP 8 on 32 ranks: %v", err)
+	}
 }
 
 func TestCheckFixedSizes(t *testing.T) {

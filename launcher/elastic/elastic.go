@@ -42,7 +42,8 @@ type Options struct {
 	// attempt's failure (a *launch.JobFailure, or a *remote.HostErrors for
 	// hosts it could not start on).
 	Launch func(ctx context.Context, j *job.Job, restart, attempt int) error
-	// Check is a host's health check (run's: reachable over SSH, runs a command): nil
+	// Check is a host's health check (run's: reached over a new SSH
+	// connection, then the launch probe's sysfs health check there): nil
 	// when nothing is wrong with the host. It is asked after a rank failed
 	// there, and before each restart of a host left out as lost or
 	// unhealthy (for at most RejoinTimeout, default 5s): one that passes

@@ -156,7 +156,7 @@ func (e *Elasticity) Batch(world int) (ElasticBatch, error) {
 		}
 	}
 	if !slices.Contains(valid, world) {
-		return ElasticBatch{}, fmt.Errorf("elasticity: world size %d is not valid with the list of valid GPU counts %v (DeepSpeed's ElasticityIncompatibleWorldSize)", world, valid)
+		return ElasticBatch{}, &InvalidWorldError{World: world, Valid: valid}
 	}
 	micro := 0
 	set := slices.Clone(e.Micro)
@@ -265,6 +265,17 @@ func compatibleV01(micro []int, maxBatch, minGPUs, maxGPUs int, preferLarger boo
 		return 0, nil, fmt.Errorf("elasticity: no candidate batch for micro_batch_sizes %v and max_train_batch_size %d", micro, maxBatch)
 	}
 	return final, valid, nil
+}
+
+// InvalidWorldError is DeepSpeed's ElasticityIncompatibleWorldSize: the
+// world size is not one of the valid sizes compute_elastic_config lists.
+type InvalidWorldError struct {
+	World int
+	Valid []int
+}
+
+func (e *InvalidWorldError) Error() string {
+	return fmt.Sprintf("elasticity: world size %d is not valid with the list of valid GPU counts %v (DeepSpeed's ElasticityIncompatibleWorldSize)", e.World, e.Valid)
 }
 
 // compatibleV02 is _get_compatible_gpus_v02 for world GPUs (the world

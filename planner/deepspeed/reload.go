@@ -20,9 +20,15 @@ import "fmt"
 //     universal checkpoint (written by DeepSpeed's
 //     deepspeed/checkpoint/ds_to_universal.py) at any size.
 //
+// Megatron-DeepSpeed's --universal-checkpoint sets load_universal in the
+// config it gives DeepSpeed (UniversalCheckpointArg).
+//
 // Without ZeRO and bf16 (fp32, fp16's FP16_Optimizer) the optimizer's state
 // is whole in mp_rank_*_model_states.pt and loads at any size.
 func (u *UserConfig) DPFixedBy() string {
+	if u.UniversalArg {
+		return ""
+	}
 	if ck, ok := u.raw["checkpoint"].(map[string]any); ok {
 		if on, _ := ck["load_universal"].(bool); on {
 			return ""
@@ -61,4 +67,26 @@ func (u *UserConfig) CheckReload(savedDP, dp int) error {
 		return nil
 	}
 	return fmt.Errorf("%s: DeepSpeed v0.14.4 loads its checkpoint only at the data-parallel size that saved it (%d, here %d: engine.py's _load_zero_checkpoint raises ZeRORuntimeException); to resume on fewer ranks, convert each checkpoint with DeepSpeed's deepspeed/checkpoint/ds_to_universal.py and set \"checkpoint\": {\"load_universal\": true}", why, savedDP, dp)
+}
+
+// UniversalCheckpointArg says the script's arguments have Megatron-DeepSpeed's
+// --universal-checkpoint, a store_true flag whose
+// _create_ds_config_dict (microsoft/Megatron-DeepSpeed,
+// megatron/training.py, commit 7632408b) sets "checkpoint":
+// {"load_universal": true} in the config it hands DeepSpeed.
+func UniversalCheckpointArg(args []string) bool {
+	for _, a := range args {
+		if a == "--universal-checkpoint" {
+			return true
+		}
+	}
+	return false
+}
+
+// PinnedWhy says why an elastic restart has no layout: its checkpoint
+// (DPFixedBy) loads only at the data-parallel size savedDP that saved it,
+// and err is the planner's answer on the hosts left with DP pinned there.
+func (u *UserConfig) PinnedWhy(savedDP int, err error) error {
+	return fmt.Errorf("%s: DeepSpeed v0.14.4 loads its checkpoint only at the data-parallel size that saved it (DP %d: engine.py's _load_zero_checkpoint raises ZeRORuntimeException at another), and no layout with DP %d fits the hosts left: %v; to resume at another size, resume from a universal checkpoint: convert each checkpoint with DeepSpeed's deepspeed/checkpoint/ds_to_universal.py and set \"checkpoint\": {\"load_universal\": true} (Megatron-DeepSpeed: --universal-checkpoint)",
+		u.DPFixedBy(), savedDP, savedDP, err)
 }

@@ -40,6 +40,10 @@ type UserConfig struct {
 	// config it fills (TrainerFillsBatch; set by the caller, which has the
 	// arguments: ReadTrainerBatch).
 	Trainer TrainerBatch
+	// UniversalArg: the script's arguments have Megatron-DeepSpeed's
+	// --universal-checkpoint (set by the caller: UniversalCheckpointArg),
+	// which loads a universal checkpoint as load_universal does.
+	UniversalArg bool
 }
 
 // ParseUserConfig reads a user's config; errors name the file and key.
@@ -192,7 +196,7 @@ func (u *UserConfig) Batch(dp int) (micro, accum, train int, err error) {
 		}
 		b, err := e.Batch(dp)
 		if err != nil {
-			return bad("%v", err)
+			return 0, 0, 0, fmt.Errorf("%s %s: %w", u.Flag, u.Path, err) // an *InvalidWorldError stays one
 		}
 		return b.Micro, b.Accum, b.Train, nil
 	}

@@ -10,9 +10,15 @@ import (
 )
 
 // InputError marks bad input: the CLI exits 2 for it.
-type InputError struct{ Msg string }
+type InputError struct {
+	Msg string
+	// Err, when set, is the error Msg says, for errors.As.
+	Err error
+}
 
 func (e *InputError) Error() string { return e.Msg }
+
+func (e *InputError) Unwrap() error { return e.Err }
 
 func InputErrorf(format string, a ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, a...)}

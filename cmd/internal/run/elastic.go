@@ -11,6 +11,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
+	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
@@ -60,8 +61,13 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		return fmt.Errorf("launch directory: %w (give --workdir)", err)
 	}
 	var first *job.Job // the first attempt's: a legacy checkpoint keeps its TP and PP
+	firstDP := 0       // its data-parallel size: a DeepSpeed ZeRO checkpoint keeps it
 	savedDP := 0       // the last attempt's data-parallel size: its DeepSpeed checkpoint's
 	var cur *Options   // the running attempt's options (its probe's pool)
+	// What the running attempt's hosts' health checks ask: rank 0's
+	// address (the route the job's traffic takes) and each host's needs.
+	var master string
+	var needs map[string]launchprobe.Needs
 	closeCur := func() {
 		if cur != nil && cur.pool != nil {
 			cur.pool.Close()
@@ -80,7 +86,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		if lp := ahead.take(hs); lp != nil {
 			o, c, ch = lp.o, lp.c, lp.ch
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: the plan after losing %s was made ahead, while the first attempt ran: no new search\n", lp.lost)
-		} else if o, c, ch, err = planOn(opts, er, first, hs); err != nil {
+		} else if o, c, ch, err = planOn(opts, er, first, firstDP, hs); err != nil {
 			return nil, err
 		}
 		if err := reloadsAt(ch, savedDP); err != nil {
@@ -103,14 +109,17 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", ch.Summary)
 		if first == nil {
-			first = j
+			first, firstDP = j, ch.Plan.DP
 			if err := WriteRunPlan(o, ch.Plan); err != nil {
 				return nil, err
 			}
-			ahead.start(opts, er, hosts, first)
+			ahead.start(opts, er, hosts, first, firstDP)
 		}
 		closeCur()
-		cur, savedDP = o, ch.Plan.DP
+		cur, savedDP, needs = o, ch.Plan.DP, healthNeeds(o, c, ch.Plan)
+		if facts.rendezvous != nil {
+			master = facts.rendezvous.Addr
+		}
 		return &elastic.Prepared{Job: j, Layout: ch.Summary + dsBatch(ch)}, nil
 	}
 	// The job's output, read for its iteration lines on the way (the
@@ -124,8 +133,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		lo.Out, lo.Restart, lo.Attempt, lo.NoRestarts = steps, restart, attempt, true
 		return launch.Launch(ctx, *j, lo)
 	}
-	// A host's check: a new SSH connection that runs a command there (the
-	// launch probe would leave a session standing by for a job).
+	// A host's check: a new SSH connection (reaching the host is its first
+	// step; the launch probe's pool would leave a session standing by for
+	// a job) that runs the launch probe's health check there.
 	check := func(ctx context.Context, host string) error {
 		if opts.slurm != nil {
 			// Slurm's node: Slurm says whether it still runs this job.
@@ -146,11 +156,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			return err
 		}
 		defer c.Close()
-		_, stderr, err := c.Run(ctx, "exec true")
-		if err != nil {
-			return fmt.Errorf("a command there failed: %w%s", err, remote.StderrSuffix(stderr))
-		}
-		return nil
+		return launchprobe.CheckHost(ctx, c, master, needs[host])
 	}
 	// The background probe of a host left out while the job runs below
 	// MAX: the same check, where one can be made (not from outside a
@@ -265,7 +271,7 @@ func lossViews(opts *Options, er elasticRun, first *job.Job, firstDP int) ([]los
 	}
 	var out []lossView
 	for _, h := range first.Hosts {
-		lp := planLoss(opts, er, all, first, h.Name)
+		lp := planLoss(opts, er, all, first, firstDP, h.Name)
 		if lp.o != nil && lp.err == nil {
 			lp.err = reloadsAt(lp.ch, firstDP)
 		}

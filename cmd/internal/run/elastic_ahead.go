@@ -1,12 +1,17 @@
 package run
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
+	"github.com/pipette-launch/pipette-launch/planner/deepspeed"
+	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -24,10 +29,13 @@ type lossPlan struct {
 }
 
 // planOn plans the job on hosts as an attempt does: planner.Choose on that
-// subset, keeping the global batch; a legacy Megatron-LM checkpoint keeps
-// the first attempt's TP, PP and layer split (first is nil for the first
-// attempt itself).
-func planOn(opts *Options, er elasticRun, first *job.Job, hosts []string) (*Options, *plannedCluster, *PlanChoice, error) {
+// subset, keeping the global batch. A restart (first is the first
+// attempt's job, firstDP its data-parallel size; nil for the first
+// attempt itself) keeps what the job's checkpoint loads with: a legacy
+// Megatron-LM checkpoint the first attempt's TP, PP and layer split, a
+// DeepSpeed ZeRO or bf16 one (not universal) its DP, on fewer hosts when
+// the GPUs left do not divide by it.
+func planOn(opts *Options, er elasticRun, first *job.Job, firstDP int, hosts []string) (*Options, *plannedCluster, *PlanChoice, error) {
 	o := *opts
 	o.keep, o.pool, o.searched = map[string]bool{}, nil, nil
 	for _, h := range hosts {
@@ -37,20 +45,92 @@ func planOn(opts *Options, er elasticRun, first *job.Job, hosts []string) (*Opti
 	if legacy {
 		o.ScriptArgs = megatron.KeepModelParallel(opts.ScriptArgs, rankZero(first).Argv)
 	}
-	c, ch, _, err := PlanJob(&o, er.fw, er.mode)
-	if legacy && err != nil {
+	var ds *deepspeed.UserConfig
+	if first != nil && er.fw == parallel.FrameworkDeepSpeed {
+		// Unreadable now: planning says so below.
+		if ds, _ = userDSConfig(opts, er.fw); ds != nil && ds.DPFixedBy() != "" {
+			o.pinDP = firstDP
+		}
+	}
+	c, ch, _, err := planValidWorld(&o, er.fw, er.mode, er.nodes.Min)
+	if c != nil && err == nil { // the hosts it runs on: fewer for a DeepSpeed elasticity section
+		o.keep = map[string]bool{}
+		for _, h := range c.Hosts {
+			o.keep[h.Name] = true
+		}
+	}
+	switch {
+	case legacy && err != nil:
 		err = megatron.LegacyWhy(rankZero(first).Argv, err)
+	case o.pinDP > 0 && err != nil:
+		err = ds.PinnedWhy(o.pinDP, err)
+	case o.pinDP > 0:
+		ch.Summary += fmt.Sprintf("; DP %d kept: %s, whose checkpoint DeepSpeed v0.14.4 loads only at the data-parallel size that saved it", o.pinDP, ds.DPFixedBy())
 	}
 	return &o, c, ch, err
 }
 
+// planValidWorld is PlanJob for an elastic job (min: --nnodes' MIN; 0
+// for a job of fixed size, planned as it is): when DeepSpeed's elasticity
+// section refuses the world size of all o's hosts
+// (deepspeed.InvalidWorldError), the fewest hosts are left out, the
+// earliest kept and at least min of them, for the largest world size it
+// accepts (elastic.KeepForWorld), and the summary names the hosts left
+// idle and why. The cluster returned has the hosts kept.
+func planValidWorld(o *Options, fw parallel.Framework, mode fabric.Mode, min int) (*plannedCluster, *PlanChoice, bool, error) {
+	c, ch, planned, err := PlanJob(o, fw, mode)
+	var bad *deepspeed.InvalidWorldError
+	if min == 0 || c == nil || !errors.As(err, &bad) {
+		return c, ch, planned, err
+	}
+	ranks := make([]int, len(c.Hosts))
+	for i, h := range c.Hosts {
+		ranks[i] = h.GPUs
+	}
+	var kc *plannedCluster
+	var kch *PlanChoice
+	kept, ok := elastic.KeepForWorld(ranks, min, func(idx []int) bool {
+		k := *o
+		k.keep = map[string]bool{}
+		for _, i := range idx {
+			k.keep[c.Hosts[i].Name] = true
+		}
+		var err error
+		if kc, kch, _, err = PlanJob(&k, fw, mode); err != nil {
+			return false
+		}
+		o.searched = k.searched
+		return true
+	})
+	if !ok {
+		return c, ch, planned, fmt.Errorf("%w; no world size it accepts is left with at least MIN %d of the hosts %s (DeepSpeed would refuse to start): change the elasticity section or the hosts", err, min, strings.Join(hostNames(c), " "))
+	}
+	var idle []string
+	for i, h := range c.Hosts {
+		if !slices.Contains(kept, i) {
+			idle = append(idle, h.Name)
+		}
+	}
+	kch.Summary += fmt.Sprintf("; leaves %s idle: DeepSpeed's elasticity section accepts world sizes %v, not the %d of all %d hosts", strings.Join(idle, ", "), bad.Valid, bad.World, len(c.Hosts))
+	return kc, kch, planned, nil
+}
+
+// hostNames are c's hosts' names, in order.
+func hostNames(c *plannedCluster) []string {
+	var out []string
+	for _, h := range c.Hosts {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
 // planLoss is the lossPlan for losing host from the first attempt; with
 // fewer than MIN hosts left it plans nothing (the job would stop).
-func planLoss(opts *Options, er elasticRun, all []string, first *job.Job, host string) lossPlan {
+func planLoss(opts *Options, er elasticRun, all []string, first *job.Job, firstDP int, host string) lossPlan {
 	// The loop's own rule (the next listed host joins when MAX left it out).
 	lp := lossPlan{lost: host, left: elastic.HostsLeft(all, host, er.nodes.Max)}
 	if len(lp.left) >= er.nodes.Min {
-		lp.o, lp.c, lp.ch, lp.err = planOn(opts, er, first, lp.left)
+		lp.o, lp.c, lp.ch, lp.err = planOn(opts, er, first, firstDP, lp.left)
 	}
 	return lp
 }
@@ -79,8 +159,9 @@ type aheadPlans struct {
 }
 
 // start computes, one host at a time, the plan after losing each host of
-// first (all: every host the job may use, in order). It runs once.
-func (a *aheadPlans) start(opts *Options, er elasticRun, all []string, first *job.Job) {
+// first (all: every host the job may use, in order; firstDP: its
+// data-parallel size). It runs once.
+func (a *aheadPlans) start(opts *Options, er elasticRun, all []string, first *job.Job, firstDP int) {
 	a.once.Do(func() {
 		a.wg.Add(1)
 		go func() {
@@ -89,7 +170,7 @@ func (a *aheadPlans) start(opts *Options, er elasticRun, all []string, first *jo
 				if a.stopped() {
 					return
 				}
-				lp := planLoss(opts, er, all, first, h.Name)
+				lp := planLoss(opts, er, all, first, firstDP, h.Name)
 				if lp.o == nil || lp.err != nil {
 					continue // nothing to reuse: the restart plans (and says why) itself
 				}

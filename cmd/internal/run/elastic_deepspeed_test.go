@@ -1,14 +1,11 @@
 package run
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -22,7 +19,7 @@ var dsElasticConfigs = []struct {
 	batch        string // the restart's layout: the batch DeepSpeed derives at DP 6
 }{
 	{"ZeRO-1", `{"train_batch_size": 24, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}}`,
-		"ZeRO stage 1: DeepSpeed v0.14.4 loads its checkpoint only at the data-parallel size that saved it (8, here 6", ""},
+		"ZeRO stage 1: DeepSpeed v0.14.4 loads its checkpoint only at the data-parallel size that saved it (DP 8: engine.py", ""},
 	{"ZeRO-2 elastic_checkpoint", `{"train_batch_size": 24, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "elastic_checkpoint": true}}`,
 		"ZeRO stage 2: DeepSpeed v0.14.4 loads its checkpoint only", ""},
 	{"bf16", `{"train_batch_size": 24, "train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}`, "bf16 (its BF16_Optimizer", ""},
@@ -53,13 +50,7 @@ func TestElasticDeepSpeedRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			var jobs []*job.Job
-			f := &fakes{probe: noProbe, launch: func(_ context.Context, j *job.Job, _ *Options) error {
-				jobs = append(jobs, j)
-				if len(jobs) == 1 {
-					return launch.NewHostLost(j.Name, "n2", "connection lost: nothing heard from the host for 3s", time.Now())
-				}
-				return nil
-			}}
+			f := losesHostFirst("n2", &jobs)
 			code, _, errOut := runCLIWith(t, f.adjust, "--nnodes", "3:4", "--max-restarts", "1", "--hostfile", hosts, "--nproc-per-node", "2",
 				"--framework", "deepspeed", "--no-check-script", "train.py", "--deepspeed_config", cfg, "--ckpt-dir", "/ckpt")
 			if c.refused != "" {

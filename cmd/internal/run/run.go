@@ -116,6 +116,9 @@ type Options struct {
 	// keep, when set, are the only hosts an elastic attempt plans on
 	// (runElastic); --nnodes' MIN is the loop's to check then.
 	keep map[string]bool
+	// pinDP, when set, is the data-parallel size an elastic restart keeps
+	// (planOn: its DeepSpeed checkpoint loads only at that size).
+	pinDP int
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
 	// Reprobe (--reprobe) runs the launch probe for a dry run or
@@ -298,7 +301,11 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return &cmdutil.InputError{Msg: err.Error()}
 	}
-	cluster, ch, planned, err := PlanJob(opts, fw, mode)
+	elasticMin := 0 // an elastic job's MIN: a DeepSpeed elasticity section may leave hosts out
+	if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
+		elasticMin = nodes.Min
+	}
+	cluster, ch, planned, err := planValidWorld(opts, fw, mode, elasticMin)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	job := planner.Job{Framework: fw, Script: o.Script, Args: o.ScriptArgs, GlobalBatch: o.GlobalBatch,
 		SequenceParallel: sp, SequenceParallelFlag: o.SequenceParallel, Vocab: tokenizer.Reader{Dir: o.WorkDir}.Vocab,
 		TPOverlapCfg: ub, DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom,
-		UseAllGPUs: o.UseAllGPUs || o.NNodes != ""}
+		UseAllGPUs: o.UseAllGPUs || o.NNodes != "", DP: o.pinDP}
 	if o.Model != "" {
 		job.Model = func() (model.Model, error) { return cmdutil.LoadModel(o.Model, 0) }
 	}
@@ -64,7 +64,7 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	case errors.As(err, &noFit):
 		return nil, err // not bad input: the model does not fit (exit 3, as plan does)
 	case err != nil:
-		return nil, &cmdutil.InputError{Msg: err.Error()}
+		return nil, &cmdutil.InputError{Msg: err.Error(), Err: err}
 	}
 	if choice.Searched != nil {
 		o.searched = &searchedPlans{model: choice.Model, result: choice.Searched}
@@ -94,6 +94,7 @@ func userDSConfig(o *Options, fw parallel.Framework) (*deepspeed.UserConfig, err
 	if err != nil {
 		return nil, &cmdutil.InputError{Msg: err.Error()}
 	}
+	ds.UniversalArg = deepspeed.UniversalCheckpointArg(o.ScriptArgs)
 	if ds.TrainerFillsBatch() {
 		// HF Trainer fills the batch from its own arguments: the plan
 		// reports what the ranks will run.

@@ -88,26 +88,37 @@ func checkHealth(o *Options, lp *launchprobe.Result, targets []remote.HostTarget
 	if lp == nil {
 		return nil
 	}
-	ranks := map[int]int{}
-	for _, r := range p.Placement {
-		ranks[r.HostIndex]++
-	}
+	needs := healthNeeds(o, c, p)
 	var failed remote.HostErrors
 	for i, hr := range lp.Hosts {
-		h := c.Hosts[hostIdx[i]]
-		links := []string{hr.Ifname}
-		for _, n := range c.Islands[h.Island].Spec.NICs {
-			links = append(append(links, n.Devices...), n.Netdevs...)
-		}
-		gpus := 0
-		if o.ClusterFile != "" {
-			gpus = ranks[hostIdx[i]]
-		}
-		if err := hr.Health(links, gpus); err != nil {
+		n := needs[c.Hosts[hostIdx[i]].Name]
+		if err := hr.Health(append([]string{hr.Ifname}, n.Links...), n.GPUs); err != nil {
 			failed.Add(targets[i].String(), err)
 		}
 	}
 	return failed.ErrorOrNil()
+}
+
+// healthNeeds is what each host's health check asks of it, by host name:
+// the RDMA ports and interfaces its island's NICs name in the cluster
+// file, and, with a cluster file, the GPUs the plan runs on it.
+func healthNeeds(o *Options, c *cluster.Cluster, p *search.Plan) map[string]launchprobe.Needs {
+	ranks := map[int]int{}
+	for _, r := range p.Placement {
+		ranks[r.HostIndex]++
+	}
+	out := map[string]launchprobe.Needs{}
+	for i, h := range c.Hosts {
+		var n launchprobe.Needs
+		for _, nic := range c.Islands[h.Island].Spec.NICs {
+			n.Links = append(append(n.Links, nic.Devices...), nic.Netdevs...)
+		}
+		if o.ClusterFile != "" {
+			n.GPUs = ranks[i]
+		}
+		out[h.Name] = n
+	}
+	return out
 }
 
 // probeTargets are the hosts the plan uses, in placement order, their

@@ -2,6 +2,7 @@ package launchprobe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -130,6 +131,9 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 	for _, l := range hr.Links {
 		up = up || (l.Name == hr.Ifname && l.Active)
 	}
+	if err := CheckHost(context.Background(), r, master, Needs{}); err != nil {
+		t.Errorf("CheckHost on this machine: %v", err)
+	}
 	if !up || hr.Health([]string{hr.Ifname}, 0) != nil {
 		t.Errorf("interface %s not found up in sysfs: %+v", hr.Ifname, hr.Links)
 	}
@@ -140,6 +144,26 @@ func TestLaunchProbeScriptHere(t *testing.T) {
 // (operstate, else carrier, as the full probe reads NICs) and the GPUs
 // nvidia-smi -L lists: a named link that is down, or fewer GPUs than the
 // host runs on, fails it; a link the probe did not find is not judged.
+// recorded is a host whose launch probe answers out (err: the command
+// failed there).
+type recorded struct {
+	out string
+	err error
+}
+
+func (r recorded) Run(context.Context, string) ([]byte, []byte, error) {
+	return []byte(r.out), []byte("sh: 1: cannot fork\n"), r.err
+}
+
+// TestCheckHostCommandFails: a host reached whose probe command fails
+// fails its check, saying so with the command's stderr.
+func TestCheckHostCommandFails(t *testing.T) {
+	err := CheckHost(context.Background(), recorded{err: errors.New("exit status 2")}, "198.18.0.11", Needs{})
+	if err == nil || !strings.Contains(err.Error(), "launch probe: exit status 2") || !strings.Contains(err.Error(), "cannot fork") {
+		t.Errorf("CheckHost = %v, want the command's failure and its stderr", err)
+	}
+}
+
 func TestLaunchProbeHealth(t *testing.T) {
 	dump := func(ifc, operstate, carrier string) string {
 		p := marker + " file /sys/class/net/" + ifc + "/"
@@ -184,6 +208,11 @@ func TestLaunchProbeHealth(t *testing.T) {
 			err = hr.Health(tc.links, tc.gpus)
 			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("Health = %v, want %q (links %+v, GPUs %v)", err, tc.want, hr.Links, hr.GPUs)
+			}
+			// The same check of the host alone, after a rank failed there.
+			err = CheckHost(context.Background(), recorded{out: out}, "198.18.0.11", Needs{Links: tc.links, GPUs: tc.gpus})
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("CheckHost = %v, want %q", err, tc.want)
 			}
 		})
 	}

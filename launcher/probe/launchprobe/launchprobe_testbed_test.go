@@ -73,4 +73,17 @@ func TestProbeLaunchTestbed(t *testing.T) {
 	if err := lp.Hosts[0].Health([]string{lp.Hosts[0].Ifname, "nic9"}, 0); err != nil {
 		t.Errorf("lp1 has no nic9 (not judged): %v", err)
 	}
+	// The same check of one host alone over a new connection, as after a
+	// rank failed there (CheckHost).
+	for i, want := range []string{"", "health check: link nic9 is down (state down, from sysfs)"} {
+		conn, err := remote.Dial(ctx, targets[i], remotetest.SSH(tb))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckHost(ctx, conn, lp.MasterAddr, Needs{Links: []string{"nic9"}})
+		conn.Close()
+		if (want == "") != (err == nil) || (err != nil && err.Error() != want) {
+			t.Errorf("CheckHost on %s = %v, want %q", tb.Hosts[i].Name, err, want)
+		}
+	}
 }
