@@ -16,10 +16,11 @@ func EnvDir() string {
 	if d := os.Getenv("PIPETTE_DEEPSPEED_ENV"); d != "" {
 		return d
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
+	// os.UserCacheDir is $XDG_CACHE_HOME, else $HOME/.cache: where
+	// conformance/setup-kits.sh puts the kit.
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = ".cache"
 	}
 	return filepath.Join(cache, "pipette-frameworks", "deepspeed")
 }

@@ -67,13 +67,10 @@ func CacheRoot() string {
 	if d := os.Getenv("PIPETTE_K8S_CACHE"); d != "" {
 		return d
 	}
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = "/root"
-		}
-		base = filepath.Join(home, ".cache")
+	// os.UserCacheDir is $XDG_CACHE_HOME, else $HOME/.cache.
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = "/root/.cache"
 	}
 	return filepath.Join(base, "pipette-launch", "k8s")
 }
