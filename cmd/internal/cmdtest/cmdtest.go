@@ -61,6 +61,21 @@ func CleanEnv(t *testing.T) {
 	}
 }
 
+// CleanEnviron is the environment CleanEnv leaves, as a list, for a
+// command given its environment (run's Options.Env) by a test that runs
+// in parallel and so cannot change the process's (t.Setenv).
+func CleanEnviron(t *testing.T) []string {
+	t.Helper()
+	env := []string{"HOME=" + t.TempDir(), "XDG_CACHE_HOME="}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "HOME" && k != "XDG_CACHE_HOME" && !forwardedRE.MatchString(k) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // Cat joins argument lists.
 func Cat(a ...[]string) []string {
 	var out []string

@@ -22,6 +22,7 @@ import (
 // universal one (ds_to_universal.py, "load_universal") loads. Needs the
 // kit (make deps sets it up); about 2 minutes on 2 cores.
 func TestDeepSpeedReloadRules(t *testing.T) {
+	t.Parallel() // its own directories and ports, no environment set (run_testbed_test.go)
 	kit, err := dskit.Find()
 	if err != nil {
 		t.Fatalf("%v; make deps sets the kits up", err)

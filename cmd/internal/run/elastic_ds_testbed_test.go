@@ -137,6 +137,7 @@ print("ELASTIC_BATCH", final, micro, final // (micro * %d))`, config, world, wor
 // DeepSpeed's compute_elastic_config gives, run from the kit, at 4 and at
 // 3 ranks), and finishes. Root, and the kit (make deps sets it up).
 func TestElasticDeepSpeedOnTestbed(t *testing.T) {
+	t.Parallel() // its own test-bed, no environment set (run_testbed_test.go)
 	kit, err := dskit.Find()
 	if err != nil {
 		t.Fatalf("%v; make deps sets the kits up", err)

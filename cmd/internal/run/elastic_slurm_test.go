@@ -23,11 +23,10 @@ import (
 // the job is stopped, node2 is left out of the next srun step, and the
 // job resumes from its checkpoint on node1, node3 and node4 and finishes.
 func TestElasticInsideSlurmAllocation(t *testing.T) {
+	t.Parallel()
 	tb, dir, _ := cmdtest.SlurmBed(t, testbed.NamesResolve)
 	copyExample(t, dir, "torch_elastic.py")
-	for k, v := range tb.SlurmAllocWith(t, 4, "--no-kill") {
-		t.Setenv(k, v)
-	}
+	alloc := tb.SlurmAllocWith(t, 4, "--no-kill")
 	ckpt, err := os.MkdirTemp(dir, "ckpt-")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +38,7 @@ func TestElasticInsideSlurmAllocation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cut := cutOnce(ctx, t, tb, &out, "SAVED step 4\n", "node2")
-	code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	code := runAppWith(inAllocation(alloc), args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	cancel()
 	wasCut := <-cut
 	if err := tb.LinkUp("node2"); err != nil {

@@ -37,6 +37,7 @@ func elasticArgs(tb *testbed.Testbed, dir, ckpt, port string, flags []string, sc
 // burning restarts, and failures past --max-restarts stop the job with a
 // summary that says so.
 func TestElasticOnTestbed(t *testing.T) {
+	t.Parallel() // its own test-bed, no environment set (run_testbed_test.go)
 	tb, dir := e2eBed(t)
 	copyExample(t, dir, "torch_elastic.py")
 	ckptDir := func(t *testing.T) string {

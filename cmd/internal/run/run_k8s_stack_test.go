@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/testbed/kube"
 )
 
@@ -18,6 +19,11 @@ import (
 // lines; a run whose rank 3 fails exits non-zero with the SSH path's
 // summary naming rank 3, and no pod or object of either run is left.
 func TestK8sRunOnKubelet(t *testing.T) {
+	// Mostly waits for the stack (and for its machine-wide lock): beside
+	// the test-bed tests (run_testbed_test.go), in a clean environment
+	// given to run rather than set (cmdtest.CleanEnviron).
+	t.Parallel()
+	env := cmdtest.CleanEnviron(t)
 	s := kube.New(t, kube.Kubelet)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -39,7 +45,7 @@ func TestK8sRunOnKubelet(t *testing.T) {
 			"--k8s-config", cfg, "--hosts", "cpu-0,cpu-1", "--nproc-per-node", "2", "--run-id", name, "--stop-grace", "5s",
 			"--no-python", "--no-check-script", "/usr/bin/python3", "-c", string(script), "--expect-world", "4"}, args...)
 		start := time.Now()
-		code, out, errOut := runCLI(t, argv...)
+		code, out, errOut := cmdtest.Run(testApp(func(o *Options) { o.Env = env }), argv...)
 		t.Logf("%s: exit %d in %s", name, code, time.Since(start).Round(100*time.Millisecond))
 		left, err := s.Kubectl(context.Background(), nil, "get", "pods,jobsets,configmaps,services,secrets", "-l", "pipette-launch/job="+name, "-o", "name")
 		if err != nil || len(strings.TrimSpace(string(left))) > 0 {

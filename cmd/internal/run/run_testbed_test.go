@@ -21,7 +21,14 @@ import (
 
 // These tests start real torch.distributed (gloo) jobs through the CLI on a
 // real test-bed: 4 hosts (network namespaces with their own sshd), 2 ranks
-// each, hosts given by a hostfile as a torchrun user would.
+// each, hosts given by a hostfile as a torchrun user would. They mostly
+// wait (sshd, torch start-up, the job's own sleeps), so those that set no
+// environment and no working directory (t.Setenv, t.Chdir: process-wide)
+// run in parallel (t.Parallel), each on its own test-bed instance (several
+// coexist: instances are allocated under a flock); so do the package's
+// other slow tests that share nothing with the rest (DeepSpeed, Slurm,
+// Kubernetes). A parallel test gives run its environment (Options.Env)
+// rather than setting it (docs/development.md).
 
 // e2eBed brings up 4 hosts and puts the example job where every host sees
 // it: under /var/tmp, since each host has a private /tmp.
@@ -135,8 +142,10 @@ func checkEnvJob(t *testing.T, tb *testbed.Testbed, dir string) {
 // there. Without that, gloo falls back to loopback and ranks die with
 // "connect [127.0.0.1]: Connection refused".
 func TestRunCLIHostNamesDoNotResolve(t *testing.T) {
+	t.Parallel()
 	for _, names := range []string{testbed.NamesNone, testbed.NamesLoopback} {
 		t.Run(names, func(t *testing.T) {
+			t.Parallel()
 			tb, dir := e2eBedNames(t, names)
 			var out, errOut syncbuf.Buffer
 			code := runApp(e2eArgs(tb, dir), &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
@@ -211,6 +220,7 @@ func summaryTime(stderr string) (time.Time, error) {
 // TestRunCLISIGTERM sends a real SIGTERM to a real pipette-launch process
 // mid-run: it must stop every rank on every host and exit non-zero.
 func TestRunCLISIGTERM(t *testing.T) {
+	t.Parallel()
 	tb, dir := e2eBed(t)
 	signalRun(t, append(e2eArgs(tb, dir), "--sleep", "120"), 8, syscall.SIGTERM)
 	assertNoJobDirs(t, tb)
