@@ -26,7 +26,9 @@
 //
 // Ports, the bridge and the node name are fixed, so one stack runs per
 // machine: Up holds a machine-wide lock (LockFile) until Down, and a second
-// Up waits for it (go test runs packages in parallel).
+// Up waits for it (go test runs packages in parallel). A port taken while
+// the lock is free (the daemons of a killed run, which outlive it under
+// `timeout`) makes Up fail, naming the port, rather than talk to them.
 //
 // # Use
 //

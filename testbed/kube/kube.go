@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -173,6 +175,10 @@ func Up(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	s := &Stack{Mode: o.Mode, Dir: o.Dir, Kubeconfig: filepath.Join(o.Dir, "kubeconfig"), Bin: BinDir(), lock: lock, log: o.Log}
+	if err := portsFree(); err != nil {
+		s.release()
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		s.release()
 		return nil, fmt.Errorf("kubernetes state dir: %w", err)
@@ -192,6 +198,24 @@ func Up(ctx context.Context, o Options) (*Stack, error) {
 		return nil, fmt.Errorf("kubernetes up %s (logs in %s): %w", o.Mode, filepath.Join(o.Dir, "logs"), err)
 	}
 	return s, nil
+}
+
+// stackPorts are the fixed loopback ports the stack's daemons listen on
+// (package doc, Addresses).
+var stackPorts = []int{2379, 6443, 9443, 9444, 10250}
+
+// portsFree fails when one of the stack's ports is taken although the lock
+// was free: daemons left by a stack whose holder was killed (they run
+// under `timeout`), which up.sh's health checks would take for its own.
+func portsFree() error {
+	for _, p := range stackPorts {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			return fmt.Errorf("kubernetes stack: 127.0.0.1:%d is in use although no stack holds %s (daemons left by a killed run?): run `pipette-testbed down --kubernetes`, or stop what listens there", p, LockFile)
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // Down stops the stack and removes what it left (down.sh), then lets the

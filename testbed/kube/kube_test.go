@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +55,32 @@ func TestKwokStackUp(t *testing.T) {
 	}
 	if _, err := Up(ctx, Options{Mode: Kwok, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "another kubernetes stack") {
 		t.Errorf("second Up: err = %v, want a refusal naming the running stack", err)
+	}
+}
+
+// TestUpRefusesPortsTaken: with the lock free but a stack port taken (the
+// daemons of a run that was killed outlive its lock), Up's check names the
+// port and what to run, instead of up.sh taking the other daemons for its
+// own. The test holds the stack lock while it listens, so no stack of
+// another package starts meanwhile.
+func TestUpRefusesPortsTaken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	lock, err := acquire(ctx, 15*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := portsFree(); err != nil {
+		t.Fatalf("ports taken before the test took one: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:10250")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	err = portsFree()
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:10250 is in use") || !strings.Contains(err.Error(), "pipette-testbed down --kubernetes") {
+		t.Errorf("portsFree with 10250 taken = %v", err)
 	}
 }
