@@ -30,6 +30,9 @@ type elasticRun struct {
 	fw     parallel.Framework
 	mode   fabric.Mode
 	render func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error)
+	// k8s, when set, runs each attempt as a JobSet of its own
+	// (run_k8s_elastic.go): hosts checked through the API, not probed.
+	k8s *k8sAttempts
 }
 
 // legacy: a Megatron-LM job whose checkpoint keeps TP and PP.
@@ -62,6 +65,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	var first *job.Job // the first attempt's: a legacy checkpoint keeps its TP and PP
 	savedDP := 0       // the last attempt's data-parallel size: its DeepSpeed checkpoint's
 	var cur *Options   // the running attempt's options (its probe's pool)
+	var curCluster *plannedCluster
 	closeCur := func() {
 		if cur != nil && cur.pool != nil {
 			cur.pool.Close()
@@ -86,7 +90,12 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		if err := reloadsAt(ch, savedDP); err != nil {
 			return nil, err
 		}
-		facts, err := probeForLaunch(ctx, o, c, ch.Plan)
+		facts := &launchFacts{python: o.Python}
+		if er.k8s != nil {
+			err = er.k8s.checkHosts(ctx, hs)
+		} else {
+			facts, err = probeForLaunch(ctx, o, c, ch.Plan)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +106,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			}
 			return nil, err
 		}
-		j.WorkDir = cmp.Or(j.WorkDir, wd) // torchrun's: where pipette-launch runs
+		if er.k8s == nil {
+			j.WorkDir = cmp.Or(j.WorkDir, wd) // torchrun's: where pipette-launch runs
+		}
 		for _, w := range append(facts.warnings, j.Warnings...) {
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 		}
@@ -110,7 +121,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			ahead.start(opts, er, hosts, first)
 		}
 		closeCur()
-		cur, savedDP = o, ch.Plan.DP
+		cur, curCluster, savedDP = o, c, ch.Plan.DP
 		return &elastic.Prepared{Job: j, Layout: ch.Summary + dsBatch(ch)}, nil
 	}
 	// The job's output, read for its iteration lines on the way (the
@@ -120,6 +131,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		if opts.Launch != nil {
 			return opts.Launch(ctx, j, cur)
 		}
+		if er.k8s != nil {
+			return er.k8s.launch(ctx, j, curCluster, restart, attempt, steps)
+		}
 		lo := launchOptions(cur)
 		lo.Out, lo.Restart, lo.Attempt, lo.NoRestarts = steps, restart, attempt, true
 		return launch.Launch(ctx, *j, lo)
@@ -127,6 +141,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	// A host's check: a new SSH connection that runs a command there (the
 	// launch probe would leave a session standing by for a job).
 	check := func(ctx context.Context, host string) error {
+		if er.k8s != nil {
+			return er.k8s.check(ctx, host) // its node, through the API
+		}
 		if opts.slurm != nil {
 			// Slurm's node: Slurm says whether it still runs this job.
 			failed, err := launch.SlurmFailedNodes(ctx, *opts.slurm, []string{host})

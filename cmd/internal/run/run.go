@@ -172,17 +172,26 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 	if opts.ProgressTimeout <= 0 {
 		return launch.Launch(ctx, *job, lo)
 	}
-	// --progress-timeout: the job's output read for its steps, each
-	// attempt (launch's own restarts too) watched afresh.
-	steps := elastic.NewStepWatch(lo.Out)
-	lo.Out, lo.Started = steps, func(int) { steps.Begin(job) }
+	return watchedForHang(ctx, opts, job, func(ctx context.Context, steps *elastic.StepWatch) error {
+		// Each attempt (launch's own restarts too) watched afresh.
+		lo.Out, lo.Started = steps, func(int) { steps.Begin(job) }
+		return launch.Launch(ctx, *job, lo)
+	})
+}
+
+// watchedForHang runs a launch under --progress-timeout: run gets the
+// context to launch with and the step watch to give the launch as its
+// output (Begin it as each attempt starts); a job that printed iteration
+// lines and then no new step for that long is stopped, and said to be.
+func watchedForHang(ctx context.Context, opts *Options, j *job.Job, run func(context.Context, *elastic.StepWatch) error) error {
+	steps := elastic.NewStepWatch(opts.IO.Out)
 	actx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go elastic.WatchProgress(actx, stop, steps, opts.ProgressTimeout)
-	err := launch.Launch(actx, *job, lo)
+	err := run(actx, steps)
 	var h *elastic.Hang
 	if errors.As(elastic.StoppedWhy(ctx, err, context.Cause(actx)), &h) {
-		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s stopped as hung: %s\n", job.Name, h)
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s stopped as hung: %s\n", j.Name, h)
 	}
 	return err
 }
@@ -349,7 +358,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if onKubernetes(opts) {
-		return runKubernetes(ctx, opts, cluster, job, summary)
+		return runKubernetes(ctx, opts, cluster, job, summary, elasticRun{fw: fw, mode: mode, render: renderFor})
 	}
 	if opts.local = runsHere(opts, jobTargets(job)); !opts.local {
 		if opts.slurm, err = slurmFor(opts, job); err != nil {
