@@ -71,7 +71,8 @@ func onKubernetes(o *Options) bool {
 // runKubernetes renders the job as manifests, then prints them
 // (--dry-run), writes them (--output-dir) or applies and supervises them;
 // an elastic line (--nnodes MIN:MAX) runs its attempts as JobSets
-// (runK8sElastic). er is how the job is re-planned and rendered.
+// (runElastic, each a JobSet of its own: k8sAttempts). er is how the job
+// is re-planned and rendered.
 func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *job.Job, summary string, er elasticRun) error {
 	if opts.JSON {
 		return cmdutil.InputErrorf("--json is not for --launcher k8s: --dry-run prints the manifests")

@@ -24,7 +24,8 @@ import (
 // node drain does; Kubernetes marks it DisruptionTarget): the job is
 // re-created as a new JobSet on the 2 slots left, resumes from its last
 // checkpoint and finishes; the summary blames cpu-1 as lost, and no
-// object of either attempt is left.
+// object of either attempt is left. Then --progress-timeout stops a job
+// that hangs, elastic or not.
 func TestK8sElasticOnKubelet(t *testing.T) {
 	s, script, cfg := torchOnKubelet(t, "torch_elastic.py")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -45,11 +46,19 @@ containers:
 `, ckpt)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// argv runs the job as name, its checkpoint in its own directory.
+	argv := func(name string, flags []string, scriptArgs ...string) []string {
+		if err := os.Mkdir(filepath.Join(ckpt, name), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		a := append([]string{"pipette-launch", "run", "--launcher", "k8s", "--kubeconfig", s.Kubeconfig, "--kubectl", filepath.Join(s.Bin, "kubectl"),
+			"--k8s-config", cfg, "--k8s-pod-patch", patch, "--hosts", "cpu-0,cpu-1,cpu-2", "--nproc-per-node", "1", "--run-id", name,
+			"--stop-grace", "5s"}, flags...)
+		a = append(a, "--no-python", "--no-check-script", "/usr/bin/python3", "-c", string(script), "--ckpt-dir", "/ckpt/"+name)
+		return append(a, scriptArgs...)
+	}
 	const name = "elastic"
-	argv := []string{"pipette-launch", "run", "--launcher", "k8s", "--kubeconfig", s.Kubeconfig, "--kubectl", filepath.Join(s.Bin, "kubectl"),
-		"--k8s-config", cfg, "--k8s-pod-patch", patch, "--hosts", "cpu-0,cpu-1,cpu-2", "--nnodes", "2:3", "--max-restarts", "2",
-		"--rejoin-interval", "0", "--nproc-per-node", "1", "--run-id", name, "--stop-grace", "5s",
-		"--no-python", "--no-check-script", "/usr/bin/python3", "-c", string(script), "--ckpt-dir", "/ckpt", "--steps", "16", "--step-time", "0.5"}
+	args := argv(name, []string{"--nnodes", "2:3", "--max-restarts", "2", "--rejoin-interval", "0"}, "--steps", "16", "--step-time", "0.5")
 
 	var out, errOut syncbuf.Buffer
 	evicted := make(chan []time.Time, 1)
@@ -81,7 +90,7 @@ containers:
 			resumedAndStepped(&out))
 	}()
 	start := time.Now()
-	code := runApp(argv, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	t.Logf("exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	marks, wasEvicted := <-evicted
 	o, e := out.String(), errOut.String()
@@ -115,6 +124,33 @@ containers:
 		t.Logf("TIMELINE eviction -> loss declared and attempt 1 deleted %.1fs -> attempt 2's first rank up %.1fs -> its first step %.1fs", sec(1), sec(2), sec(3))
 	}
 	t.Logf("stderr:\n%s", e)
+
+	// --progress-timeout on the pods' lines: every rank stops printing at
+	// step 3, so no host is to blame; with --max-restarts 0 the elastic
+	// job stops saying it hung, and a job on fixed hosts is stopped as
+	// hung. Nothing of either is left.
+	for _, c := range []struct {
+		name  string
+		flags []string
+		want  []string
+	}{
+		{"hang-elastic", []string{"--nnodes", "2:3", "--max-restarts", "0"}, []string{"STOPPED: 0 restarts done, --max-restarts 0",
+			"ended      : the job hung: no new step for 8s (--progress-timeout 8s) after step 3; every host silent as long: no host to blame"}},
+		{"hang-fixed", nil, []string{"pipette-launch: job hang-fixed stopped as hung: no new step for 8s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, o, e := runCLI(t, argv(c.name, append(c.flags, "--progress-timeout", "8s"), "--steps", "40", "--step-time", "0.3", "--hang-at-step", "3")[1:]...)
+			for _, w := range c.want {
+				if code != 1 || !strings.Contains(e, w) {
+					t.Errorf("exit %d, want 1 and %q\nstdout:\n%s\nstderr:\n%s", code, w, o, e)
+				}
+			}
+			left, err := s.Kubectl(context.Background(), nil, "get", "pods,jobs,jobsets,configmaps,services,secrets", "-o", "name")
+			if err != nil || strings.Contains(string(left), c.name) {
+				t.Errorf("left behind: %s %v", left, err)
+			}
+		})
+	}
 }
 
 // podOfHostname is the name of the pod whose hostname is hostname.
