@@ -206,6 +206,84 @@ func (n nodeObject) unfit() string {
 // would find nothing sooner.
 const nodeEvery = 5
 
+// settle is how long a rank's failure waits for a lost pod to explain it:
+// when Kubernetes takes a pod away, its peers' ranks fail as its ranks go,
+// and their exits may come before its own.
+const settle = 2 * time.Second
+
+// explain is the job's failure from first, the first exit the log
+// streams reported that is one (a rank failing, or ranks stopped by their
+// host script), and what comes within settle after it. Ranks a host script
+// stopped (SIGTERM) while we supervise, in a pod none of whose ranks
+// failed by itself first (a failing rank makes its script stop the
+// others), were stopped from outside: Kubernetes terminated the pod, a
+// lost host, with the failing ranks after it. Else the first rank
+// failure; either way a fresh look at the pods may find a pod taken away
+// that explains it (the DisruptionTarget says more).
+func (s *supervisor) explain(ctx context.Context, first event) *launch.JobFailure {
+	evs := []event{first}
+	wait := time.NewTimer(settle)
+	defer wait.Stop()
+settling:
+	for {
+		select {
+		case ev := <-s.events:
+			s.failure(ev) // its exit recorded
+			evs = append(evs, ev)
+		case <-wait.C:
+			break settling
+		case <-ctx.Done():
+			break settling
+		}
+	}
+	own := map[string]bool{}
+	var f, outside *launch.JobFailure
+	var after []int
+	outsidePod := ""
+	for _, ev := range evs {
+		switch {
+		case !ev.byUs && ev.code != 0:
+			own[ev.pod.Name] = true
+			if f == nil {
+				f = s.failure(ev)
+			} else {
+				after = append(after, ev.rank)
+			}
+		case ev.byUs && !own[ev.pod.Name] && outside == nil:
+			outsidePod = ev.pod.Name
+			outside = launch.NewHostLost(s.m.Name, s.hostOf(ev.pod), fmt.Sprintf("pod %s was terminated from outside pipette-launch (its ranks stopped by SIGTERM: evicted, deleted or preempted)", ev.pod.Name), time.Now())
+		}
+	}
+	if own[outsidePod] { // its own failure was read after its script's stops
+		outside = nil
+	}
+	switch {
+	case outside != nil:
+		if f != nil {
+			after = append([]int{f.Rank}, after...)
+		}
+		f = outside
+	case f == nil:
+		return launch.NewInterrupted(s.m.Name, "every rank was stopped by its host script", time.Now())
+	}
+	f.FailedAfter = append(f.FailedAfter, after...)
+	pods, err := s.podsRetried(ctx)
+	if err != nil {
+		return f
+	}
+	lost := s.lost(ctx, pods, true)
+	switch {
+	case lost == nil:
+		return f
+	case !f.HostLost():
+		lost.FailedAfter = append(append(lost.FailedAfter, f.Rank), f.FailedAfter...)
+		return lost
+	case lost.Host == f.Host:
+		f.Reason = lost.Reason // the DisruptionTarget's reason, when it still shows
+	}
+	return f
+}
+
 // lost is the failure of the job's pod that Kubernetes took away (a lost
 // host, launch.NewHostLost, naming the pod or its plan host), nil when
 // none was. pods are the poller's listing; withNodes: look at their

@@ -208,3 +208,41 @@ func TestNodeFitness(t *testing.T) {
 		}
 	}
 }
+
+// TestRankFailureExplainedByLostPod: when Kubernetes takes a pod away, its
+// peers' ranks fail as its ranks go, and their exit may be read first: a
+// stop of the pod's ranks from outside (SIGTERM, as the host script
+// reports it) within the settle time makes the failure that lost host,
+// the peer's rank among those after it; without one the rank failure
+// stands.
+func TestRankFailureExplainedByLostPod(t *testing.T) {
+	m := &k8s.Manifests{Name: "job"}
+	for i, h := range []string{"cpu-0", "cpu-1", "cpu-2"} {
+		m.Pods = append(m.Pods, k8s.Pod{NodeRank: i, Host: h, Name: "job-hosts-0-" + string(rune('0'+i)), Ranks: []int{i, i + 3}})
+	}
+	for _, c := range []struct {
+		name     string
+		then     []event
+		wantHost string
+		lost     bool
+	}{
+		{"a pod's ranks stopped from outside", []event{{pod: m.Pods[1], rank: 1, code: 143, byUs: true}}, "cpu-1", true},
+		{"nothing else", nil, "cpu-0", false},
+		// A failing rank makes its host script stop the pod's others.
+		{"its own pod's ranks stopped by its script", []event{{pod: m.Pods[0], rank: 3, code: 143, byUs: true}}, "cpu-0", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSupervisor(m, "@@tag", Options{PlanHosts: true, Kubectl: Kubectl{Path: "/nonexistent/kubectl"}})
+			for _, ev := range c.then {
+				s.events <- ev
+			}
+			got := s.explain(context.Background(), event{pod: m.Pods[0], rank: 0, code: 1})
+			if got.Host != c.wantHost || got.HostLost() != c.lost {
+				t.Fatalf("%s (lost %v): %s; want %s, lost %v", got.Host, got.HostLost(), got.Reason, c.wantHost, c.lost)
+			}
+			if c.lost && (len(got.FailedAfter) != 1 || got.FailedAfter[0] != 0 || !strings.Contains(got.Reason, "terminated from outside")) {
+				t.Errorf("reason %q, failed after %v: want rank 0 after it", got.Reason, got.FailedAfter)
+			}
+		})
+	}
+}

@@ -309,16 +309,8 @@ func (s *supervisor) run(ctx context.Context) *launch.JobFailure {
 		case <-ctx.Done():
 			return launch.NewInterrupted(s.m.Name, "interrupted ("+context.Cause(ctx).Error()+"): the JobSet is deleted", time.Now())
 		case ev := <-s.events:
-			if f := s.failure(ev); f != nil {
-				// A rank that failed as Kubernetes took a pod away (its
-				// peers lose it): the lost pod is the cause.
-				if pods, err := s.pods(ctx); err == nil {
-					if lost := s.lost(ctx, pods, true); lost != nil {
-						lost.FailedAfter = append(lost.FailedAfter, ev.rank)
-						s.note("pipette-launch: %s; stopping the job", lost.Reason)
-						return lost
-					}
-				}
+			if f := s.failure(ev); f != nil || ev.byUs {
+				f = s.explain(ctx, ev)
 				s.note("pipette-launch: %s: %s; stopping the job", f.Host, f.Reason)
 				return f
 			}
@@ -414,6 +406,17 @@ func (s *supervisor) pods(ctx context.Context) (map[string]podState, error) {
 		return nil, err
 	}
 	return readPods(out)
+}
+
+// podsRetried is pods, tried again twice after an error (an API
+// server's hiccup must not turn a lost pod into a rank failure).
+func (s *supervisor) podsRetried(ctx context.Context) (map[string]podState, error) {
+	pods, err := s.pods(ctx)
+	for try := 0; err != nil && try < 2 && ctx.Err() == nil; try++ {
+		time.Sleep(s.o.Poll / 2)
+		pods, err = s.pods(ctx)
+	}
+	return pods, err
 }
 
 // follow starts streaming a started pod's log, once.

@@ -62,8 +62,11 @@ containers:
 
 	var out, errOut syncbuf.Buffer
 	evicted := make(chan []time.Time, 1)
+	running, ended := context.WithCancel(ctx) // the marks are not waited for past the run's end
+	defer ended()
 	go func() {
 		defer close(evicted)
+		ctx := running
 		for !strings.Contains(out.String(), "SAVED step 4\n") {
 			if ctx.Err() != nil {
 				return
@@ -91,6 +94,7 @@ containers:
 	}()
 	start := time.Now()
 	code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	ended()
 	t.Logf("exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	marks, wasEvicted := <-evicted
 	o, e := out.String(), errOut.String()
