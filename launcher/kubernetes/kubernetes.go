@@ -4,7 +4,11 @@
 // stops the whole job, and the same root-cause summary names the pod, the
 // rank, its exit code and its last lines. Stopping deletes the JobSet (its
 // Jobs and pods go with it), the Service, ConfigMap and Secret, and waits
-// until no pod of the job is left.
+// until no pod, Job or object of the job is left. A pod that Kubernetes
+// itself takes away (evicted, drained, preempted, its node NotReady:
+// disruption.go) is a lost host (launch.JobFailure.HostLost), not a rank
+// failure: the elastic loop restarts without it. nodes.go holds a host's
+// health check through the API.
 //
 // kubectl rather than client-go: server-side apply, dry runs, log
 // streaming and deletion are each one kubectl command, the user's
@@ -19,10 +23,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -50,7 +54,7 @@ func (k Kubectl) Run(ctx context.Context, stdin []byte, args ...string) ([]byte,
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(errb.String())
-		if errors.Is(err, exec.ErrNotFound) {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("kubectl not found (%s): install kubectl or give --kubectl", k.path())
 		}
 		return out.Bytes(), fmt.Errorf("kubectl %s: %w: %s", args[0], err, msg)
@@ -85,6 +89,10 @@ type Options struct {
 	// the pods' 45 s grace and a margin).
 	Poll        time.Duration
 	StopTimeout time.Duration
+	// PlanHosts: a failure names the plan's host (job.Hosts[].Name, a
+	// node name or a pod slot) rather than the pod, as the elastic loop
+	// pins failures to hosts (an elastic job's attempts).
+	PlanHosts bool
 }
 
 // Nonce is a fresh control tag: ranks cannot guess it to fake control lines.
@@ -140,6 +148,12 @@ type podState struct {
 	exitCode int    // -1 until terminated
 	waiting  string // reason the container waits (ErrImageNeverPull ...)
 	message  string
+	// node is the node it was scheduled to; deleting: it has a deletion
+	// timestamp; disruption is its DisruptionTarget condition's reason and
+	// message ("" when it has none): disruption.go.
+	node       string
+	deleting   bool
+	disruption string
 }
 
 // failingWait are waiting reasons that never resolve on their own.
@@ -196,14 +210,15 @@ func Launch(ctx context.Context, m *k8s.Manifests, tag string, o Options) error 
 	<-drained
 	if failure != nil {
 		failure.StopErr = stopErr
-		failure.LastLines = s.tail(failure.Host, failure.Rank)
+		failure.LastLines = s.tail(failure.Rank)
 		return failure
 	}
 	return stopErr
 }
 
 // cleanup deletes the JobSet and what came with it, then waits until no
-// pod of the job is left.
+// pod or Job of it is left, and none of the objects it applied: a next
+// attempt of an elastic job starts on a clean slate.
 func cleanup(ctx context.Context, m *k8s.Manifests, o Options) error {
 	ns := "--namespace=" + m.Namespace
 	if _, err := o.Kubectl.Run(ctx, nil, "delete", "jobset.jobset.x-k8s.io/"+m.Name, ns, "--ignore-not-found", "--wait=false"); err != nil {
@@ -220,16 +235,22 @@ func cleanup(ctx context.Context, m *k8s.Manifests, o Options) error {
 		return fmt.Errorf("delete %s: %w", strings.Join(objs, ", "), err)
 	}
 	deadline := time.Now().Add(o.StopTimeout)
-	for {
-		out, err := o.Kubectl.Run(ctx, nil, "get", "pods", ns, "-l", "jobset.sigs.k8s.io/jobset-name="+m.Name, "-o", "name")
-		if err == nil && len(bytes.TrimSpace(out)) == 0 {
-			return nil
+	for _, q := range [][]string{
+		{"get", "pods,jobs", ns, "-l", "jobset.sigs.k8s.io/jobset-name=" + m.Name, "-o", "name"},
+		append([]string{"get", ns, "--ignore-not-found", "-o", "name", "jobset.jobset.x-k8s.io/" + m.Name}, objs...),
+	} {
+		for {
+			out, err := o.Kubectl.Run(ctx, nil, q...)
+			if err == nil && len(bytes.TrimSpace(out)) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("objects of JobSet %s still exist %s after the delete: %s", m.Name, o.StopTimeout, strings.Join(strings.Fields(string(out)), " "))
+			}
+			time.Sleep(o.Poll)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pods of JobSet %s still exist %s after the delete: %s", m.Name, o.StopTimeout, strings.Join(strings.Fields(string(out)), " "))
-		}
-		time.Sleep(o.Poll)
 	}
+	return nil
 }
 
 type supervisor struct {
@@ -242,9 +263,15 @@ type supervisor struct {
 	// streaming: pod hostnames whose log is being read; ended: whose log
 	// stream has ended.
 	streaming, ended map[string]bool
-	events           chan event
-	wg               sync.WaitGroup
-	outMu            sync.Mutex
+	// seen: pod hostnames the poller has listed (one gone since was
+	// deleted); notReady: the nodes of the job's pods found not Ready at
+	// the last look (disruption.go), polls counts the polls.
+	seen     map[string]bool
+	notReady map[string]string
+	polls    int
+	events   chan event
+	wg       sync.WaitGroup
+	outMu    sync.Mutex
 }
 
 type rankExit struct {
@@ -262,7 +289,7 @@ type event struct {
 
 func newSupervisor(m *k8s.Manifests, tag string, o Options) *supervisor {
 	s := &supervisor{m: m, tag: tag, o: o, tails: map[string]map[int]*ring{}, exits: map[int]rankExit{},
-		streaming: map[string]bool{}, ended: map[string]bool{}, events: make(chan event, 64)}
+		streaming: map[string]bool{}, ended: map[string]bool{}, seen: map[string]bool{}, events: make(chan event, 64)}
 	for _, p := range m.Pods {
 		s.tails[p.Name] = map[int]*ring{}
 		for _, r := range p.Ranks {
@@ -280,10 +307,10 @@ func (s *supervisor) run(ctx context.Context) *launch.JobFailure {
 	for {
 		select {
 		case <-ctx.Done():
-			return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Rank: -1, ExitCode: -1,
-				Reason: "interrupted (" + context.Cause(ctx).Error() + "): the JobSet is deleted"}
+			return launch.NewInterrupted(s.m.Name, "interrupted ("+context.Cause(ctx).Error()+"): the JobSet is deleted", time.Now())
 		case ev := <-s.events:
-			if f := s.failure(ev); f != nil {
+			if f := s.failure(ev); f != nil || ev.byUs {
+				f = s.explain(ctx, ev)
 				s.note("pipette-launch: %s: %s; stopping the job", f.Host, f.Reason)
 				return f
 			}
@@ -291,6 +318,11 @@ func (s *supervisor) run(ctx context.Context) *launch.JobFailure {
 			pods, err := s.pods(ctx)
 			if err != nil {
 				continue // a transient API error: the next poll tries again
+			}
+			s.polls++
+			if lost := s.lost(ctx, pods, s.polls%nodeEvery == 0); lost != nil {
+				s.note("pipette-launch: %s; stopping the job", lost.Reason)
+				return lost
 			}
 			done := len(pods) >= len(s.m.Pods)
 			for _, p := range s.m.Pods {
@@ -341,10 +373,19 @@ func (s *supervisor) failure(ev event) *launch.JobFailure {
 			return nil
 		}
 		local := slices.Index(ev.pod.Ranks, ev.rank)
-		return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Host: ev.pod.Name, Rank: ev.rank, LocalRank: local,
+		return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Host: s.hostOf(ev.pod), Rank: ev.rank, LocalRank: local,
 			ExitCode: ev.code, Reason: fmt.Sprintf("exited with status %d (pod %s, plan host %s)", ev.code, ev.pod.Name, ev.pod.Host)}
 	}
-	return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Host: ev.pod.Name, Rank: -1, ExitCode: ev.code, Reason: ev.why}
+	return &launch.JobFailure{Job: s.m.Name, Time: time.Now(), Host: s.hostOf(ev.pod), Rank: -1, ExitCode: ev.code, Reason: ev.why}
+}
+
+// hostOf is the host a failure of p names: its pod, or its plan host
+// (Options.PlanHosts).
+func (s *supervisor) hostOf(p k8s.Pod) string {
+	if s.o.PlanHosts {
+		return p.Host
+	}
+	return p.Name
 }
 
 func (s *supervisor) allExited(p k8s.Pod) bool {
@@ -364,47 +405,18 @@ func (s *supervisor) pods(ctx context.Context) (map[string]podState, error) {
 	if err != nil {
 		return nil, err
 	}
-	var list struct {
-		Items []struct {
-			Metadata struct{ Name string }     `json:"metadata"`
-			Spec     struct{ Hostname string } `json:"spec"`
-			Status   struct {
-				Phase             string `json:"phase"`
-				ContainerStatuses []struct {
-					State struct {
-						Running    *struct{} `json:"running"`
-						Terminated *struct {
-							ExitCode int `json:"exitCode"`
-						} `json:"terminated"`
-						Waiting *struct {
-							Reason  string `json:"reason"`
-							Message string `json:"message"`
-						} `json:"waiting"`
-					} `json:"state"`
-				} `json:"containerStatuses"`
-			} `json:"status"`
-		} `json:"items"`
+	return readPods(out)
+}
+
+// podsRetried is pods, tried again twice after an error (an API
+// server's hiccup must not turn a lost pod into a rank failure).
+func (s *supervisor) podsRetried(ctx context.Context) (map[string]podState, error) {
+	pods, err := s.pods(ctx)
+	for try := 0; err != nil && try < 2 && ctx.Err() == nil; try++ {
+		time.Sleep(s.o.Poll / 2)
+		pods, err = s.pods(ctx)
 	}
-	if err := json.Unmarshal(out, &list); err != nil {
-		return nil, fmt.Errorf("read pods: %w", err)
-	}
-	pods := map[string]podState{}
-	for _, it := range list.Items {
-		st := podState{name: it.Metadata.Name, hostname: it.Spec.Hostname, phase: it.Status.Phase, exitCode: -1}
-		for _, c := range it.Status.ContainerStatuses {
-			switch {
-			case c.State.Running != nil:
-				st.started = true
-			case c.State.Terminated != nil:
-				st.started = true
-				st.exitCode = c.State.Terminated.ExitCode
-			case c.State.Waiting != nil:
-				st.waiting, st.message = c.State.Waiting.Reason, c.State.Waiting.Message
-			}
-		}
-		pods[st.hostname] = st
-	}
-	return pods, nil
+	return pods, err
 }
 
 // follow starts streaming a started pod's log, once.
@@ -486,11 +498,14 @@ func (s *supervisor) print(line string) {
 
 func (s *supervisor) note(format string, args ...any) { s.print(fmt.Sprintf(format, args...)) }
 
-func (s *supervisor) tail(pod string, rank int) []string {
+// tail is rank's last lines (none for -1: a pod's failure).
+func (s *supervisor) tail(rank int) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := s.tails[pod][rank]; r != nil {
-		return slices.Clone(r.lines)
+	for _, ranks := range s.tails {
+		if r := ranks[rank]; r != nil {
+			return slices.Clone(r.lines)
+		}
 	}
 	return nil
 }

@@ -39,6 +39,14 @@ func NewHostLost(jobName, host, reason string, at time.Time) *JobFailure {
 	return &JobFailure{Job: jobName, Time: at, Host: host, Rank: -1, LocalRank: -1, ExitCode: -1, Reason: reason, hostLost: true}
 }
 
+// NewInterrupted is the failure Launch returns for a job stopped by its
+// context (Interrupted reports true; reason says why), for a launcher that
+// supervises hosts another way (launcher/kubernetes): the elastic loop
+// reads a stop it asked for (a hang, a grow-back) from it.
+func NewInterrupted(jobName, reason string, at time.Time) *JobFailure {
+	return &JobFailure{Job: jobName, Time: at, Rank: -1, LocalRank: -1, ExitCode: -1, Reason: reason, interrupted: true}
+}
+
 // Interrupted reports whether the job was stopped by cancellation (signal).
 func (f *JobFailure) Interrupted() bool { return f.interrupted }
 

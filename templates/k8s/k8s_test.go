@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -247,5 +248,59 @@ func TestReadOptionsAndFlags(t *testing.T) {
 	}
 	if _, err := ParseLabels([]string{"novalue"}); err == nil {
 		t.Errorf("label without = accepted")
+	}
+}
+
+// TestPodPatchMergesNamedLists: a pod patch's volumes, container mounts
+// and env are added to what the pod already has, merged by name (by
+// mountPath for mounts) as Kubernetes' strategic merge patch merges a pod
+// spec, so a patch that adds a shared volume keeps the scripts' ConfigMap
+// volume and the container's command; lists without a merge key
+// (tolerations) are replaced, as in a JSON merge patch.
+func TestPodPatchMergesNamedLists(t *testing.T) {
+	patch := map[string]any{
+		"volumes": []any{map[string]any{"name": "ckpt", "hostPath": map[string]any{"path": "/srv/ckpt"}}},
+		"containers": []any{map[string]any{"name": container,
+			"volumeMounts": []any{map[string]any{"name": "ckpt", "mountPath": "/ckpt"}},
+			"env":          []any{map[string]any{"name": "PIPETTE_RJOB", "value": "patched"}, map[string]any{"name": "EXTRA", "value": "1"}}}},
+		"tolerations": []any{map[string]any{"key": "x", "operator": "Exists"}},
+	}
+	j, islands := exampleJob(t, nil, nil)
+	m, err := Render(j, islands, Options{Image: "train:1", PodPatch: patch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := m.Objects[2]["spec"].(Object)["replicatedJobs"].([]any)[0].(Object)["template"].(Object)["spec"].(Object)["template"].(Object)["spec"].(Object)
+	var vols []string
+	for _, v := range spec["volumes"].([]any) {
+		vols = append(vols, v.(Object)["name"].(string))
+	}
+	if want := []string{"pipette-launch", "ckpt"}; !slices.Equal(vols, want) {
+		t.Errorf("volumes %v, want %v", vols, want)
+	}
+	cs := spec["containers"].([]any)
+	if len(cs) != 1 {
+		t.Fatalf("%d containers, want the one, patched", len(cs))
+	}
+	c := cs[0].(Object)
+	if c["command"] == nil || c["image"] != "train:1" {
+		t.Errorf("the patch replaced the container: %v", c)
+	}
+	var mounts []string
+	for _, v := range c["volumeMounts"].([]any) {
+		mounts = append(mounts, v.(Object)["mountPath"].(string))
+	}
+	if want := []string{mountDir, "/ckpt"}; !slices.Equal(mounts, want) {
+		t.Errorf("mounts %v, want %v", mounts, want)
+	}
+	env := map[string]any{}
+	for _, e := range c["env"].([]any) {
+		env[e.(Object)["name"].(string)] = e.(Object)["value"]
+	}
+	if env["PIPETTE_RJOB"] != "patched" || env["EXTRA"] != "1" || len(env) != 3 {
+		t.Errorf("env %v: want PIPETTE_RJOB patched, EXTRA added, PIPETTE_INDEX kept", env)
+	}
+	if tol := spec["tolerations"].([]any); len(tol) != 1 {
+		t.Errorf("tolerations %v: want the patch's", tol)
 	}
 }

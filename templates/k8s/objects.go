@@ -259,7 +259,11 @@ func mergeLabels(o Options, extra Object) Object {
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch: mappings merge, null
-// deletes, anything else replaces.
+// deletes, anything else replaces; except that the pod spec's lists of
+// named items merge by their key, as Kubernetes' strategic merge patch
+// merges them (k8s.io/api core/v1's patchMergeKey tags): a patch's
+// volumes are added to the scripts' volume, its container "ranks" merges
+// into ours (adding volumeMounts, env), rather than replacing them.
 func mergePatch(target, patch any) any {
 	p, ok := patch.(map[string]any)
 	if !ok {
@@ -281,9 +285,56 @@ func mergePatch(target, patch any) any {
 			delete(t, k)
 			continue
 		}
+		if merged, ok := mergeByKey(t[k], p[k], mergeKeys[k]); ok {
+			t[k] = merged
+			continue
+		}
 		t[k] = mergePatch(t[k], p[k])
 	}
 	return t
+}
+
+// mergeKeys are the pod spec's lists merged item by item, and the key
+// that names an item (k8s.io/api core/v1: PodSpec's containers,
+// initContainers, volumes and imagePullSecrets, Container's env and
+// volumeMounts).
+var mergeKeys = map[string]string{"containers": "name", "initContainers": "name", "volumes": "name",
+	"imagePullSecrets": "name", "env": "name", "volumeMounts": "mountPath"}
+
+// mergeByKey merges list patch into list target by key: an item of the
+// patch merges into the target's item of the same key (mergePatch), or is
+// added. ok is false when they are not both lists of mappings with that
+// key (then the patch replaces, as in a JSON merge patch).
+func mergeByKey(target, patch any, key string) (any, bool) {
+	tl, ok1 := target.([]any)
+	pl, ok2 := patch.([]any)
+	if key == "" || !ok1 || !ok2 {
+		return nil, false
+	}
+	keyOf := func(item any) (string, bool) {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		v, ok := m[key].(string)
+		return v, ok
+	}
+	for _, it := range slices.Concat(tl, pl) {
+		if _, ok := keyOf(it); !ok {
+			return nil, false
+		}
+	}
+	out := slices.Clone(tl)
+	for _, it := range pl {
+		k, _ := keyOf(it)
+		i := slices.IndexFunc(out, func(o any) bool { name, _ := keyOf(o); return name == k })
+		if i < 0 {
+			out = append(out, it)
+			continue
+		}
+		out[i] = mergePatch(out[i], it)
+	}
+	return out, true
 }
 
 func cloneMap(m map[string]any) map[string]any {

@@ -31,6 +31,9 @@ type elasticRun struct {
 	fw     parallel.Framework
 	mode   fabric.Mode
 	render func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error)
+	// k8s, when set, runs each attempt as a JobSet of its own
+	// (run_k8s_elastic.go): hosts checked through the API, not probed.
+	k8s *k8sAttempts
 }
 
 // legacy: a Megatron-LM job whose checkpoint keeps TP and PP.
@@ -68,6 +71,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	// address (the route the job's traffic takes) and each host's needs.
 	var master string
 	var needs map[string]launchprobe.Needs
+	var curCluster *plannedCluster
 	closeCur := func() {
 		if cur != nil && cur.pool != nil {
 			cur.pool.Close()
@@ -92,7 +96,12 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		if err := reloadsAt(ch, savedDP); err != nil {
 			return nil, err
 		}
-		facts, err := probeForLaunch(ctx, o, c, ch.Plan)
+		facts := &launchFacts{python: o.Python}
+		if er.k8s != nil {
+			err = er.k8s.checkHosts(ctx, hs)
+		} else {
+			facts, err = probeForLaunch(ctx, o, c, ch.Plan)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +112,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			}
 			return nil, err
 		}
-		j.WorkDir = cmp.Or(j.WorkDir, wd) // torchrun's: where pipette-launch runs
+		if er.k8s == nil {
+			j.WorkDir = cmp.Or(j.WorkDir, wd) // torchrun's: where pipette-launch runs
+		}
 		for _, w := range append(facts.warnings, j.Warnings...) {
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 		}
@@ -116,7 +127,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			ahead.start(opts, er, hosts, first, firstDP)
 		}
 		closeCur()
-		cur, savedDP, needs = o, ch.Plan.DP, healthNeeds(o, c, ch.Plan)
+		cur, curCluster, savedDP, needs = o, c, ch.Plan.DP, healthNeeds(o, c, ch.Plan)
 		if facts.rendezvous != nil {
 			master = facts.rendezvous.Addr
 		}
@@ -129,6 +140,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		if opts.Launch != nil {
 			return opts.Launch(ctx, j, cur)
 		}
+		if er.k8s != nil {
+			return er.k8s.launch(ctx, j, curCluster, restart, attempt, steps)
+		}
 		lo := launchOptions(cur)
 		lo.Out, lo.Restart, lo.Attempt, lo.NoRestarts = steps, restart, attempt, true
 		return launch.Launch(ctx, *j, lo)
@@ -137,6 +151,9 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	// step; the launch probe's pool would leave a session standing by for
 	// a job) that runs the launch probe's health check there.
 	check := func(ctx context.Context, host string) error {
+		if er.k8s != nil {
+			return er.k8s.check(ctx, host) // its node, through the API
+		}
 		if opts.slurm != nil {
 			// Slurm's node: Slurm says whether it still runs this job.
 			failed, err := launch.SlurmFailedNodes(ctx, *opts.slurm, []string{host})

@@ -69,22 +69,11 @@ func TestElasticOnTestbed(t *testing.T) {
 			if b, err := tb.Exec(ctx, "node2", "ip", "link", "set", "eth0", "down"); err != nil {
 				t.Errorf("cut node2: %v %s", err, b)
 			}
-			marks := []time.Time{time.Now()}
-			for _, seen := range []func() bool{
+			cut <- timeline(ctx, time.Now(),
 				func() bool { return strings.Contains(errOut.String(), "restarting on 3 hosts") },
 				func() bool { return strings.Contains(errOut.String(), "6 ranks on 3 host(s)") },
 				func() bool { return strings.Contains(out.String(), "RESUMED from step") },
-				func() bool {
-					_, after, ok := strings.Cut(out.String(), "RESUMED from step")
-					return ok && strings.Contains(after, "iteration ")
-				},
-			} {
-				for !seen() && ctx.Err() == nil {
-					time.Sleep(20 * time.Millisecond)
-				}
-				marks = append(marks, time.Now())
-			}
-			cut <- marks
+				resumedAndStepped(&out))
 		}()
 		code := runApp(args, &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		marks, wasCut := <-cut
@@ -217,6 +206,27 @@ func TestElasticOnTestbed(t *testing.T) {
 			t.Fatalf("exit %d, want 1 and a stop past --max-restarts\nstdout:\n%s\nstderr:\n%s", code, out.String(), e)
 		}
 	})
+}
+
+// timeline is a recovery's marks as the output shows them: start, then
+// when each of seen first held, in turn (until ctx ends).
+func timeline(ctx context.Context, start time.Time, seen ...func() bool) []time.Time {
+	marks := []time.Time{start}
+	for _, s := range seen {
+		for !s() && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		marks = append(marks, time.Now())
+	}
+	return marks
+}
+
+// resumedAndStepped: out shows a resumed job's first iteration line.
+func resumedAndStepped(out *syncbuf.Buffer) func() bool {
+	return func() bool {
+		_, after, ok := strings.Cut(out.String(), "RESUMED from step")
+		return ok && strings.Contains(after, "iteration ")
+	}
 }
 
 func firstMatch(m [][]string) string {

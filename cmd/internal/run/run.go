@@ -180,7 +180,11 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 	// launch's own loop restarts only after a rank failed, and a stop of
 	// the whole launch ends it).
 	for {
-		hung, err := launchWatched(ctx, job, lo, opts)
+		hung, err := watchedForHang(ctx, opts, job, func(ctx context.Context, steps *elastic.StepWatch) error {
+			// Each attempt (launch's own restarts too) watched afresh.
+			lo.Out, lo.Started = steps, func(int) { steps.Begin(job) }
+			return launch.Launch(ctx, *job, lo)
+		})
 		var jf *launch.JobFailure
 		if !hung || !errors.As(err, &jf) || jf.Restarts >= opts.MaxRestarts || ctx.Err() != nil {
 			return err
@@ -190,19 +194,20 @@ func launchJob(ctx context.Context, job *job.Job, opts *Options) error {
 	}
 }
 
-// launchWatched is one launch under --progress-timeout: the job's output
-// read for its steps, each attempt (launch's own restarts too) watched
-// afresh. hung: it was stopped because no new step came.
-func launchWatched(ctx context.Context, job *job.Job, lo launch.Options, opts *Options) (hung bool, err error) {
-	steps := elastic.NewStepWatch(lo.Out)
-	lo.Out, lo.Started = steps, func(int) { steps.Begin(job) }
+// watchedForHang runs a launch under --progress-timeout: run gets the
+// context to launch with and the step watch to give the launch as its
+// output (Begin it as each attempt starts); a job that printed iteration
+// lines and then no new step for that long is stopped, and said to be
+// (hung).
+func watchedForHang(ctx context.Context, opts *Options, j *job.Job, run func(context.Context, *elastic.StepWatch) error) (hung bool, err error) {
+	steps := elastic.NewStepWatch(opts.IO.Out)
 	actx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go elastic.WatchProgress(actx, stop, steps, opts.ProgressTimeout)
-	err = launch.Launch(actx, *job, lo)
+	err = run(actx, steps)
 	var h *elastic.Hang
 	if errors.As(elastic.StoppedWhy(ctx, err, context.Cause(actx)), &h) {
-		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s stopped as hung: %s\n", job.Name, h)
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: job %s stopped as hung: %s\n", j.Name, h)
 		return true, err
 	}
 	return false, err
@@ -374,7 +379,7 @@ func Run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if onKubernetes(opts) {
-		return runKubernetes(ctx, opts, cluster, job, summary)
+		return runKubernetes(ctx, opts, cluster, job, summary, elasticRun{fw: fw, mode: mode, render: renderFor})
 	}
 	if opts.local = runsHere(opts, jobTargets(job)); !opts.local {
 		if opts.slurm, err = slurmFor(opts, job); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
+	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/kubernetes"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/planner/cluster"
@@ -67,33 +69,44 @@ func onKubernetes(o *Options) bool {
 }
 
 // runKubernetes renders the job as manifests, then prints them
-// (--dry-run), writes them (--output-dir) or applies and supervises them.
-func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *job.Job, summary string) error {
+// (--dry-run), writes them (--output-dir) or applies and supervises them;
+// an elastic line (--nnodes MIN:MAX) runs its attempts as JobSets
+// (runElastic, each a JobSet of its own: k8sAttempts). er is how the job
+// is re-planned and rendered.
+func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *job.Job, summary string, er elasticRun) error {
 	if opts.JSON {
 		return cmdutil.InputErrorf("--json is not for --launcher k8s: --dry-run prints the manifests")
 	}
-	// What the SSH path does on this machine or between attempts has no
-	// Kubernetes counterpart here yet: refused rather than ignored.
-	for flag, set := range map[string]bool{"--max-restarts": opts.MaxRestarts > 0, "--preflight": opts.Preflight || opts.PreflightOnly,
-		"--log-dir": opts.LogDir != "", "--quiet-ranks/--local-ranks-filter": len(opts.QuietRanks)+len(opts.LocalRanksFilter) > 0,
-		"--progress-timeout": opts.ProgressTimeout > 0} {
-		if set {
-			return cmdutil.InputErrorf("%s is not supported with --launcher k8s (kubectl logs keeps each pod's output; the JobSet is not restarted)", flag)
-		}
+	launching := !opts.DryRun && opts.OutputDir == ""
+	nodes, err := launchline.ParseNNodes(opts.NNodes)
+	if err != nil {
+		return err
+	}
+	attempts := launching && nodes.Elastic()
+	if err := k8sRefusals(opts, nodes); err != nil {
+		return err
 	}
 	ko, err := k8s.Sources{File: opts.K8s.ConfigFile, PodPatchFile: opts.K8s.PodPatchFile, Flags: opts.K8s.Flags,
 		Labels: opts.K8s.Labels, DefaultName: opts.RunID}.Resolve()
 	if err != nil {
 		return cmdutil.InputErrorf("%v", err)
 	}
-	launching := !opts.DryRun && opts.OutputDir == ""
 	tag := kubernetes.Nonce()
+	first := ko
 	if launching {
-		ko.Control = &job.Control{Tag: tag, Grace: int(opts.StopGrace.Seconds())}
+		first.Control = &job.Control{Tag: tag, Grace: int(opts.StopGrace.Seconds())}
 	}
-	m, err := k8s.Render(j, k8s.IslandsOf(c), ko)
+	if attempts {
+		first.Name = attemptName(ko.Name, 0) // what the first attempt runs as: bad input fails here
+	}
+	m, err := k8s.Render(j, k8s.IslandsOf(c), first)
 	if err != nil {
 		return cmdutil.InputErrorf("--launcher k8s: %v", err)
+	}
+	if attempts {
+		er.nodes = nodes
+		er.k8s = &k8sAttempts{ko: ko, kubectl: opts.K8s.Kubectl, grace: int(opts.StopGrace.Seconds()), errOut: opts.IO.ErrOut}
+		return runElastic(ctx, opts, er)
 	}
 	for _, w := range m.Warnings {
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
@@ -111,13 +124,45 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 		return writeManifests(opts, m)
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: %s\n", summary)
-	err = kubernetes.Launch(ctx, m, tag, kubernetes.Options{Kubectl: opts.K8s.Kubectl, Out: opts.IO.Out})
+	ko8s := kubernetes.Options{Kubectl: opts.K8s.Kubectl, Out: opts.IO.Out}
+	if opts.ProgressTimeout > 0 {
+		_, err = watchedForHang(ctx, opts, j, func(ctx context.Context, steps *elastic.StepWatch) error {
+			steps.Begin(j)
+			ko8s.Out = steps
+			return kubernetes.Launch(ctx, m, tag, ko8s)
+		})
+	} else {
+		err = kubernetes.Launch(ctx, m, tag, ko8s)
+	}
 	var f *launch.JobFailure
 	if errors.As(err, &f) {
 		return err
 	}
 	if err != nil {
 		return fmt.Errorf("--launcher k8s: %w", err)
+	}
+	return nil
+}
+
+// k8sRefusals refuse what --launcher k8s does not do, rather than ignore
+// it: a preflight job, log files here and rank filters (kubectl logs keeps
+// each pod's output), and restarts of a job on a fixed number of hosts
+// (the JobSet is re-created only through the elastic loop).
+func k8sRefusals(opts *Options, nodes launchline.Nodes) error {
+	why := "kubectl logs keeps each pod's output"
+	for _, r := range []struct {
+		flag string
+		set  bool
+		why  string
+	}{
+		{"--preflight", opts.Preflight || opts.PreflightOnly, "run pipette-launch preflight over SSH first"},
+		{"--log-dir", opts.LogDir != "", why},
+		{"--quiet-ranks/--local-ranks-filter", len(opts.QuietRanks)+len(opts.LocalRanksFilter) > 0, why},
+		{"--max-restarts", opts.MaxRestarts > 0 && !nodes.Elastic(), fmt.Sprintf("a JobSet is re-created only for an elastic line: give --nnodes MIN:MAX (MAX the hosts listed; MIN the fewest to go on with) with --max-restarts %d", opts.MaxRestarts)},
+	} {
+		if r.set {
+			return cmdutil.InputErrorf("%s is not supported with --launcher k8s (%s)", r.flag, r.why)
+		}
 	}
 	return nil
 }

@@ -24,20 +24,7 @@ func TestK8sRunOnKubelet(t *testing.T) {
 	// given to run rather than set (cmdtest.CleanEnviron).
 	t.Parallel()
 	env := cmdtest.CleanEnviron(t)
-	s := kube.New(t, kube.Kubelet)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := s.ImportImage(ctx, "pipette/torch:test", "python3", "python3-torch"); err != nil {
-		t.Fatal(err)
-	}
-	script, err := os.ReadFile("../../../examples/torch_allreduce.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(t.TempDir(), "k8s.yaml")
-	if err := os.WriteFile(cfg, []byte("image: pipette/torch:test\nimagePullPolicy: Never\naffinity: none\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s, script, cfg := torchOnKubelet(t, "torch_allreduce.py")
 	run := func(name string, args ...string) (int, string, string) {
 		// The script travels in argv (python3 -c): the image holds only
 		// Debian's python3 and torch.
@@ -74,4 +61,27 @@ func TestK8sRunOnKubelet(t *testing.T) {
 			t.Errorf("summary lacks %q:\nstderr:\n%s\nstdout:\n%s", want, errOut, out)
 		}
 	}
+}
+
+// torchOnKubelet is the kubelet stack with the torch image imported
+// (Debian's python3 and python3-torch), example's text (it travels in
+// argv, python3 -c: the image holds no script) and a --k8s-config file
+// for it (affinity none: the stack has one node).
+func torchOnKubelet(t *testing.T, example string) (*kube.Stack, []byte, string) {
+	t.Helper()
+	s := kube.New(t, kube.Kubelet)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := s.ImportImage(ctx, "pipette/torch:test", "python3", "python3-torch"); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../../../examples/" + example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "k8s.yaml")
+	if err := os.WriteFile(cfg, []byte("image: pipette/torch:test\nimagePullPolicy: Never\naffinity: none\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s, script, cfg
 }

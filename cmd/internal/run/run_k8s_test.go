@@ -71,9 +71,9 @@ func TestK8sBadInputBeforeAnything(t *testing.T) {
 		{[]string{"--k8s-image", "a:1", "--k8s-label", "novalue"}, `--k8s-label`},
 		{[]string{}, "image: required"},
 		{[]string{"--k8s-image", "a:1", "--k8s-format", "trainjob"}, "2 islands"},
-		{[]string{"--k8s-image", "a:1", "--max-restarts", "2"}, "--max-restarts is not supported with --launcher k8s"},
+		{[]string{"--k8s-image", "a:1", "--max-restarts", "2"}, "--max-restarts is not supported with --launcher k8s (a JobSet is re-created only for an elastic line: give --nnodes MIN:MAX"},
 		{[]string{"--k8s-image", "a:1", "--log-dir", "logs"}, "--log-dir is not supported with --launcher k8s"},
-		{[]string{"--k8s-image", "a:1", "--progress-timeout", "10m"}, "--progress-timeout is not supported with --launcher k8s"},
+		{[]string{"--k8s-image", "a:1", "--preflight"}, "--preflight is not supported with --launcher k8s"},
 	} {
 		code, _, errOut := runCLI(t, k8sArgs(t, append(c.flags, "--kubectl", "/nonexistent/kubectl")...)...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
@@ -103,5 +103,25 @@ func TestK8sOutputDirWritesManifests(t *testing.T) {
 	}
 	if !strings.Contains(out, "not written: Secret llama-env with HF_TOKEN") {
 		t.Errorf("output does not say the Secret was not written:\n%s", out)
+	}
+}
+
+// TestK8sElasticLineRunsAttempts: --launcher k8s takes an elastic line
+// (--nnodes MIN:MAX with --max-restarts) and --progress-timeout: a dry run
+// prints the first attempt's JobSet, and a launch goes through the
+// elastic loop, whose health check (the nodes, through kubectl) leaves
+// out every host when kubectl cannot be run, and says why.
+func TestK8sElasticLineRunsAttempts(t *testing.T) {
+	elastic := []string{"--k8s-image", "a:1", "--nnodes", "2:4", "--max-restarts", "2", "--progress-timeout", "10m"}
+	code, out, errOut := runCLI(t, k8sArgs(t, append(elastic, "--dry-run")...)...)
+	if code != 0 || !strings.Contains(out, "kind: JobSet") {
+		t.Fatalf("dry run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, _, errOut = runCLI(t, k8sArgs(t, append(elastic, "--kubectl", "/nonexistent/kubectl")...)...)
+	for _, want := range []string{"elastic job: 2 to 4 of 4 hosts, up to 2 restarts", "failed its check: node h100-01: kubectl not found (/nonexistent/kubectl)",
+		"STOPPED: 0 hosts left, fewer than MIN 2"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("exit %d, stderr lacks %q:\n%s", code, want, errOut)
+		}
 	}
 }
