@@ -802,7 +802,10 @@ func TestLaunchRemovesFilesDirEverywhere(t *testing.T) {
 		cancel bool
 	}{
 		{"success", "echo up", false},
-		{"failure", "echo up; sleep 1; exit 3", false},
+		// Rank 1 fails 10 s after it started, so that rank 0 on the
+		// other host has started and read the file by then: at 1 s a
+		// busy 2-core CI machine started rank 0 too late (CI, 08f207b).
+		{"failure", "echo up; sleep 10; exit 3", false},
 		{"interrupt", "echo up; exec sleep 60", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
