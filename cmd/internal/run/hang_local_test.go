@@ -2,13 +2,11 @@ package run
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 )
 
@@ -19,14 +17,8 @@ import (
 // forever; nothing of it is left.
 func TestProgressTimeoutLocally(t *testing.T) {
 	dir, mark := localDir(t)
-	src, err := os.ReadFile(filepath.Join(cmdtest.Testdata, "..", "..", "..", "examples", "torch_elastic.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyExample(t, dir, "torch_elastic.py")
 	script := filepath.Join(dir, "torch_elastic.py")
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	args := append(localLine(t, dir, "--standalone"), "--progress-timeout", "3s",
 		script, "--ckpt-dir", t.TempDir(), "--steps", "20", "--step-time", "0.2", "--hang-at-step", "3")
 	var out, errOut bytes.Buffer
@@ -58,14 +50,8 @@ func TestProgressTimeoutLocally(t *testing.T) {
 // stops it, as TestProgressTimeoutLocally shows.
 func TestProgressTimeoutRestartsAfterHang(t *testing.T) {
 	dir, mark := localDir(t)
-	src, err := os.ReadFile(filepath.Join(cmdtest.Testdata, "..", "..", "..", "examples", "torch_elastic.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyExample(t, dir, "torch_elastic.py")
 	script := filepath.Join(dir, "torch_elastic.py")
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	args := append(localLine(t, dir, "--standalone"), "--progress-timeout", "10s", "--max-restarts", "2", "--stop-grace", "2s",
 		script, "--ckpt-dir", t.TempDir(), "--steps", "6", "--step-time", "0.2", "--hang-at-step", "3", "--hang-restarts", "1")
 	var out, errOut bytes.Buffer
