@@ -193,6 +193,9 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 		hint = fmt.Sprintf("the DP %d pinned leaves no layout on every GPU", j.DP)
 	}
 	ch.Summary = summary(p, j.PlanIndex, n, hint) + vocabNote(m, p.TP, vocab, j.Args, found)
+	if j.DS != nil && j.DS.Elastic != nil {
+		ch.Summary += j.DS.BatchNote(p.DP) // the section, not the plan, chose the batch
+	}
 	if megatronArgs {
 		if w := sizesBeyondDefaults(fixed, p); w != "" {
 			ch.Warnings = append(ch.Warnings, w)
@@ -266,12 +269,9 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 			}
 		}
 	}
-	if global == 0 {
-		return nil, 0, errors.New("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
-	}
-	find := func(fx parallel.Constraints, keepConfig bool) ([]search.Plan, error) {
+	find := func(fx parallel.Constraints, global int, keepConfig, allGPUs bool) ([]search.Plan, error) {
 		so := search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom,
-			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs}
+			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs && allGPUs}
 		res, err := search.Search(c, m, so)
 		if err != nil && j.DP > 0 && fx.DP == j.DP && so.UseAllGPUs {
 			// The pinned DP may not divide every GPU: a plan on fewer
@@ -295,15 +295,34 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 		ch.Searched = &r
 		return kept, nil
 	}
-	plans, err := find(fixed, keep)
+	var plans []search.Plan
+	var err error
+	switch {
+	case ds != nil && ds.Elastic != nil:
+		// The section decides the batch whether or not the plan may change
+		// the config's other settings: batch keys beside it are refused or
+		// ignored by DeepSpeed, never used.
+		plans, err = searchElastic(c, j, fixed, micro, global, ch, func(fx parallel.Constraints, global int, allGPUs bool) ([]search.Plan, error) {
+			return find(fx, global, keep, allGPUs)
+		})
+		if err != nil {
+			return nil, 0, err // no size of the section's: an *InvalidWorldError stays one
+		}
+	case global == 0:
+		return nil, 0, errors.New("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
+	default:
+		plans, err = find(fixed, global, keep, true)
+	}
 	if keep && len(plans) == 0 {
 		free.MicroBatch = max(free.MicroBatch, micro)
-		alt, altErr := find(free, false)
 		var best *parallel.Config
-		if altErr == nil && len(alt) > 0 {
-			best = &alt[0].Config
-		} else if err == nil {
-			err = altErr
+		if global > 0 { // (an elasticity section's batch is per size: none to try)
+			alt, altErr := find(free, global, false, true)
+			if altErr == nil && len(alt) > 0 {
+				best = &alt[0].Config
+			} else if err == nil {
+				err = altErr
+			}
 		}
 		return nil, 0, ds.Conflict(best, err)
 	}

@@ -138,6 +138,8 @@ func (u *UserConfig) OffloadsParams() bool {
 // global (--global-batch-size or the script's, 0 for none) must agree with.
 func (u *UserConfig) GlobalBatch(global int) (int, error) {
 	switch {
+	case u.Elastic != nil:
+		return global, nil // the section's, per size (ElasticSizes)
 	case u.TrainBatch == 0:
 		return global, nil
 	case global > 0 && global != u.TrainBatch:
@@ -151,7 +153,7 @@ func (u *UserConfig) GlobalBatch(global int) (int, error) {
 // data-parallel size for the global batch.
 func (u *UserConfig) Constrain(fixed *parallel.Constraints, micro, global int) error {
 	name := u.Flag + " " + u.Path
-	if u.Micro > 0 {
+	if u.Elastic == nil && u.Micro > 0 { // with an elasticity section, DeepSpeed ignores the batch keys
 		if micro > 0 && micro != u.Micro {
 			return fmt.Errorf("the script's --micro-batch-size %d contradicts %s: train_micro_batch_size_per_gpu is %d", micro, name, u.Micro)
 		}
@@ -166,7 +168,7 @@ func (u *UserConfig) Constrain(fixed *parallel.Constraints, micro, global int) e
 	if on := u.Offloads(); on != nil {
 		fixed.ForceOffload, fixed.NoOffload = *on, !*on
 	}
-	if mb := max(fixed.MicroBatch, micro); mb > 0 && u.Accum > 0 {
+	if mb := max(fixed.MicroBatch, micro); u.Elastic == nil && mb > 0 && u.Accum > 0 {
 		if global%(mb*u.Accum) != 0 {
 			return fmt.Errorf("%s: train_batch_size %d is not divisible by micro-batch %d x gradient_accumulation_steps %d", name, global, mb, u.Accum)
 		}

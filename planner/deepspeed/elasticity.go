@@ -313,3 +313,34 @@ func (e *Elasticity) compatibleV02(world int) (int, []int, error) {
 	}
 	return int(c), []int{int(dp)}, nil
 }
+
+// ElasticSize is one data-parallel size an elasticity section gives a
+// batch for, and that batch.
+type ElasticSize struct {
+	DP int
+	ElasticBatch
+}
+
+// Sizes are the data-parallel sizes from 1 to most that DeepSpeed starts
+// with under the section (Batch without an error), smallest first: the
+// sizes a planned job may choose from. With none it returns the error the
+// largest size gets (an *InvalidWorldError names the valid sizes).
+func (e *Elasticity) Sizes(most int) ([]ElasticSize, error) {
+	var out []ElasticSize
+	var last error
+	for dp := 1; dp <= most; dp++ {
+		b, err := e.Batch(dp)
+		if err != nil {
+			last = err
+			continue
+		}
+		out = append(out, ElasticSize{DP: dp, ElasticBatch: b})
+	}
+	if len(out) == 0 {
+		if last == nil {
+			last = fmt.Errorf("elasticity: no data-parallel size up to %d", most)
+		}
+		return nil, last
+	}
+	return out, nil
+}

@@ -231,6 +231,22 @@ func (u *UserConfig) Batch(dp int) (micro, accum, train int, err error) {
 	return m, a, t, nil
 }
 
+// BatchNote is the batch DeepSpeed derives from the config at dp
+// data-parallel ranks, for a plan's summary ("" when it derives none):
+// "; DeepSpeed batch T = micro M x accumulation A x DP dp", and whence
+// with an elasticity section.
+func (u *UserConfig) BatchNote(dp int) string {
+	m, a, t, err := u.Batch(dp)
+	if err != nil {
+		return ""
+	}
+	how := ""
+	if u.Elastic != nil {
+		how = ", from its elasticity section"
+	}
+	return fmt.Sprintf("; DeepSpeed batch %d = micro %d x accumulation %d x DP %d%s", t, m, a, dp, how)
+}
+
 // Change is one key whose value a plan changes (or adds).
 type Change struct {
 	Key        string
@@ -247,10 +263,18 @@ func (u *UserConfig) PlanChanges(cfg parallel.Config) []Change {
 		user, plan int
 	}{{"train_batch_size", u.TrainBatch, cfg.GlobalBatch}, {"train_micro_batch_size_per_gpu", u.Micro, cfg.MicroBatch},
 		{"gradient_accumulation_steps", u.Accum, accum}, {"zero_optimization.stage", u.Stage, cfg.ZeroStage}} {
+		if u.Elastic != nil && c.key != "zero_optimization.stage" {
+			continue // DeepSpeed replaces the batch keys with the section's: below
+		}
 		if c.user > 0 || (c.key == "zero_optimization.stage" && c.user >= 0) {
 			if c.user != c.plan {
 				out = append(out, Change{c.key, c.user, c.plan})
 			}
+		}
+	}
+	if e := u.Elastic; e != nil {
+		if b, err := e.Batch(cfg.DP); err != nil || b.Train != cfg.GlobalBatch || b.Micro != cfg.MicroBatch {
+			out = append(out, Change{"elasticity", "its batch for DP " + strconv.Itoa(cfg.DP), fmt.Sprintf("train_batch_size %d, micro-batch %d", cfg.GlobalBatch, cfg.MicroBatch)})
 		}
 	}
 	planDev := func(on bool) string {

@@ -208,20 +208,17 @@ func reloadsAt(ch *PlanChoice, savedDP int) error {
 
 // dsBatch is the batch DeepSpeed derives from the user's config at the
 // plan's data-parallel size (with an elasticity section, its
-// compute_elastic_config's), for an attempt's layout line.
+// compute_elastic_config's), for an attempt's layout line; a planned job's
+// summary with an elasticity section says it already.
 func dsBatch(ch *PlanChoice) string {
 	if ch.DS == nil {
 		return ""
 	}
-	m, a, t, err := ch.DS.Batch(ch.Plan.DP)
-	if err != nil {
+	note := ch.DS.BatchNote(ch.Plan.DP)
+	if strings.Contains(ch.Summary, note) {
 		return ""
 	}
-	how := ""
-	if ch.DS.Elastic != nil {
-		how = ", from its elasticity section"
-	}
-	return fmt.Sprintf("; DeepSpeed batch %d = micro %d x accumulation %d x DP %d%s", t, m, a, ch.Plan.DP, how)
+	return note
 }
 
 // elasticHosts are every host the job may use, in the order it takes them

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,15 +101,21 @@ func cutOnce(ctx context.Context, t *testing.T, tb *testbed.Testbed, out *syncbu
 	return cut
 }
 
-// kitElasticBatch is DeepSpeed's own compute_elastic_config, run from the
-// kit, for config's elasticity section at world: batch, micro batch and
-// the accumulation DeepSpeedConfig derives.
-func kitElasticBatch(t *testing.T, kit *dskit.Kit, config string, world int) (train, micro, accum int) {
+// kitBatch is a batch as DeepSpeed derives it: train_batch_size,
+// micro-batch, accumulation.
+type kitBatch struct{ Train, Micro, Accum int }
+
+// kitElasticBatches is DeepSpeed's own compute_elastic_config, run from
+// the kit (one interpreter for all worlds), for config's elasticity
+// section at each world size: batch, micro batch and the accumulation
+// DeepSpeedConfig derives. A world DeepSpeed refuses fails the test.
+func kitElasticBatches(t *testing.T, kit *dskit.Kit, config string, worlds ...int) map[int]kitBatch {
 	t.Helper()
 	script := fmt.Sprintf(`import json
 from deepspeed.elasticity import compute_elastic_config
-final, _, micro = compute_elastic_config(json.load(open(%q)), "0.14.4", world_size=%d)
-print("ELASTIC_BATCH", final, micro, final // (micro * %d))`, config, world, world)
+for world in %s:
+    final, _, micro = compute_elastic_config(json.load(open(%q)), "0.14.4", world_size=world)
+    print("ELASTIC_BATCH", world, final, micro, final // (micro * world))`, strings.Join(strings.Fields(fmt.Sprint(worlds)), ", "), config)
 	cmd := exec.Command(kit.Python, "-c", script)
 	cmd.Env = append(os.Environ(), kit.Env...)
 	var stderr bytes.Buffer
@@ -117,12 +124,19 @@ print("ELASTIC_BATCH", final, micro, final // (micro * %d))`, config, world, wor
 	if err != nil {
 		t.Fatalf("compute_elastic_config: %v\n%s", err, stderr.String())
 	}
-	// DeepSpeed logs to stdout too: the answer is its own line.
-	_, line, _ := strings.Cut(string(out), "ELASTIC_BATCH ")
-	if _, err := fmt.Sscan(line, &train, &micro, &accum); err != nil {
-		t.Fatalf("compute_elastic_config printed %q: %v", out, err)
+	// DeepSpeed logs to stdout too: the answers are lines of their own.
+	got := map[int]kitBatch{}
+	for _, line := range strings.Split(string(out), "\n") {
+		var world int
+		var b kitBatch
+		if _, err := fmt.Sscanf(line, "ELASTIC_BATCH %d %d %d %d", &world, &b.Train, &b.Micro, &b.Accum); err == nil {
+			got[world] = b
+		}
 	}
-	return train, micro, accum
+	if len(got) != len(slices.Compact(slices.Sorted(slices.Values(worlds)))) {
+		t.Fatalf("compute_elastic_config printed %q for worlds %v", out, worlds)
+	}
+	return got
 }
 
 // TestElasticDeepSpeedOnTestbed (issue 30): real DeepSpeed v0.14.4 (the
@@ -210,9 +224,9 @@ func TestElasticDeepSpeedOnTestbed(t *testing.T) {
 					world int
 					got   dsBatchLine
 				}{{4, before[0]}, {3, after[0]}} {
-					tr, m, a := kitElasticBatch(t, kit, cfg, x.world)
-					if x.got.Train != tr || x.got.Micro != m || x.got.Accum != a {
-						t.Errorf("world %d: the engine uses batch %d micro %d accumulation %d, compute_elastic_config gives %d %d %d", x.world, x.got.Train, x.got.Micro, x.got.Accum, tr, m, a)
+					k := kitElasticBatches(t, kit, cfg, x.world)[x.world]
+					if x.got.Train != k.Train || x.got.Micro != k.Micro || x.got.Accum != k.Accum {
+						t.Errorf("world %d: the engine uses batch %d micro %d accumulation %d, compute_elastic_config gives %d %d %d", x.world, x.got.Train, x.got.Micro, x.got.Accum, k.Train, k.Micro, k.Accum)
 					}
 				}
 			} else if before[0].Train != 12 || before[0].Accum != 3 || after[0].Accum != 4 {
