@@ -58,14 +58,6 @@ func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro,
 				lastErr = err
 				continue
 			}
-			if !allGPUs {
-				for i := range got {
-					if got[i].Idle != nil {
-						got[i].Idle.Reason = fmt.Sprintf("no data-parallel size DeepSpeed's elasticity section starts with (%s) has a layout on all %d GPUs; planned on %d",
-							sizeList(sizes), c.TotalGPUs(), c.TotalGPUs()-got[i].Idle.GPUs)
-					}
-				}
-			}
 			if len(got) > 0 && (searched == nil || perSample(got[0]) < perSample(searched.Plans[0])) {
 				searched = ch.Searched // find recorded this size's search
 			}
@@ -85,6 +77,7 @@ func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro,
 		}
 		return nil, fmt.Errorf("no plan at a data-parallel size DeepSpeed's elasticity section starts with (%s): %w", joinMax(tried, 6), lastErr)
 	}
+	idleWhy(plans, sizes, c.TotalGPUs())
 	slices.SortStableFunc(plans, func(a, b search.Plan) int {
 		switch pa, pb := perSample(a), perSample(b); {
 		case pa < pb:
@@ -101,6 +94,31 @@ func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro,
 	r.Plans = plans
 	ch.Searched = &r
 	return plans, nil
+}
+
+// idleWhy says why a plan leaves hosts idle in the section's terms (the
+// search's own reason names the DP as if the user had pinned it): no
+// size the section starts with has a layout on every GPU, or one on fewer
+// is faster per sample than the best on every GPU.
+func idleWhy(plans []search.Plan, sizes []deepspeed.ElasticSize, total int) {
+	var whole *search.Plan
+	for i := range plans {
+		if plans[i].Idle == nil && (whole == nil || perSample(plans[i]) < perSample(*whole)) {
+			whole = &plans[i]
+		}
+	}
+	for i := range plans {
+		idle := plans[i].Idle
+		if idle == nil {
+			continue
+		}
+		used := total - idle.GPUs
+		if whole == nil {
+			idle.Reason = fmt.Sprintf("no data-parallel size DeepSpeed's elasticity section starts with (%s) has a layout on all %d GPUs; planned on %d", sizeList(sizes), total, used)
+		} else {
+			idle.Reason = fmt.Sprintf("DP %d on %d GPUs is faster per sample than the best plan on all %d (DP %d, %.3g s for its batch of %d)", plans[i].DP, used, total, whole.DP, whole.Predicted.IterationSeconds, whole.GlobalBatch)
+		}
+	}
 }
 
 // perSample is a plan's predicted time per sample of its global batch.
