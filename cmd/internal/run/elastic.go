@@ -149,7 +149,8 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 	}
 	// A host's check: a new SSH connection (reaching the host is its first
 	// step; the launch probe's pool would leave a session standing by for
-	// a job) that runs the launch probe's health check there.
+	// a job) that runs the launch probe's health check there; on this
+	// machine, the same check without SSH.
 	check := func(ctx context.Context, host string) error {
 		if er.k8s != nil {
 			return er.k8s.check(ctx, host) // its node, through the API
@@ -166,7 +167,8 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 			return nil
 		}
 		if cur != nil && cur.local {
-			return nil // this machine: no SSH to check
+			// This machine: the same check, run here.
+			return launchprobe.CheckHost(ctx, remote.LocalRunner{}, "127.0.0.1", needs[host])
 		}
 		c, err := remote.Dial(ctx, targets[host], opts.SSH)
 		if err != nil {

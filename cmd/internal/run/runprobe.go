@@ -113,8 +113,15 @@ func healthNeeds(o *Options, c *cluster.Cluster, p *search.Plan) map[string]laun
 		for _, nic := range c.Islands[h.Island].Spec.NICs {
 			n.Links = append(append(n.Links, nic.Devices...), nic.Netdevs...)
 		}
-		if o.ClusterFile != "" {
+		switch {
+		case o.ClusterFile != "":
 			n.GPUs = ranks[i]
+		case o.local:
+			// This machine's ranks run on its GPUs when nvidia-smi listed
+			// as many at the start (else they are CPU ranks).
+			if gpus, _ := cmdutil.LocalGPUs(context.Background()); gpus >= ranks[i] {
+				n.GPUs = ranks[i]
+			}
 		}
 		out[h.Name] = n
 	}
