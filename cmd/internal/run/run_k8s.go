@@ -82,8 +82,14 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 	if err != nil {
 		return err
 	}
-	attempts := launching && nodes.Elastic()
-	if err := k8sRefusals(opts, nodes); err != nil {
+	// Restarts, elastic or on a fixed set of hosts (MIN = MAX: a host
+	// lost stops the job, as torchrun's fixed --nnodes), run as attempts
+	// of the elastic loop, each a JobSet of its own.
+	attempts := launching && (nodes.Elastic() || opts.MaxRestarts > 0)
+	if attempts && !nodes.Elastic() {
+		nodes = launchline.Nodes{Min: len(j.Hosts), Max: len(j.Hosts)}
+	}
+	if err := k8sRefusals(opts); err != nil {
 		return err
 	}
 	ko, err := k8s.Sources{File: opts.K8s.ConfigFile, PodPatchFile: opts.K8s.PodPatchFile, Flags: opts.K8s.Flags,
@@ -146,9 +152,8 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 
 // k8sRefusals refuse what --launcher k8s does not do, rather than ignore
 // it: a preflight job, log files here and rank filters (kubectl logs keeps
-// each pod's output), and restarts of a job on a fixed number of hosts
-// (the JobSet is re-created only through the elastic loop).
-func k8sRefusals(opts *Options, nodes launchline.Nodes) error {
+// each pod's output).
+func k8sRefusals(opts *Options) error {
 	why := "kubectl logs keeps each pod's output"
 	for _, r := range []struct {
 		flag string
@@ -158,7 +163,6 @@ func k8sRefusals(opts *Options, nodes launchline.Nodes) error {
 		{"--preflight", opts.Preflight || opts.PreflightOnly, "run pipette-launch preflight over SSH first"},
 		{"--log-dir", opts.LogDir != "", why},
 		{"--quiet-ranks/--local-ranks-filter", len(opts.QuietRanks)+len(opts.LocalRanksFilter) > 0, why},
-		{"--max-restarts", opts.MaxRestarts > 0 && !nodes.Elastic(), fmt.Sprintf("a JobSet is re-created only for an elastic line: give --nnodes MIN:MAX (MAX the hosts listed; MIN the fewest to go on with) with --max-restarts %d", opts.MaxRestarts)},
 	} {
 		if r.set {
 			return cmdutil.InputErrorf("%s is not supported with --launcher k8s (%s)", r.flag, r.why)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,8 +132,9 @@ containers:
 
 	// --progress-timeout on the pods' lines: every rank stops printing at
 	// step 3, so no host is to blame; with --max-restarts 0 the elastic
-	// job stops saying it hung, and a job on fixed hosts is stopped as
-	// hung. Nothing of either is left.
+	// job stops saying it hung, a job on fixed hosts is stopped as hung,
+	// and one on fixed hosts with --max-restarts 1 is restarted (a JobSet
+	// of its own) and finishes. Nothing of any is left.
 	for _, c := range []struct {
 		name  string
 		flags []string
@@ -141,12 +143,20 @@ containers:
 		{"hang-elastic", []string{"--nnodes", "2:3", "--max-restarts", "0"}, []string{"STOPPED: 0 restarts done, --max-restarts 0",
 			"ended      : the job hung: no new step for 8s (--progress-timeout 8s) after step 3; every host silent as long: no host to blame"}},
 		{"hang-fixed", nil, []string{"pipette-launch: job hang-fixed stopped as hung: no new step for 8s"}},
+		// A fixed set of hosts with restarts: the hang (first attempt only)
+		// restarts the job as a new JobSet, which resumes and finishes.
+		{"hang-fixed-restart", []string{"--max-restarts", "1"}, []string{"finished on 3 hosts after 1 restart",
+			"hang-fixed-restart-a2-hosts-0-0:0: RESUMED from step 2 world 3 restart 1", "DONE step 6"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			code, o, e := runCLI(t, argv(c.name, append(c.flags, "--progress-timeout", "8s"), "--steps", "40", "--step-time", "0.3", "--hang-at-step", "3")[1:]...)
+			steps, code := []string{"--steps", "40"}, 1
+			if slices.Contains(c.flags, "--max-restarts") && !slices.Contains(c.flags, "--nnodes") {
+				steps, code = []string{"--steps", "6", "--hang-restarts", "1"}, 0
+			}
+			got, o, e := runCLI(t, argv(c.name, append(c.flags, "--progress-timeout", "8s"), append(steps, "--step-time", "0.3", "--hang-at-step", "3")...)[1:]...)
 			for _, w := range c.want {
-				if code != 1 || !strings.Contains(e, w) {
-					t.Errorf("exit %d, want 1 and %q\nstdout:\n%s\nstderr:\n%s", code, w, o, e)
+				if got != code || !strings.Contains(o+e, w) {
+					t.Errorf("exit %d, want %d and %q\nstdout:\n%s\nstderr:\n%s", got, code, w, o, e)
 				}
 			}
 			left, err := s.Kubectl(context.Background(), nil, "get", "pods,jobs,jobsets,configmaps,services,secrets", "-o", "name")

@@ -71,7 +71,6 @@ func TestK8sBadInputBeforeAnything(t *testing.T) {
 		{[]string{"--k8s-image", "a:1", "--k8s-label", "novalue"}, `--k8s-label`},
 		{[]string{}, "image: required"},
 		{[]string{"--k8s-image", "a:1", "--k8s-format", "trainjob"}, "2 islands"},
-		{[]string{"--k8s-image", "a:1", "--max-restarts", "2"}, "--max-restarts is not supported with --launcher k8s (a JobSet is re-created only for an elastic line: give --nnodes MIN:MAX"},
 		{[]string{"--k8s-image", "a:1", "--log-dir", "logs"}, "--log-dir is not supported with --launcher k8s"},
 		{[]string{"--k8s-image", "a:1", "--preflight"}, "--preflight is not supported with --launcher k8s"},
 	} {
