@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -233,6 +234,14 @@ func TestRunCLISIGTERM(t *testing.T) {
 func signalRun(t *testing.T, args []string, n int, sig syscall.Signal) string {
 	t.Helper()
 	bin := cmdtest.Build(t, t.TempDir())
+	// The test is of ^C at a terminal: pipette-launch leaves alone a
+	// signal it was started ignoring (a shell's background job ignores
+	// SIGINT, and a test binary run in one passes that on). Caught here
+	// while the child starts, sig reaches it at its default, as from a
+	// foreground shell.
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, sig)
+	defer signal.Stop(caught)
 	cmd := exec.Command(bin, args[1:]...)
 	var out, errOut syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
