@@ -79,6 +79,11 @@ func planOn(opts *Options, er elasticRun, first *job.Job, firstDP int, hosts []s
 // idle and why. The cluster returned has the hosts kept.
 func planValidWorld(o *Options, fw parallel.Framework, mode fabric.Mode, min int) (*plannedCluster, *PlanChoice, bool, error) {
 	c, ch, planned, err := PlanJob(o, fw, mode)
+	if err != nil && min > 0 && planned && !o.UseAllGPUs {
+		if kc, kch, ok := planWithIdleHosts(o, fw, mode, min); ok {
+			return kc, kch, planned, nil
+		}
+	}
 	var bad *deepspeed.InvalidWorldError
 	if min == 0 || c == nil || !errors.As(err, &bad) {
 		return c, ch, planned, err
@@ -113,6 +118,30 @@ func planValidWorld(o *Options, fw parallel.Framework, mode fabric.Mode, min int
 	}
 	kch.Summary += fmt.Sprintf("; leaves %s idle: DeepSpeed's elasticity section accepts world sizes %v, not the %d of all %d hosts", strings.Join(idle, ", "), bad.Valid, bad.World, len(c.Hosts))
 	return kc, kch, planned, nil
+}
+
+// planWithIdleHosts plans an elastic attempt whose hosts no plan uses
+// whole (the GPUs left after a loss rarely divide as the first attempt's
+// did: 127 hosts of 8 GPUs and a global batch of 1,024 have no layout on
+// all 1,016), as the search does without --nnodes: on the hosts that give
+// the fastest plan, the others named idle and why. It takes it only when
+// at least min hosts run ranks (--nnodes' MIN).
+func planWithIdleHosts(o *Options, fw parallel.Framework, mode fabric.Mode, min int) (*plannedCluster, *PlanChoice, bool) {
+	k := *o
+	k.idleOK = true
+	c, ch, _, err := PlanJob(&k, fw, mode)
+	if err != nil || ch.Plan == nil {
+		return nil, nil, false
+	}
+	used := map[int]bool{}
+	for _, r := range ch.Plan.Placement {
+		used[r.HostIndex] = true
+	}
+	if len(used) < min {
+		return nil, nil, false
+	}
+	o.searched = k.searched
+	return c, ch, true
 }
 
 // hostNames are c's hosts' names, in order.

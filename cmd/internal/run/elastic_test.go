@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,6 +82,39 @@ func TestElasticDryRunPlansEachLoss(t *testing.T) {
 			"# n2 lost: restarts on n1 n3 n4: torchrun rank order (no planning): 6 ranks on 3 host(s)", "#   changes: WORLD_SIZE 8 -> 6"} {
 			if code != 0 || !strings.Contains(out, w) {
 				t.Errorf("exit %d, stdout lacks %q\nstdout:\n%s\nstderr:\n%s", code, w, out, errOut)
+			}
+		}
+	})
+	t.Run("no layout on every GPU left", func(t *testing.T) {
+		// 30 hosts of 8 GPUs: 29 left (232 GPUs) have no layout for a
+		// global batch of 96 (the factor 29 would be PP, above 24 layers),
+		// so the restart leaves hosts idle, naming them, with at least MIN
+		// running; with MIN 29 it cannot, and the job would stop.
+		dir := t.TempDir()
+		cf := filepath.Join(dir, "c30.yaml")
+		if err := os.WriteFile(cf, []byte("clusters:\n  - name: a100\n    hosts: n[1-30]\n    gpus_per_host: 8\n    gpu: {model: A100-80GB-SXM}\n"+
+			"    intra_host: {type: nvlink, bandwidth_gbyte_per_s: 243}\n    nics: [{type: infiniband, count: 4, rate_gbit_per_s: 200}]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			nnodes string
+			ok     bool
+		}{{"20:30", true}, {"29:30", false}} {
+			code, out, errOut := runCLI(t, cmdtest.Cat([]string{"--dry-run", "--nnodes", c.nnodes, "--cluster", cf, "pretrain_gpt.py"}, small24)...)
+			restarts := regexp.MustCompile(`(?m)^# n\d+ lost: restarts on .*leaves (\d+) GPUs on .* idle, nothing is started there \(no layout uses all 232 GPUs`).FindAllStringSubmatch(out, -1)
+			stops := strings.Count(out, " lost: no plan on ")
+			switch {
+			case code != 0:
+				t.Errorf("--nnodes %s: exit %d\n%s", c.nnodes, code, errOut)
+			case c.ok && len(restarts) != 30:
+				t.Errorf("--nnodes %s: %d of 30 losses restart with hosts idle, want all\n%s", c.nnodes, len(restarts), out)
+			case !c.ok && (len(restarts) != 0 || stops != 30):
+				t.Errorf("--nnodes %s: %d losses restart, %d stop; want every loss to stop (fewer than MIN hosts would run)\n%s", c.nnodes, len(restarts), stops, out)
+			}
+			for _, r := range restarts {
+				if idle, _ := strconv.Atoi(r[1]); 232-idle < 20*8 {
+					t.Errorf("%q: fewer than MIN 20 hosts run", r[0])
+				}
 			}
 		}
 	})

@@ -119,6 +119,9 @@ type Options struct {
 	// pinDP, when set, is the data-parallel size an elastic restart keeps
 	// (planOn: its DeepSpeed checkpoint loads only at that size).
 	pinDP int
+	// idleOK lets an elastic attempt's plan leave hosts idle when no plan
+	// uses every GPU of its hosts (planValidWorld).
+	idleOK bool
 	// filesDir is the job's own directory for its files (jobFilesDir).
 	filesDir string
 	// Reprobe (--reprobe) runs the launch probe for a dry run or

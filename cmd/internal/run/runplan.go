@@ -50,11 +50,12 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	// A launch line's --nnodes (N or MIN:MAX) says how many hosts the job
 	// runs on, so the plan uses every GPU of the hosts it keeps rather than
 	// leaving some idle: an elastic job's membership is the restart loop's
-	// to decide, and a fixed N is the user's.
+	// to decide, and a fixed N is the user's. Only when no plan uses them
+	// all may an elastic attempt leave some idle (idleOK).
 	job := planner.Job{Framework: fw, Script: o.Script, Args: o.ScriptArgs, GlobalBatch: o.GlobalBatch,
 		SequenceParallel: sp, SequenceParallelFlag: o.SequenceParallel, Vocab: tokenizer.Reader{Dir: o.WorkDir}.Vocab,
 		TPOverlapCfg: ub, DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom,
-		UseAllGPUs: o.UseAllGPUs || o.NNodes != "", DP: o.pinDP}
+		UseAllGPUs: o.UseAllGPUs || (o.NNodes != "" && !o.idleOK), DP: o.pinDP}
 	if o.Model != "" {
 		job.Model = func() (model.Model, error) { return cmdutil.LoadModel(o.Model, 0) }
 	}
