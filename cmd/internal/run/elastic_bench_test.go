@@ -2,8 +2,6 @@ package run
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,12 +16,7 @@ import (
 // of 1,024 and the plan leaves hosts idle. s/replan is the time per
 // plan: go test -run '^$' -bench ReplanEachLoss ./cmd/internal/run/
 func BenchmarkReplanEachLoss1024GPUs(b *testing.B) {
-	dir := b.TempDir()
-	cf := filepath.Join(dir, "c128.yaml")
-	if err := os.WriteFile(cf, []byte("clusters:\n  - name: a100\n    hosts: n[1-128]\n    gpus_per_host: 8\n    gpu: {model: A100-80GB-SXM}\n"+
-		"    intra_host: {type: nvlink, bandwidth_gbyte_per_s: 243}\n    nics: [{type: infiniband, count: 4, rate_gbit_per_s: 200}]\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	cf := a100Cluster(b, b.TempDir(), 128, 8, "A100-80GB-SXM", "{type: infiniband, count: 4, rate_gbit_per_s: 200}")
 	args := []string{"pipette-launch", "run", "--dry-run", "--nnodes", "100:128", "--cluster", cf, "--framework", "megatron", "--no-check-script", "pretrain_gpt.py",
 		"--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "40", "--seq-length", "2048", "--max-position-embeddings", "2048",
 		"--vocab-size", "50257", "--bf16", "--global-batch-size", "1024", "--save", "/c", "--load", "/c"}

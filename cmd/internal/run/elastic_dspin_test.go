@@ -18,10 +18,16 @@ import (
 
 // dsPinCluster is 4 hosts of 4 A100s whose network's speed decides the
 // DP of the first plan (the slower, the smaller).
-func dsPinCluster(t *testing.T, dir string, nic string) string {
+func dsPinCluster(t testing.TB, dir string, nic string) string {
+	return a100Cluster(t, dir, 4, 4, "A100-40GB-SXM", nic)
+}
+
+// a100Cluster writes a cluster file of one island: hosts n1..nHOSTS of
+// gpus A100s (model) over NVLink, nic their network.
+func a100Cluster(t testing.TB, dir string, hosts, gpus int, model, nic string) string {
 	t.Helper()
 	path := filepath.Join(dir, "cluster.yaml")
-	data := "clusters:\n  - name: a100\n    hosts: n[1-4]\n    gpus_per_host: 4\n    gpu: {model: A100-40GB-SXM}\n" +
+	data := fmt.Sprintf("clusters:\n  - name: a100\n    hosts: n[1-%d]\n    gpus_per_host: %d\n    gpu: {model: %s}\n", hosts, gpus, model) +
 		"    intra_host: {type: nvlink, bandwidth_gbyte_per_s: 243}\n    nics: [" + nic + "]\n"
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)

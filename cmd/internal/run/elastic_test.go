@@ -90,12 +90,7 @@ func TestElasticDryRunPlansEachLoss(t *testing.T) {
 		// global batch of 96 (the factor 29 would be PP, above 24 layers),
 		// so the restart leaves hosts idle, naming them, with at least MIN
 		// running; with MIN 29 it cannot, and the job would stop.
-		dir := t.TempDir()
-		cf := filepath.Join(dir, "c30.yaml")
-		if err := os.WriteFile(cf, []byte("clusters:\n  - name: a100\n    hosts: n[1-30]\n    gpus_per_host: 8\n    gpu: {model: A100-80GB-SXM}\n"+
-			"    intra_host: {type: nvlink, bandwidth_gbyte_per_s: 243}\n    nics: [{type: infiniband, count: 4, rate_gbit_per_s: 200}]\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		cf := a100Cluster(t, t.TempDir(), 30, 8, "A100-80GB-SXM", "{type: infiniband, count: 4, rate_gbit_per_s: 200}")
 		for _, c := range []struct {
 			nnodes string
 			ok     bool

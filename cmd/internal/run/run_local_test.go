@@ -169,12 +169,7 @@ func TestRunLocallyKilledLeavesNothing(t *testing.T) {
 func TestNProcPerNodeCountedHere(t *testing.T) {
 	none := t.TempDir()
 	four := t.TempDir()
-	line := "GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-00000000000%d)\n"
-	var rec string
-	for i := range 4 {
-		rec += fmt.Sprintf(line, i, i)
-	}
-	if err := os.WriteFile(filepath.Join(four, "nvidia-smi"), []byte("#!/bin/sh\n[ \"$1\" = -L ] && printf '%s' '"+rec+"'\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(four, "nvidia-smi"), []byte(nvidiaSMIListing(4)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
