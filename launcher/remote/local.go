@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -95,20 +94,6 @@ func RunLocal(ctx context.Context, cmd string) error {
 		return fmt.Errorf("%w%s", err, StderrSuffix(out))
 	}
 	return nil
-}
-
-// LocalRunner runs commands on this machine with /bin/sh -c, as an SSH
-// connection runs them on a host: the checks a job on this machine alone
-// makes of it.
-type LocalRunner struct{}
-
-// Run runs cmd to its end.
-func (LocalRunner) Run(ctx context.Context, cmd string) (stdout, stderr []byte, err error) {
-	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
-	var out, errOut bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errOut
-	err = c.Run()
-	return out.Bytes(), errOut.Bytes(), err
 }
 
 // LocalSession is a command started by StartLocal, a child of ours; it

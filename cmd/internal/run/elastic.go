@@ -168,7 +168,7 @@ func runElastic(ctx context.Context, opts *Options, er elasticRun) error {
 		}
 		if cur != nil && cur.local {
 			// This machine: the same check, run here.
-			return launchprobe.CheckHost(ctx, remote.LocalRunner{}, "127.0.0.1", needs[host])
+			return launchprobe.CheckLocal(ctx, needs[host])
 		}
 		c, err := remote.Dial(ctx, targets[host], opts.SSH)
 		if err != nil {

@@ -1,8 +1,10 @@
 package launchprobe
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 )
@@ -36,4 +38,23 @@ func CheckHost(ctx context.Context, conn Runner, masterAddr string, needs Needs)
 		return fmt.Errorf("launch probe: %w", err)
 	}
 	return hr.Health(append([]string{hr.Ifname}, needs.Links...), needs.GPUs)
+}
+
+// CheckLocal is CheckHost on this machine, for a job that runs here alone
+// (no SSH): the launch probe's command with /bin/sh, rank 0's address
+// loopback, as Local describes this machine before a start.
+func CheckLocal(ctx context.Context, needs Needs) error {
+	return CheckHost(ctx, localShell{}, "127.0.0.1", needs)
+}
+
+// localShell runs a command on this machine with /bin/sh -c, as sshd runs
+// it on a host.
+type localShell struct{}
+
+func (localShell) Run(ctx context.Context, cmd string) ([]byte, []byte, error) {
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	err := c.Run()
+	return out.Bytes(), errOut.Bytes(), err
 }

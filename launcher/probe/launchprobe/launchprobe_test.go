@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -215,5 +216,29 @@ func TestLaunchProbeHealth(t *testing.T) {
 				t.Errorf("CheckHost = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckLocal: the check of this machine after a failure, run here
+// without SSH: loopback is up and, with nvidia-smi absent, GPUs are not
+// judged; an nvidia-smi listing fewer GPUs than the job runs on (a
+// recorded answer's lines) fails it, naming the count.
+func TestCheckLocal(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if _, err := exec.LookPath("nvidia-smi"); err == nil {
+		t.Fatal("this machine has nvidia-smi: the test counts on its absence")
+	}
+	if err := CheckLocal(context.Background(), Needs{Links: []string{"lo"}, GPUs: 2}); err != nil {
+		t.Errorf("this machine: %v, want healthy", err)
+	}
+	bin := t.TempDir()
+	smi := "#!/bin/sh\n[ \"$1\" = -L ] && echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)'\n"
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(smi), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	err := CheckLocal(context.Background(), Needs{GPUs: 2})
+	if want := "health check: 1 of its 2 GPUs visible (nvidia-smi -L)"; err == nil || err.Error() != want {
+		t.Errorf("one GPU listed of 2: %v, want %q", err, want)
 	}
 }
