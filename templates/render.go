@@ -406,7 +406,7 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 			return nil, err
 		}
 		if megatronArgs && o.Unplanned {
-			return user, megatron.CheckArgs(user, len(p.Placement))
+			return user, megatron.CheckDeepSpeedArgs(user, len(p.Placement))
 		}
 		if !megatronArgs {
 			if p.TP > 1 || p.PP > 1 || p.CP > 1 {
@@ -422,7 +422,7 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 		if err != nil {
 			return nil, err
 		}
-		return merged, megatron.CheckArgs(merged, len(p.Placement))
+		return merged, megatron.CheckDeepSpeedArgs(merged, len(p.Placement))
 	case parallel.FrameworkTorch, "":
 		return o.Args, nil
 	}
@@ -441,6 +441,10 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 	}
 	c := cfg
 	c.DistributedOptimizer, c.Offload, c.StageLayers = false, parallel.Offload{}, nil
+	// The layer split is not a Megatron flag here (Megatron-DeepSpeed has
+	// none; PipelineModule partitions): an uneven one travels in
+	// PipelineLayersEnv, so no layer count is checked against PP below.
+	numLayers = 0
 	// DeepSpeed's MoE layer takes its expert parallelism from
 	// --moe-expert-parallel-size (its ETP follows
 	// --enable-expert-tensor-parallelism, which the plan keeps as the

@@ -175,3 +175,46 @@ func checkDSOffload(p *search.Plan, data []byte) error {
 	}
 	return nil
 }
+
+// TestMegatronDeepSpeedPPNotDividingLayers: a DeepSpeed plan of a
+// Megatron-DeepSpeed script whose PP does not divide the layers (PP 7 on
+// 24: the plan's split is 4/4/4/3/3/3/3) renders, the split in
+// PIPETTE_PIPELINE_LAYERS for DeepSpeed's PipelineModule, no Megatron split
+// flag (Megatron-DeepSpeed has none). The render used to refuse it ("24
+// layers do not divide over 7 stages"), which a planned DeepSpeed job on
+// an odd number of hosts could meet as its first plan.
+func TestMegatronDeepSpeedPPNotDividingLayers(t *testing.T) {
+	f, err := cluster.Parse([]byte("clusters:\n  - name: a100\n    hosts: n[1-7]\n    gpus_per_host: 8\n    gpu: {model: A100-80GB-SXM}\n" +
+		"    intra_host: {type: nvlink, bandwidth_gbyte_per_s: 243}\n    nics: [{type: infiniband, count: 4, rate_gbit_per_s: 200}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16", "--seq-length", "2048", "--max-position-embeddings", "2048", "--vocab-size", "50257", "--bf16"}
+	m, fixed, _, err := megatron.ModelFromArgs(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed.PP = 7
+	res, err := search.Search(c, m, search.Options{Framework: parallel.FrameworkDeepSpeed, GlobalBatch: 64, Fixed: fixed, TopK: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Plans[0]
+	p.Framework = parallel.FrameworkDeepSpeed
+	j, err := Render(&p, c, Options{Script: "pretrain_gpt.py", Args: args})
+	if err != nil {
+		t.Fatalf("PP 7 stages %v: %v", p.StageLayers, err)
+	}
+	r := j.Hosts[0].Ranks[0]
+	if err := checkSplitEnv(&p, r.Env, j); err != nil {
+		t.Error(err)
+	}
+	a := megatron.Parse(r.Argv)
+	if a.Value("--pipeline-model-parallel-size") != "7" || a.Has("--pipeline-model-parallel-layout") || a.Has("--decoder-first-pipeline-num-layers") {
+		t.Errorf("argv %v: want PP 7 and no Megatron split flag", r.Argv)
+	}
+}

@@ -139,7 +139,7 @@ func (u *UserConfig) OffloadsParams() bool {
 func (u *UserConfig) GlobalBatch(global int) (int, error) {
 	switch {
 	case u.Elastic != nil:
-		return global, nil // the section's, per size (ElasticSizes)
+		return global, nil // the section's, per size (Elasticity.Sizes)
 	case u.TrainBatch == 0:
 		return global, nil
 	case global > 0 && global != u.TrainBatch:

@@ -12,6 +12,9 @@ import (
 // megatronSettings is what Megatron-LM's argument validation reads, parsed
 // back from a rendered argument list.
 type megatronSettings struct {
+	// dsPipe: a Megatron-DeepSpeed job, whose pipeline stages DeepSpeed's
+	// PipelineModule splits (CheckDeepSpeedArgs).
+	dsPipe                           bool
 	tp, pp, cp, ep, etp, experts     int
 	ulysses                          int // --ds-sequence-parallel-size
 	dsMoE, dsExpertTP                bool
@@ -127,10 +130,26 @@ func readMegatronSettings(argv []string) (megatronSettings, error) {
 // arguments.py applies (megatron-lm.md) to a final argument list for a job of
 // worldSize ranks. A rendered launch that fails here would never start.
 func CheckArgs(argv []string, worldSize int) error {
+	return checkArgs(argv, worldSize, false)
+}
+
+// CheckDeepSpeedArgs is CheckArgs for a Megatron-DeepSpeed job: with
+// pipeline stages its model is a DeepSpeed PipelineModule (GPTModelPipe,
+// partition_method "type:transformer"), which splits any number of layers
+// over the stages, so Megatron-Core's rule that PP divides the layers
+// (microsoft/Megatron-DeepSpeed megatron/model/transformer.py
+// _get_num_layers, used only by the model without DeepSpeed's pipeline)
+// does not hold; every stage still needs a layer.
+func CheckDeepSpeedArgs(argv []string, worldSize int) error {
+	return checkArgs(argv, worldSize, true)
+}
+
+func checkArgs(argv []string, worldSize int, dsPipe bool) error {
 	s, err := readMegatronSettings(argv)
 	if err != nil {
 		return err
 	}
+	s.dsPipe = dsPipe
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if s.tp < 1 || s.pp < 1 || s.cp < 1 || s.ep < 1 || s.ulysses < 1 {
@@ -227,6 +246,12 @@ func (s megatronSettings) checkMoE(world int) []error {
 // checkStages validates the layer split flags and returns the number of
 // virtual stages per pipeline rank they imply.
 func (s megatronSettings) checkStages() (int, error) {
+	if s.dsPipe && s.pp > 1 {
+		if s.numLayers > 0 && s.numLayers < s.pp {
+			return 0, fmt.Errorf("--num-layers %d is fewer than pp %d: DeepSpeed's PipelineModule would leave a stage without a layer", s.numLayers, s.pp)
+		}
+		return 1, nil
+	}
 	n := 0
 	for _, set := range []bool{s.layersPerVirtual > 0, s.virtualStages > 0, s.layout != ""} {
 		if set {

@@ -140,3 +140,37 @@ func TestTPCommOverlapNeedsSequenceParallel(t *testing.T) {
 		t.Fatalf("Validate of TP 2 + sequence parallel + --tp-comm-overlap: %v", err)
 	}
 }
+
+// TestCheckDeepSpeedArgsLetsPipelineModuleSplit: Megatron-DeepSpeed's
+// pipeline stages are a DeepSpeed PipelineModule, which splits any layer
+// count, so PP 5 on 24 layers passes there while Megatron-LM refuses it;
+// fewer layers than stages, and every other rule, still fail.
+func TestCheckDeepSpeedArgsLetsPipelineModuleSplit(t *testing.T) {
+	base := []string{"--num-layers", "24", "--hidden-size", "2048", "--num-attention-heads", "16",
+		"--seq-length", "2048", "--micro-batch-size", "1", "--global-batch-size", "16"}
+	for _, c := range []struct {
+		name          string
+		extra         []string
+		world         int
+		megatron, mds string // "" passes
+	}{
+		{"PP 5 on 24 layers", []string{"--pipeline-model-parallel-size", "5"}, 10, "--num-layers 24 is not divisible by pp 5", ""},
+		{"PP 7 on 24 layers", []string{"--pipeline-model-parallel-size", "7"}, 14, "--num-layers 24 is not divisible by pp 7", ""},
+		{"fewer layers than stages", []string{"--pipeline-model-parallel-size", "8", "--num-layers", "6"}, 16, "is not divisible by pp 8", "--num-layers 6 is fewer than pp 8"},
+		{"heads vs tp still", []string{"--tensor-model-parallel-size", "32"}, 32, "--num-attention-heads 16 is not divisible by tp 32", "--num-attention-heads 16 is not divisible by tp 32"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			argv := append(append([]string{}, base...), c.extra...)
+			for _, x := range []struct {
+				name  string
+				check func([]string, int) error
+				want  string
+			}{{"CheckArgs", CheckArgs, c.megatron}, {"CheckDeepSpeedArgs", CheckDeepSpeedArgs, c.mds}} {
+				err := x.check(argv, c.world)
+				if (x.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), x.want)) {
+					t.Errorf("%s: %v, want %q", x.name, err, x.want)
+				}
+			}
+		})
+	}
+}
