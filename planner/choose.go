@@ -269,9 +269,9 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 			}
 		}
 	}
-	find := func(fx parallel.Constraints, global int, keepConfig, allGPUs bool) ([]search.Plan, error) {
+	find := func(fx parallel.Constraints, global int, keepConfig bool) ([]search.Plan, error) {
 		so := search.Options{Framework: fw, GlobalBatch: global, Fixed: fx, TopK: max(10, j.PlanIndex), Seed: 1, MemoryHeadroom: j.MemoryHeadroom,
-			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs && allGPUs}
+			PrecisionFromArgs: true, UseAllGPUs: j.UseAllGPUs}
 		res, err := search.Search(c, m, so)
 		if err != nil && j.DP > 0 && fx.DP == j.DP && so.UseAllGPUs {
 			// The pinned DP may not divide every GPU: a plan on fewer
@@ -302,8 +302,8 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 		// The section decides the batch whether or not the plan may change
 		// the config's other settings: batch keys beside it are refused or
 		// ignored by DeepSpeed, never used.
-		plans, err = searchElastic(c, j, fixed, micro, global, ch, func(fx parallel.Constraints, global int, allGPUs bool) ([]search.Plan, error) {
-			return find(fx, global, keep, allGPUs)
+		plans, err = searchElastic(c, j, fixed, micro, global, ch, func(fx parallel.Constraints, global int) ([]search.Plan, error) {
+			return find(fx, global, keep)
 		})
 		if err != nil {
 			return nil, 0, err // no size of the section's: an *InvalidWorldError stays one
@@ -311,13 +311,13 @@ func searchJob(c *cluster.Cluster, m model.Model, j Job, fixed parallel.Constrai
 	case global == 0:
 		return nil, 0, errors.New("no global batch size: pass --global-batch-size (or the script's own --global-batch-size)")
 	default:
-		plans, err = find(fixed, global, keep, true)
+		plans, err = find(fixed, global, keep)
 	}
 	if keep && len(plans) == 0 {
 		free.MicroBatch = max(free.MicroBatch, micro)
 		var best *parallel.Config
 		if global > 0 { // (an elasticity section's batch is per size: none to try)
-			alt, altErr := find(free, global, false, true)
+			alt, altErr := find(free, global, false)
 			if altErr == nil && len(alt) > 0 {
 				best = &alt[0].Config
 			} else if err == nil {

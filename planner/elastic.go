@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,11 +27,11 @@ import (
 // batch for every size of a version 0.1 section (and of version 0.2's
 // list), whose per-sample order is the iteration time's. The script's own
 // --micro-batch-size and --global-batch-size, when given, must be the
-// section's at the size planned. When no size the section starts with
-// has a layout on every GPU (j.UseAllGPUs: an elastic line's hosts), the
-// plan leaves hosts idle, as the search names them and says why, as
-// DeepSpeed's own elastic agent runs only at a valid size.
-func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro, global int, ch *Choice, find func(fx parallel.Constraints, global int, allGPUs bool) ([]search.Plan, error)) ([]search.Plan, error) {
+// section's at the size planned. Where the search may leave hosts idle,
+// idleWhy says why in the section's terms; an elastic line that no
+// accepted size uses whole is planned again with idle hosts allowed by its
+// caller (cmd/internal/run planWithIdleHosts, which keeps MIN hosts).
+func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro, global int, ch *Choice, find func(fx parallel.Constraints, global int) ([]search.Plan, error)) ([]search.Plan, error) {
 	e := j.DS.Elastic
 	sizes, err := e.Sizes(c.TotalGPUs())
 	if err != nil {
@@ -40,32 +41,25 @@ func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro,
 	var tried []string
 	var searched *search.Result
 	var lastErr error
-	for _, allGPUs := range []bool{true, false} {
-		for _, sz := range sizes {
-			switch {
-			case fixed.DP > 0 && sz.DP != fixed.DP,
-				micro > 0 && sz.Micro != micro,
-				global > 0 && sz.Train != global:
-				continue
-			}
-			fx := fixed
-			fx.DP, fx.MicroBatch = sz.DP, sz.Micro
-			if allGPUs {
-				tried = append(tried, fmt.Sprintf("DP %d (batch %d, micro %d)", sz.DP, sz.Train, sz.Micro))
-			}
-			got, err := find(fx, sz.Train, allGPUs)
-			if err != nil {
-				lastErr = err
-				continue
-			}
-			if len(got) > 0 && (searched == nil || perSample(got[0]) < perSample(searched.Plans[0])) {
-				searched = ch.Searched // find recorded this size's search
-			}
-			plans = append(plans, got...)
+	for _, sz := range sizes {
+		switch {
+		case fixed.DP > 0 && sz.DP != fixed.DP,
+			micro > 0 && sz.Micro != micro,
+			global > 0 && sz.Train != global:
+			continue
 		}
-		if len(plans) > 0 || !j.UseAllGPUs || len(tried) == 0 {
-			break
+		fx := fixed
+		fx.DP, fx.MicroBatch = sz.DP, sz.Micro
+		tried = append(tried, fmt.Sprintf("DP %d (batch %d, micro %d)", sz.DP, sz.Train, sz.Micro))
+		got, err := find(fx, sz.Train)
+		if err != nil {
+			lastErr = err
+			continue
 		}
+		if len(got) > 0 && (searched == nil || perSample(got[0]) < perSample(searched.Plans[0])) {
+			searched = ch.Searched // find recorded this size's search
+		}
+		plans = append(plans, got...)
 	}
 	if len(tried) == 0 {
 		return nil, fmt.Errorf("%s %s: its elasticity section gives %s; none is the script's%s: make them agree, or leave the batch to the section",
@@ -78,15 +72,7 @@ func searchElastic(c *cluster.Cluster, j Job, fixed parallel.Constraints, micro,
 		return nil, fmt.Errorf("no plan at a data-parallel size DeepSpeed's elasticity section starts with (%s): %w", joinMax(tried, 6), lastErr)
 	}
 	idleWhy(plans, sizes, c.TotalGPUs())
-	slices.SortStableFunc(plans, func(a, b search.Plan) int {
-		switch pa, pb := perSample(a), perSample(b); {
-		case pa < pb:
-			return -1
-		case pa > pb:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(plans, func(a, b search.Plan) int { return cmp.Compare(perSample(a), perSample(b)) })
 	if k := max(10, j.PlanIndex); len(plans) > k {
 		plans = plans[:k]
 	}

@@ -414,7 +414,7 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 			}
 			return user, nil
 		}
-		planned, err := megatronDeepSpeedPlanArgs(p.Config, numLayers)
+		planned, err := megatronDeepSpeedPlanArgs(p.Config)
 		if err != nil {
 			return nil, err
 		}
@@ -432,7 +432,7 @@ func frameworkArgs(p *search.Plan, o Options, megatronArgs bool, numLayers int) 
 // megatronDeepSpeedPlanArgs are the Megatron flags Megatron-DeepSpeed
 // understands: it has no distributed optimizer, interleaving, layout or
 // Megatron CPU offload (ZeRO and ds_config.json take those roles).
-func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, error) {
+func megatronDeepSpeedPlanArgs(cfg parallel.Config) ([]string, error) {
 	if max(cfg.VPP, 1) > 1 {
 		return nil, errors.New("DeepSpeed has no interleaved pipeline schedule: the plan's virtual stages cannot be rendered")
 	}
@@ -441,16 +441,15 @@ func megatronDeepSpeedPlanArgs(cfg parallel.Config, numLayers int) ([]string, er
 	}
 	c := cfg
 	c.DistributedOptimizer, c.Offload, c.StageLayers = false, parallel.Offload{}, nil
-	// The layer split is not a Megatron flag here (Megatron-DeepSpeed has
-	// none; PipelineModule partitions): an uneven one travels in
-	// PipelineLayersEnv, so no layer count is checked against PP below.
-	numLayers = 0
 	// DeepSpeed's MoE layer takes its expert parallelism from
 	// --moe-expert-parallel-size (its ETP follows
 	// --enable-expert-tensor-parallelism, which the plan keeps as the
 	// script has it); Megatron-Core's flags do not exist there.
 	c.EP, c.ETP = 0, 0
-	a, err := MegatronPlanArgs(c, numLayers)
+	// The layer split is not a Megatron flag here (Megatron-DeepSpeed has
+	// none; PipelineModule partitions): an uneven one travels in
+	// PipelineLayersEnv, so no layer count (0) is checked against PP.
+	a, err := MegatronPlanArgs(c, 0)
 	if err != nil {
 		return nil, err
 	}
