@@ -505,7 +505,11 @@ func TestConnKeepaliveDetectsDeadHost(t *testing.T) {
 	tb := newBed(t, 1)
 	opts := remotetest.SSH(tb)
 	opts.KeepAlive, opts.KeepAliveMax = 500*time.Millisecond, 2
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The context only bounds a hang: the dial, five commands and an upload
+	// share it, and on a busy 2-core CI machine each ssh session can take
+	// seconds (CI at 556d1d7 ran out of a 30 s bound at the upload). The
+	// one delay this test times, the keepalive's, has its own bound below.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := remote.Dial(ctx, remote.HostTarget{Name: "node1"}, opts)
 	if err != nil {
@@ -606,7 +610,7 @@ func TestDialWithSSHAgent(t *testing.T) {
 	t.Setenv("SSH_AUTH_SOCK", sock)
 	t.Setenv("HOME", dir) // no ~/.ssh keys to fall back on
 	opts := remote.SSHOptions{KnownHostsFile: tb.KnownHostsFile, SSHConfigFile: "none", User: "root"}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds a hang only
 	defer cancel()
 	c, err := remote.Dial(ctx, remote.HostTarget{Name: tb.Hosts[0].Addr}, opts)
 	if err != nil {

@@ -19,7 +19,7 @@ func probeBed(t *testing.T, tb *testbed.Testbed) (map[string]*HostProbe, *remote
 	t.Helper()
 	pool := remote.NewPool(remotetest.SSH(tb), 0)
 	t.Cleanup(func() { pool.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds a hang: several ssh sessions share it on a busy CI machine
 	defer cancel()
 	probes, err := Hosts(ctx, pool, remotetest.Targets(tb), nil)
 	if err != nil {

@@ -23,7 +23,7 @@ func TestProbeLaunchTestbed(t *testing.T) {
 	t.Cleanup(func() { pool.Close() })
 	targets := remotetest.Targets(tb)
 	for _, rank0 := range []int{0, 2} {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds a hang: several ssh sessions share it on a busy CI machine
 		lp, err := Hosts(ctx, pool, targets, rank0, "")
 		cancel()
 		if err != nil {
@@ -60,7 +60,7 @@ func TestProbeLaunchTestbed(t *testing.T) {
 	if err := os.Symlink("../../devices/virtual/net/nic9", filepath.Join(tb.Dir, "host", "lp2", "class", "net", "nic9")); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // bounds a hang: several ssh sessions share it on a busy CI machine
 	defer cancel()
 	lp, err := Hosts(ctx, pool, targets, 0, "")
 	if err != nil {
