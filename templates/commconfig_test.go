@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -251,5 +252,30 @@ func TestIslandsFallbackAhead(t *testing.T) {
 	}
 	if why := IslandsFallbackAhead(ok, parallel.FrameworkDeepSpeed, Options{}); !strings.Contains(why, "Megatron-LM only") {
 		t.Errorf("DeepSpeed: %q", why)
+	}
+}
+
+// TestRenderNoScripts: NoScripts renders the same job (ranks, files,
+// warnings) without the host scripts.
+func TestRenderNoScripts(t *testing.T) {
+	c := twoIBIslands(recentStack)
+	o := Options{Script: "pretrain_gpt.py", Args: gpt24Args}
+	full, err := Render(crossPipelinePlan(c), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.NoScripts = true
+	ranks, err := Render(crossPipelinePlan(c), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range full.Hosts {
+		if full.Hosts[i].Script == "" || ranks.Hosts[i].Script != "" {
+			t.Fatalf("host %d: script %d bytes in full, %d with NoScripts; want some and none", i, len(full.Hosts[i].Script), len(ranks.Hosts[i].Script))
+		}
+		full.Hosts[i].Script = ""
+	}
+	if !reflect.DeepEqual(full, ranks) {
+		t.Errorf("the jobs differ beyond their scripts")
 	}
 }

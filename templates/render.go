@@ -82,6 +82,11 @@ type Options struct {
 	// keeps its own --deepspeed_config path and no ds_config.json is written.
 	DSUser                    *deepspeed.UserConfig
 	DSPassThrough, DSOverride bool
+	// NoScripts leaves every Hosts[i].Script empty, for a caller that
+	// reads only the ranks: the dry run's look at the restart after each
+	// host lost renders the job once per host, and the host scripts
+	// (text/template) were half of its time.
+	NoScripts bool
 	// Unplanned: the job runs in torchrun's order on listed hosts (or this
 	// machine) with the sizes the script's own arguments give, so the
 	// script's Megatron and Megatron-DeepSpeed flags stand as written:
@@ -176,6 +181,9 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 		j.Files = append(j.Files, job.File{Path: HostfileName, Mode: 0o644, Content: Hostfile(j.Hosts)})
 	}
 	for i := range j.Hosts {
+		if o.NoScripts {
+			break
+		}
 		s, err := job.HostScript(j, i)
 		if err != nil {
 			return nil, err

@@ -15,13 +15,26 @@ import (
 	"time"
 )
 
+// hangBound bounds a test's command so that a hang fails instead of
+// blocking the run. It is no speed check: on CI's 2 busy cores one ssh
+// login (which runs the machine's shell start-up, pyenv init included)
+// has taken several seconds, and a 10 s deadline shared by three
+// commands ran out (TestExecHelpers at stop 39).
+const hangBound = 2 * time.Minute
+
 func sshOut(t *testing.T, tb *Testbed, host string, cmd ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "ssh", append(tb.SSHArgs(host), cmd...)...).CombinedOutput()
+	c := exec.CommandContext(ctx, "ssh", append(tb.SSHArgs(host), cmd...)...)
+	// Stdout only: a login runs the machine's own shell start-up, which
+	// may write to stderr (CI's pyenv init raced its rehash against a
+	// concurrent login's and printed "pyenv: cannot rehash").
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	out, err := c.Output()
 	if err != nil {
-		t.Fatalf("ssh %s %v: %v: %s", host, cmd, err, out)
+		t.Fatalf("ssh %s %v: %v: %s%s", host, cmd, err, out, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -82,7 +95,7 @@ func iperf3Mbit(t *testing.T, tb *Testbed, server, client string) float64 {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	var out []byte
 	for range 100 { // the server needs a moment to listen
@@ -314,7 +327,7 @@ func TestTwoTestbedsConcurrently(t *testing.T) {
 		}
 	}
 	// a host of one instance has no route to the other's: different subnets
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	if out, err := tbs[0].Exec(ctx, "x1", "ip", "route", "get", tbs[1].Hosts[0].Addr); err == nil {
 		t.Errorf("instance 0 has a route to instance 1: %s", out)
@@ -323,7 +336,7 @@ func TestTwoTestbedsConcurrently(t *testing.T) {
 
 func TestExecHelpers(t *testing.T) {
 	tb := New(t, Spec{Hosts: []HostSpec{{Name: "e1", RDMA: RDMAInfiniBand}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	out, err := tb.Exec(ctx, "e1", "ip", "-4", "-o", "addr", "show", "dev", "eth0")
 	if err != nil || !strings.Contains(string(out), tb.Hosts[0].Addr+"/24") {

@@ -6,13 +6,16 @@ Sailor's simulator prices that row with:
   - one island per trace column (GPU type in a zone), 4 GPUs per node as the
     artifact runs it (--gpus-per-node 4, basic_cluster_config.json);
   - each island's NIC rate and latency and the links between islands from
-    sailor/providers/multizone_bandwidths_het.json, the entries for one GPU
-    per node that runtime_simulator.py reads for every transfer between nodes
-    (sender_gpu_count = 1): each curve (rate a polynomial in log2 of the
-    message size) as the latency and rate of t = latency + bytes / rate
-    fitted to it over 1 MB to 1 GB (alpha_beta), since the curve's rate falls
-    for the small chunks a ring over many GPUs sends (A100 in us-central1-a:
-    2.42 GB/s at its peak, 1.39 GB/s at 4 MB; fit 0.54 ms + 1.97 GB/s);
+    sailor/providers/multizone_bandwidths_het.json, which Sailor measured
+    with 1, 2 and 4 GPUs of a node sending at once: each curve (rate a
+    polynomial in log2 of the message size) as the latency and rate of
+    t = latency + bytes / rate fitted to it over 1 MB to 1 GB (alpha_beta),
+    since the curve's rate falls for the small chunks a ring over many GPUs
+    sends (A100 in us-central1-a, one GPU: 2.42 GB/s at its peak, 1.39 GB/s
+    at 4 MB; fit 0.54 ms + 1.97 GB/s). The rate is the fit with all four
+    GPUs sending (5.99 GB/s there), `senders` the fits with one and two
+    (docs/cluster-format.md); the latency is one GPU's, what every
+    all-reduce pays in runtime_simulator.py (sender_gpu_count = 1);
   - intra-host bandwidth from sailor/providers/intra_node_bandwidths.json (4 GPUs).
 
 Usage: clusters.py SAILOR_TREE TRACE_CSV ROW OUTDIR
@@ -71,13 +74,26 @@ def main():
     with open(os.path.join(tree, "sailor/providers/intra_node_bandwidths.json")) as f:
         intra = json.load(f)
 
-    def link(a, b):  # bytes/s between one GPU of island a and one of b: the fit's rate
+    def fit(a, b, senders):  # latency (s) and rate (bytes/s) with `senders` GPUs of a node sending at once
         (ga, za), (gb, zb) = a, b
-        return alpha_beta(inter[za][ga]["1"][zb][gb]["1"][0])[1]
+        return alpha_beta(inter[za][ga][senders][zb][gb][senders][0])
 
-    def latency_us(a, b):  # and its fixed cost per message
+    def sender_counts(a, b):  # the numbers of sending GPUs Sailor measured for a -> b, rising
         (ga, za), (gb, zb) = a, b
-        return round(alpha_beta(inter[za][ga]["1"][zb][gb]["1"][0])[0] * 1e6, 1)
+        return sorted((k for k in inter[za][ga] if k in inter[za][ga][k][zb][gb]), key=int)
+
+    def rates(a, b):
+        """The whole rate (all a node's GPUs sending: the largest count
+        measured) and the senders table below it, the slower direction of
+        each (the simulator prices each transfer by its sender)."""
+        counts = sender_counts(a, b)
+        r = {k: min(fit(a, b, k)[1], fit(b, a, k)[1]) for k in counts if k in sender_counts(b, a)}
+        whole = r[counts[-1]]
+        table = ", ".join(f"{{gpus: {k}, rate_gbit_per_s: {gbit(min(r[k], whole))}}}" for k in counts[:-1] if k in r)
+        return whole, (f", senders: [{table}]" if table else "")
+
+    def latency_us(a, b):  # one GPU's per-message cost, what each step of a ring pays
+        return round(max(fit(a, b, "1")[0], fit(b, a, "1")[0]) * 1e6, 1)
 
     islands, hosts = [], {}
     for col, n in counts.items():
@@ -90,8 +106,9 @@ def main():
             hosts[f"{name}-{i + 1:02d}"] = [gpu, zone]
         islands.append((name, gpu, zone, nodes))
     lines = ["# Row %d of Sailor's %s (cf2c8e3), written by bench/sailor/clusters.py:" % (row, os.path.basename(trace)),
-             "# NIC and link rates and latencies: multizone_bandwidths_het.json's one-GPU entries (what",
-             "# runtime_simulator.py prices transfers between nodes with), latency + bytes/rate fitted to each curve.",
+             "# NIC and link rates and latencies: multizone_bandwidths_het.json, latency + bytes/rate fitted to each",
+             "# curve: the rate when all 4 GPUs of a node send at once, senders: when 1 or 2 do (one GPU's is what",
+             "# runtime_simulator.py prices every all-reduce with); latency: one GPU's.",
              "clusters:"]
     for name, gpu, zone, nodes in islands:
         lines += [f"  - name: {name}",
@@ -99,16 +116,15 @@ def main():
                   f"    gpus_per_host: {GPUS_PER_NODE}",
                   f"    gpu: {{model: {MODEL[gpu]}}}",
                   f"    intra_host: {{type: nvlink, bandwidth_gbyte_per_s: {round(intra[gpu][str(GPUS_PER_NODE)][1] / 1e9, 1)}}}",
-                  f"    nics: [{{type: ethernet, count: 1, rate_gbit_per_s: {gbit(link((gpu, zone), (gpu, zone)))}, "
-                  f"latency_us: {latency_us((gpu, zone), (gpu, zone))}}}]"]
+                  f"    nics: [{{type: ethernet, count: 1, rate_gbit_per_s: {gbit(rates((gpu, zone), (gpu, zone))[0])}, "
+                  f"latency_us: {latency_us((gpu, zone), (gpu, zone))}{rates((gpu, zone), (gpu, zone))[1]}}}]"]
     pairs = [(a, b) for i, a in enumerate(islands) for b in islands[i + 1:]]
     if pairs:
         lines.append("links:")
         for a, b in pairs:
-            # The slower direction: the simulator prices each transfer by its sender.
-            bw = min(link(a[1:3], b[1:3]), link(b[1:3], a[1:3]))
-            lat = max(latency_us(a[1:3], b[1:3]), latency_us(b[1:3], a[1:3]))
-            lines.append(f"  - {{between: [{a[0]}, {b[0]}], type: ethernet, bandwidth_gbit_per_s: {gbit(bw)}, latency_us: {lat}}}")
+            bw, table = rates(a[1:3], b[1:3])
+            lines.append(f"  - {{between: [{a[0]}, {b[0]}], type: ethernet, bandwidth_gbit_per_s: {gbit(bw)}, "
+                         f"latency_us: {latency_us(a[1:3], b[1:3])}{table}}}")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "cluster.yaml"), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -13,10 +13,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/row.sh"
-root=$(cd "$here/../.." && pwd)
-py=${PYTHON:-/usr/bin/python3}
-work=${SAILOR_WORK:-/tmp/pipette-sailor}
-archive=${SAILOR_ARCHIVE:-$root/../shared/frameworks/src/sailor-cf2c8e3.tar.gz}
+sailor_defaults
 [ $# -ge 2 ] || { echo "usage: $0 FIGURE ROW..." >&2; exit 2; }
 fig=$1
 shift

@@ -2,6 +2,16 @@
 # Sailor trace planned by pipette-launch and scored by Sailor's simulator,
 # the one way both do it.
 #
+# sailor_defaults: root, py, work and archive from the environment
+# (PYTHON, SAILOR_WORK, SAILOR_ARCHIVE), as ours.sh and best.sh take them.
+# Needs here.
+sailor_defaults() {
+	root=$(cd "$here/../.." && pwd)
+	py=${PYTHON:-/usr/bin/python3}
+	work=${SAILOR_WORK:-/tmp/pipette-sailor}
+	archive=${SAILOR_ARCHIVE:-$root/../shared/frameworks/src/sailor-cf2c8e3.tar.gz}
+}
+#
 # sailor_tree ARCHIVE [reuse]: unpacks ARCHIVE into $work and prepares it
 # (prepare.sh), unless "reuse" and $work already holds a prepared tree;
 # sets S and sim, exports Sailor's environment and builds pipette-launch

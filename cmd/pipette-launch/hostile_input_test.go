@@ -62,7 +62,7 @@ func TestHostileInputs(t *testing.T) {
 		{"hosts range", dry("--hosts", "w[1-100000]", "--nproc-per-node", "8"), 2,
 			`pipette-launch: host list "w[1-100000]": range "1-100000" names more than 16384 hosts (the limit of one job)`},
 		{"nproc", dry("--hosts", "w1", "--nproc-per-node", "99999999"), 2,
-			`pipette-launch: --nproc-per-node "99999999": want a number from 1 to 64 (ranks per host), gpu or auto`},
+			`pipette-launch: --nproc-per-node "99999999": want a number from 1 to 64 (ranks per host), gpu, auto or cpu`},
 		{"cluster 20000 hosts", plan("--cluster", cluster("c20000", "node[1-2]", "node[1-20000]")), 2,
 			`cluster ` + dir + `/c20000.yaml: cluster file: clusters[0].hosts (line 3, column 12): host list "node[1-20000]": range "1-20000" names more than 16384 hosts (the limit of one job)`},
 		{"cluster product", plan("--cluster", cluster("cprod", "node[1-2]", "rack[1-1000]-node[1-1000]")), 2,

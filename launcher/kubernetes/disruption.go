@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -221,6 +223,11 @@ const settle = 2 * time.Second
 // failure; either way a fresh look at the pods may find a pod taken away
 // that explains it (the DisruptionTarget says more).
 func (s *supervisor) explain(ctx context.Context, first event) *launch.JobFailure {
+	// A look at the pods now, before settling: an evicted pod is removed
+	// soon after its containers stop, and its DisruptionTarget with it.
+	if pods, err := s.pods(ctx); err == nil {
+		s.remember(pods)
+	}
 	evs := []event{first}
 	wait := time.NewTimer(settle)
 	defer wait.Stop()
@@ -259,6 +266,14 @@ settling:
 	}
 	switch {
 	case outside != nil:
+		if gone, ok := s.disruptedPod(outsidePod); ok {
+			// A listing or the watch saw Kubernetes take it away: that is
+			// why its ranks were stopped, whatever the pods show by now
+			// (CI at 6a117e3: the listing after settling no longer did).
+			if why := gone.lostWhy(nil); why != "" {
+				outside.Reason = why
+			}
+		}
 		if f != nil {
 			after = append([]int{f.Rank}, after...)
 		}
@@ -290,9 +305,7 @@ settling:
 // nodes first. A pod deleted or gone counts only while no pod of the job
 // failed by itself: once one did, the Job controller deletes the others.
 func (s *supervisor) lost(ctx context.Context, pods map[string]podState, withNodes bool) *launch.JobFailure {
-	for h := range pods {
-		s.seen[h] = true
-	}
+	s.remember(pods)
 	if withNodes {
 		s.notReady = s.lookAtNodes(ctx, pods)
 	}
@@ -306,10 +319,15 @@ func (s *supervisor) lost(ctx context.Context, pods map[string]podState, withNod
 	best, why := 0, ""
 	for _, p := range s.m.Pods {
 		st, listed := pods[p.Name]
+		gone, wasDisrupted := s.disruptedPod(p.Name)
 		rank, w := 0, ""
 		switch {
 		case listed:
 			rank, w = st.lostRank(s.notReady), st.lostWhy(s.notReady)
+		case wasDisrupted:
+			// Gone since a listing or the watch showed Kubernetes
+			// taking it away.
+			rank, w = gone.lostRank(nil), gone.lostWhy(nil)
 		case s.seen[p.Name]:
 			rank, w = 2, fmt.Sprintf("pod %s is gone (deleted)", p.Name)
 		}
@@ -327,6 +345,82 @@ func (s *supervisor) lost(ctx context.Context, pods map[string]podState, withNod
 		why += " (plan host " + lostPod.Host + ")"
 	}
 	return launch.NewHostLost(s.m.Name, s.hostOf(lostPod), why, time.Now())
+}
+
+// remember records the pods a listing showed (seen), and those it showed
+// with a DisruptionTarget (disrupted), for when they are gone.
+func (s *supervisor) remember(pods map[string]podState) {
+	for h, st := range pods {
+		s.seen[h] = true
+		if st.disruption != "" {
+			s.keepDisrupted(st)
+		}
+	}
+}
+
+// keepDisrupted records a pod seen with a DisruptionTarget, by hostname
+// (from the poller or the watch).
+func (s *supervisor) keepDisrupted(st podState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disrupted[st.hostname] = st
+}
+
+// disruptedPod is the pod named hostname as last seen with a
+// DisruptionTarget, if it was.
+func (s *supervisor) disruptedPod(hostname string) (podState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.disrupted[hostname]
+	return st, ok
+}
+
+// watchDisruptions follows the job's pods with a watch (kubectl get pods
+// --watch) until ctx ends, keeping each pod it shows with a
+// DisruptionTarget. An evicted pod carries that condition only from the
+// eviction until Kubernetes removes it, which under load can be within a
+// second of its containers stopping: polls a second apart, each a kubectl
+// run, missed it (CI at c7f1db7: the loss was blamed without
+// "EvictionByEvictionAPI"). A watch sees every change. Without one (an
+// old kubectl, an API error) the polls still look.
+func (s *supervisor) watchDisruptions(ctx context.Context) {
+	cmd := exec.CommandContext(ctx, s.o.Kubectl.path(), s.o.Kubectl.args(s.getPods("--watch"))...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		return
+	}
+	s.readWatch(out)
+	_ = cmd.Wait()
+}
+
+// readWatch reads kubectl's watch output: one JSON object per pod change
+// (a List, as some kubectl versions print the first listing, counts as
+// its items).
+func (s *supervisor) readWatch(r io.Reader) {
+	dec := json.NewDecoder(r)
+	for {
+		var doc struct {
+			podObject
+			Kind  string      `json:"kind"`
+			Items []podObject `json:"items"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			return
+		}
+		items := doc.Items
+		if doc.Kind != "List" {
+			items = []podObject{doc.podObject}
+		}
+		for _, it := range items {
+			if st := podStateOf(it); st.disruption != "" {
+				s.keepDisrupted(st)
+			}
+		}
+	}
 }
 
 // lookAtNodes are the nodes of pods that are not Ready, with why; nil

@@ -3,10 +3,13 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 )
 
@@ -139,37 +142,38 @@ func TestLostAmongPods(t *testing.T) {
 		seen     []string // listed at an earlier poll
 		wantHost string   // "" none lost
 		want     string
+		earlier  [][]func(map[string]any) // an earlier listing
 	}{
-		{"all running", [][]func(map[string]any){running, running, running}, nil, "", ""},
-		{"one evicted, the Job deleting the others", [][]func(map[string]any){deleting, evicted, deleting}, nil, "cpu-1", "EvictionByEvictionAPI"},
-		{"a rank failed, the Job deleting the others", [][]func(map[string]any){deleting, failed, deleting}, nil, "", ""},
-		{"one deleted", [][]func(map[string]any){running, running, deleting}, nil, "cpu-2", "was deleted"},
-		{"one gone", [][]func(map[string]any){running, running}, []string{"job-hosts-0-2"}, "cpu-2", "is gone"},
-		{"not yet created", [][]func(map[string]any){running, running}, nil, "", ""},
-		{"one gone after a rank failed", [][]func(map[string]any){failed, running}, []string{"job-hosts-0-2"}, "", ""},
+		{"all running", [][]func(map[string]any){running, running, running}, nil, "", "", nil},
+		{"one evicted, the Job deleting the others", [][]func(map[string]any){deleting, evicted, deleting}, nil, "cpu-1", "EvictionByEvictionAPI", nil},
+		{"a rank failed, the Job deleting the others", [][]func(map[string]any){deleting, failed, deleting}, nil, "", "", nil},
+		{"one deleted", [][]func(map[string]any){running, running, deleting}, nil, "cpu-2", "was deleted", nil},
+		{"one gone", [][]func(map[string]any){running, running}, []string{"job-hosts-0-2"}, "cpu-2", "is gone", nil},
+		{"not yet created", [][]func(map[string]any){running, running}, nil, "", "", nil},
+		{"one gone after a rank failed", [][]func(map[string]any){failed, running}, []string{"job-hosts-0-2"}, "", "", nil},
+		// Kubernetes removed the evicted pod before this listing, and
+		// its peer's ranks failed as its went: the earlier listing's
+		// DisruptionTarget still names it.
+		{"one evicted, gone after its peer failed", [][]func(map[string]any){failed, running}, nil, "cpu-2", "EvictionByEvictionAPI",
+			[][]func(map[string]any){running, running, evicted}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := &k8s.Manifests{Name: "job"}
-			for i, h := range []string{"cpu-0", "cpu-1", "cpu-2"} {
-				m.Pods = append(m.Pods, k8s.Pod{NodeRank: i, Host: h, Name: "job-hosts-0-" + string(rune('0'+i)), Ranks: []int{i}})
-			}
-			s := newSupervisor(m, "@@tag", Options{PlanHosts: true})
+			s := newSupervisor(threePodJob(), "@@tag", Options{PlanHosts: true})
 			for _, h := range c.seen {
 				s.seen[h] = true
+			}
+			if c.earlier != nil {
+				pods, err := readPods(podJSON(t, c.earlier...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.remember(pods)
 			}
 			pods, err := readPods(podJSON(t, c.pods...))
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := s.lost(context.Background(), pods, false)
-			switch {
-			case c.wantHost == "" && f != nil:
-				t.Errorf("lost %s: %s; want none", f.Host, f.Reason)
-			case c.wantHost != "" && f == nil:
-				t.Errorf("none lost, want %s", c.wantHost)
-			case f != nil && (f.Host != c.wantHost || !f.HostLost() || !strings.Contains(f.Reason, c.want)):
-				t.Errorf("lost %s (host lost %v): %s; want %s, %q", f.Host, f.HostLost(), f.Reason, c.wantHost, c.want)
-			}
+			wantLost(t, s.lost(context.Background(), pods, false), c.wantHost, c.want)
 		})
 	}
 }
@@ -225,14 +229,24 @@ func TestRankFailureExplainedByLostPod(t *testing.T) {
 		then     []event
 		wantHost string
 		lost     bool
+		evicted  bool // the watch showed cpu-1's pod with a DisruptionTarget
 	}{
-		{"a pod's ranks stopped from outside", []event{{pod: m.Pods[1], rank: 1, code: 143, byUs: true}}, "cpu-1", true},
-		{"nothing else", nil, "cpu-0", false},
+		{"a pod's ranks stopped from outside", []event{{pod: m.Pods[1], rank: 1, code: 143, byUs: true}}, "cpu-1", true, false},
+		// The watch saw it evicted; no listing can be read now.
+		{"stopped from outside, seen evicted", []event{{pod: m.Pods[1], rank: 1, code: 143, byUs: true}}, "cpu-1", true, true},
+		{"nothing else", nil, "cpu-0", false, false},
 		// A failing rank makes its host script stop the pod's others.
-		{"its own pod's ranks stopped by its script", []event{{pod: m.Pods[0], rank: 3, code: 143, byUs: true}}, "cpu-0", false},
+		{"its own pod's ranks stopped by its script", []event{{pod: m.Pods[0], rank: 3, code: 143, byUs: true}}, "cpu-0", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSupervisor(m, "@@tag", Options{PlanHosts: true, Kubectl: Kubectl{Path: "/nonexistent/kubectl"}})
+			if c.evicted {
+				pods, err := readPods(podJSON(t, nil, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.keepDisrupted(pods["job-hosts-0-1"])
+			}
 			for _, ev := range c.then {
 				s.events <- ev
 			}
@@ -240,9 +254,117 @@ func TestRankFailureExplainedByLostPod(t *testing.T) {
 			if got.Host != c.wantHost || got.HostLost() != c.lost {
 				t.Fatalf("%s (lost %v): %s; want %s, lost %v", got.Host, got.HostLost(), got.Reason, c.wantHost, c.lost)
 			}
-			if c.lost && (len(got.FailedAfter) != 1 || got.FailedAfter[0] != 0 || !strings.Contains(got.Reason, "terminated from outside")) {
-				t.Errorf("reason %q, failed after %v: want rank 0 after it", got.Reason, got.FailedAfter)
+			want := "terminated from outside"
+			if c.evicted {
+				want = "DisruptionTarget EvictionByEvictionAPI"
 			}
+			if c.lost && (len(got.FailedAfter) != 1 || got.FailedAfter[0] != 0 || !strings.Contains(got.Reason, want)) {
+				t.Errorf("reason %q, failed after %v: want %q and rank 0 after it", got.Reason, got.FailedAfter, want)
+			}
+		})
+	}
+}
+
+// TestStopAfterEveryRankSucceeded: a stop that comes after every rank
+// exited 0 by itself (a --progress-timeout after the last step, while a
+// busy control plane has yet to mark the pods Succeeded) is no failure;
+// with a rank not yet exited, or stopped by its script, it is one.
+func TestStopAfterEveryRankSucceeded(t *testing.T) {
+	m := &k8s.Manifests{Name: "job"}
+	for i, h := range []string{"cpu-0", "cpu-1"} {
+		m.Pods = append(m.Pods, k8s.Pod{NodeRank: i, Host: h, Name: "job-hosts-0-" + string(rune('0'+i)), Ranks: []int{2 * i, 2*i + 1}})
+	}
+	for _, c := range []struct {
+		name  string
+		exits []event
+		ok    bool
+	}{
+		{"every rank exited 0", []event{{pod: m.Pods[0], rank: 0}, {pod: m.Pods[0], rank: 1}, {pod: m.Pods[1], rank: 2}, {pod: m.Pods[1], rank: 3}}, true},
+		{"a rank still running", []event{{pod: m.Pods[0], rank: 0}, {pod: m.Pods[0], rank: 1}, {pod: m.Pods[1], rank: 2}}, false},
+		{"a rank stopped by its script", []event{{pod: m.Pods[0], rank: 0}, {pod: m.Pods[0], rank: 1}, {pod: m.Pods[1], rank: 2}, {pod: m.Pods[1], rank: 3, code: 143, byUs: true}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSupervisor(m, "@@tag", Options{PlanHosts: true, Poll: time.Hour, Kubectl: Kubectl{Path: "/nonexistent/kubectl"}})
+			for _, ev := range c.exits {
+				s.events <- ev
+			}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(errors.New("no new step for 8s"))
+			f := s.run(ctx)
+			switch {
+			case c.ok && f != nil:
+				t.Errorf("%s: want success, every rank having exited 0", f.Reason)
+			case !c.ok && f == nil:
+				t.Errorf("success, want a failure: not every rank exited 0")
+			}
+		})
+	}
+}
+
+// wantLost checks lost's answer: no lost host when host is "", else host
+// lost, its reason containing reason.
+func wantLost(t *testing.T, f *launch.JobFailure, host, reason string) {
+	t.Helper()
+	switch {
+	case host == "" && f != nil:
+		t.Errorf("lost %s: %s; want none", f.Host, f.Reason)
+	case host != "" && f == nil:
+		t.Errorf("none lost, want %s", host)
+	case f != nil && (f.Host != host || !f.HostLost() || !strings.Contains(f.Reason, reason)):
+		t.Errorf("lost %s (host lost %v): %s; want %s, %q", f.Host, f.HostLost(), f.Reason, host, reason)
+	}
+}
+
+// threePodJob is job "job" on cpu-0..2, a pod job-hosts-0-N of rank N on
+// each.
+func threePodJob() *k8s.Manifests {
+	m := &k8s.Manifests{Name: "job"}
+	for i, h := range []string{"cpu-0", "cpu-1", "cpu-2"} {
+		m.Pods = append(m.Pods, k8s.Pod{NodeRank: i, Host: h, Name: "job-hosts-0-" + string(rune('0'+i)), Ranks: []int{i}})
+	}
+	return m
+}
+
+// TestWatchKeepsDisruptions: kubectl get pods --watch -o json prints one
+// pod object per change (some versions the first listing as a List). A
+// pod the watch showed evicted is named with its DisruptionTarget after
+// Kubernetes removed it, even though no poll ever listed it so (CI at
+// c7f1db7: the polls a second apart missed the evicted pod's short life).
+func TestWatchKeepsDisruptions(t *testing.T) {
+	running := []func(map[string]any){withDisruption("", ""), notDeleted}
+	failed := []func(map[string]any){withDisruption("", ""), notDeleted, exited("Failed", 7)}
+	// objects are a listing's items, each printed alone as the watch does.
+	objects := func(pods ...[]func(map[string]any)) string {
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(podJSON(t, pods...), &list); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, it := range list.Items {
+			b.Write(it)
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	for _, c := range []struct {
+		name, stream string
+		wantHost     string
+	}{
+		{"objects", objects(running, running, running) + objects(running, running, nil), "cpu-2"},
+		{"a List first", string(podJSON(t, running, running, running)) + objects(running, running, nil), "cpu-2"},
+		{"never evicted", objects(running, running, running), ""},
+		{"cut off", objects(running, running, running) + `{"kind": "Pod", "metadata": {`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSupervisor(threePodJob(), "@@tag", Options{PlanHosts: true})
+			s.readWatch(strings.NewReader(c.stream))
+			pods, err := readPods(podJSON(t, failed, running)) // the evicted pod is gone, its peer failed
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLost(t, s.lost(context.Background(), pods, false), c.wantHost, "DisruptionTarget EvictionByEvictionAPI")
 		})
 	}
 }

@@ -195,12 +195,8 @@ func Launch(ctx context.Context, m *k8s.Manifests, tag string, o Options) error 
 	go func() {
 		defer close(drained)
 		for ev := range s.events {
-			if failure != nil && ev.rank >= 0 && ev.code != 0 {
-				if ev.byUs {
-					failure.StoppedAfter++
-				} else {
-					failure.FailedAfter = append(failure.FailedAfter, ev.rank)
-				}
+			if failure != nil {
+				countAfter(failure, ev)
 			}
 		}
 	}()
@@ -266,12 +262,17 @@ type supervisor struct {
 	// seen: pod hostnames the poller has listed (one gone since was
 	// deleted); notReady: the nodes of the job's pods found not Ready at
 	// the last look (disruption.go), polls counts the polls.
-	seen     map[string]bool
-	notReady map[string]string
-	polls    int
-	events   chan event
-	wg       sync.WaitGroup
-	outMu    sync.Mutex
+	seen map[string]bool
+	// disrupted: pods a listing or the watch showed with a
+	// DisruptionTarget, by hostname (under mu: the watch writes it):
+	// Kubernetes removes an evicted pod soon after its containers stop,
+	// often before the failure is explained.
+	disrupted map[string]podState
+	notReady  map[string]string
+	polls     int
+	events    chan event
+	wg        sync.WaitGroup
+	outMu     sync.Mutex
 }
 
 type rankExit struct {
@@ -289,7 +290,7 @@ type event struct {
 
 func newSupervisor(m *k8s.Manifests, tag string, o Options) *supervisor {
 	s := &supervisor{m: m, tag: tag, o: o, tails: map[string]map[int]*ring{}, exits: map[int]rankExit{},
-		streaming: map[string]bool{}, ended: map[string]bool{}, seen: map[string]bool{}, events: make(chan event, 64)}
+		streaming: map[string]bool{}, ended: map[string]bool{}, seen: map[string]bool{}, disrupted: map[string]podState{}, events: make(chan event, 64)}
 	for _, p := range m.Pods {
 		s.tails[p.Name] = map[int]*ring{}
 		for _, r := range p.Ranks {
@@ -304,10 +305,26 @@ func newSupervisor(m *k8s.Manifests, tag string, o Options) *supervisor {
 func (s *supervisor) run(ctx context.Context) *launch.JobFailure {
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
+	watching, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go s.watchDisruptions(watching)
 	for {
 		select {
 		case <-ctx.Done():
-			return launch.NewInterrupted(s.m.Name, "interrupted ("+context.Cause(ctx).Error()+"): the JobSet is deleted", time.Now())
+			queued := s.drainExits()
+			if s.allSucceeded() {
+				// Every rank exited 0: the job's work is done, only
+				// Kubernetes' bookkeeping (pods Succeeded, the JobSet
+				// complete) was left, which a busy control plane takes
+				// seconds to record. A stop now (a --progress-timeout
+				// after the last step, an interrupt) is no failure.
+				return nil
+			}
+			f := launch.NewInterrupted(s.m.Name, "interrupted ("+context.Cause(ctx).Error()+"): the JobSet is deleted", time.Now())
+			for _, ev := range queued {
+				countAfter(f, ev)
+			}
+			return f
 		case ev := <-s.events:
 			if f := s.failure(ev); f != nil || ev.byUs {
 				f = s.explain(ctx, ev)
@@ -399,9 +416,57 @@ func (s *supervisor) allExited(p k8s.Pod) bool {
 	return true
 }
 
+// countAfter counts a rank's exit that came after the job's failure f:
+// stopped by its host script, or failed by itself.
+func countAfter(f *launch.JobFailure, ev event) {
+	if ev.rank < 0 || ev.code == 0 {
+		return
+	}
+	if ev.byUs {
+		f.StoppedAfter++
+	} else {
+		f.FailedAfter = append(f.FailedAfter, ev.rank)
+	}
+}
+
+// drainExits records the exits still queued and returns them.
+func (s *supervisor) drainExits() []event {
+	var out []event
+	for {
+		select {
+		case ev := <-s.events:
+			s.failure(ev) // recorded in exits
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+// allSucceeded reports whether every rank of every pod has exited 0 by
+// itself (the exits recorded so far: drainExits first).
+func (s *supervisor) allSucceeded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.m.Pods {
+		for _, r := range p.Ranks {
+			if e, ok := s.exits[r]; !ok || e.code != 0 || e.byUs {
+				return false
+			}
+		}
+	}
+	return len(s.m.Pods) > 0
+}
+
+// getPods is kubectl get of the job's pods as JSON (the listing and the
+// watch ask for the same pods).
+func (s *supervisor) getPods(more ...string) []string {
+	return append([]string{"get", "pods", "--namespace=" + s.m.Namespace, "-l", "jobset.sigs.k8s.io/jobset-name=" + s.m.Name, "-o", "json"}, more...)
+}
+
 // pods lists the job's pods by hostname.
 func (s *supervisor) pods(ctx context.Context) (map[string]podState, error) {
-	out, err := s.o.Kubectl.Run(ctx, nil, "get", "pods", "--namespace="+s.m.Namespace, "-l", "jobset.sigs.k8s.io/jobset-name="+s.m.Name, "-o", "json")
+	out, err := s.o.Kubectl.Run(ctx, nil, s.getPods()...)
 	if err != nil {
 		return nil, err
 	}

@@ -109,6 +109,10 @@ type NICSpec struct {
 	// (0: the kind's default); milliseconds over TCP in a cloud, paid by
 	// every step of a ring collective.
 	LatencyMicroseconds float64 `yaml:"latency_us,omitempty" json:"latency_us,omitempty"`
+	// Senders: what fewer GPUs sending at once reach over these NICs
+	// together (RateGbitPerS x Count is what all the host's GPUs reach);
+	// senders.go.
+	Senders []SenderRate `yaml:"senders,omitempty" json:"senders,omitempty"`
 }
 
 // LinkSpec is the connection between two islands.
@@ -117,6 +121,9 @@ type LinkSpec struct {
 	Type                NICType   `yaml:"type" json:"type"`
 	BandwidthGbitPerS   float64   `yaml:"bandwidth_gbit_per_s" json:"bandwidth_gbit_per_s"`
 	LatencyMicroseconds float64   `yaml:"latency_us,omitempty" json:"latency_us,omitempty"`
+	// Senders: what fewer GPUs of a host sending at once reach over the
+	// link (BandwidthGbitPerS is what all of them reach); senders.go.
+	Senders []SenderRate `yaml:"senders,omitempty" json:"senders,omitempty"`
 }
 
 // MeasuredBandwidth is a host-to-host attained bandwidth matrix.
@@ -178,6 +185,8 @@ type compactLinks struct {
 	// measuredDiv, when set, divides measured rates per island pair (a
 	// calibration's link factors).
 	measuredDiv []float64
+	// shares, when set, is each island pair's senders table (SenderShare).
+	shares [][]float64
 }
 
 // measured returns the measured rate from host a to host b, or 0.

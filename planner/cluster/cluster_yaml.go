@@ -294,6 +294,7 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	}
 	errs.Check(p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
 	errs.CheckOptional(p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
+	validateSenders(errs, p, n.Senders, float64(n.Count)*n.RateGbitPerS)
 }
 
 func validNICType(t NICType) bool {
@@ -316,6 +317,7 @@ func validateLink(errs *yamlcheck.Problems, p string, l LinkSpec, names map[stri
 	}
 	errs.Check(p+".bandwidth_gbit_per_s", limits.LinkGbitPerS, l.BandwidthGbitPerS)
 	errs.CheckOptional(p+".latency_us", limits.LatencyMicroseconds, l.LatencyMicroseconds)
+	validateSenders(errs, p, l.Senders, l.BandwidthGbitPerS)
 }
 
 func validateDuplicateLinks(errs *yamlcheck.Problems, links []LinkSpec) {
@@ -432,6 +434,7 @@ func (f *File) ResolveFor(t fabric.Transport) (*Cluster, error) {
 		f.applyCalibration(islands, sh, pipe)
 	}
 	links := f.compactLinks(islands, hosts, socketsOnly(t, islands))
+	links.shares = f.shareTable(islands) // SenderShare reads them here only
 	f.applyCalibration(islands, hosts, links)
 	c := &Cluster{Islands: islands, Hosts: hosts, compact: links, pipe: pipe, fastest: &lazyLink{}}
 	c.fastestLink() // computed once, before any planner goroutine reads it

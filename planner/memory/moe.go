@@ -75,6 +75,14 @@ func moeLayerDenseParamsPerGPU(m model.Model, tp int) float64 {
 // stage order, stage i = vpp_index*PP + pp_rank).
 func rankLayerKinds(m model.Model, cfg parallel.Config, r int) (dense, moe int) {
 	layers := StageLayersOf(m, cfg)
+	if !m.IsMoE() && r >= 0 && r < cfg.PP {
+		// A dense model's layers need no walk (the planner asks for every
+		// rank of every candidate): rank r's stages are r, r+PP, ...
+		for i := r; i < len(layers); i += cfg.PP {
+			dense += layers[i]
+		}
+		return dense, 0
+	}
 	start := 0
 	for i, n := range layers {
 		if i%cfg.PP == r {

@@ -156,6 +156,9 @@ func (m Model) IsMoELayer(i int) bool {
 
 // MoELayersIn counts the MoE layers among layers [from, from+n).
 func (m Model) MoELayersIn(from, n int) int {
+	if !m.IsMoE() {
+		return 0 // the planner asks for every stage of every candidate
+	}
 	c := 0
 	for i := from; i < from+n; i++ {
 		if m.IsMoELayer(i) {

@@ -452,6 +452,15 @@ func dpCommSeconds(cfg parallel.Config, f parallel.Framework, params float64, al
 		total = total/2 + allReduce(params*cfg.ParamGatherBytes())/2
 	}
 	bucket := min(1, dpBucketParams/max(params, 1))
+	if f == parallel.FrameworkDeepSpeed {
+		// DeepSpeed's ZeRO-1/2 launch a reduction when reduce_bucket_size
+		// elements of gradients are ready (v0.14.4 zero/stage_1_and_2.py,
+		// reduce_independent_p_g_buckets_and_remove_grads) and the last,
+		// partial bucket after backward: the renderer's bucket, not
+		// Megatron's. A GPU holding fewer parameters reduces all of them
+		// after backward.
+		bucket = min(1, memory.DeepSpeedBucketElements/max(params, 1))
+	}
 	tail = total * bucket
 	if f == parallel.FrameworkDeepSpeed && cfg.ZeroStage == 0 {
 		// DeepSpeed without ZeRO reduces every gradient at the accumulation
@@ -622,6 +631,8 @@ type planEval struct {
 	epHosts  []int
 	// shares: blocks can share a pipeline link (sharesLinks).
 	shares bool
+	// senders: some link has a senders table (tpShare).
+	senders bool
 	// noRoundTrip leaves 1F1B's round trip (roundTripPeriod) out of the
 	// objective: the search's quick estimate, see quickEstimate.
 	noRoundTrip bool
@@ -701,6 +712,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 	e.stageMoE = memory.StageMoELayers(m, e.cfg.StageLayers)
 	e.epBlocks = epGroupBlocks(e.cfg)
 	e.bestLnk = cluster.BestLink(c, cfg.TP)
+	e.senders = c.HasSenderRates()
 	// The per-class table assumes a stage's work does not depend on where
 	// its blocks are; the expert all-to-all does.
 	if ep, _ := e.cfg.ExpertParallel(); e.cp == 1 && !(m.IsMoE() && ep > 1) {
@@ -777,9 +789,23 @@ func (e *planEval) link(a, b int) cluster.Link {
 	}
 	l := e.c.LinkBetween(a, b)
 	if a != b {
-		l.BytesPerS /= float64(e.cfg.TP)
+		l.BytesPerS = e.tpShare(a, b, l.BytesPerS)
 	}
 	return l
+}
+
+// tpShare is one TP rank's part of a link between hosts: the TP ranks of
+// a block send at once (their data-parallel rings, their pipeline sends),
+// so together they reach what the link's senders table gives TP GPUs
+// (Cluster.SenderShare; all of it without a table), and split it. A
+// data-parallel group's own members on one host count as one sender: its
+// NCCL communicator crosses the host's NIC once per channel, as Sailor's
+// simulator prices every all-reduce (sender_gpu_count = 1).
+func (e *planEval) tpShare(a, b int, bytesPerS float64) float64 {
+	if e.senders {
+		bytesPerS *= e.c.SenderShare(a, b, e.cfg.TP)
+	}
+	return bytesPerS / float64(e.cfg.TP)
 }
 
 // lastRank holds the output layer: the last pipeline rank, or rank 0 in
@@ -799,7 +825,7 @@ func (e *planEval) pipeLink(a, b int) cluster.Link {
 	}
 	l := e.c.PipelineLinkBetween(a, b)
 	if a != b {
-		l.BytesPerS /= float64(e.cfg.TP)
+		l.BytesPerS = e.tpShare(a, b, l.BytesPerS)
 	}
 	return l
 }

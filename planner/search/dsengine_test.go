@@ -66,6 +66,32 @@ func TestDeepSpeedZeRO0ReducesAfterBackward(t *testing.T) {
 	}
 }
 
+// DeepSpeed's ZeRO-1 with the rendered overlap_comm launches a reduction
+// each time reduce_bucket_size elements of gradients are ready (v0.14.4
+// zero/stage_1_and_2.py, reduce_independent_p_g_buckets_and_remove_grads)
+// and the last, partial one after backward: the renderer's bucket
+// (memory.DeepSpeedBucketElements, 2e8), not Megatron's 40M. A GPU with
+// fewer parameters than a bucket (OPT-350M at TP 4: 83M) reduces all of
+// them after backward; with 1e9, the last 2e8.
+func TestDeepSpeedZeRO1LastBucketIsTheRenderedOne(t *testing.T) {
+	cfg := parallel.Config{TP: 1, PP: 1, DP: 8, CP: 1, MicroBatch: 1, GlobalBatch: 64, NumMicroBatches: 8, Precision: gpu.PrecisionFP32, ZeroStage: 1}
+	allReduce := func(bytes float64) float64 { return bytes / 10e9 }
+	for _, tc := range []struct {
+		f        parallel.Framework
+		params   float64
+		wantTail float64 // share of the total exposed after backward
+	}{
+		{parallel.FrameworkDeepSpeed, 83e6, 1},
+		{parallel.FrameworkDeepSpeed, 1e9, 0.2},
+		{parallel.FrameworkMegatron, 83e6, 40e6 / 83e6},
+	} {
+		total, tail, _ := dpCommSeconds(cfg, tc.f, tc.params, allReduce)
+		if got := tail / total; math.Abs(got-tc.wantTail) > 1e-9 {
+			t.Errorf("%s, %g parameters: %.3g of %.3g s after backward (%.3f), want %.3f", tc.f, tc.params, tail, total, got, tc.wantTail)
+		}
+	}
+}
+
 // DeepSpeed's pipeline engine cost (cost.go's deepSpeedEngineLayerS,
 // issue 22): one constant per decoder layer and micro-batch, fitted on one
 // family of Sailor's GH200 runs and scored on the other.

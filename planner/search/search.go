@@ -1,10 +1,13 @@
 package search
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/internal/limits"
@@ -396,7 +399,7 @@ func searchWithinHosts(c *cluster.Cluster, m model.Model, o Options) (*Result, e
 		}
 	}
 	if len(cands) == 0 {
-		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
+		return nil, miss.err(m, world, o.MemoryHeadroom, &tallies[kindIndex(true)].miss)
 	}
 	res.fitMP = memoryFloor(cands, overMP)
 	scoreCandidates(c, m, o, sym, starts, cands)
@@ -426,7 +429,7 @@ func searchWithinHosts(c *cluster.Cluster, m model.Model, o Options) (*Result, e
 	}
 	plans := pm.placeRanked(cands, topK, placed, reject)
 	if len(plans) == 0 {
-		return nil, miss.err(m, world, &tallies[kindIndex(true)].miss)
+		return nil, miss.err(m, world, o.MemoryHeadroom, &tallies[kindIndex(true)].miss)
 	}
 	if !o.IgnoreIslands && !o.noComparison { // the naive comparison row needs no explanation
 		res.Comparison = compareKinds(plans, cands, placed, &tallies, place)
@@ -664,6 +667,18 @@ func rebalance(e *planEval, pl *placer, order []int) []int {
 	return split
 }
 
+// hashTimes feeds the stage times to the schedule cache's key, 8 bytes a
+// value (fmt.Fprint of each was 14% of BenchmarkPlan1024GPUs' CPU).
+func hashTimes(h hash.Hash64, times ...[]float64) {
+	var buf [8]byte
+	for _, ts := range times {
+		for _, x := range ts {
+			binary.LittleEndian.PutUint64(buf[:], math.Float64bits(x))
+			h.Write(buf[:])
+		}
+	}
+}
+
 // predict runs the event-driven schedule of every distinct pipeline, then
 // each stage's exposed DP reduction, optimizer step and offload.
 func (e *planEval) predict(blockHost []int) Prediction {
@@ -693,9 +708,7 @@ func (e *planEval) predict(blockHost []int) Prediction {
 			}
 			pt.Fwd, pt.Bwd = append(pt.Fwd, f), append(pt.Bwd, b)
 			pt.Link[r] = math.Max(w.sendNext, w.sendWr)
-			for _, x := range append(append(f, b...), pt.Link[r]) {
-				fmt.Fprint(hsh, math.Float64bits(x), ",")
-			}
+			hashTimes(hsh, f, b, []float64{pt.Link[r]})
 			if d == 0 || w.lastBwd < lastBwd[r] {
 				lastBwd[r] = w.lastBwd
 			}
@@ -866,6 +879,25 @@ func (n *noFit) note(cfg parallel.Config, est memory.Estimate) {
 
 func (n *noFit) seen() bool { return n.set }
 
+// headroomSuggestion is, when the closest miss is of GPU memory and within
+// what headroom keeps free, the largest --memory-headroom (in hundredths)
+// under which it fits, for a configuration the user knows runs; "" when
+// none. The margin is not slack: docs/cost-model.md shows a measured run
+// that used nearly all of it.
+func (n *noFit) headroomSuggestion(headroom float64) string {
+	if n.host || headroom <= 0 || n.best <= 0 || n.mem.GPUCapacityBytes <= 0 {
+		return ""
+	}
+	gpuBytes := n.mem.GPUCapacityBytes / (1 - headroom)
+	kept := gpuBytes - n.mem.GPUCapacityBytes
+	if n.best > kept {
+		return ""
+	}
+	h := math.Floor(100*(1-n.mem.PeakBytesPerGPU/gpuBytes)) / 100
+	return fmt.Sprintf("--memory-headroom %s if this configuration is known to run on these GPUs (the miss is within the %.1f GiB that --memory-headroom %s keeps free beyond the estimate; measured runs used most of that margin: docs/cost-model.md)",
+		strconv.FormatFloat(math.Max(h, 0), 'f', -1, 64), kept/gpu.GiB, strconv.FormatFloat(headroom, 'f', -1, 64))
+}
+
 // memoryMiss is the closest miss in the comparison's terms.
 func (n *noFit) memoryMiss() *MemoryMiss {
 	mm := &MemoryMiss{Config: n.cfg, Memory: "gpu", Stage: n.mem.PeakStage, NeedBytes: n.mem.PeakBytesPerGPU,
@@ -878,11 +910,16 @@ func (n *noFit) memoryMiss() *MemoryMiss {
 
 // err explains the closest miss. offloaded is the closest miss among the
 // configs that offload; when any was tried, the advice says how far even
-// offload falls short instead of suggesting it.
-func (n *noFit) err(m model.Model, world int, offloaded *noFit) error {
+// offload falls short instead of suggesting it. headroom is the search's
+// --memory-headroom: a GPU miss it covers is named first, with the
+// headroom that lets the plan through.
+func (n *noFit) err(m model.Model, world int, headroom float64, offloaded *noFit) error {
 	e := &NoFitError{BestMissBytes: n.best}
 	c := n.cfg
 	peak := n.mem.Breakdown.Total()
+	if s := n.headroomSuggestion(headroom); s != "" {
+		e.Suggestions = append(e.Suggestions, s)
+	}
 	if peak > 0 && n.best > 0 {
 		need := int(math.Ceil(float64(world) * peak / math.Max(peak-n.best, 1)))
 		e.Suggestions = append(e.Suggestions, fmt.Sprintf("use more GPUs (about %d instead of %d)", need, world))

@@ -34,7 +34,7 @@ func IgnoredLauncherFlags() []cli.Flag {
 	}
 	return []cli.Flag{
 		// torchrun
-		str("node-rank", "PET_NODE_RANK", []string{"node_rank"}, "pipette-launch starts every host itself and gives each its node rank from the plan"),
+		str("node-rank", "PET_NODE_RANK", []string{"node_rank"}, "pipette-launch starts every host itself and gives each its node rank from the plan (above 0 it is refused: that node's copy of a per-node line would start the whole job again)"),
 		str("rdzv-backend", "PET_RDZV_BACKEND", []string{"rdzv_backend"}, "the rendezvous is static (MASTER_ADDR/MASTER_PORT of rank 0's host), there is no rendezvous backend to choose"),
 		str("rdzv-conf", "PET_RDZV_CONF", []string{"rdzv_conf"}, "the rendezvous is static, there is no rendezvous backend to configure"),
 		str("monitor-interval", "PET_MONITOR_INTERVAL", []string{"monitor_interval"}, "each host's agent watches its ranks itself; use --heartbeat-timeout for lost hosts"),
@@ -45,6 +45,8 @@ func IgnoredLauncherFlags() []cli.Flag {
 		str("numa-binding", "PET_NUMA_BINDING", []string{"numa_binding"}, "ranks are not bound to NUMA nodes; wrap the script with numactl (--no-python) to bind them"),
 		boolean("run-path", "PET_RUN_PATH", []string{"run_path"}, "every rank runs the script as its own python process (python -u script), which runpy.run_path would only imitate"),
 		boolean("virtual-local-rank", "PET_VIRTUAL_LOCAL_RANK", []string{"virtual_local_rank"}, "every rank keeps its own LOCAL_RANK and sees its host's GPUs, as without the flag"),
+		str("event-log-handler", "PET_EVENT_LOG_HANDLER", []string{"event_log_handler"}, "no torchelastic event handler is loaded: pipette-launch reports each start, failure and restart itself"),
+		str("logs-specs", "", []string{"logs_specs"}, "no torchrun.logs_specs plugin is loaded: every rank's output is streamed with its rank prefix, and --log-dir writes one file per rank"),
 		// DeepSpeed's launcher (deepspeed/launcher/runner.py)
 		boolean("bind_cores_to_rank", "", []string{"bind-cores-to-rank"}, "ranks are not pinned to CPU cores; wrap the script with numactl (--no-python) to pin them"),
 		str("bind_core_list", "", []string{"bind-core-list"}, "ranks are not pinned to CPU cores (see --bind_cores_to_rank)"),
@@ -54,6 +56,8 @@ func IgnoredLauncherFlags() []cli.Flag {
 		boolean("save_pid", "", []string{"save-pid"}, "pipette-launch stays in the foreground and stops every rank on SIGINT/SIGTERM; its own pid is the job's"),
 		str("enable_each_rank_log", "", []string{"enable-each-rank-log"}, "use --log-dir: one log file per rank"),
 		str("launcher_args", "", []string{"launcher-args"}, "there is no pdsh/MPI launcher to pass arguments to: pipette-launch starts the ranks itself (--launcher ssh or slurm)"),
+		boolean("no_ssh", "", []string{"no-ssh"}, "pipette-launch starts every host itself from one copy of the line, over SSH or as a Slurm step (a --node_rank above 0 is refused)"),
+		str("comment", "", nil, "there is no srun of DeepSpeed's Slurm launcher to pass it to: pipette-launch runs inside the allocation (pipette-launch sbatch --sbatch-arg=--comment=TEXT sets it on the job)"),
 	}
 }
 
@@ -73,8 +77,8 @@ func IgnoredFlagsHelp() string {
 // written for: DeepSpeed's launcher passes --local_rank=N to the script and
 // uses every GPU of a machine without a hostfile; torchrun does neither.
 var (
-	torchrunOnlyFlags  = []string{"nproc-per-node", "nnodes", "standalone", "rdzv-endpoint", "rdzv-backend", "rdzv-conf", "run-id", "node-rank", "role", "tee", "redirects", "max-restarts", "monitor-interval", "start-method", "local-ranks-filter", "log-dir", "local-addr", "numa-binding", "run-path", "virtual-local-rank"}
-	deepSpeedOnlyFlags = []string{"num_gpus", "num_nodes", "include", "exclude", "bind_cores_to_rank", "bind_core_list", "force_multi", "autotuning", "elastic_training", "min_elastic_nodes", "max_elastic_nodes", "no_ssh_check", "save_pid", "enable_each_rank_log", "launcher_args"}
+	torchrunOnlyFlags  = []string{"nproc-per-node", "nnodes", "standalone", "rdzv-endpoint", "rdzv-backend", "rdzv-conf", "run-id", "node-rank", "role", "tee", "redirects", "max-restarts", "monitor-interval", "start-method", "local-ranks-filter", "log-dir", "local-addr", "numa-binding", "run-path", "virtual-local-rank", "event-log-handler", "logs-specs", "signals-to-handle", "shutdown-timeout"}
+	deepSpeedOnlyFlags = []string{"num_gpus", "num_nodes", "include", "exclude", "bind_cores_to_rank", "bind_core_list", "force_multi", "autotuning", "elastic_training", "min_elastic_nodes", "max_elastic_nodes", "no_ssh_check", "save_pid", "enable_each_rank_log", "launcher_args", "no_ssh", "comment"}
 )
 
 // LauncherStyle is the launcher a line's flags were written for:

@@ -3,10 +3,12 @@ package launchline
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -40,6 +42,11 @@ type Line struct {
 	IgnoredWhy []string
 	// LocalRanksFilter is torchrun's --local-ranks-filter.
 	LocalRanksFilter []int
+	// StopSignals are --signals-to-handle's signals beyond
+	// DefaultStopSignals; ShutdownTimeout is --shutdown-timeout (0: not
+	// given), run's --stop-grace in torchrun's spelling.
+	StopSignals     []os.Signal
+	ShutdownTimeout time.Duration
 	// DeepSpeedHostfile is DeepSpeed's launcher's default hostfile, read by
 	// a DeepSpeed line that names no hosts when it exists: /job/hostfile
 	// (DeepSpeedHostfile) unless $PIPETTE_DEEPSPEED_HOSTFILE names
@@ -66,7 +73,7 @@ type Line struct {
 // launcher's spellings and --as. The ignored ones are IgnoredLauncherFlags.
 func Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (a cluster file's; on this machine alone, counted here with nvidia-smi, auto falling back to one rank per CPU); with --hosts/--hostfile default 1, as torchrun"},
+		&cli.StringFlag{Name: "nproc-per-node", EnvVars: []string{"PET_NPROC_PER_NODE"}, Aliases: []string{"nproc_per_node"}, Usage: "ranks per host: N, or gpu/auto for every GPU (a cluster file's; on this machine alone, counted here with nvidia-smi, auto falling back to one rank per CPU), or cpu for one rank per CPU of this machine; with --hosts/--hostfile default 1, as torchrun"},
 		&cli.StringFlag{Name: "nnodes", EnvVars: []string{"PET_NNODES"}, Usage: "number of hosts to use: N, or MIN:MAX for an elastic job (starts on at least MIN of the listed hosts, uses at most MAX, restarts on the hosts left when one is lost; see docs/elastic.md)"},
 		&cli.StringFlag{Name: "num_gpus", Aliases: []string{"num-gpus", "num_accelerators"}, Usage: "DeepSpeed's spelling of --nproc-per-node (a line with DeepSpeed's launcher flags gets --local_rank=N, as DeepSpeed's launcher passes it)"},
 		&cli.StringFlag{Name: "num_nodes", Aliases: []string{"num-nodes"}, Usage: "DeepSpeed's spelling of --nnodes"},
@@ -89,6 +96,8 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "rdzv-endpoint", EnvVars: []string{"PET_RDZV_ENDPOINT"}, Aliases: []string{"rdzv_endpoint"}, Usage: "torchrun's HOST[:PORT]: taken as --master-addr/--master-port"},
 		&cli.StringFlag{Name: "role", EnvVars: []string{"PET_ROLE"}, Value: "default", Usage: "ROLE_NAME of the workers"},
 		&cli.StringFlag{Name: "local-ranks-filter", EnvVars: []string{"PET_LOCAL_RANKS_FILTER"}, Aliases: []string{"local_ranks_filter"}, Usage: "stream output only of these local ranks (0,3); the rest still go to --log-dir"},
+		&cli.StringFlag{Name: "signals-to-handle", EnvVars: []string{"PET_SIGNALS_TO_HANDLE"}, Aliases: []string{"signals_to_handle"}, Usage: "more signals that stop the job, as torchrun's list (SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1: SIGUSR1 for Slurm's --signal); SIGTERM, SIGINT, SIGHUP and SIGQUIT always do. Every rank on every host then gets SIGTERM, and SIGKILL after --stop-grace"},
+		&cli.IntFlag{Name: "shutdown-timeout", EnvVars: []string{"PET_SHUTDOWN_TIMEOUT", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}, Aliases: []string{"shutdown_timeout"}, Usage: "torchrun's seconds between SIGTERM and SIGKILL to every rank: --stop-grace Ns"},
 	}
 }
 
@@ -165,12 +174,44 @@ func Read(c *cli.Context, env []string) (*Line, error) {
 	if l.LocalRanksFilter, err = cmdutil.ParseRankList("local-ranks-filter", c.String("local-ranks-filter")); err != nil {
 		return nil, &cmdutil.InputError{Msg: err.Error()}
 	}
+	if err := checkNodeRank(c.String("node-rank")); err != nil {
+		return nil, err
+	}
+	if l.StopSignals, err = ParseStopSignals("--signals-to-handle", c.String("signals-to-handle")); err != nil {
+		return nil, err
+	}
+	if c.IsSet("shutdown-timeout") {
+		n := c.Int("shutdown-timeout")
+		if n < 1 {
+			return nil, cmdutil.InputErrorf("--shutdown-timeout %d: want the seconds ranks get between SIGTERM and SIGKILL, at least 1", n)
+		}
+		if n > math.MaxInt64/int(time.Second) {
+			// More would overflow the grace's time.Duration into a
+			// negative one, which the job would then take as none.
+			return nil, cmdutil.InputErrorf("--shutdown-timeout %d: want the seconds ranks get between SIGTERM and SIGKILL, at most %d", n, math.MaxInt64/int(time.Second))
+		}
+		l.ShutdownTimeout = time.Duration(n) * time.Second
+	}
 	args := c.Args().Slice()
 	if len(args) == 0 {
 		return nil, cmdutil.InputErrorf("no training script given: usage: pipette-launch [flags] script.py [script args...]")
 	}
 	l.Script, l.ScriptArgs = args[0], args[1:]
 	return l, nil
+}
+
+// checkNodeRank refuses torchrun's --node-rank (or PET_NODE_RANK) above 0.
+// A per-node launch line runs once on every node, each copy with its own
+// node rank (srun, a PyTorchJob's pods, a loop over ssh); pipette-launch
+// starts every host of the job itself from one copy, so the others would
+// each start the whole job again, on the same hosts and master port. Node
+// rank 0's copy is the one to keep (its --node-rank is ignored).
+func checkNodeRank(rank string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(rank))
+	if rank == "" || err != nil || n <= 0 {
+		return nil
+	}
+	return cmdutil.InputErrorf("--node-rank %s (or PET_NODE_RANK): pipette-launch starts every host of the job itself, so it runs once, on one machine; this is node %s's copy of a line meant to run on every node, and it would start the whole job a second time. Run the line once (node rank 0's) and leave --node-rank out", rank, rank)
 }
 
 // checkNotKeyFile refuses an --include (-i) that names a file: -i is
@@ -295,19 +336,19 @@ func (l *Line) readDeepSpeedElastic(c *cli.Context) error {
 	return nil
 }
 
-// ParseNProc returns ranks per host; all is true for gpu/auto (every GPU).
+// ParseNProc returns ranks per host; all is true for gpu/auto (every GPU)
+// and cpu (torchrun's one rank per CPU, for a job on this machine alone),
+// which the hosts decide.
 func ParseNProc(s string) (n int, all bool, err error) {
 	switch s {
 	case "":
 		return 0, false, nil
-	case "gpu", "auto":
+	case "gpu", "auto", "cpu":
 		return 0, true, nil
-	case "cpu":
-		return 0, false, cmdutil.InputErrorf("--nproc-per-node cpu: pipette-launch places GPU ranks; give a number")
 	}
 	n, err = strconv.Atoi(s)
 	if err != nil || n < 1 || n > limits.MaxGPUsPerHost {
-		return 0, false, cmdutil.InputErrorf("--nproc-per-node %q: want a number from 1 to %d (ranks per host), gpu or auto", s, limits.MaxGPUsPerHost)
+		return 0, false, cmdutil.InputErrorf("--nproc-per-node %q: want a number from 1 to %d (ranks per host), gpu, auto or cpu", s, limits.MaxGPUsPerHost)
 	}
 	return n, false, nil
 }

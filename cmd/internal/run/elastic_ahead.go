@@ -12,6 +12,7 @@ import (
 	"github.com/pipette-launch/pipette-launch/planner/fabric"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
+	"github.com/pipette-launch/pipette-launch/planner/search"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
@@ -79,6 +80,13 @@ func planOn(opts *Options, er elasticRun, first *job.Job, firstDP int, hosts []s
 // idle and why. The cluster returned has the hosts kept.
 func planValidWorld(o *Options, fw parallel.Framework, mode fabric.Mode, min int) (*plannedCluster, *PlanChoice, bool, error) {
 	c, ch, planned, err := PlanJob(o, fw, mode)
+	if err == nil && ch != nil && ch.Plan != nil {
+		// A pinned DP may fit only fewer hosts (the search leaves the
+		// others idle): MIN counts the hosts that run ranks.
+		if n := hostsRunning(ch.Plan); n < min {
+			err = fmt.Errorf("the plan runs ranks on %d of the hosts %s, fewer than --nnodes' MIN %d", n, strings.Join(hostNames(c), " "), min)
+		}
+	}
 	if err != nil && min > 0 && planned && !o.UseAllGPUs {
 		if kc, kch, ok := planWithIdleHosts(o, fw, mode, min); ok {
 			return kc, kch, planned, nil
@@ -133,15 +141,20 @@ func planWithIdleHosts(o *Options, fw parallel.Framework, mode fabric.Mode, min 
 	if err != nil || ch.Plan == nil {
 		return nil, nil, false
 	}
-	used := map[int]bool{}
-	for _, r := range ch.Plan.Placement {
-		used[r.HostIndex] = true
-	}
-	if len(used) < min {
+	if hostsRunning(ch.Plan) < min {
 		return nil, nil, false
 	}
 	o.searched = k.searched
 	return c, ch, true
+}
+
+// hostsRunning is how many hosts run ranks of p.
+func hostsRunning(p *search.Plan) int {
+	used := map[int]bool{}
+	for _, r := range p.Placement {
+		used[r.HostIndex] = true
+	}
+	return len(used)
 }
 
 // hostNames are c's hosts' names, in order.

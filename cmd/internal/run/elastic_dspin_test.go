@@ -35,9 +35,15 @@ func a100Cluster(t testing.TB, dir string, hosts, gpus int, model, nic string) s
 	return path
 }
 
-// dsPinArgs is a planned Megatron-DeepSpeed job with the user's config.
+// dsPinArgs is a planned Megatron-DeepSpeed job with the user's config,
+// --nnodes 3:4.
 func dsPinArgs(clusterFile, config string, extra ...string) []string {
-	return cmdtest.Cat([]string{"--nnodes", "3:4", "--cluster", clusterFile, "--framework", "deepspeed", "--no-check-script", "pretrain_gpt.py"},
+	return dsPinArgsNodes("3:4", clusterFile, config, extra...)
+}
+
+// dsPinArgsNodes is dsPinArgs with --nnodes nnodes.
+func dsPinArgsNodes(nnodes, clusterFile, config string, extra ...string) []string {
+	return cmdtest.Cat([]string{"--nnodes", nnodes, "--cluster", clusterFile, "--framework", "deepspeed", "--no-check-script", "pretrain_gpt.py"},
 		small24, []string{"--deepspeed", "--deepspeed_config", config}, extra)
 }
 
@@ -48,7 +54,8 @@ const zero1Config = `{"train_batch_size": 96, "train_micro_batch_size_per_gpu": 
 // planned again, after each host lost alone, with that DP pinned: on
 // every GPU left when they divide by it, on fewer hosts (named idle, and
 // why) when they do not, and when no layout keeps it the job stops saying
-// why and what to do (a universal checkpoint). A universal checkpoint (the
+// why and what to do (a universal checkpoint), also when the hosts that
+// keep it are fewer than --nnodes' MIN. A universal checkpoint (the
 // config's load_universal, Megatron-DeepSpeed's --universal-checkpoint)
 // is planned afresh. The dry run's lines and --json's elastic_after_losing
 // say the same.
@@ -56,6 +63,7 @@ func TestElasticDeepSpeedKeepsDP(t *testing.T) {
 	layout := regexp.MustCompile(`TP (\d+) PP (\d+) DP (\d+)`)
 	cases := []struct {
 		name, nic, config string
+		nnodes            string // --nnodes; "": 3:4
 		extra             []string
 		firstDP           string // the first plan's DP on this cluster (the cost model's choice)
 		keep              bool   // each restart keeps firstDP
@@ -63,7 +71,9 @@ func TestElasticDeepSpeedKeepsDP(t *testing.T) {
 		stops             string // each loss stops the job saying this
 	}{
 		{name: "every GPU", nic: "{type: ethernet, count: 1, rate_gbit_per_s: 50}", config: zero1Config, firstDP: "2", keep: true},
-		{name: "fewer hosts", nic: "{type: ethernet, count: 1, rate_gbit_per_s: 100}", config: zero1Config, firstDP: "8", keep: true, idle: true},
+		{name: "fewer hosts", nic: "{type: ethernet, count: 1, rate_gbit_per_s: 100}", config: zero1Config, nnodes: "2:4", firstDP: "8", keep: true, idle: true},
+		{name: "fewer hosts than MIN", nic: "{type: ethernet, count: 1, rate_gbit_per_s: 100}", config: zero1Config, firstDP: "8",
+			stops: "fewer than --nnodes' MIN 3"},
 		{name: "no layout", nic: "{type: infiniband, count: 4, rate_gbit_per_s: 400}", config: zero1Config, firstDP: "16",
 			stops: "ZeRO stage 1: DeepSpeed v0.14.4 loads its checkpoint only at the data-parallel size that saved it (DP 16"},
 		{name: "universal", nic: "{type: ethernet, count: 1, rate_gbit_per_s: 100}", firstDP: "8",
@@ -77,7 +87,11 @@ func TestElasticDeepSpeedKeepsDP(t *testing.T) {
 			if err := os.WriteFile(cfg, []byte(c.config), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			args := dsPinArgs(dsPinCluster(t, dir, c.nic), cfg, c.extra...)
+			nnodes := c.nnodes
+			if nnodes == "" {
+				nnodes = "3:4"
+			}
+			args := dsPinArgsNodes(nnodes, dsPinCluster(t, dir, c.nic), cfg, c.extra...)
 			code, out, errOut := runCLI(t, append([]string{"--dry-run"}, args...)...)
 			first := layout.FindStringSubmatch(out)
 			if code != 0 || first == nil || first[3] != c.firstDP {
@@ -124,16 +138,18 @@ func TestElasticDeepSpeedKeepsDP(t *testing.T) {
 
 // TestElasticDeepSpeedRestartKeepsDP: the loop's real restart after a
 // host lost keeps a ZeRO-1 checkpoint's DP 8: on 2 of the 3 hosts left
-// (12 GPUs do not divide by 8), the third idle; where no layout keeps DP
-// 16 the job stops after the first attempt, saying why.
+// (12 GPUs do not divide by 8), the third idle, under --nnodes 2:4; under
+// 3:4 that is fewer hosts than MIN, and where no layout keeps DP 16, the
+// job stops after the first attempt, saying why.
 func TestElasticDeepSpeedRestartKeepsDP(t *testing.T) {
 	for _, c := range []struct {
-		name, nic string
-		attempts  int
-		want      string
+		name, nic, nnodes string
+		attempts          int
+		want              string
 	}{
-		{"fewer hosts", "{type: ethernet, count: 1, rate_gbit_per_s: 100}", 2, "DP 8 kept: "},
-		{"no layout", "{type: infiniband, count: 4, rate_gbit_per_s: 400}", 1, "no layout with DP 16 fits the hosts left"},
+		{"fewer hosts", "{type: ethernet, count: 1, rate_gbit_per_s: 100}", "2:4", 2, "DP 8 kept: "},
+		{"fewer hosts than MIN", "{type: ethernet, count: 1, rate_gbit_per_s: 100}", "3:4", 1, "fewer than --nnodes' MIN 3"},
+		{"no layout", "{type: infiniband, count: 4, rate_gbit_per_s: 400}", "3:4", 1, "no layout with DP 16 fits the hosts left"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -143,7 +159,7 @@ func TestElasticDeepSpeedRestartKeepsDP(t *testing.T) {
 			}
 			var jobs []*job.Job
 			f := losesHostFirst("n2", &jobs)
-			args := append([]string{"--max-restarts", "1"}, dsPinArgs(dsPinCluster(t, dir, c.nic), cfg)...)
+			args := append([]string{"--max-restarts", "1"}, dsPinArgsNodes(c.nnodes, dsPinCluster(t, dir, c.nic), cfg)...)
 			code, _, errOut := runCLIWith(t, f.adjust, args...)
 			if len(jobs) != c.attempts || !strings.Contains(errOut, c.want) {
 				t.Fatalf("exit %d after %d attempts, want %d saying %q\n%s", code, len(jobs), c.attempts, c.want, errOut)

@@ -26,6 +26,10 @@ func TestLauncherFlagsIgnoredWithReason(t *testing.T) {
 		{[]string{"--numa-binding", "node"}, "--numa-binding is ignored: ranks are not bound to NUMA nodes"},
 		{[]string{"--tee", "3"}, "--tee is ignored: every rank's stdout and stderr are already streamed"},
 		{[]string{"--node_rank", "0"}, "--node-rank is ignored: pipette-launch starts every host itself"},
+		{[]string{"--event_log_handler", "console"}, "--event-log-handler is ignored: no torchelastic event handler is loaded"},
+		{[]string{"--logs-specs", "per_cycle"}, "--logs-specs is ignored: no torchrun.logs_specs plugin is loaded"},
+		{[]string{"--no_ssh"}, "--no_ssh is ignored: pipette-launch starts every host itself from one copy of the line"},
+		{[]string{"--comment", "run 3"}, "--comment is ignored: there is no srun of DeepSpeed's Slurm launcher"},
 	} {
 		code, out, errOut := runCLI(t, append(append([]string{"--dry-run", "--hosts", "localhost", "--no-check-script"}, tc.flags...), "train.py")...)
 		if code != 0 || !strings.Contains(errOut, "warning: "+tc.want) {

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -262,10 +261,11 @@ func runAction(c *cli.Context, io *cmdutil.IOStreams, adjust func(*Options)) err
 	if adjust != nil {
 		adjust(opts)
 	}
-	// SIGINT/SIGTERM/SIGHUP stop every rank on every host before exiting,
-	// as torchrun's agent forwards them to its workers.
+	// SIGINT/SIGTERM/SIGHUP/SIGQUIT and --signals-to-handle's stop every
+	// rank on every host before exiting, as torchrun's agent forwards them
+	// to its workers.
 	ctx := c.Context
-	if sigs := stopSignals(); len(sigs) > 0 { // none would mean every signal
+	if sigs := stopSignals(opts.Line.StopSignals); len(sigs) > 0 { // none would mean every signal
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, sigs...)
 		defer stop()
@@ -274,13 +274,14 @@ func runAction(c *cli.Context, io *cmdutil.IOStreams, adjust func(*Options)) err
 }
 
 // stopSignals are the signals that stop the job (torchrun's agent forwards
-// INT, TERM, HUP and QUIT to its workers), leaving out those this
-// process was started ignoring: under nohup (SIGHUP) or in a script's
-// background job (SIGINT) the user asked for them not to stop it, and
-// catching them would undo that (torchrun's "SIGHUP death under nohup").
-func stopSignals() []os.Signal {
+// INT, TERM, HUP and QUIT to its workers) and the line's extra ones
+// (--signals-to-handle), leaving out those this process was started
+// ignoring: under nohup (SIGHUP) or in a script's background job (SIGINT)
+// the user asked for them not to stop it, and catching them would undo
+// that (torchrun's "SIGHUP death under nohup").
+func stopSignals(extra []os.Signal) []os.Signal {
 	var sigs []os.Signal
-	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+	for _, s := range append(slices.Clone(launchline.DefaultStopSignals), extra...) {
 		if !signal.Ignored(s) {
 			sigs = append(sigs, s)
 		}
@@ -366,13 +367,23 @@ func Run(ctx context.Context, opts *Options) error {
 	renderOptions := func(facts *launchFacts) templates.Options { return renderOptionsFor(ch, facts) }
 	// renderFor renders a choice on its cluster (an elastic restart's on
 	// the hosts left); render the first one.
-	renderFor := func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error) {
-		job, err := templates.Render(ch.Plan, c, renderOptionsFor(ch, facts))
+	renderWith := func(ch *PlanChoice, c *plannedCluster, o templates.Options) (*job.Job, error) {
+		job, err := templates.Render(ch.Plan, c, o)
 		if err != nil {
 			return nil, &cmdutil.InputError{Msg: fmt.Sprintf("render %s launch: %v", fw, err)}
 		}
 		job.Warnings = append(slices.Clone(ch.Warnings), job.Warnings...)
 		return job, nil
+	}
+	renderFor := func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error) {
+		return renderWith(ch, c, renderOptionsFor(ch, facts))
+	}
+	// ranksFor renders without the host scripts (the dry run's look at
+	// each loss reads only the ranks).
+	ranksFor := func(ch *PlanChoice, c *plannedCluster, facts *launchFacts) (*job.Job, error) {
+		o := renderOptionsFor(ch, facts)
+		o.NoScripts = true
+		return renderWith(ch, c, o)
 	}
 	render := func(facts *launchFacts) (*job.Job, error) { return renderFor(ch, cluster, facts) }
 	// Rendered once before connecting anywhere, so bad input fails first.
@@ -401,7 +412,7 @@ func Run(ctx context.Context, opts *Options) error {
 	case opts.DryRun && opts.JSON:
 		var losses []lossView
 		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
-			if losses, err = lossViews(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job, ch.Plan.DP); err != nil {
+			if losses, err = lossViews(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: ranksFor}, job, ch.Plan.DP); err != nil {
 				return err
 			}
 		}
@@ -427,7 +438,7 @@ func Run(ctx context.Context, opts *Options) error {
 			return err
 		}
 		if nodes, _ := launchline.ParseNNodes(opts.NNodes); nodes.Elastic() {
-			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: renderFor}, job, ch.Plan.DP)
+			return describeLosses(opts, elasticRun{nodes: nodes, fw: fw, mode: mode, render: ranksFor}, job, ch.Plan.DP)
 		}
 		return nil
 	case opts.OutputDir != "":
@@ -611,6 +622,9 @@ func LoadCluster(o *Options, t fabric.Transport) (c *cluster.Cluster, planned bo
 	// Slurm's node list, for a dry run and --output-dir as for a launch;
 	// the embedded example is never launched on or written out.
 	listed := o.Hosts != "" || o.Hostfile != "" || fromSlurm(o)
+	if o.NProcPerNode == "cpu" && !listed {
+		return nil, false, cmdutil.InputErrorf("--nproc-per-node cpu is torchrun's one rank per CPU of this machine, for a job on it alone; a cluster file is planned for its GPUs: give a number, gpu or auto")
+	}
 	if o.ClusterFile == "" && !listed {
 		return nil, false, cmdutil.InputErrorf("no hosts to launch on: give --cluster FILE (write one with pipette-launch probe), --hosts or --hostfile, --standalone for this machine, or run inside a Slurm allocation")
 	}
@@ -752,6 +766,9 @@ func listedHosts(o *Options, nproc int, allGPUs bool) ([]remote.HostSpec, error)
 	}
 	if allGPUs {
 		if !runsHere(o, remote.Targets(hosts)) {
+			if o.NProcPerNode == "cpu" {
+				return nil, cmdutil.InputErrorf("--nproc-per-node cpu counts this machine's CPUs, as torchrun does where it runs: only for a job on this machine alone; give a number with --hosts/--hostfile")
+			}
 			return nil, cmdutil.InputErrorf("--nproc-per-node %s needs a cluster file that says how many GPUs each host has (or a job on this machine alone, counted here); give a number with --hosts/--hostfile", o.NProcPerNode)
 		}
 		if nproc, err = localRanksPerNode(o); err != nil {

@@ -152,6 +152,23 @@ func TestRunLocallySIGINT(t *testing.T) {
 	assertNothingLeftHere(t, mark)
 }
 
+// TestRunLocallySignalsToHandle: torchrun's --signals-to-handle with
+// SIGUSR1 added (what a Slurm job whose sbatch has --signal=USR1@90
+// writes) makes SIGUSR1 stop every rank as SIGTERM does, within
+// --shutdown-timeout (torchrun's spelling of --stop-grace, equal to it
+// here). The ranks are shells (--no-python): the signal's path is
+// pipette-launch's, and they start without torch's import time.
+func TestRunLocallySignalsToHandle(t *testing.T) {
+	dir, mark := localDir(t)
+	args := append(localLine(t, dir, "--standalone"), "--signals_to_handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "--shutdown-timeout", "3",
+		"--no-python", "/bin/sh", "-c", "echo sleeping 120s; exec sleep 120")
+	errOut := signalRun(t, args, 2, syscall.SIGUSR1)
+	if !strings.Contains(errOut, "interrupted") {
+		t.Errorf("the summary does not say the job was interrupted:\n%s", errOut)
+	}
+	assertNothingLeftHere(t, mark)
+}
+
 // TestRunLocallyKilledLeavesNothing: pipette-launch killed outright
 // (SIGKILL: no handler runs) still leaves nothing running: the agent's
 // stdin was our pipe, the kernel closes it, and its watchdog stops the ranks.
@@ -186,6 +203,9 @@ func TestNProcPerNodeCountedHere(t *testing.T) {
 		{"gpu, CUDA_VISIBLE_DEVICES=1,3", four, "gpu", "1,3", []string{"--standalone"}, 0, "# job pipette: 2 ranks on 1 host"},
 		{"gpu, every GPU hidden", four, "gpu", "-1", []string{"--standalone"}, 2, "CUDA_VISIBLE_DEVICES hides every GPU"},
 		{"gpu, another host", four, "gpu", "", []string{"--hosts", "node7"}, 2, "--nproc-per-node gpu needs a cluster file"},
+		{"cpu: one rank per CPU, GPUs or not", four, "cpu", "", []string{"--standalone"}, 0, fmt.Sprintf("# job pipette: %d ranks on 1 host", runtime.NumCPU())},
+		{"cpu, another host", four, "cpu", "", []string{"--hosts", "node7"}, 2, "--nproc-per-node cpu counts this machine's CPUs"},
+		{"cpu, a cluster file", four, "cpu", "", []string{"--cluster", "example"}, 2, "--nproc-per-node cpu is torchrun's one rank per CPU of this machine"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("PATH", tc.path)

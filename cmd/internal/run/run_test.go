@@ -16,11 +16,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdtest"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
 	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/internal/golden"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
 	"github.com/pipette-launch/pipette-launch/launcher/remote"
 	"github.com/pipette-launch/pipette-launch/planner/megatron"
@@ -317,6 +319,43 @@ func TestStopGraceMustBePositive(t *testing.T) {
 	}
 }
 
+// TestShutdownTimeoutIsStopGrace: torchrun's --shutdown-timeout N is
+// --stop-grace Ns; the two given apart are refused, naming both.
+func TestShutdownTimeoutIsStopGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want time.Duration
+		err  string
+	}{
+		{"neither", nil, launch.DefaultGrace, ""},
+		{"torchrun's", []string{"--shutdown-timeout", "45"}, 45 * time.Second, ""},
+		{"both, agreeing", []string{"--shutdown-timeout", "3", "--stop-grace", "3s"}, 3 * time.Second, ""},
+		{"both, apart", []string{"--shutdown-timeout", "30", "--stop-grace", "3s"}, 0, "--stop-grace 3s and --shutdown-timeout 30 (or PET_SHUTDOWN_TIMEOUT, TORCH_ELASTIC_SHUTDOWN_TIMEOUT) disagree"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts *Options
+			var err error
+			app := &cli.App{Flags: Flags(), Action: func(c *cli.Context) error {
+				opts, err = OptionsFromCLI(c, &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}, nil)
+				return nil
+			}}
+			if runErr := app.Run(append(append([]string{"pipette-launch", "--hosts", "n1"}, tc.args...), "train.py")); runErr != nil {
+				t.Fatal(runErr)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || opts.StopGrace != tc.want {
+				t.Fatalf("stop grace %v, %v; want %s", opts, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestLaunchNeedsHosts: the embedded example is for dry runs; a real launch
 // on it says what to give (a line without hosts runs here: nohosts_test.go).
 func TestLaunchNeedsHosts(t *testing.T) {
@@ -466,15 +505,22 @@ func intFlag(argv []string, name string) int {
 }
 
 // Under nohup SIGHUP is ignored: the job must not start catching it (and
-// thereby stop on a closed terminal).
+// thereby stop on a closed terminal); nor a --signals-to-handle signal
+// the process was started ignoring.
 func TestStopSignalsKeepIgnoredOnes(t *testing.T) {
-	if !signal.Ignored(syscall.SIGHUP) && !slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
-		t.Fatalf("SIGHUP not caught by default: %v", stopSignals())
+	extra := []os.Signal{syscall.SIGUSR1}
+	for _, s := range []os.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
+		if !signal.Ignored(s) && !slices.Contains(stopSignals(extra), s) {
+			t.Fatalf("%s not caught: %v", s, stopSignals(extra))
+		}
 	}
-	signal.Ignore(syscall.SIGHUP)
-	defer signal.Reset(syscall.SIGHUP)
-	if slices.Contains(stopSignals(), os.Signal(syscall.SIGHUP)) {
-		t.Errorf("SIGHUP caught although ignored (nohup): %v", stopSignals())
+	if slices.Contains(stopSignals(nil), os.Signal(syscall.SIGUSR1)) {
+		t.Errorf("SIGUSR1 caught without --signals-to-handle: %v", stopSignals(nil))
+	}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR1)
+	defer signal.Reset(syscall.SIGHUP, syscall.SIGUSR1)
+	if got := stopSignals(extra); slices.Contains(got, os.Signal(syscall.SIGHUP)) || slices.Contains(got, os.Signal(syscall.SIGUSR1)) {
+		t.Errorf("SIGHUP or SIGUSR1 caught although ignored (nohup): %v", got)
 	}
 }
 

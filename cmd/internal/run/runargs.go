@@ -126,6 +126,12 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 	if o.StopGrace <= 0 {
 		return nil, cmdutil.InputErrorf("--stop-grace %s: want a positive duration such as 10s (ranks need time to exit after SIGTERM)", o.StopGrace)
 	}
+	if t := o.Line.ShutdownTimeout; t > 0 {
+		if c.IsSet("stop-grace") && o.StopGrace != t {
+			return nil, cmdutil.InputErrorf("--stop-grace %s and --shutdown-timeout %d (or PET_SHUTDOWN_TIMEOUT, TORCH_ELASTIC_SHUTDOWN_TIMEOUT) disagree: both are the time ranks get between SIGTERM and SIGKILL; give one", o.StopGrace, int(t.Seconds()))
+		}
+		o.StopGrace = t
+	}
 	o.Preflight = c.Bool("preflight")
 	o.PreflightTimeout = c.Duration("preflight-timeout")
 	o.PreflightMinShare = c.Float64("preflight-min-share")

@@ -41,10 +41,14 @@ func jobTargets(job *job.Job) []remote.HostTarget {
 	return out
 }
 
-// localRanksPerNode is --nproc-per-node gpu|auto on this machine, torchrun's
-// determine_local_world_size: gpu = the GPUs (an error without one), auto =
-// the GPUs, else one rank per CPU this process may run on.
+// localRanksPerNode is --nproc-per-node gpu|auto|cpu on this machine,
+// torchrun's determine_local_world_size: gpu = the GPUs (an error without
+// one), auto = the GPUs, else one rank per CPU this process may run on,
+// cpu = one rank per CPU.
 func localRanksPerNode(o *Options) (int, error) {
+	if o.NProcPerNode == "cpu" {
+		return runtime.NumCPU(), nil
+	}
 	gpus, why := cmdutil.LocalGPUs(context.Background())
 	visible := cmdutil.VisibleGPUs(gpus, o.Env)
 	if visible == 0 && gpus > 0 {

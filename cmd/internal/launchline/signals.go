@@ -1,0 +1,59 @@
+package launchline
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+)
+
+// DefaultStopSignals are the signals that stop a job whatever the line
+// says: torchrun's default --signals-to-handle (SIGTERM, SIGINT, SIGHUP,
+// SIGQUIT), which its agent forwards to its workers.
+var DefaultStopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
+
+// stopSignalNames are the names --signals-to-handle takes: Python's signal
+// module names (torchrun looks each up with getattr(signal, name)) of the
+// signals that end a process by default and that a process may catch.
+// SIGKILL and SIGSTOP cannot be caught; SIGPIPE, SIGPROF, SIGCHLD and the
+// like are not a request to stop.
+var stopSignalNames = map[string]syscall.Signal{
+	"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT,
+	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGALRM": syscall.SIGALRM, "SIGPWR": syscall.SIGPWR,
+	"SIGXCPU": syscall.SIGXCPU, "SIGXFSZ": syscall.SIGXFSZ, "SIGVTALRM": syscall.SIGVTALRM,
+}
+
+// ParseStopSignals reads torchrun's --signals-to-handle: a comma-separated
+// list of signal names (SIGTERM,SIGUSR1). It returns the listed signals
+// beyond DefaultStopSignals, which stop the job anyway. A name torchrun
+// would only warn about (a typo, SIGKILL) is refused: a job that is meant
+// to stop cleanly on SIGUSR1 (Slurm's --signal before a preemption) and
+// would instead be killed is worse found before it starts.
+func ParseStopSignals(flag, list string) ([]os.Signal, error) {
+	var extra []os.Signal
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		sig, ok := stopSignalNames[name]
+		if !ok {
+			return nil, cmdutil.InputErrorf("%s %q: %q is not a signal that can stop the job; want a comma-separated list of %s", flag, list, name, strings.Join(stopSignalList(), ", "))
+		}
+		if !slices.Contains(DefaultStopSignals, os.Signal(sig)) && !slices.Contains(extra, os.Signal(sig)) {
+			extra = append(extra, sig)
+		}
+	}
+	return extra, nil
+}
+
+func stopSignalList() []string {
+	names := make([]string, 0, len(stopSignalNames))
+	for n := range stopSignalNames {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
