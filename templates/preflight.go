@@ -137,7 +137,9 @@ func preflightPhases(c *cluster.Cluster, p *search.Plan, fp fabricPlan) []Prefli
 		g.AssumedBytesPerS = assumedBytesPerS(c, hosts, typ == "pp")
 		return g
 	}
-	var phases []PreflightPhase
+	// Never null in the spec: a one-rank job has no phase, and its rank
+	// still starts, meets the others (none) and reports done.
+	phases := []PreflightPhase{}
 	for _, typ := range []string{"tp", "cp", "dp"} {
 		ph := PreflightPhase{Name: typ}
 		for i, ranks := range groupsOf(typ, p) {

@@ -274,3 +274,23 @@ func TestPreflightRunsWhereTheJobRuns(t *testing.T) {
 		t.Errorf("the preflight of a --standalone job is started over SSH, not on this machine")
 	}
 }
+
+// TestPreflightOneRank: a one-rank job has no group to prove, and its
+// preflight passes before the job runs. The preflight's rank crashed on
+// a null phase list instead (found on a one-GPU machine: "TypeError:
+// 'NoneType' object is not iterable"), after the verdict said it passed.
+func TestPreflightOneRank(t *testing.T) {
+	dir, mark := localDir(t)
+	args := localLine(t, dir, "--standalone", "--preflight")
+	for i, a := range args {
+		if a == "--nproc-per-node" {
+			args[i+1] = "1"
+		}
+	}
+	jobCase{
+		name:    "one rank",
+		wantOut: []string{"localhost:0: ALLREDUCE OK rank=0 sum=1"},
+		wantErr: []string{"preflight passed: no group or pipeline link has more than one rank"},
+	}.run(t, append(args, filepath.Join(dir, "torch_allreduce.py"), "--expect-world", "1", "--timeout", "60"))
+	assertNothingLeftHere(t, mark)
+}
