@@ -52,6 +52,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
+# DEVICE is where the layer runs: the CPU by default; --device cuda runs
+# the same grid on a GPU, where dropout and the softmax run their own kernels.
+DEVICE = "cpu"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 COLUMNS = ["hidden", "heads", "groups", "ffn", "swiglu", "seq", "mbs", "tp", "sp",
            "recompute", "dropout", "dtype", "saved_bytes"]
@@ -130,7 +133,7 @@ class UpperTriangSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, scores, scale):
         s = scores.shape[-1]
-        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        causal = torch.ones(s, s, dtype=torch.bool, device=scores.device).triu(1)
         x = (scores.float() * scale).masked_fill(causal, float("-inf"))
         probs = torch.softmax(x, dim=-1).to(scores.dtype)
         ctx.save_for_backward(probs)
@@ -180,7 +183,7 @@ class Layer:
         bias = not p["swiglu"]  # GPT keeps linear biases; Llama turns them off
 
         def param(*shape):
-            return torch.randn(*shape, dtype=dtype, requires_grad=True)
+            return torch.randn(*shape, dtype=dtype, device=DEVICE, requires_grad=True)
 
         self.ln1 = (param(h), param(h))
         self.ln2 = (param(h), param(h))
@@ -254,7 +257,7 @@ def measure(p):
     dtype = DTYPES[p["dtype"]]
     layer = Layer(p, dtype)
     s_local = p["seq"] // p["tp"] if p["sp"] else p["seq"]
-    x = torch.randn(s_local, p["mbs"], p["hidden"], dtype=dtype, requires_grad=True)
+    x = torch.randn(s_local, p["mbs"], p["hidden"], dtype=dtype, device=DEVICE, requires_grad=True)
     skip = {storage_of(t)[0] for t in layer.params}
     seen = {}
 
@@ -323,10 +326,13 @@ def parse_point(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--point", action="append", default=[], help="measure only this point (repeatable)")
+    ap.add_argument("--device", default="cpu", help="where the layer runs (cpu, cuda)")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
     points = [parse_point(t) for t in args.point] or list(grid())
     if not args.point:
-        print(f"# torch {torch.__version__}; regenerate: python3 planner/memory/testdata/saved_tensors.py"
+        print(f"# torch {torch.__version__} on {DEVICE}; regenerate: python3 planner/memory/testdata/saved_tensors.py"
               " > planner/memory/testdata/saved_tensors.tsv")
         unsupported = {dt: why for dt in DTYPES if (why := dtype_unsupported(dt))}
         for dt, why in unsupported.items():
