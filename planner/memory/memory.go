@@ -51,8 +51,12 @@ import (
 // one 2.0 GiB over, both beside runs of the same layout that agree), and
 // the excess does not grow with the allocation (the earlier 5% share for
 // fragmentation is not seen). TestMemoryValidation prints the fit; docs/cost-model.md
-// keeps the derivation. The search's --memory-headroom is kept on top for
-// what varies between runs and systems.
+// keeps the derivation. Its parts, measured on one H200
+// (testdata/gpu_overhead_h200.jsonl, TestGPUOverheadParts): the CUDA
+// context and libraries 0.74 GiB, a one-rank NCCL communicator 0.55 GiB
+// and 0.38 GiB for each more, the caching allocator's slack 0.4-3.9 GiB
+// on single-GPU training runs. The search's --memory-headroom is kept on
+// top for what varies between runs and systems.
 const (
 	otherFixedBytes = 4 * gpu.GiB
 	// DeepSpeedBucketElements is the reduce_bucket_size and
@@ -460,7 +464,12 @@ func scoreBytes(m model.Model, cfg parallel.Config, s, b, t float64) float64 {
 // backward is running: selective recompute rebuilds that layer's attention
 // scores (unfused attention only); full recompute rebuilds all of its
 // activations, less the input it kept. Without recompute everything is
-// already stored.
+// already stored. Unfused attention's backward also makes scores-sized
+// gradients; measured on an H200 (TestTensorsMatchGPUSteps) PyTorch's
+// softmax path held three at the last layer's attention backward, which
+// put two bf16 runs' peaks 2-3% above the estimate; Megatron's fused
+// 16-bit softmax computes its gradient in place, and Sailor's fp32
+// DeepSpeed runs at PP > 1 show none, so they are not added.
 func recomputeWorkingSet(m model.Model, cfg parallel.Config) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
 	t, sp := float64(cfg.TP), cfg.SequenceParallel && cfg.TP > 1
@@ -475,6 +484,26 @@ func recomputeWorkingSet(m model.Model, cfg parallel.Config) float64 {
 		return fullLayerActivationBytes(m, cfg, s, b, h, t, sp, unfused) - layerActivationBytes(m, cfg)
 	}
 	return 0
+}
+
+// scoreMatrixBytes is one e-byte tensor of a layer's attention scores on
+// one TP rank: a*s^2*b/t elements.
+func scoreMatrixBytes(m model.Model, cfg parallel.Config, s, b, t float64) float64 {
+	return activationElemBytes(cfg) * float64(m.Heads) * s * s * b / t
+}
+
+// ScoreBufferBytes is, for unfused attention, Megatron's global memory
+// buffer: the scores-sized tensor DotProductAttention hands torch.baddbmm
+// as its (beta = 0) input, made by the first layer's forward and kept for
+// the run (parallel_state.get_global_memory_buffer, "mpu"; Megatron-
+// DeepSpeed's CoreAttention has the same). Measured on an H200: a GPT's
+// device memory after its forward held it beside the stored activations
+// (planner/memory/testdata/gpu_overhead_h200.jsonl, TestTensorsMatchGPUSteps).
+func ScoreBufferBytes(m model.Model, cfg parallel.Config) float64 {
+	if !unfusedAttention(m, cfg) {
+		return 0
+	}
+	return scoreMatrixBytes(m, cfg, float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(cfg.TP))
 }
 
 // numMicroBatches is cfg.NumMicroBatches, else derived from the batch.
@@ -547,11 +576,21 @@ func embeddingActivationBytes(m model.Model, cfg parallel.Config) float64 {
 // brings its own (llm-foundry's runs, priced as ZeRO-3, use flash-attn's
 // fused cross entropy, which computes its gradient in place of the 16-bit
 // logits), so only f == Megatron gets the copy.
+//
+// A torch job's loss is torch.nn.functional.cross_entropy on fp32 logits
+// (Hugging Face's causal-LM loss upcasts 16-bit logits first): at its
+// backward the log-softmax output it keeps, nll_loss's dense gradient and
+// the log-softmax's gradient are live together, three fp32 logits-sized
+// tensors (measured on an H200 in bf16 with the upcast and in fp32:
+// 3.0 x 4 B a logit beyond the stored activations, TestTensorsMatchGPUSteps).
 func outputActivationBytes(m model.Model, cfg parallel.Config, f parallel.Framework) float64 {
 	s, b, h := float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(m.Hidden)
 	e := activationElemBytes(cfg)
 	perLogit := 4.0
-	if e < 4 && f == parallel.FrameworkMegatron {
+	switch {
+	case f == parallel.FrameworkTorch:
+		perLogit = torchLossBytesPerLogit
+	case e < 4 && f == parallel.FrameworkMegatron:
 		perLogit += e
 	}
 	return s * b * (2*e*h + perLogit*float64(m.PaddedVocab(cfg.TP))) / float64(cfg.TP)
@@ -573,7 +612,7 @@ func stageActivationBytes(m model.Model, cfg parallel.Config, f parallel.Framewo
 		}
 		work += dispatchBufferBytes(m, cfg)
 	}
-	v := layerMicroBatchesInFlight(m, cfg, r) * perLayer
+	v := layerMicroBatchesInFlight(m, cfg, r)*perLayer + ScoreBufferBytes(m, cfg)
 	if r == 0 {
 		v += embeddingActivationBytes(m, cfg)
 	}
@@ -586,6 +625,10 @@ func stageActivationBytes(m model.Model, cfg parallel.Config, f parallel.Framewo
 	}
 	return v + math.Max(work, out)
 }
+
+// torchLossBytesPerLogit is F.cross_entropy's peak per fp32 logit (see
+// outputActivationBytes).
+const torchLossBytesPerLogit = 12
 
 // otherBytes is the unitemised allowance, plus ZeRO-1/2's buckets.
 func otherBytes(cfg parallel.Config, f parallel.Framework) float64 {

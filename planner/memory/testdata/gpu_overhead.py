@@ -12,14 +12,17 @@ on the GPU it runs on, in fresh processes:
           the CUDA context, a cuBLAS GEMM, a flash-attention forward and
           backward, a one-rank NCCL communicator with an all-reduce, and
           three more communicators;
-  step    three training steps of a GPT built the way Megatron-LM's fused
-          kernels keep their tensors (RMSNorm and SwiGLU keep their
-          inputs, flash attention its Q, K, V and output, bf16 weights with
-          fp32 main gradients and fp32 Adam states, the cross entropy's
-          fp32 softmax), or an fp32 GPT with unfused attention and plain
-          torch.optim.Adam; per step it reports the tensors' peak
-          (torch.cuda.max_memory_allocated), the allocator's peak
-          (max_memory_reserved) and the process's device memory (NVML).
+  step    four training steps of a GPT built the way Megatron-Core keeps
+          its tensors (RMSNorm and SwiGLU keep their inputs and, as fused
+          kernels, write only their outputs; flash attention keeps Q, K, V
+          and its output, or Megatron's unfused DotProductAttention runs
+          over its global buffer; bf16 weights with fp32 main gradients and
+          fp32 Adam states; Megatron's cross entropy or a torch script's),
+          or an fp32 GPT with plain torch.optim.Adam; per step it reports
+          the tensors' peak (torch.cuda.max_memory_allocated), the
+          allocator's peak (max_memory_reserved) and the process's device
+          memory (NVML), and for the fourth step the peak of each phase
+          (forward, loss, each layer's backward, the optimizer step).
 
 saved_tensors.py --device cuda runs the saved-tensor grid on the GPU.
 
@@ -114,29 +117,48 @@ def up(t):
     return t.float() if t.element_size() < 4 else t
 
 
+# A fused kernel computes in fp32 in registers and writes only its output;
+# PyTorch ops write every intermediate. CHUNK tokens at a time keeps those
+# intermediates small beside the output, as the fused kernels' footprint.
+CHUNK = 256
+
+
+def chunks(n):
+    return [slice(i, min(i + CHUNK, n)) for i in range(0, n, CHUNK)]
+
+
 class RMSNorm(torch.autograd.Function):
-    """A fused RMSNorm: keeps its input and the fp32 inverse RMS (TE's and
-    Apex's fused norms keep the same)."""
+    """A fused RMSNorm (TE's, Apex's): keeps its input and the fp32 inverse
+    RMS; forward and backward write only their outputs."""
 
     @staticmethod
     def forward(ctx, x, w, eps):
-        rstd = torch.rsqrt(up(x).pow(2).mean(-1, keepdim=True) + eps)
+        out = torch.empty_like(x)
+        rstd = torch.empty(x.shape[:-1] + (1,), dtype=up(x[:1]).dtype, device=x.device)
+        for c in chunks(x.shape[0]):
+            xf = up(x[c])
+            rstd[c] = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+            out[c] = (xf * rstd[c]).to(x.dtype) * w
         ctx.save_for_backward(x, w, rstd)
-        return (up(x) * rstd).to(x.dtype) * w
+        return out
 
     @staticmethod
     def backward(ctx, g):
         x, w, rstd = ctx.saved_tensors
-        xf, gf = up(x), up(g)
-        n = xf * rstd
-        gw = (gf * n).sum(dim=tuple(range(g.dim() - 1))).to(w.dtype)
-        gn = gf * up(w)
-        gx = rstd * (gn - n * (gn * n).mean(-1, keepdim=True))
-        return gx.to(x.dtype), gw, None
+        gx = torch.empty_like(x)
+        gw = torch.zeros(w.shape, dtype=up(w).dtype, device=w.device)
+        for c in chunks(x.shape[0]):
+            n = up(x[c]) * rstd[c]
+            gf = up(g[c])
+            gw += (gf * n).sum(dim=tuple(range(g.dim() - 1)))
+            gn = gf * up(w)
+            gx[c] = (rstd[c] * (gn - n * (gn * n).mean(-1, keepdim=True))).to(x.dtype)
+        return gx, gw.to(w.dtype), None
 
 
 class SwiGLU(torch.autograd.Function):
-    """Megatron's fused SwiGLU: keeps only its 2*ffn-wide input."""
+    """Megatron's fused SwiGLU: keeps only its 2*ffn-wide input; backward
+    writes only the input's gradient."""
 
     @staticmethod
     def forward(ctx, x):
@@ -147,12 +169,15 @@ class SwiGLU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        a, b = torch.chunk(up(x), 2, -1)
-        s = torch.sigmoid(a)
-        gf = up(g)
-        ga = gf * b * s * (1 + a * (1 - s))
-        gb = gf * a * s
-        return torch.cat([ga, gb], -1).to(x.dtype)
+        out = torch.empty_like(x)
+        f = x.shape[-1] // 2
+        for c in chunks(x.shape[0]):
+            a, b = torch.chunk(up(x[c]), 2, -1)
+            s = torch.sigmoid(a)
+            gf = up(g[c])
+            out[c, ..., :f] = (gf * b * s * (1 + a * (1 - s))).to(x.dtype)
+            out[c, ..., f:] = (gf * a * s).to(x.dtype)
+        return out
 
 
 class CrossEntropy(torch.autograd.Function):
@@ -200,6 +225,33 @@ class Checkpoint(torch.autograd.Function):
         return None, x.grad
 
 
+# Megatron's global memory buffer ("mpu"): one scores-sized tensor, made
+# by the first unfused attention and kept for the run.
+BUFFER = {}
+
+
+def unfused_attention(q, k, v, scale):
+    """Megatron-Core's DotProductAttention (core_v0.19.0): Q K^T by
+    torch.baddbmm with the global buffer as its (beta = 0) input, which
+    returns new scores; the mask applied in place and the softmax (the
+    torch path FusedScaleMaskSoftmax takes in fp32), whose output
+    backward keeps; probs x V. q, k, v are [b, heads, s, d]."""
+    b, a, s, d = q.shape
+    rep = a // k.shape[1]
+    if rep > 1:
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    shape = (b * a, s, s)
+    buf = BUFFER.get((shape, q.dtype))
+    if buf is None:
+        buf = BUFFER[(shape, q.dtype)] = torch.empty(shape, dtype=q.dtype, device=q.device)
+    scores = torch.baddbmm(buf, q.reshape(b * a, s, d), k.reshape(b * a, s, d).transpose(1, 2), beta=0.0, alpha=scale)
+    mask = BUFFER.get(("mask", s))  # one causal mask for every layer, as the data loader's attention_mask
+    if mask is None:
+        mask = BUFFER[("mask", s)] = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    probs = torch.softmax(scores.view(b, a, s, s).masked_fill_(mask, -10000.0), -1)
+    return torch.bmm(probs.view(b * a, s, s), v.reshape(b * a, s, d)).view(b, a, s, d)
+
+
 class Layer(torch.nn.Module):
     def __init__(self, c, dtype, device):
         super().__init__()
@@ -223,13 +275,8 @@ class Layer(torch.nn.Module):
     def attention(self, q, k, v):
         s, b = q.shape[0], q.shape[1]
         q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, d] views
-        if self.c["fp32"]:  # unfused: scores, fp32 softmax kept
-            rep = q.shape[1] // k.shape[1]
-            if rep > 1:
-                k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-            scores = q @ k.transpose(-1, -2) * self.d ** -0.5
-            mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
-            out = torch.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
+        if self.c["fp32"] or self.c.get("unfused"):  # no flash kernel takes fp32
+            out = unfused_attention(q, k, v, self.d ** -0.5)
         else:  # flash attention (the memory-efficient kernel where flash refuses the shapes)
             from torch.nn.attention import SDPBackend, sdpa_kernel
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
@@ -237,15 +284,22 @@ class Layer(torch.nn.Module):
                                                      enable_gqa=k.shape[1] != q.shape[1])
         return out.permute(2, 0, 1, 3).reshape(s, b, -1)
 
+    phases = None  # set on the last layer of a step measured by phase
+
     def forward(self, x):
         c = self.c
         a, g = c["heads"], c["groups"]
         mixed = F.linear(self.norm(x, self.n1), self.wqkv)
+        if self.phases:
+            self.phases.on_grad(mixed, "backward last layer: core attention")
         s, b = mixed.shape[0], mixed.shape[1]
         mixed = mixed.view(s, b, g, (a // g + 2) * self.d)
         q, k, v = torch.split(mixed, [a // g * self.d, self.d, self.d], dim=3)
         q = q.reshape(s, b, a, self.d)
-        x = x + F.linear(self.attention(q, k, v), self.wo)
+        ctx = self.attention(q, k, v)
+        if self.phases:
+            self.phases.on_grad(ctx, "backward last layer: MLP and output projection")
+        x = x + F.linear(ctx, self.wo)
         y = F.linear(self.norm(x, self.n2), self.w1)
         y = SwiGLU.apply(y) if c["swiglu"] else F.gelu(y, approximate="tanh")
         return x + F.linear(y, self.w2)
@@ -261,15 +315,46 @@ class GPT(torch.nn.Module):
         self.norm = torch.nn.Parameter(torch.ones(h, dtype=dtype, device=device))
         self.out = torch.nn.Parameter(torch.randn(v, h, dtype=dtype, device=device) * 0.02)
 
-    def forward(self, tokens, target):
+    def forward(self, tokens, target, phases=None):
         x = F.embedding(tokens, self.emb)  # [s, b, h]
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
+            layer.phases = phases if i == len(self.layers) - 1 else None
+            if phases:
+                phases.on_grad(x, f"backward layer {i}")  # its gradient: layer i's backward is done
             x = Checkpoint.apply(layer, x) if self.c["recompute"] == "full" else layer(x)
+        if phases:
+            phases.mark("forward layers")
+            phases.on_grad(x, "backward loss and output layer")
         x = self.layers[0].norm(x, self.norm)
         logits = F.linear(x, self.out)
-        if self.c["fp32"]:
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]), target.view(-1))
-        return CrossEntropy.apply(logits, target).mean()
+        if self.c["fp32"] or self.c.get("torch_loss"):
+            # a plain PyTorch script's loss (Hugging Face's causal-LM loss
+            # upcasts 16-bit logits to fp32 first)
+            logits = logits.float()
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), target.view(-1))
+        else:
+            loss = CrossEntropy.apply(logits, target).mean()
+        if phases:
+            phases.mark("forward loss")
+        return loss
+
+
+class Phases:
+    """The peak of allocated memory in each phase of a step, and what was
+    allocated as the phase ended: mark() closes a phase."""
+
+    def __init__(self):
+        self.rows = []
+        torch.cuda.reset_peak_memory_stats()
+
+    def mark(self, name):
+        self.rows.append({"phase": name, "peak_mib": round(torch.cuda.max_memory_allocated() / MiB, 1),
+                          "end_mib": round(torch.cuda.memory_allocated() / MiB, 1)})
+        torch.cuda.reset_peak_memory_stats()
+
+    def on_grad(self, t, name):
+        if t.requires_grad:
+            t.register_hook(lambda g: self.mark(name))
 
 
 class MegatronAdam:
@@ -321,14 +406,22 @@ def step_run(c, base):
     tokens = torch.randint(0, c["vocab"], (c["seq"], c["mbs"]), device=device)
     target = torch.randint(0, c["vocab"], (c["seq"], c["mbs"]), device=device)
     rows = []
-    for i in range(3):
+    phases = None
+    for i in range(4):
+        if i == 3:  # a fourth step, by phase (its hooks run on the host, between kernels)
+            phases = Phases()
         torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        model(tokens, target).backward()
+        model(tokens, target, phases).backward()
+        if phases:
+            phases.mark("backward embedding")
         opt.step()
         if c["fp32"]:
             for p in params:
                 p.grad.zero_()
+        if phases:
+            phases.mark("optimizer step")
+            break
         torch.cuda.synchronize()
         used, mine = nvml_used()
         rows.append({"step": i + 1, "seconds": round(time.perf_counter() - t0, 3),
@@ -336,15 +429,15 @@ def step_run(c, base):
                      "max_reserved_mib": round(torch.cuda.max_memory_reserved() / MiB, 1),
                      "device_used_mib": round((used - base) / MiB, 1) if used >= 0 else -1,
                      "process_mib": round(mine / MiB, 1) if mine >= 0 else -1})
-    return {"params": sum(p.numel() for p in params), "steps": rows,
+    return {"params": sum(p.numel() for p in params), "steps": rows, "phases": phases.rows,
             "torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
 
 
 def configs():
     """The measured configurations: a Llama-like GPT in bf16 (flash
     attention, SwiGLU, untied embeddings) at three micro-batches, with GQA,
-    with full recompute, and a larger one; an fp32 GPT (GeLU, unfused
-    attention) as Sailor's runs were."""
+    with full recompute, with Megatron's unfused attention, and a larger
+    one; an fp32 GPT (GeLU, unfused attention) as Sailor's runs were."""
     llama = {"hidden": 2048, "heads": 16, "groups": 16, "ffn": 5632, "swiglu": True, "layers": 16,
              "vocab": 32000, "seq": 4096, "mbs": 1, "recompute": "none", "fp32": False}
     out = []
@@ -355,6 +448,9 @@ def configs():
     big = dict(llama, hidden=3072, heads=24, groups=24, ffn=8192, layers=26)
     out.append(dict(big, name="llama3b_mbs1", mbs=1))
     out.append(dict(big, name="llama3b_full_mbs4", mbs=4, recompute="full"))
+    out.append(dict(llama, name="llama1b_unfused_mbs2", unfused=True, mbs=2))
+    out.append(dict(llama, name="llama1b_unfused_mbs1", unfused=True, mbs=1))
+    out.append(dict(llama, name="llama1b_torchloss_mbs2", torch_loss=True, mbs=2))
     opt = {"hidden": 1024, "heads": 16, "groups": 16, "ffn": 4096, "swiglu": False, "layers": 24,
            "vocab": 50272, "seq": 2048, "recompute": "none", "fp32": True}
     for mbs in (1, 4):
@@ -373,14 +469,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=["all", "fixed", "step"])
     ap.add_argument("config", nargs="?", default="")
+    ap.add_argument("--only", default="", help="with all: these step configurations (comma-separated names), no start-up stages")
     a = ap.parse_args()
     if a.mode != "all":
         print(json.dumps(child(a.mode, a.config)), flush=True)
         return 0
     used, _ = nvml_used()
     print(json.dumps({"baseline_device_used_mib": round(used / MiB, 1)}), flush=True)
-    runs = [("fixed", "", {}), ("fixed", "", {"CUDA_MODULE_LOADING": "EAGER"})]
-    runs += [("step", json.dumps(c), {}) for c in configs()]
+    only = set(filter(None, a.only.split(",")))
+    runs = [] if only else [("fixed", "", {}), ("fixed", "", {"CUDA_MODULE_LOADING": "EAGER"})]
+    runs += [("step", json.dumps(c), {}) for c in configs() if not only or c["name"] in only]
     for mode, arg, env in runs:
         used, _ = nvml_used()
         e = dict(os.environ, GPU_OVERHEAD_BASE=str(max(used, 0)), **env)
