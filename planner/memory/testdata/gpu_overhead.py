@@ -39,7 +39,6 @@ Run (on a GPU; the checked-in output is testdata/gpu_overhead_h200.jsonl):
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
