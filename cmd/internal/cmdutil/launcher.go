@@ -1,7 +1,9 @@
 package cmdutil
 
 import (
+	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -31,4 +33,21 @@ func ChooseLauncher(flag string, getenv func(string) string) (string, error) {
 		return LauncherK8s, nil
 	}
 	return "", fmt.Errorf("--launcher %q: want auto, ssh, slurm or k8s", flag)
+}
+
+// CheckOneSlurmTask refuses to run as one of several tasks of an srun step
+// (SLURM_STEP_NUM_TASKS above 1, as `srun -N4 pipette-launch ...` or a
+// per-node torchrun habit gives): pipette-launch starts every node's ranks
+// itself, so each copy would start the whole job again, on the same nodes
+// and master port. The batch script, salloc's shell and a one-task step
+// are one copy (a step's tasks see only the step's nodes in
+// SLURM_JOB_NODELIST, so the batch script is the place to run it).
+func CheckOneSlurmTask(getenv func(string) string) error {
+	step := strings.TrimSpace(getenv("SLURM_STEP_ID"))
+	n, err := strconv.Atoi(strings.TrimSpace(getenv("SLURM_STEP_NUM_TASKS")))
+	if step == "" || err != nil || n <= 1 {
+		return nil
+	}
+	return InputErrorf("this is one of %d tasks of Slurm step %s.%s (SLURM_STEP_NUM_TASKS=%d, this is task %s): pipette-launch starts every node's ranks itself, so each of the %d copies would start the whole job again. Run it once, in the batch script or the salloc shell, without srun: it starts its own srun steps on the allocation's nodes",
+		n, getenv("SLURM_JOB_ID"), step, n, cmp.Or(strings.TrimSpace(getenv("SLURM_PROCID")), "?"), n)
 }

@@ -523,6 +523,9 @@ func CheckOptions(o *Options) error {
 	case o.MaxRestarts < 0:
 		return cmdutil.InputErrorf("--max-restarts %d: want >= 0", o.MaxRestarts)
 	}
+	if err := cmdutil.CheckOneSlurmTask(cmdutil.EnvLookup(o.Env)); err != nil {
+		return err
+	}
 	if o.Framework != "" && !slices.Contains([]string{"megatron", "deepspeed", "torch"}, o.Framework) {
 		return cmdutil.InputErrorf("--framework %q: want megatron, deepspeed or torch", o.Framework)
 	}

@@ -1,6 +1,9 @@
 package run
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +54,42 @@ func inAllocation(alloc map[string]string) func(*Options) {
 			o.Env = append(o.Env, k+"="+v)
 		}
 	}
+}
+
+// TestRunRefusedAsSrunTasks: `srun -N2 pipette-launch run ...` (the per-node
+// torchrun habit) runs two copies, each of which would start the whole job:
+// under a real srun both refuse, naming the step and their task, and exit 2.
+// A one-task step is one copy and is not refused (its tasks see only the
+// step's nodes, so its dry run plans on node1 alone).
+func TestRunRefusedAsSrunTasks(t *testing.T) {
+	t.Parallel()
+	tb, dir, bin := cmdtest.SlurmBed(t, testbed.NamesNone)
+	alloc := tb.SlurmAlloc(t, 2)
+	srun := func(hosts string, shape ...string) (string, error) {
+		line := append([]string{bin, "run", "--dry-run", "--hosts", hosts}, cmdtest.SlurmJobArgs(dir, 29633)...)
+		args := append(append([]string{"--jobid=" + alloc["SLURM_JOB_ID"], "--overlap", "--label"}, shape...), line...)
+		cmd := exec.Command("srun", args...)
+		cmd.Env = append(os.Environ(), tb.SlurmEnv()...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := srun("node[1-2]", "--nodes=2", "--ntasks-per-node=1")
+	if err == nil {
+		t.Fatalf("two tasks ran the line:\n%s", out)
+	}
+	for task := range 2 {
+		want := fmt.Sprintf("%d: pipette-launch: this is one of 2 tasks of Slurm step %s.", task, alloc["SLURM_JOB_ID"])
+		if !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("this is task %d)", task)) {
+			t.Errorf("task %d does not refuse (want %q):\n%s", task, want, out)
+		}
+	}
+	if strings.Contains(out, "started as one srun step") {
+		t.Errorf("a copy went on to plan the job:\n%s", out)
+	}
+	if out, err := srun("node1", "--nodes=1", "--ntasks=1", "--nodelist=node1"); err != nil || !strings.Contains(out, "started as one srun step in Slurm job "+alloc["SLURM_JOB_ID"]) {
+		t.Errorf("one task: %v\n%s", err, out)
+	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
+	tb.AssertNothingLeft(t)
 }
