@@ -351,8 +351,17 @@ func activationElemBytes(cfg parallel.Config) float64 {
 // attention keeps (megatron/core/transformer/attention.py: Megatron turns
 // that copy off only for TE >= 2.6 with a recipe other than delayed
 // scaling, the one --fp8-format hybrid with an amax history runs).
-// Transformer Engine's own source was not available to read; what it
-// keeps beyond this (its per-tensor scales) is small.
+// Transformer Engine's source bears this out (NVIDIA/TransformerEngine
+// v2.8, 40c69e75, and v1.9, e79d915a): te.Linear keeps only the FP8
+// quantized input (module/linear.py: update_usage(rowwise_usage=False,
+// columnwise_usage=True) before save; save_original_input is refused
+// under delayed scaling), te.LayerNormLinear keeps the norm's 16-bit
+// input and its FP8 output (module/layernorm_linear.py), and fused
+// attention keeps Q, K, V and its 16-bit output. Left out, as small: the
+// norms' fp32 rsigma (4 B a token each) and attention's fp32 softmax
+// statistics (4 B a token per head). A te.LayerNormMLP, which Megatron's
+// default layer spec does not use, would keep its norm output with the
+// FP8 transpose (2 B) under TE 2.x.
 func linearInputBytes(cfg parallel.Config) float64 {
 	if cfg.Precision == gpu.PrecisionFP8 {
 		return 1
