@@ -150,7 +150,7 @@ func islandHeading(c *cluster.Cluster, i int) string {
 	sp := isl.Spec
 	var nics []string
 	for _, n := range sp.NICs {
-		nics = append(nics, fmt.Sprintf("%dx %g Gbit/s %s", n.Count, n.RateGbitPerS, n.Type))
+		nics = append(nics, fmt.Sprintf("%dx %s %s", n.Count, n.RateText(), n.Type))
 	}
 	gpu := sp.GPU.Model
 	if len(isl.Hosts) > 0 {

@@ -239,6 +239,12 @@ func islandSpec(name string, hosts []*HostProbe, o ClusterOptions) (cluster.Isla
 		}
 		is.PCIeGen = g.PCIeGenMax
 	}
+	for _, n := range is.NICs {
+		if n.Type == cluster.NICEthernet && n.RateGbitPerS <= 0 {
+			warnings = append(warnings, fmt.Sprintf("%s (%s): Ethernet %s reports no link speed (as virtual NICs do: sysfs speed -1), so the cluster file leaves its rate out and plans price the hosts' Ethernet at %g Gbit/s: set rate_gbit_per_s, or run probe --measure for measured bandwidth",
+				name, hosts[0].Target, strings.Join(n.Netdevs, ","), float64(cluster.FallbackEthernetGbitPerS)))
+		}
+	}
 	sw := hosts[0].Software
 	for _, hp := range hosts[1:] {
 		sw.NCCL = cluster.OldestVersion(sw.NCCL, hp.Software.NCCL)

@@ -1,9 +1,9 @@
 package cluster
 
 import (
+	"fmt"
 	"math"
 	"sync"
-
 	"time"
 
 	"github.com/pipette-launch/pipette-launch/planner/cluster/calib"
@@ -96,9 +96,13 @@ type IntraHostBus struct {
 
 // NICSpec describes the NICs of one type on each host of an island.
 type NICSpec struct {
-	Type         NICType `yaml:"type" json:"type"`
-	Count        int     `yaml:"count" json:"count"`
-	RateGbitPerS float64 `yaml:"rate_gbit_per_s" json:"rate_gbit_per_s"`
+	Type  NICType `yaml:"type" json:"type"`
+	Count int     `yaml:"count" json:"count"`
+	// RateGbitPerS is one port's rate. An Ethernet entry may leave it out
+	// (0) when the interface reports none, as virtual NICs do (sysfs speed
+	// -1): plans then price the host's Ethernet at the 10 Gbit/s fallback
+	// (ethernetBytesPerS) unless measured bandwidth says otherwise.
+	RateGbitPerS float64 `yaml:"rate_gbit_per_s,omitempty" json:"rate_gbit_per_s,omitempty"`
 	// Devices are RDMA device names with port (mlx5_0:1), for NCCL_IB_HCA.
 	Devices []string `yaml:"devices,omitempty" json:"devices,omitempty"`
 	// Netdevs are the network interfaces (eth0, ib0), for NCCL_SOCKET_IFNAME.
@@ -113,6 +117,15 @@ type NICSpec struct {
 	// together (RateGbitPerS x Count is what all the host's GPUs reach);
 	// senders.go.
 	Senders []SenderRate `yaml:"senders,omitempty" json:"senders,omitempty"`
+}
+
+// RateText is the port rate as the summaries print it: "N Gbit/s", or
+// "rate unknown" for an Ethernet port that reports none.
+func (n NICSpec) RateText() string {
+	if n.RateGbitPerS <= 0 {
+		return "rate unknown"
+	}
+	return fmt.Sprintf("%g Gbit/s", n.RateGbitPerS)
 }
 
 // LinkSpec is the connection between two islands.

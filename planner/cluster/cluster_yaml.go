@@ -292,7 +292,11 @@ func validateNIC(errs *yamlcheck.Problems, p string, n NICSpec) {
 	if n.Count <= 0 || n.Count > limits.MaxGPUsPerHost {
 		errs.Add(p+".count", "must be 1..%d, got %d", limits.MaxGPUsPerHost, n.Count)
 	}
-	errs.Check(p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
+	if n.Type == NICEthernet {
+		errs.CheckOptional(p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS) // unknown: see NICSpec
+	} else {
+		errs.Check(p+".rate_gbit_per_s", limits.LinkGbitPerS, n.RateGbitPerS)
+	}
 	errs.CheckOptional(p+".latency_us", limits.LatencyMicroseconds, n.LatencyMicroseconds)
 	validateSenders(errs, p, n.Senders, float64(n.Count)*n.RateGbitPerS)
 }
@@ -363,10 +367,11 @@ func validateMeasured(errs *yamlcheck.Problems, m *MeasuredBandwidth, hosts map[
 const (
 	rdmaLatencyS     = 2e-6
 	ethernetLatencyS = 20e-6
-	// fallbackEthernetGbitPerS is assumed for the Ethernet side of a host
-	// that lists only InfiniBand NICs: such hosts almost always have a
-	// management/storage Ethernet port, 10 Gbit/s being the common floor.
-	fallbackEthernetGbitPerS = 10
+	// FallbackEthernetGbitPerS is assumed for the Ethernet side of a host
+	// that lists only InfiniBand NICs, or Ethernet ones of unknown rate:
+	// such hosts almost always have a management/storage Ethernet port,
+	// 10 Gbit/s being the common floor.
+	FallbackEthernetGbitPerS = 10
 	// defaultHostMemBytesPerS is attained (STREAM-like) host DRAM bandwidth
 	// when the file does not give it: a dual-socket DDR4 server reaches
 	// 150-300 GB/s, a desktop 50-80; 100 GB/s errs on the slow side.
@@ -552,7 +557,7 @@ func ncclNICBytesPerS(nics []NICSpec) float64 {
 	sum := 0.0
 	for _, n := range nics {
 		if n.Type.RDMA() == rdma {
-			sum += float64(n.Count) * n.RateGbitPerS
+			sum += float64(n.Count) * portGbitPerS(n)
 		}
 	}
 	return sum * 1e9 / 8
@@ -563,18 +568,28 @@ func nicBytesPerS(nics []NICSpec, t NICType) float64 {
 	sum := 0.0
 	for _, n := range nics {
 		if n.Type == t {
-			sum += float64(n.Count) * n.RateGbitPerS
+			sum += float64(n.Count) * portGbitPerS(n)
 		}
 	}
 	return sum * 1e9 / 8
 }
 
+// portGbitPerS is one port's rate as plans price it: the file's, or the
+// 10 Gbit/s fallback for an Ethernet port whose rate is unknown (left out).
+func portGbitPerS(n NICSpec) float64 {
+	if n.Type == NICEthernet && n.RateGbitPerS <= 0 {
+		return FallbackEthernetGbitPerS
+	}
+	return n.RateGbitPerS
+}
+
 // ethernetBytesPerS is what TCP can use: Ethernet and RoCE ports (RoCE NICs
-// are Ethernet NICs), else the assumed 10 Gbit/s management port.
+// are Ethernet NICs), else the assumed 10 Gbit/s management port (also for
+// Ethernet ports whose rate the file leaves out as unknown).
 func ethernetBytesPerS(nics []NICSpec) float64 {
 	v := nicBytesPerS(nics, NICEthernet) + nicBytesPerS(nics, NICRoCE)
 	if v == 0 {
-		return fallbackEthernetGbitPerS * 1e9 / 8
+		return FallbackEthernetGbitPerS * 1e9 / 8
 	}
 	return v
 }

@@ -179,6 +179,7 @@ func TestResolveInterIslandFallbacks(t *testing.T) {
 		{"IB vs IB, different fabrics: Ethernet", "{type: infiniband, count: 2, rate_gbit_per_s: 100}", "fabric: x", "fabric: y", 10e9 / 8, ethernetLatencyS},
 		{"IB vs IB on one fabric: RDMA at the smaller aggregate", "{type: infiniband, count: 2, rate_gbit_per_s: 100}", "fabric: x", "fabric: x", 200e9 / 8, rdmaLatencyS},
 		{"IB vs RoCE: RoCE port carries TCP, IB side 10G", "{type: roce, count: 2, rate_gbit_per_s: 100}", "", "", 10e9 / 8, ethernetLatencyS},
+		{"IB vs Ethernet of unknown rate (a virtual NIC): 10G", "{type: ethernet, count: 1}", "", "", 10e9 / 8, ethernetLatencyS},
 	}
 	for _, k := range cases {
 		doc := strings.NewReplacer("NICS_B", k.nicsB, "FABRIC_A", k.fabA, "FABRIC_B", k.fabB).Replace(twoIslandsNoLink)
@@ -291,7 +292,7 @@ func TestParseClusterFileErrors(t *testing.T) {
 		{"unknown GPU", "{model: L40S}", "{model: Z9000}", `clusters[1].gpu.model (line 11, column 18): unknown GPU "Z9000": the catalog has GB200, B200, `},
 		{"unknown GPU, memory given", "{model: L40S}", "{model: Z9000, memory_gib: 40}", `clusters[1].gpu.model (line 11, column 18): unknown GPU "Z9000": the catalog has GB200, B200, GH200, H200, H100-NVL, H100-PCIe, H100-SXM, A100-80GB-PCIe, A100-80GB-SXM, A100-40GB-PCIe, A100-40GB-SXM, V100-32GB-PCIe, V100-32GB-SXM2, V100-16GB-PCIe, V100-16GB-SXM2, L40S, L40, L4, A10, RTX-A6000, RTX-4090, RTX-4080-SUPER, RTX-3090, TITAN-RTX, RTX-2080-Ti, MI250X, MI300X; for a GPU of your own give peak_bf16_tflops`},
 		{"negative memory", "{model: L40S}", "{model: L40S, memory_gib: -4}", "clusters[1].gpu.memory_gib (line 11, column 36): must be 0 (not given) or a number from 0.001 to 100000 GiB, got -4"},
-		{"negative NIC rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: -100", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be a number from 0.001 to 100000 Gbit/s, got -100"},
+		{"negative NIC rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: -100", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be 0 (not given) or a number from 0.001 to 100000 Gbit/s, got -100"},
 		{"NIC latency out of range", "rate_gbit_per_s: 100}", "rate_gbit_per_s: 100, latency_us: -3}", "clusters[1].nics[0].latency_us (line 12, column 73): must be 0 (not given) or a number from 0.001 to 1000000 us, got -3"},
 		{"bad NIC type", "type: ethernet", "type: wifi", `clusters[1].nics[0].type (line 12, column 19): must be infiniband, roce or ethernet, got "wifi"`},
 		{"duplicate host", "hosts: b1", "hosts: a2", `clusters[1].hosts[0] (line 9, column 12): duplicate host "a2" (also clusters[0].hosts[1])`},
@@ -419,5 +420,25 @@ links: [{between: [ib, plain], type: ethernet, bandwidth_gbit_per_s: 100, latenc
 	base := mustResolve(t, strings.ReplaceAll(doc, ", latency_us: 1500", ""))
 	if got := base.LinkBetween(host("g1"), host("g2")).LatencyS; got != ethernetLatencyS {
 		t.Errorf("without latency_us: %g s, want the TCP default %g", got, ethernetLatencyS)
+	}
+}
+
+// TestNICRateUnknownOnlyForEthernet: an Ethernet entry may leave its rate
+// out (a virtual NIC reports none; probe writes it so), an RDMA one may not.
+func TestNICRateUnknownOnlyForEthernet(t *testing.T) {
+	for _, tc := range []struct {
+		nic, err string
+	}{
+		{"{type: ethernet, count: 1, netdevs: [eth0]}", ""},
+		{"{type: ethernet, count: 1, rate_gbit_per_s: 0}", ""},
+		{"{type: infiniband, count: 4}", "clusters[0].nics[0].rate_gbit_per_s"},
+		{"{type: roce, count: 2}", "clusters[0].nics[0].rate_gbit_per_s"},
+		{"{type: ethernet, count: 1, rate_gbit_per_s: -1}", "clusters[0].nics[0].rate_gbit_per_s"},
+	} {
+		doc := "clusters:\n  - name: vm\n    hosts: vm[1-2]\n    gpus_per_host: 1\n    gpu: {model: H200}\n    nics: [" + tc.nic + "]\n"
+		_, err := Parse([]byte(doc))
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: err = %v, want %q", tc.nic, err, tc.err)
+		}
 	}
 }

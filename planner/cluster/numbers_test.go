@@ -19,8 +19,8 @@ func TestParseClusterFileHostileNumbers(t *testing.T) {
 	}{
 		{"nan rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: .nan", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): got .nan; want a finite number", ""},
 		{"inf rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: .inf", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): got .inf; want a finite number", ""},
-		{"huge rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: 1e308", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be a number from 0.001 to 100000 Gbit/s, got 1e+308", ""},
-		{"tiny rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: 1e-300", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be a number from 0.001 to 100000 Gbit/s, got 1e-300", ""},
+		{"huge rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: 1e308", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be 0 (not given) or a number from 0.001 to 100000 Gbit/s, got 1e+308", ""},
+		{"tiny rate", "rate_gbit_per_s: 100", "rate_gbit_per_s: 1e-300", "clusters[1].nics[0].rate_gbit_per_s (line 12, column 56): must be 0 (not given) or a number from 0.001 to 100000 Gbit/s, got 1e-300", ""},
 		{"inf tflops", "{model: L40S}", "{model: L40S, peak_bf16_tflops: .inf}", "clusters[1].gpu.peak_bf16_tflops (line 11, column 42): got .inf; want a finite number", ""},
 		{"huge tflops", "{model: L40S}", "{model: L40S, peak_bf16_tflops: 1e9}", "clusters[1].gpu.peak_bf16_tflops (line 11, column 42): must be 0 (not given) or a number from 0.0001 to 100000 TFLOP/s, got 1e+09", ""},
 		{"huge fp8 tflops", "{model: L40S}", "{model: L40S, peak_fp8_tflops: 1e300}", "clusters[1].gpu.peak_fp8_tflops (line 11, column 41): must be 0 (not given) or a number from 0.0001 to 100000 TFLOP/s, got 1e+300", ""},

@@ -338,7 +338,7 @@ func printProbeSummary(opts *Options, f *cluster.File) {
 		}
 		var nics []string
 		for _, n := range c.NICs {
-			nics = append(nics, fmt.Sprintf("%dx %s %g Gbit/s", n.Count, n.Type, n.RateGbitPerS))
+			nics = append(nics, fmt.Sprintf("%dx %s %s", n.Count, n.Type, n.RateText()))
 		}
 		fmt.Fprintf(w, "%s: %d hosts (%s): %d x %s, %s, %.1f GiB, %d cores\n", c.Name, len(c.Hosts),
 			strings.Join(names, ", "), c.GPUsPerHost, c.GPU.Model, strings.Join(nics, ", "), c.HostMemoryGiB, c.CPUCores)
