@@ -51,3 +51,16 @@ func CheckOneSlurmTask(getenv func(string) string) error {
 	return InputErrorf("this is one of %d tasks of Slurm step %s.%s (SLURM_STEP_NUM_TASKS=%d, this is task %s): pipette-launch starts every node's ranks itself, so each of the %d copies would start the whole job again. Run it once, in the batch script or the salloc shell, without srun: it starts its own srun steps on the allocation's nodes",
 		n, getenv("SLURM_JOB_ID"), step, n, cmp.Or(strings.TrimSpace(getenv("SLURM_PROCID")), "?"), n)
 }
+
+// SlurmStepWarning is, when pipette-launch runs as the one task of an srun
+// step (an `srun --pty bash` shell, srun -N1 -n1), what that costs: Slurm
+// gives a step's tasks the step's nodes as SLURM_JOB_NODELIST, so the job
+// is planned on those, not on the whole allocation. "" elsewhere.
+func SlurmStepWarning(getenv func(string) string) string {
+	step := strings.TrimSpace(getenv("SLURM_STEP_ID"))
+	if step == "" || strings.TrimSpace(getenv("SLURM_JOB_ID")) == "" {
+		return ""
+	}
+	return fmt.Sprintf("running inside Slurm step %s.%s, whose tasks see only the step's nodes (SLURM_JOB_NODELIST=%s): the job is planned on those; run pipette-launch in the batch script or the salloc shell to use the whole allocation",
+		getenv("SLURM_JOB_ID"), step, getenv("SLURM_JOB_NODELIST"))
+}

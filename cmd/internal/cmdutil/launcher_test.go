@@ -63,3 +63,25 @@ func TestCheckOneSlurmTask(t *testing.T) {
 		}
 	}
 }
+
+// TestSlurmStepWarning: only a process inside a step of an allocation is
+// warned; the batch script's environment (as a real sbatch gives it: no
+// SLURM_STEP_ID) and a machine without Slurm are not.
+func TestSlurmStepWarning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no Slurm", nil, ""},
+		{"batch script", map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "node[1-2]", "SLURM_NTASKS": "2", "SLURM_PROCID": "0"}, ""},
+		{"srun --pty bash", map[string]string{"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "1", "SLURM_JOB_NODELIST": "node1"},
+			"running inside Slurm step 7.0, whose tasks see only the step's nodes (SLURM_JOB_NODELIST=node1)"},
+	} {
+		got := SlurmStepWarning(func(k string) string { return tc.env[k] })
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

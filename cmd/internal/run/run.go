@@ -305,6 +305,9 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s is ignored: %s\n", f, why)
 	}
+	if w := cmdutil.SlurmStepWarning(cmdutil.EnvLookup(opts.Env)); w != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
+	}
 	fw := ChooseFramework(opts)
 	mode, err := fabric.ParseMode(opts.NCCLMode)
 	if err != nil {

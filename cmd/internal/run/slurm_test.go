@@ -59,8 +59,8 @@ func inAllocation(alloc map[string]string) func(*Options) {
 // TestRunRefusedAsSrunTasks: `srun -N2 pipette-launch run ...` (the per-node
 // torchrun habit) runs two copies, each of which would start the whole job:
 // under a real srun both refuse, naming the step and their task, and exit 2.
-// A one-task step is one copy and is not refused (its tasks see only the
-// step's nodes, so its dry run plans on node1 alone).
+// A one-task step is one copy and is not refused, but warned: its tasks
+// see only the step's nodes (SLURM_JOB_NODELIST), so it plans on node1.
 func TestRunRefusedAsSrunTasks(t *testing.T) {
 	t.Parallel()
 	tb, dir, bin := cmdtest.SlurmBed(t, testbed.NamesNone)
@@ -87,8 +87,13 @@ func TestRunRefusedAsSrunTasks(t *testing.T) {
 	if strings.Contains(out, "started as one srun step") {
 		t.Errorf("a copy went on to plan the job:\n%s", out)
 	}
-	if out, err := srun("node1", "--nodes=1", "--ntasks=1", "--nodelist=node1"); err != nil || !strings.Contains(out, "started as one srun step in Slurm job "+alloc["SLURM_JOB_ID"]) {
+	out, err = srun("node1", "--nodes=1", "--ntasks=1", "--nodelist=node1")
+	if err != nil || !strings.Contains(out, "started as one srun step in Slurm job "+alloc["SLURM_JOB_ID"]) {
 		t.Errorf("one task: %v\n%s", err, out)
+	}
+	// It warns that a step's task sees only the step's nodes.
+	if !strings.Contains(out, "warning: running inside Slurm step "+alloc["SLURM_JOB_ID"]+".") || !strings.Contains(out, "(SLURM_JOB_NODELIST=node1)") {
+		t.Errorf("one task: no warning that the step's nodes are all it sees:\n%s", out)
 	}
 	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
