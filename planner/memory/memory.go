@@ -54,9 +54,11 @@ import (
 // keeps the derivation. Its parts, measured on one H200
 // (testdata/gpu_overhead_h200.jsonl, TestGPUOverheadParts): the CUDA
 // context and libraries 0.74 GiB, a one-rank NCCL communicator 0.55 GiB
-// and 0.38 GiB for each more, the caching allocator's slack 0.4-3.9 GiB
-// on single-GPU training runs. The search's --memory-headroom is kept on
-// top for what varies between runs and systems.
+// and 0.38 GiB for each more, and the caching allocator's slack, 0.4-3.9
+// GiB on single-GPU training runs, which there did grow with the
+// activations (1.9-11.6% of the peak; Sailor's runs show no such share).
+// The search's --memory-headroom is kept on top for what varies between
+// runs and systems.
 const (
 	otherFixedBytes = 4 * gpu.GiB
 	// DeepSpeedBucketElements is the reduce_bucket_size and
