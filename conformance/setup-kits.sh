@@ -14,5 +14,14 @@ done
 mpid=$!
 rc=0
 wait "$dpid" || { echo "conformance: DeepSpeed kit set-up failed:" >&2; tail -20 "$logs/conformance-deepspeed-setup.log" >&2; rc=1; }
-wait "$mpid" || { echo "conformance: Megatron kit set-up failed:" >&2; tail -20 "$logs/conformance-megatron-setup.log" >&2; rc=1; }
+# A debootstrap can fail beside the DeepSpeed build (once: "Failure while unpacking required packages", then
+# its partial tree still being written as the script removed it); the DeepSpeed set-up is over by now, so the
+# Megatron one is tried once more, alone, and the first attempt's log kept.
+if ! wait "$mpid"; then
+  mv "$logs/conformance-megatron-setup.log" "$logs/conformance-megatron-setup.first.log"
+  echo "conformance: Megatron kit set-up failed; trying it once more, alone (first attempt: $logs/conformance-megatron-setup.first.log):" >&2
+  tail -5 "$logs/conformance-megatron-setup.first.log" >&2
+  "$fw/megatron/setup.sh" > "$logs/conformance-megatron-setup.log" 2>&1 ||
+    { echo "conformance: Megatron kit set-up failed again:" >&2; tail -20 "$logs/conformance-megatron-setup.log" >&2; rc=1; }
+fi
 exit $rc
