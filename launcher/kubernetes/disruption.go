@@ -324,6 +324,11 @@ func (s *supervisor) lost(ctx context.Context, pods map[string]podState, withNod
 		switch {
 		case listed:
 			rank, w = st.lostRank(s.notReady), st.lostWhy(s.notReady)
+			if rank == 0 && wasDisrupted {
+				// Listed as Succeeded now, its ranks stopped cleanly on
+				// the SIGTERM; an earlier look saw it taken away.
+				rank, w = gone.lostRank(nil), gone.lostWhy(nil)
+			}
 		case wasDisrupted:
 			// Gone since a listing or the watch showed Kubernetes
 			// taking it away.
@@ -359,10 +364,17 @@ func (s *supervisor) remember(pods map[string]podState) {
 }
 
 // keepDisrupted records a pod seen with a DisruptionTarget, by hostname
-// (from the poller or the watch).
+// (from the poller or the watch). A pod taken away ends Succeeded when its
+// script stops its ranks cleanly on the SIGTERM (seen on the kubelet stack:
+// the watch's last change of the evicted pod), and a Succeeded pod is not
+// lost (lostWhy), so that last look must not replace the one before it
+// that says why the pod went.
 func (s *supervisor) keepDisrupted(st podState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if old, ok := s.disrupted[st.hostname]; ok && st.phase == "Succeeded" && old.phase != "Succeeded" {
+		return
+	}
 	s.disrupted[st.hostname] = st
 }
 

@@ -354,6 +354,11 @@ func TestWatchKeepsDisruptions(t *testing.T) {
 	}{
 		{"objects", objects(running, running, running) + objects(running, running, nil), "cpu-2"},
 		{"a List first", string(podJSON(t, running, running, running)) + objects(running, running, nil), "cpu-2"},
+		// The evicted pod's script stops its ranks cleanly on the SIGTERM,
+		// so its last change is Succeeded, still with its DisruptionTarget
+		// (seen on the kubelet stack): that look must not hide why it went.
+		{"evicted, then Succeeded", objects(running, running, running) + objects(running, running, nil) +
+			objects(running, running, []func(map[string]any){exited("Succeeded", 0)}), "cpu-2"},
 		{"never evicted", objects(running, running, running), ""},
 		{"cut off", objects(running, running, running) + `{"kind": "Pod", "metadata": {`, ""},
 	} {
@@ -361,6 +366,12 @@ func TestWatchKeepsDisruptions(t *testing.T) {
 			s := newSupervisor(threePodJob(), "@@tag", Options{PlanHosts: true})
 			s.readWatch(strings.NewReader(c.stream))
 			pods, err := readPods(podJSON(t, failed, running)) // the evicted pod is gone, its peer failed
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLost(t, s.lost(context.Background(), pods, false), c.wantHost, "DisruptionTarget EvictionByEvictionAPI")
+			// The evicted pod still listed, Succeeded: the same answer.
+			pods, err = readPods(podJSON(t, failed, running, []func(map[string]any){exited("Succeeded", 0)}))
 			if err != nil {
 				t.Fatal(err)
 			}
