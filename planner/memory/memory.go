@@ -468,7 +468,13 @@ func scoreBytes(m model.Model, cfg parallel.Config, s, b, t float64) float64 {
 	if m.AttentionDropoutP() > 0 {
 		per += 1 + e
 	}
-	return per * float64(m.Heads) * s * s * b / t
+	return per * scoreElems(m, s, b, t)
+}
+
+// scoreElems is the elements of one layer's attention score matrix on one
+// TP rank: a*s^2*b/t.
+func scoreElems(m model.Model, s, b, t float64) float64 {
+	return float64(m.Heads) * s * s * b / t
 }
 
 // recomputeWorkingSet is the transient memory of the one layer whose
@@ -497,12 +503,6 @@ func recomputeWorkingSet(m model.Model, cfg parallel.Config) float64 {
 	return 0
 }
 
-// scoreMatrixBytes is one e-byte tensor of a layer's attention scores on
-// one TP rank: a*s^2*b/t elements.
-func scoreMatrixBytes(m model.Model, cfg parallel.Config, s, b, t float64) float64 {
-	return activationElemBytes(cfg) * float64(m.Heads) * s * s * b / t
-}
-
 // ScoreBufferBytes is, for unfused attention, Megatron's global memory
 // buffer: the scores-sized tensor DotProductAttention hands torch.baddbmm
 // as its (beta = 0) input, made by the first layer's forward and kept for
@@ -514,7 +514,7 @@ func ScoreBufferBytes(m model.Model, cfg parallel.Config) float64 {
 	if !unfusedAttention(m, cfg) {
 		return 0
 	}
-	return scoreMatrixBytes(m, cfg, float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(cfg.TP))
+	return activationElemBytes(cfg) * scoreElems(m, float64(m.SeqLength/cfg.CP), float64(cfg.MicroBatch), float64(cfg.TP))
 }
 
 // numMicroBatches is cfg.NumMicroBatches, else derived from the batch.
