@@ -180,10 +180,10 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 		}
 		j.Files = append(j.Files, job.File{Path: HostfileName, Mode: 0o644, Content: Hostfile(j.Hosts)})
 	}
+	if o.NoScripts {
+		return j, nil
+	}
 	for i := range j.Hosts {
-		if o.NoScripts {
-			break
-		}
 		s, err := job.HostScript(j, i)
 		if err != nil {
 			return nil, err
