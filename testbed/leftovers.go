@@ -117,3 +117,16 @@ func (tb *Testbed) AssertNothingLeft(t testing.TB) {
 		t.Errorf("left running on %s", l)
 	}
 }
+
+// WaitNothingLeft waits (up to limit) until nothing is left on the hosts.
+// A cut-off host's agent stops its ranks by itself (TERM, KILL after the
+// grace) once its session ends or its heartbeat times out, which can still
+// be under way when Slurm's steps are gone. Tests call AssertNothingLeft
+// after it, which then still fails for a process that never ends.
+func (tb *Testbed) WaitNothingLeft(limit time.Duration) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if left, err := tb.Leftovers(0); err != nil || len(left) == 0 {
+			return
+		}
+	}
+}

@@ -62,7 +62,11 @@ func TestElasticInsideSlurmAllocation(t *testing.T) {
 			t.Errorf("output lacks %q", w)
 		}
 	}
-	// node2's ranks, cut off, are Slurm's to end once it is back.
+	// node2's ranks, cut off, are Slurm's to end once it is back, and its
+	// agent's: it stops them itself once its heartbeat times out (30 s by
+	// default) and the 3 s grace has passed. A CI run (14a5308) found that
+	// stop still under way when Slurm's steps were gone; a minute bounds it.
 	tb.WaitSlurmStepsGone(90 * time.Second)
+	tb.WaitNothingLeft(time.Minute)
 	tb.AssertNothingLeft(t)
 }
