@@ -50,6 +50,9 @@ type Job struct {
 	// UseAllGPUs keeps plans on every GPU of the cluster
 	// (search.Options.UseAllGPUs).
 	UseAllGPUs bool
+	// Pins are the launcher's --recompute, --no-offload and
+	// --distributed-optimizer (Pins).
+	Pins Pins
 	// DP pins the data-parallel size (0: free): an elastic restart's
 	// DeepSpeed checkpoint that loads only at the size that saved it. When
 	// no layout with it uses every GPU, the search may leave hosts idle
@@ -132,6 +135,9 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	if fixed.TPCommOverlap {
 		fixed.TPOverlapCfg = j.TPOverlapCfg
 	}
+	if err := applyPins(j.Pins, &fixed, fw, planned); err != nil {
+		return nil, err
+	}
 	if fw == parallel.FrameworkTorch || !planned {
 		// The ranks are the world: Megatron checks first that the world
 		// divides by the script's model-parallel sizes (validate_args'
@@ -198,6 +204,9 @@ func Choose(c *cluster.Cluster, j Job, planned bool) (*Choice, error) {
 	}
 	if megatronArgs {
 		if w := sizesBeyondDefaults(fixed, p); w != "" {
+			ch.Warnings = append(ch.Warnings, w)
+		}
+		if w := scriptKnobsWarning(m, fixed, p, j.MemoryHeadroom, j.PlanIndex); w != "" {
 			ch.Warnings = append(ch.Warnings, w)
 		}
 	}

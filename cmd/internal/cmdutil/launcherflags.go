@@ -35,3 +35,36 @@ func MemoryHeadroomFlag() cli.Flag {
 func UseAllGPUsFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "use-all-gpus", Usage: "plan only layouts that use every GPU of the cluster, or refuse; by default a plan may leave whole hosts idle when no layout uses them all or fewer are faster (the plan says which and why)"}
 }
+
+// RecomputeFlag, DistributedOptimizerFlag and NoOffloadFlag are plan's and
+// run's pins of recompute, Megatron's distributed optimizer and CPU
+// offload. For run they keep what a Megatron-LM script's arguments cannot
+// say: its flags turn these on, none keeps them off (planner.Pins).
+func RecomputeFlag() cli.Flag {
+	return &cli.StringFlag{Name: "recompute", Usage: "fix recomputation: none, selective or full (run: a Megatron script's arguments cannot ask for none)"}
+}
+
+// DistributedOptimizerFlag: see RecomputeFlag.
+func DistributedOptimizerFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "distributed-optimizer", Usage: "fix Megatron's distributed optimizer on (=false: off)"}
+}
+
+// NoOffloadFlag and OffloadFlag: see RecomputeFlag.
+func NoOffloadFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"}
+}
+
+// OffloadFlag: see NoOffloadFlag.
+func OffloadFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"}
+}
+
+// DistributedOptimizerPin is --distributed-optimizer as given (nil: not
+// given, free).
+func DistributedOptimizerPin(c *cli.Context) *bool {
+	if !c.IsSet("distributed-optimizer") {
+		return nil
+	}
+	v := c.Bool("distributed-optimizer")
+	return &v
+}

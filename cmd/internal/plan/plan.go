@@ -91,11 +91,11 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 			&cli.IntFlag{Name: "ep", Usage: "fix the expert parallel size (mixture-of-experts models)"},
 			&cli.IntFlag{Name: "etp", Usage: "fix the expert tensor parallel size (mixture-of-experts models; Megatron's default is TP)"},
 			&cli.IntFlag{Name: "micro-batch-size", Usage: "fix the micro-batch size"},
-			&cli.StringFlag{Name: "recompute", Usage: "fix recomputation: none, selective or full"},
+			cmdutil.RecomputeFlag(),
 			&cli.IntFlag{Name: "zero-stage", Value: -1, Usage: "fix the DeepSpeed ZeRO stage (0-3)"},
-			&cli.BoolFlag{Name: "distributed-optimizer", Usage: "fix Megatron's distributed optimizer on (=false: off)"},
-			&cli.BoolFlag{Name: "no-offload", Usage: "never offload to CPU"},
-			&cli.BoolFlag{Name: "offload", Usage: "only plans with CPU offload"},
+			cmdutil.DistributedOptimizerFlag(),
+			cmdutil.NoOffloadFlag(),
+			cmdutil.OffloadFlag(),
 			cmdutil.UseAllGPUsFlag(),
 			&cli.StringFlag{Name: "sequence-parallel", Value: "auto", Usage: "Megatron sequence parallelism: on, off or auto (on wherever TP > 1: it moves the same bytes and saves memory); --sequence-parallel is rendered only when the plan uses it"},
 			&cli.StringFlag{Name: "schedules", Usage: "what-if: re-price plan 1 under each pipeline schedule in `LIST` (1f1b,interleaved,wave), same placement; wave is Hanayo's wave-like schedule, which Megatron-LM/DeepSpeed cannot launch: it is shown, never chosen or rendered"},
@@ -134,10 +134,7 @@ func NewCmd(io *cmdutil.IOStreams) *cli.Command {
 				return cmdutil.UsageError("%v", err)
 			}
 			opts.Fixed.Precision = gpu.Precision(c.String("precision"))
-			if c.IsSet("distributed-optimizer") {
-				v := c.Bool("distributed-optimizer")
-				opts.Fixed.DistributedOptimizer = &v
-			}
+			opts.Fixed.DistributedOptimizer = cmdutil.DistributedOptimizerPin(c)
 			return Run(opts)
 		},
 	}

@@ -83,6 +83,9 @@ type Options struct {
 	// PlanOverridesConfig lets the plan change the user's DeepSpeed
 	// config (printed as a diff) instead of keeping it as constraints.
 	PlanOverridesConfig bool
+	// Pins are --recompute, --no-offload and --distributed-optimizer: what
+	// the plan keeps that a Megatron script's arguments cannot pin off.
+	Pins planner.Pins
 	// devices are the filtered hosts' slots as CUDA_VISIBLE_DEVICES.
 	devices []string
 	// EnvFlags are --env KEY=VALUE as given; EnvFile is --env-file.

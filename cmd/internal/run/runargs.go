@@ -14,6 +14,8 @@ import (
 	"github.com/pipette-launch/pipette-launch/launcher/elastic"
 	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/launcher/probe/launchprobe"
+	"github.com/pipette-launch/pipette-launch/planner"
+	"github.com/pipette-launch/pipette-launch/planner/parallel"
 )
 
 // Flags are the launch line's launcher flags (launchline.Flags and the
@@ -33,6 +35,10 @@ func Flags() []cli.Flag {
 		&cli.IntFlag{Name: "global-batch-size", Usage: "global batch size to plan for (default: the script's --global-batch-size)"},
 		cmdutil.MemoryHeadroomFlag(),
 		cmdutil.UseAllGPUsFlag(),
+		cmdutil.RecomputeFlag(),
+		cmdutil.NoOffloadFlag(),
+		cmdutil.OffloadFlag(),
+		cmdutil.DistributedOptimizerFlag(),
 		&cli.BoolFlag{Name: "dry-run", Usage: "print every host's command lines, environment and files; start nothing"},
 		&cli.BoolFlag{Name: "json", Usage: "with --dry-run: print the job and its plan as one JSON object (errors: one JSON object on stderr)"},
 		&cli.StringFlag{Name: "output-dir", Usage: "write one launch script per host and the job's files here (a directory of yours only you can write; made 0700 when missing); start nothing"},
@@ -100,6 +106,8 @@ func OptionsFromCLI(c *cli.Context, io *cmdutil.IOStreams, env []string) (*Optio
 		o.EnvFlags = l.vals
 	}
 	o.SequenceParallel = c.String("sequence-parallel")
+	o.Pins = planner.Pins{Recompute: parallel.Recompute(c.String("recompute")), NoOffload: c.Bool("no-offload"),
+		Offload: c.Bool("offload"), DistributedOptimizer: cmdutil.DistributedOptimizerPin(c)}
 	o.PlanOverridesConfig = c.Bool("plan-overrides-config")
 	o.SSH, o.Fanout = cmdutil.SSHOptionsFromCLI(c)
 	if o.Fanout < 1 {

@@ -55,7 +55,7 @@ func ChoosePlan(o *Options, c *cluster.Cluster, fw parallel.Framework, planned b
 	job := planner.Job{Framework: fw, Script: o.Script, Args: o.ScriptArgs, GlobalBatch: o.GlobalBatch,
 		SequenceParallel: sp, SequenceParallelFlag: o.SequenceParallel, Vocab: tokenizer.Reader{Dir: o.WorkDir}.Vocab,
 		TPOverlapCfg: ub, DS: ds, OverrideDS: o.PlanOverridesConfig, PlanIndex: o.PlanIndex, MemoryHeadroom: o.MemoryHeadroom,
-		UseAllGPUs: o.UseAllGPUs || (o.NNodes != "" && !o.idleOK), DP: o.pinDP}
+		UseAllGPUs: o.UseAllGPUs || (o.NNodes != "" && !o.idleOK), DP: o.pinDP, Pins: o.Pins}
 	if o.Model != "" {
 		job.Model = func() (model.Model, error) { return cmdutil.LoadModel(o.Model, 0) }
 	}
