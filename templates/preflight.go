@@ -98,7 +98,7 @@ func Preflight(j *job.Job, c *cluster.Cluster, p *search.Plan, o Options, po Pre
 		return nil, nil, err
 	}
 	// The job's own files directory: never over the user's files.
-	pj := &job.Job{Name: j.Name, WorkDir: j.WorkDir, FilesDir: j.FilesDir, LogDir: j.LogDir,
+	pj := &job.Job{Name: j.Name, WorkDir: j.WorkDir, FilesDir: j.FilesDir, LogDir: j.LogDir, StopGrace: j.StopGrace,
 		Files: []job.File{{Path: PreflightScriptFile, Mode: 0o644, Content: preflightScript}, {Path: PreflightSpecFile, Mode: 0o644, Content: data}}}
 	for _, h := range j.Hosts {
 		hj := h

@@ -54,6 +54,9 @@ type Options struct {
 	WorkDir string
 	// LogDir, when set, receives one stdout and one stderr file per rank.
 	LogDir string
+	// StopGrace is the seconds the host scripts give ranks between SIGTERM
+	// and SIGKILL (job.Job.StopGrace; 0: torchrun's 30).
+	StopGrace int
 	// HostDevices[i], when set, is cluster host i's CUDA_VISIBLE_DEVICES for
 	// hosts whose GPUs are not described (DeepSpeed's --include slots).
 	HostDevices []string
@@ -129,7 +132,7 @@ func Render(p *search.Plan, c *cluster.Cluster, o Options) (*job.Job, error) {
 		return nil, err
 	}
 	o.MasterAddr = master
-	j := &job.Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, Warnings: append(fp.warnings, masterWarnings...)}
+	j := &job.Job{Name: o.Name, WorkDir: o.WorkDir, FilesDir: o.FilesDir, LogDir: o.LogDir, StopGrace: o.StopGrace, Warnings: append(fp.warnings, masterWarnings...)}
 	megatronArgs := p.Framework == parallel.FrameworkMegatron ||
 		(p.Framework == parallel.FrameworkDeepSpeed && megatron.LooksLike(o.Script, o.Args))
 	numLayers, err := megatronLayers(o, megatronArgs)

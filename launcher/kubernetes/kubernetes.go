@@ -85,8 +85,8 @@ type Options struct {
 	Kubectl Kubectl
 	Out     io.Writer // host:rank: lines and notes
 	// Poll is how often pods are listed (default 1 s); StopTimeout bounds
-	// the wait for the pods to be gone after the delete (default 3 min:
-	// the pods' 45 s grace and a margin).
+	// the wait for the pods to be gone after the delete (default: the
+	// pods' grace, Manifests.PodGraceSeconds, and 2 min; at least 3 min).
 	Poll        time.Duration
 	StopTimeout time.Duration
 	// PlanHosts: a failure names the plan's host (job.Hosts[].Name, a
@@ -160,6 +160,13 @@ type podState struct {
 var failingWait = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true,
 	"InvalidImageName": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
 
+// defaultStopTimeout is Options.StopTimeout's default: the pods' grace
+// and 2 min, at least 3 min, so a pod given a long --stop-grace is waited
+// out rather than reported as left behind.
+func defaultStopTimeout(m *k8s.Manifests) time.Duration {
+	return max(3*time.Minute, time.Duration(m.PodGraceSeconds)*time.Second+2*time.Minute)
+}
+
 // Launch applies m (validated first), streams its pods' output and
 // supervises it until it succeeds, a rank fails, or ctx ends; then it
 // deletes what it applied and waits until no pod is left. The error is a
@@ -169,7 +176,7 @@ func Launch(ctx context.Context, m *k8s.Manifests, tag string, o Options) error 
 		o.Poll = time.Second
 	}
 	if o.StopTimeout == 0 {
-		o.StopTimeout = 3 * time.Minute
+		o.StopTimeout = defaultStopTimeout(m)
 	}
 	if m.Kind != "JobSet" {
 		return fmt.Errorf("kubernetes: run supervises a JobSet; %s is for --dry-run and --output-dir", m.Kind)

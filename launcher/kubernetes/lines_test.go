@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pipette-launch/pipette-launch/templates/k8s"
 )
@@ -69,4 +70,18 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The wait for a deleted JobSet's pods covers their grace: a long
+// --stop-grace is waited out, not reported as pods left behind.
+func TestDefaultStopTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		podGrace int
+		want     time.Duration
+	}{{0, 3 * time.Minute}, {45, 3 * time.Minute}, {60, 3 * time.Minute}, {615, 615*time.Second + 2*time.Minute}} {
+		if got := defaultStopTimeout(&k8s.Manifests{PodGraceSeconds: tc.podGrace}); got != tc.want {
+			t.Errorf("pods' grace %d s: wait %s, want %s", tc.podGrace, got, tc.want)
+		}
+	}
 }

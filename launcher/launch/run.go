@@ -99,8 +99,13 @@ type Options struct {
 const DefaultHeartbeatTimeout = 30 * time.Second
 
 // DefaultGrace is how long ranks get between SIGTERM and SIGKILL when the
-// job is stopped: long enough for a checkpoint-free rank to flush its logs.
-const DefaultGrace = 10 * time.Second
+// job is stopped: torchrun's 30 s (job.DefaultStopGraceSeconds), the time a
+// script's SIGTERM handler has to save a checkpoint, and what the host
+// scripts --output-dir writes default to.
+const DefaultGrace = job.DefaultStopGraceSeconds * time.Second
+
+// graceSeconds is Grace as the host scripts take it (job.GraceSeconds).
+func (o Options) graceSeconds() int { return job.GraceSeconds(o.Grace) }
 
 func (o Options) withDefaults() Options {
 	if o.Out == nil {
@@ -431,8 +436,8 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 	for _, r := range runs {
 		byName[r.target.String()] = r
 	}
-	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
-	hbSec := int((opts.HeartbeatTimeout + time.Second - 1) / time.Second)
+	graceSec := opts.graceSeconds()
+	hbSec := job.GraceSeconds(opts.HeartbeatTimeout)
 
 	defer func() { filesGone = agentsRemovedFiles(runs) }()
 	err = each(ctx, targets, func(ctx context.Context, t remote.HostTarget) error {

@@ -151,7 +151,7 @@ type slurmStep struct {
 func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Options, out *output, attempt int) error {
 	nonce := newNonce()
 	tag := "@@pipette-" + nonce + " "
-	graceSec := int((opts.Grace + time.Second - 1) / time.Second)
+	graceSec := opts.graceSeconds()
 	runs := make([]*hostRun, len(job.Hosts))
 	byNode := map[string]*hostRun{}
 	names := hostNames(job)

@@ -9,6 +9,7 @@ package job
 import (
 	"fmt"
 	"path"
+	"time"
 )
 
 // Job is everything needed to start one training job on every host. The
@@ -36,6 +37,32 @@ type Job struct {
 	// LogDir, when set, is where each host's launch script writes
 	// rank<N>.stdout.log and rank<N>.stderr.log (relative to WorkDir).
 	LogDir string
+	// StopGrace is the seconds a host script gives its ranks between
+	// SIGTERM and SIGKILL when it stops them: run's --stop-grace, written
+	// into the scripts (--output-dir writes them to run by hand); 0 is
+	// DefaultStopGraceSeconds. Under run the control lines set it again
+	// (Control.Grace).
+	StopGrace int
+}
+
+// DefaultStopGraceSeconds is torchrun's: its agent stops the workers with
+// SIGTERM and SIGKILL 30 s later, time a script's SIGTERM handler has to
+// save a checkpoint (Megatron-LM's --exit-signal-handler).
+const DefaultStopGraceSeconds = 30
+
+// StopGraceSeconds is j.StopGrace, or the default when it is 0.
+func (j *Job) StopGraceSeconds() int {
+	if j.StopGrace > 0 {
+		return j.StopGrace
+	}
+	return DefaultStopGraceSeconds
+}
+
+// GraceSeconds is d in whole seconds for a script's sleep, rounded up: a
+// grace of 1.5 s gets 2, and none above 0 becomes 0 (an immediate
+// SIGKILL).
+func GraceSeconds(d time.Duration) int {
+	return int((d + time.Second - 1) / time.Second)
 }
 
 // HostJob is one host's part of a job.

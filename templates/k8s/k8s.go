@@ -112,6 +112,9 @@ type Manifests struct {
 	MasterAddr string
 	// Pods lists, in node-rank order, the pod each host's script runs in.
 	Pods []Pod
+	// PodGraceSeconds is the JobSet's pods' terminationGracePeriodSeconds:
+	// how long a deleted pod may take to stop its ranks (0: not a JobSet).
+	PodGraceSeconds int
 }
 
 // Pod is where one node rank runs.
@@ -187,11 +190,11 @@ func Render(j *job.Job, islands []Island, o Options) (*Manifests, error) {
 		m.Warnings = append(m.Warnings, warnings...)
 		m.Objects = []Object{cm, tj}
 	default:
-		js, err := jobSet(islands, rjobs, o, len(secret) > 0)
+		js, podGrace, err := jobSet(islands, rjobs, o, len(secret) > 0, stopGrace(j, o))
 		if err != nil {
 			return nil, err
 		}
-		m.Objects = []Object{service(o), cm, js}
+		m.Objects, m.PodGraceSeconds = []Object{service(o), cm, js}, podGrace
 	}
 	return m, nil
 }

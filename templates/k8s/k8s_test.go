@@ -304,3 +304,36 @@ func TestPodPatchMergesNamedLists(t *testing.T) {
 		t.Errorf("tolerations %v: want the patch's", tol)
 	}
 }
+
+// A pod's terminationGracePeriodSeconds covers its host script's grace
+// (run's --stop-grace under run, else what the scripts were written with)
+// and a margin, so the kubelet never kills ranks the script is still giving
+// time; a user's patch stands, and the launch waits for what the pods got.
+func TestPodGraceCoversTheStopGrace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		jobGrace int
+		control  *job.Control
+		patch    map[string]any
+		want     int
+	}{
+		{name: "torchrun's default", want: 45},
+		{name: "scripts written with 100 s", jobGrace: 100, want: 115},
+		{name: "run's --stop-grace 90s", jobGrace: 30, control: &job.Control{Tag: "t", Grace: 90}, want: 105},
+		{name: "a patch", control: &job.Control{Tag: "t", Grace: 90}, patch: map[string]any{"terminationGracePeriodSeconds": 600.0}, want: 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, islands := exampleJob(t, nil, nil)
+			j.StopGrace = tc.jobGrace
+			m, err := Render(j, islands, Options{Image: "train:1", Control: tc.control, PodPatch: tc.patch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := m.Objects[2]["spec"].(Object)["replicatedJobs"].([]any)[0].(Object)["template"].(Object)["spec"].(Object)["template"].(Object)["spec"].(Object)
+			if got := podGraceSeconds(spec); got != tc.want || m.PodGraceSeconds != tc.want {
+				t.Errorf("terminationGracePeriodSeconds %v, Manifests.PodGraceSeconds %d; want %d for both", spec["terminationGracePeriodSeconds"], m.PodGraceSeconds, tc.want)
+			}
+		})
+	}
+}

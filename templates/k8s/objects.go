@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -107,15 +108,31 @@ func secretObject(o Options, values map[string]string) Object {
 	}
 }
 
+// podStopMarginSeconds is what a pod gets beyond its ranks' grace to end:
+// the script's wait for its ranks' sessions and the removal of the job's
+// files.
+const podStopMarginSeconds = 15
+
+// stopGrace is the seconds the pods' host scripts give their ranks between
+// SIGTERM and SIGKILL: the control lines' under run, else what the scripts
+// were rendered with (job.Job.StopGrace).
+func stopGrace(j *job.Job, o Options) int {
+	if o.Control != nil {
+		return o.Control.Grace
+	}
+	return j.StopGraceSeconds()
+}
+
 // jobSet has one replicated job per island: an Indexed Job of one pod per
 // host, none restarted (a failed rank ends the job, as on SSH).
-func jobSet(islands []Island, rjobs []rjob, o Options, hasSecret bool) (Object, error) {
+func jobSet(islands []Island, rjobs []rjob, o Options, hasSecret bool, grace int) (js Object, podGrace int, err error) {
 	var rjs []any
 	for _, r := range rjobs {
-		spec, err := podSpec(islands[r.island], r, o, hasSecret)
+		spec, err := podSpec(islands[r.island], r, o, hasSecret, grace)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
+		podGrace = max(podGrace, podGraceSeconds(spec))
 		labels := Object{LabelIsland: dnsLabel(islands[r.island].Name)}
 		n := len(r.pods)
 		rjs = append(rjs, Object{
@@ -153,12 +170,14 @@ func jobSet(islands []Island, rjobs []rjob, o Options, hasSecret bool) (Object, 
 			"failurePolicy":  Object{"maxRestarts": 0},
 			"replicatedJobs": rjs,
 		},
-	}, nil
+	}, podGrace, nil
 }
 
 // podSpec is one island's pod: the entrypoint, its GPUs, node affinity,
-// the scripts' volume, and the user's scheduling settings and patch.
-func podSpec(isl Island, r rjob, o Options, hasSecret bool) (Object, error) {
+// the scripts' volume, and the user's scheduling settings and patch. grace
+// is the seconds the host script gives its ranks between SIGTERM and
+// SIGKILL (stopGrace).
+func podSpec(isl Island, r rjob, o Options, hasSecret bool, grace int) (Object, error) {
 	c := Object{
 		"name":            container,
 		"image":           o.Image,
@@ -181,9 +200,10 @@ func podSpec(isl Island, r rjob, o Options, hasSecret bool) (Object, error) {
 	}
 	spec := Object{
 		"restartPolicy": "Never",
-		// The host script stops its ranks on SIGTERM: SIGKILL 30 s later
-		// (PIPETTE_STOP_GRACE_S); the pod gets that and a margin.
-		"terminationGracePeriodSeconds": 45,
+		// The host script stops its ranks on SIGTERM, SIGKILL grace seconds
+		// later (PIPETTE_STOP_GRACE_S); the pod gets that and a margin for
+		// the script's own end, or the kubelet would kill the ranks first.
+		"terminationGracePeriodSeconds": grace + podStopMarginSeconds, // Manifests.PodGraceSeconds
 		"containers":                    []any{c},
 		"volumes": []any{Object{"name": "pipette-launch", "configMap": Object{
 			"name": configMapName(o.Name), "defaultMode": 0o555}}},
@@ -208,6 +228,22 @@ func podSpec(isl Island, r rjob, o Options, hasSecret bool) (Object, error) {
 		spec = patched
 	}
 	return spec, nil
+}
+
+// podGraceSeconds is a pod spec's terminationGracePeriodSeconds as it
+// stands after the user's patch (a number from YAML or JSON, or ours).
+func podGraceSeconds(spec Object) int {
+	switch v := spec["terminationGracePeriodSeconds"].(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case uint64:
+		return int(v)
+	case float64:
+		return int(math.Ceil(v))
+	}
+	return 0
 }
 
 // podEnv tells the entrypoint which replicated job and completion index

@@ -153,3 +153,31 @@ func TestK8sOutputDirNeverFollowsLinks(t *testing.T) {
 		t.Errorf("od holds %v; want only the planted link", ents)
 	}
 }
+
+// The scripts --output-dir writes give their ranks run's --stop-grace
+// between SIGTERM and SIGKILL (they used to keep 30 s whatever was given),
+// rounded up to whole seconds, and torchrun's 30 s without one.
+func TestOutputDirScriptsKeepTheStopGrace(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "G=${PIPETTE_STOP_GRACE_S:-30}\n"},
+		{[]string{"--stop-grace", "90s"}, "G=${PIPETTE_STOP_GRACE_S:-90}\n"},
+		{[]string{"--stop-grace", "1500ms"}, "G=${PIPETTE_STOP_GRACE_S:-2}\n"},
+		{[]string{"--shutdown-timeout", "45"}, "G=${PIPETTE_STOP_GRACE_S:-45}\n"},
+	} {
+		od := filepath.Join(t.TempDir(), "od")
+		args := append(append([]string{"--output-dir", od}, tc.flags...), "--hosts", "n1", "--no-check-script", "train.py")
+		if code, _, errOut := runCLI(t, args...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.flags, code, errOut)
+		}
+		b, err := os.ReadFile(filepath.Join(od, "n1.sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), tc.want) {
+			t.Errorf("%q: n1.sh lacks %q", tc.flags, tc.want)
+		}
+	}
+}

@@ -357,6 +357,7 @@ func Run(ctx context.Context, opts *Options) error {
 			WorkDir:        opts.WorkDir,
 			FilesDir:       jobFilesDir(opts),
 			LogDir:         opts.LogDir,
+			StopGrace:      job.GraceSeconds(opts.StopGrace),
 			Env:            opts.Env,
 			ExplicitEnv:    explicit,
 			HostDevices:    opts.devices,

@@ -100,7 +100,7 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 	tag := kubernetes.Nonce()
 	first := ko
 	if launching {
-		first.Control = &job.Control{Tag: tag, Grace: int(opts.StopGrace.Seconds())}
+		first.Control = &job.Control{Tag: tag, Grace: job.GraceSeconds(opts.StopGrace)}
 	}
 	if attempts {
 		first.Name = attemptName(ko.Name, 0) // what the first attempt runs as: bad input fails here
@@ -111,7 +111,7 @@ func runKubernetes(ctx context.Context, opts *Options, c *cluster.Cluster, j *jo
 	}
 	if attempts {
 		er.nodes = nodes
-		er.k8s = &k8sAttempts{ko: ko, kubectl: opts.K8s.Kubectl, grace: int(opts.StopGrace.Seconds()), errOut: opts.IO.ErrOut}
+		er.k8s = &k8sAttempts{ko: ko, kubectl: opts.K8s.Kubectl, grace: job.GraceSeconds(opts.StopGrace), errOut: opts.IO.ErrOut}
 		return runElastic(ctx, opts, er)
 	}
 	for _, w := range m.Warnings {

@@ -4,7 +4,8 @@
 # its own session (process group) with its environment set on top of the
 # inherited one and stdin from /dev/null, waits for all of them, and stops
 # the others as soon as one fails, as torchrun's agent does: SIGTERM, then
-# SIGKILL after PIPETTE_STOP_GRACE_S seconds (default 30, as torchrun).
+# SIGKILL after PIPETTE_STOP_GRACE_S seconds (default 30: run's
+# --stop-grace; torchrun's is 30).
 # SIGTERM, SIGINT or SIGHUP to this script stops every rank the same way,
 # and what a rank leaves running in its session is stopped before the script
 # ends. Exit status: 0 when every rank succeeded, else the status of the rank
