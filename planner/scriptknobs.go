@@ -132,6 +132,10 @@ func scriptKnobsWarning(m model.Model, fixed parallel.Constraints, p *search.Pla
 	if len(what) == 1 {
 		them = "it"
 	}
+	// The plan's fullest stage without them, against the capacity the
+	// plan's estimate reports (its fullest stage's GPU, less the headroom):
+	// on a cluster of one GPU kind the search's own verdict; on mixed GPUs
+	// a stage on a larger one may still fit.
 	capacity := p.Memory.GPUCapacityBytes
 	need := memory.EstimatePlan(m, asWritten, p.Framework, capacity, 0, 1).PeakBytesPerGPU
 	var why string
