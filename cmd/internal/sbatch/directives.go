@@ -61,6 +61,11 @@ func checkDirectives(o *Options) error {
 	if err := checkSignalBefore(o.SignalBefore, o.Time, limit); err != nil {
 		return err
 	}
+	if o.Run != nil {
+		if err := checkSignalCoversGrace(o.SignalBefore, limit, o.Run.StopGrace); err != nil {
+			return err
+		}
+	}
 	for _, e := range o.Extra {
 		if err := checkDirectiveValue("--sbatch-arg", e); err != nil {
 			return err
@@ -135,6 +140,18 @@ func checkSignalBefore(d time.Duration, timeFlag string, limit time.Duration) er
 		return cmdutil.InputErrorf("--signal-before %s: want whole seconds (Slurm's --signal counts seconds)", d)
 	case d > 0 && limit > 0 && d >= limit:
 		return cmdutil.InputErrorf("--signal-before %s is not shorter than --time %s (%s): the signal would stop the job as it starts; give a shorter --signal-before, or 0 for none", d, timeFlag, limit)
+	}
+	return nil
+}
+
+// checkSignalCoversGrace: the SIGTERM Slurm sends --signal-before the
+// limit starts the ranks' --stop-grace, which must end before the limit,
+// where Slurm kills every step: a checkpoint a SIGTERM handler saves in
+// that grace would be cut off.
+func checkSignalCoversGrace(signal, limit, grace time.Duration) error {
+	if signal > 0 && limit > 0 && signal <= grace {
+		return cmdutil.InputErrorf("--signal-before %s is not longer than --stop-grace %s: the ranks get SIGTERM %s before the time limit and SIGKILL %s after it, so Slurm's limit would end them first; give a --signal-before longer than the grace, such as %s",
+			signal, grace, signal, grace, (grace + time.Minute).Truncate(time.Second))
 	}
 	return nil
 }

@@ -39,6 +39,8 @@ func TestSbatchRefusesValuesItCannotWrite(t *testing.T) {
 		{[]string{"--time", "1:00:00", "--signal-before", "999h"}, "at most 65535 s"},
 		{[]string{"--time", "1:00:00", "--signal-before", "1500ms"}, "whole seconds"},
 		{[]string{"--time", "1", "--signal-before", "2m"}, "not shorter than --time 1"},
+		{[]string{"--time", "1:00:00", "--stop-grace", "5m"}, "--signal-before 2m0s is not longer than --stop-grace 5m0s"},
+		{[]string{"--time", "1:00:00", "--signal-before", "30s"}, "--signal-before 30s is not longer than --stop-grace 30s"},
 	} {
 		args := append(append([]string{"pipette-launch", "sbatch", "--hosts", "n1"}, tc.args...), "--no-check-script", "train.py")
 		code, out, errOut := cmdtest.Exec(sbatchApp, args...)
