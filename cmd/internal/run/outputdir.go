@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/cmd/internal/launchline"
 	"github.com/pipette-launch/pipette-launch/internal/atomicfile"
+	"github.com/pipette-launch/pipette-launch/launcher/launch"
 	"github.com/pipette-launch/pipette-launch/templates"
 	"github.com/pipette-launch/pipette-launch/templates/job"
 )
@@ -112,5 +114,36 @@ func secretNames(j *job.Job) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// notInScripts are warnings for the flags given that the scripts
+// --output-dir writes cannot carry: what run's supervision does across
+// hosts (restarts of every host at once, the heartbeat, output filters,
+// the hang watch, elastic membership) and the preflight run does before
+// the job. Each script runs its host's ranks once and stops them when one
+// fails there. Nothing when none is given.
+func notInScripts(o *Options) []string {
+	var given []string
+	add := func(on bool, flag string) {
+		if on {
+			given = append(given, flag)
+		}
+	}
+	add(o.MaxRestarts > 0, fmt.Sprintf("--max-restarts %d", o.MaxRestarts))
+	add(o.HeartbeatTimeout != launch.DefaultHeartbeatTimeout, "--heartbeat-timeout "+o.HeartbeatTimeout.String())
+	add(o.ProgressTimeout > 0, "--progress-timeout "+o.ProgressTimeout.String())
+	add(len(o.QuietRanks) > 0, "--quiet-ranks")
+	add(len(o.LocalRanksFilter) > 0, "--local-ranks-filter")
+	if nodes, _ := launchline.ParseNNodes(o.NNodes); nodes.Elastic() {
+		add(true, "--nnodes "+o.NNodes+" (the scripts are for the hosts written)")
+	}
+	var out []string
+	if len(given) > 0 {
+		out = append(out, fmt.Sprintf("%s: the scripts --output-dir writes run each host's ranks once, and a failed rank stops only its own host's; restarts, the heartbeat, output filters, the hang watch and elastic membership are pipette-launch run's, across all hosts, and are not in them", strings.Join(given, ", ")))
+	}
+	if o.Preflight && !o.PreflightOnly {
+		out = append(out, "--preflight: the scripts --output-dir writes start the job without it; write the preflight's own with pipette-launch preflight --output-dir OTHER_DIR and run those first")
+	}
 	return out
 }

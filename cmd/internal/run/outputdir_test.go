@@ -181,3 +181,36 @@ func TestOutputDirScriptsKeepTheStopGrace(t *testing.T) {
 		}
 	}
 }
+
+// What run's supervision does across hosts, and the preflight, are not in
+// the scripts --output-dir writes: given, they are named in a warning
+// (the scripts are still written); none given, no warning.
+func TestOutputDirSaysWhatScriptsLack(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, nil},
+		{[]string{"--max-restarts", "2", "--heartbeat-timeout", "10s", "--quiet-ranks", "1"},
+			[]string{"warning: --max-restarts 2, --heartbeat-timeout 10s, --quiet-ranks: the scripts --output-dir writes run each host's ranks once"}},
+		{[]string{"--preflight"}, []string{"warning: --preflight: the scripts --output-dir writes start the job without it; write the preflight's own with pipette-launch preflight"}},
+	} {
+		od := filepath.Join(t.TempDir(), "od")
+		args := append(append([]string{"--output-dir", od}, tc.flags...), "--hosts", "n1", "--nproc-per-node", "2", "--no-check-script", "train.py")
+		code, _, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", tc.flags, code, errOut)
+		}
+		if len(tc.want) == 0 && strings.Contains(errOut, "the scripts --output-dir writes") {
+			t.Errorf("no such flag given: stderr %q", errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%q: stderr %q\nlacks %q", tc.flags, errOut, w)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(od, "n1.sh")); err != nil {
+			t.Errorf("%q: n1.sh not written: %v", tc.flags, err)
+		}
+	}
+}

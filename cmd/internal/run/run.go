@@ -414,6 +414,15 @@ func Run(ctx context.Context, opts *Options) error {
 		if job, err = withCachedProbe(ctx, opts, cluster, ch.Plan, render, job); err != nil {
 			return err
 		}
+		if opts.PreflightOnly {
+			// pipette-launch preflight shows or writes the preflight's own
+			// job: its scripts must not start the training job.
+			pj, _, err := templates.Preflight(job, cluster, ch.Plan, renderOptions(facts), templates.PreflightOptions{Timeout: opts.PreflightTimeout})
+			if err != nil {
+				return &cmdutil.InputError{Msg: "preflight: " + err.Error()}
+			}
+			job, summary = pj, "preflight of "+summary
+		}
 	}
 	switch {
 	case opts.DryRun && opts.JSON:
@@ -432,6 +441,9 @@ func Run(ctx context.Context, opts *Options) error {
 		for _, n := range opts.Notes {
 			fmt.Fprintf(opts.IO.Out, "# %s\n", n)
 		}
+		if opts.Preflight && !opts.PreflightOnly {
+			fmt.Fprintf(opts.IO.Out, "# --preflight: before the job, a collective test through its environment (pipette-launch preflight --dry-run shows that job)\n")
+		}
 		if opts.local {
 			fmt.Fprintf(opts.IO.Out, "# runs on this machine without SSH, as torchrun does; its ranks meet on loopback (MASTER_ADDR=127.0.0.1)\n")
 		}
@@ -449,7 +461,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return nil
 	case opts.OutputDir != "":
-		for _, w := range job.Warnings {
+		for _, w := range append(job.Warnings, notInScripts(opts)...) {
 			fmt.Fprintf(opts.IO.ErrOut, "pipette-launch: warning: %s\n", w)
 		}
 		return writeOutputDir(opts, job, summary)
@@ -529,6 +541,10 @@ func CheckOptions(o *Options) error {
 		return cmdutil.InputErrorf("--master-port %d: want 1-65535", o.MasterPort)
 	case o.MaxRestarts < 0:
 		return cmdutil.InputErrorf("--max-restarts %d: want >= 0", o.MaxRestarts)
+	case o.PreflightOnly && o.OutputDir != "":
+		// Its ranks only report; the verdict (which group, hosts and
+		// transport fail) is judged from every rank's reports as they run.
+		return cmdutil.InputErrorf("preflight --output-dir: the preflight's verdict is pipette-launch's, judged from every rank's reports as they run, which scripts run by hand cannot give; run pipette-launch preflight on the hosts (it starts, judges and stops the test), or --dry-run to see its job")
 	}
 	if err := cmdutil.CheckOneSlurmTask(cmdutil.EnvLookup(o.Env)); err != nil {
 		return err
