@@ -15,14 +15,14 @@
 # Environment: GUARD_PIN (commit; default: the pin file), GUARD_HEAD (a
 #   commit to time instead of the work tree, to show the guard on an older
 #   commit), GUARD_HOSTS (three-islands sizes, default "128 512 2048"),
-#   GUARD_RUNS (default 3), GUARD_MAX_RATIO (default 1.5).
+#   GUARD_RUNS (default 5), GUARD_MAX_RATIO (default 1.5).
 set -eu
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 GO=${GO:-go}
 pin=${GUARD_PIN:-$(tr -d ' \n' < bench/guard/pin)}
 hosts=${GUARD_HOSTS:-"128 512 2048"}
-runs=${GUARD_RUNS:-3}
+runs=${GUARD_RUNS:-5}
 limit=${GUARD_MAX_RATIO:-1.5}
 [ -x /usr/bin/time ] || { echo "speed guard: needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 2; }
 git cat-file -e "$pin^{commit}" 2>/dev/null || {
