@@ -188,6 +188,7 @@ func Render(j *job.Job, islands []Island, o Options) (*Manifests, error) {
 			return nil, err
 		}
 		m.Warnings = append(m.Warnings, warnings...)
+		m.Warnings = append(m.Warnings, trainJobGraceWarning(stopGrace(j, o)))
 		m.Objects = []Object{cm, tj}
 	default:
 		js, podGrace, err := jobSet(islands, rjobs, o, len(secret) > 0, stopGrace(j, o))

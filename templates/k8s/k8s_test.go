@@ -176,6 +176,21 @@ func TestRenderTrainJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, "trainjob_one_island.yaml", out)
+	// A TrainJob cannot set its pods' termination grace: the warning names
+	// what the runtime must give them (the scripts' grace and the margin).
+	for _, grace := range []int{0, 120} {
+		one.StopGrace = grace
+		m, err := Render(&one, islands[:1], Options{Image: "train:1", Format: FormatTrainJob})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]string{0: "give ranks 30 s between SIGTERM and SIGKILL (--stop-grace): give the runtime terminationGracePeriodSeconds of at least 45",
+			120: "give ranks 120 s between SIGTERM and SIGKILL (--stop-grace): give the runtime terminationGracePeriodSeconds of at least 135"}[grace]
+		if !strings.Contains(strings.Join(m.Warnings, "\n"), want) {
+			t.Errorf("scripts' grace %d: warnings %q lack %q", grace, m.Warnings, want)
+		}
+	}
+	one.StopGrace = 0
 	if _, err := Render(&one, islands[:1], Options{Image: "train:1", Format: FormatTrainJob, PriorityClass: "high"}); err == nil {
 		t.Errorf("TrainJob with a priority class rendered; Trainer's runtime patch cannot carry it")
 	}

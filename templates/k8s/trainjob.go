@@ -21,6 +21,16 @@ var TrainJobLimits = []string{
 	"the runtime's own torch environment (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR ...) is set too; the host script's per-rank variables (RANK, MASTER_ADDR, ...) win, since it sets them on top of the inherited ones",
 }
 
+// trainJobGraceWarning: a TrainJob cannot set its pods' termination grace
+// (Trainer's runtime patches do not take terminationGracePeriodSeconds), so
+// a deleted pod gets its ClusterTrainingRuntime's, Kubernetes' 30 s unless
+// the runtime sets one, and the kubelet may kill the ranks before the host
+// script's own SIGKILL, grace seconds after its SIGTERM (the JobSet format
+// sets it: podStopMarginSeconds).
+func trainJobGraceWarning(grace int) string {
+	return fmt.Sprintf("a TrainJob's pods stop within the termination grace of its ClusterTrainingRuntime's pod template (Kubernetes' default is 30 s), which a TrainJob cannot set; the host scripts give ranks %d s between SIGTERM and SIGKILL (--stop-grace): give the runtime terminationGracePeriodSeconds of at least %d, or use the JobSet format, which sets it", grace, grace+podStopMarginSeconds)
+}
+
 // trainJobPods renames the single island's replicated job to Trainer's.
 func trainJobPods(pods []Pod, rjobs []rjob, name string) ([]Pod, []rjob, error) {
 	if len(rjobs) != 1 {
