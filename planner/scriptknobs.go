@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pipette-launch/pipette-launch/planner/gpu"
+	"github.com/pipette-launch/pipette-launch/planner/megatron"
 	"github.com/pipette-launch/pipette-launch/planner/memory"
 	"github.com/pipette-launch/pipette-launch/planner/model"
 	"github.com/pipette-launch/pipette-launch/planner/parallel"
@@ -109,15 +110,11 @@ func scriptKnobsWarning(m model.Model, fixed parallel.Constraints, p *search.Pla
 	var keep Pins
 	asWritten := p.Config
 	if fixed.Recompute == "" && p.Recompute != parallel.RecomputeNone && p.Recompute != "" {
-		flags := "--recompute-granularity selective"
-		if p.Recompute == parallel.RecomputeFull {
-			flags = "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
-		}
-		what = append(what, fmt.Sprintf("%s recompute (%s)", p.Recompute, flags))
+		what = append(what, fmt.Sprintf("%s recompute (%s)", p.Recompute, strings.Join(megatron.RecomputeArgs(p.Recompute), " ")))
 		keep.Recompute, asWritten.Recompute = parallel.RecomputeNone, parallel.RecomputeNone
 	}
 	if !fixed.ForceOffload && p.Offload.OptimizerFraction > 0 {
-		what = append(what, fmt.Sprintf("the optimizer's CPU offload (--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction %g)", p.Offload.OptimizerFraction))
+		what = append(what, fmt.Sprintf("the optimizer's CPU offload (%s)", strings.Join(megatron.OffloadArgs(p.Offload.OptimizerFraction), " ")))
 		keep.NoOffload, asWritten.Offload = true, parallel.Offload{}
 	}
 	if fixed.DistributedOptimizer == nil && p.DistributedOptimizer {

@@ -113,7 +113,7 @@ func TestScriptKnobsWarning(t *testing.T) {
 			"the plan turns on the distributed optimizer (--use-distributed-optimizer), which the script's arguments leave off: without it, this layout needs",
 			"over the 75.6 GiB usable at --memory-headroom 0.05", "pass --distributed-optimizer=false to pipette-launch"}},
 		{name: "three at once", p: plan(offload, 75.6), want: []string{
-			"the plan turns on the optimizer's CPU offload (--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 1) and the distributed optimizer",
+			"the plan turns on the optimizer's CPU offload (--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 1 --overlap-cpu-optimizer-d2h-h2d) and the distributed optimizer",
 			"without them, this layout needs", "pass --no-offload --distributed-optimizer=false to pipette-launch"}},
 		{name: "recompute for speed", p: plan(full, 200), fixed: parallel.Constraints{DistributedOptimizer: &on}, want: []string{
 			"the plan turns on full recompute (--recompute-granularity full --recompute-method uniform --recompute-num-layers 1)",

@@ -60,14 +60,7 @@ func MegatronPlanArgs(cfg parallel.Config, numLayers int) ([]string, error) {
 	a = append(a, split...)
 	a = append(a, "--micro-batch-size", strconv.Itoa(cfg.MicroBatch),
 		"--global-batch-size", strconv.Itoa(cfg.GlobalBatch))
-	switch cfg.Recompute {
-	case parallel.RecomputeSelective:
-		a = append(a, "--recompute-granularity", "selective")
-	case parallel.RecomputeFull:
-		// Uniform over chunks of one layer recomputes every layer from its
-		// input: the memory the estimator assumes for full recompute.
-		a = append(a, "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1")
-	}
+	a = append(a, megatron.RecomputeArgs(cfg.Recompute)...)
 	offload := cfg.Offload.OptimizerFraction > 0
 	// Megatron's CPU offload is implemented inside the distributed optimizer
 	// (HybridDeviceOptimizer wraps its shards), so offload implies it.
@@ -82,9 +75,7 @@ func MegatronPlanArgs(cfg parallel.Config, numLayers int) ([]string, error) {
 		a = append(a, "--overlap-param-gather")
 	}
 	if offload {
-		a = append(a, "--optimizer-cpu-offload", "--use-precision-aware-optimizer",
-			"--optimizer-offload-fraction", formatFraction(cfg.Offload.OptimizerFraction),
-			"--overlap-cpu-optimizer-d2h-h2d")
+		a = append(a, megatron.OffloadArgs(cfg.Offload.OptimizerFraction)...)
 	}
 	return append(a, moeArgs(cfg)...), nil
 }
@@ -102,8 +93,6 @@ func moeArgs(cfg parallel.Config) []string {
 	return []string{"--expert-model-parallel-size", strconv.Itoa(ep), "--expert-tensor-parallel-size", strconv.Itoa(etp),
 		"--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"}
 }
-
-func formatFraction(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // stageFlags renders the split of decoder layers over pipeline stages:
 // nothing when even, virtual stages when even with VPP > 1, first/last

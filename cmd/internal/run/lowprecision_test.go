@@ -50,7 +50,7 @@ func TestRunSaysWhatThePlanTurnsOn(t *testing.T) {
 	if offload.Plan.Offload.OptimizerFraction != 1 || offload.Plan.Recompute != "none" {
 		t.Fatalf("plan %+v: want the optimizer offloaded and nothing recomputed (the cases below rest on it)", offload.Plan)
 	}
-	want := "the plan turns on the optimizer's CPU offload (--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 1), " +
+	want := "the plan turns on the optimizer's CPU offload (--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction 1 --overlap-cpu-optimizer-d2h-h2d), " +
 		"which the script's arguments leave off: without it, this layout needs 82.6 GiB per GPU by the estimate, over the"
 	if w := strings.Join(offload.Warnings, "\n"); !strings.Contains(w, want) || !strings.Contains(w, "pass --no-offload to pipette-launch") {
 		t.Errorf("warnings %q\nlack %q and the pin --no-offload", offload.Warnings, want)
