@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -284,7 +285,10 @@ func TestStopAfterEveryRankSucceeded(t *testing.T) {
 		{"a rank stopped by its script", []event{{pod: m.Pods[0], rank: 0}, {pod: m.Pods[0], rank: 1}, {pod: m.Pods[1], rank: 2}, {pod: m.Pods[1], rank: 3, code: 143, byUs: true}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSupervisor(m, "@@tag", Options{PlanHosts: true, Poll: time.Hour, Kubectl: Kubectl{Path: "/nonexistent/kubectl"}})
+			// Out is set: the select in run may take a queued exit before
+			// the cancelled context, and a rank stopped by its script is
+			// then reported as it happens.
+			s := newSupervisor(m, "@@tag", Options{PlanHosts: true, Poll: time.Hour, Out: io.Discard, Kubectl: Kubectl{Path: "/nonexistent/kubectl"}})
 			for _, ev := range c.exits {
 				s.events <- ev
 			}
