@@ -97,7 +97,7 @@ func newApp(out, errOut io.Writer) *cli.App {
 					&cli.StringFlag{Name: "dir", Usage: "remove the test-bed whose state dir this is"},
 					&cli.BoolFlag{Name: "all", Usage: "remove every test-bed not in use by a running test"},
 					&cli.BoolFlag{Name: "force", Usage: "with --all: also those owned by a running process"},
-					&cli.BoolFlag{Name: "kubernetes", Usage: "stop the Kubernetes stack `up --kubernetes` started"},
+					&cli.BoolFlag{Name: "kubernetes", Usage: "stop the Kubernetes stack `up --kubernetes` started, and any a killed test left"},
 					stateRoot,
 				},
 				OnUsageError: usageOnly,

@@ -62,10 +62,18 @@ func runKubernetesUp(ctx context.Context, modeName string, out, errOut io.Writer
 	return nil
 }
 
+// runKubernetesDown stops the stack `up --kubernetes` started and any a
+// killed test left (each test's stack has its own state dir).
 func runKubernetesDown(ctx context.Context, out io.Writer) error {
-	if err := kube.DownDir(ctx, "", out); err != nil {
+	stopped, err := kube.DownAll(ctx, out)
+	for _, d := range stopped {
+		fmt.Fprintf(out, "kubernetes stack in %s stopped\n", d)
+	}
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "kubernetes stack stopped")
+	if len(stopped) == 0 {
+		fmt.Fprintln(out, "no kubernetes stack to stop")
+	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -225,8 +226,57 @@ func (s *Stack) Down(ctx context.Context) error {
 	return DownDir(ctx, s.Dir, s.log)
 }
 
+// TestStateRoot holds the state dirs of the stacks tests start (New), one
+// per test, named after it.
+const TestStateRoot = DefaultStateDir + "-test"
+
+// StateDirs is every state dir on this machine whose stack may still run:
+// the default one and each test's, those with PID files left (up.sh writes
+// them, down.sh removes them). A test killed by go test's -timeout panics
+// past its Cleanup, leaving its daemons under its own dir.
+func StateDirs() ([]string, error) {
+	return stateDirsIn(DefaultStateDir, TestStateRoot)
+}
+
+func stateDirsIn(def, testRoot string) ([]string, error) {
+	dirs := []string{def}
+	tests, err := os.ReadDir(testRoot)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("kubernetes test stacks: %w", err)
+	}
+	for _, e := range tests {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(testRoot, e.Name()))
+		}
+	}
+	var left []string
+	for _, d := range dirs {
+		if pids, _ := filepath.Glob(filepath.Join(d, "run", "*.pid")); len(pids) > 0 {
+			left = append(left, d)
+		}
+	}
+	return left, nil
+}
+
+// DownAll stops every stack StateDirs finds, as `pipette-testbed down
+// --kubernetes` does, and returns their state dirs.
+func DownAll(ctx context.Context, log io.Writer) ([]string, error) {
+	dirs, err := StateDirs()
+	if err != nil {
+		return nil, err
+	}
+	var stopped []string
+	for _, d := range dirs {
+		if err := DownDir(ctx, d, log); err != nil {
+			return stopped, fmt.Errorf("%s: %w", d, err)
+		}
+		stopped = append(stopped, d)
+	}
+	return stopped, nil
+}
+
 // DownDir stops the stack whose state dir is dir (also one a crashed
-// process left), as `pipette-testbed down --kubernetes` does.
+// process left).
 func DownDir(ctx context.Context, dir string, log io.Writer) error {
 	if dir == "" {
 		dir = DefaultStateDir

@@ -3,6 +3,9 @@ package kube
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +58,47 @@ func TestKwokStackUp(t *testing.T) {
 	}
 	if _, err := Up(ctx, Options{Mode: Kwok, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "another kubernetes stack") {
 		t.Errorf("second Up: err = %v, want a refusal naming the running stack", err)
+	}
+	// What `pipette-testbed down --kubernetes` does after go test's
+	// -timeout killed a test past its Cleanup: it finds the test's stack
+	// by its state dir and stops it, freeing the ports the next Up needs.
+	stopped, err := DownAll(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(stopped, s.Dir) {
+		t.Errorf("DownAll stopped %q, not this test's stack in %s", stopped, s.Dir)
+	}
+	if err := portsFree(); err != nil {
+		t.Errorf("after DownAll: %v", err)
+	}
+}
+
+// TestStateDirsIn: the default dir and each test's count when up.sh's PID
+// files are there, whatever the test's name; a dir without them is not a
+// stack left running.
+func TestStateDirsIn(t *testing.T) {
+	root := t.TempDir()
+	def, tests := filepath.Join(root, "kubernetes"), filepath.Join(root, "kubernetes-test")
+	for d, pid := range map[string]bool{def: true, filepath.Join(tests, "TestA"): true, filepath.Join(tests, "TestB_sub"): false} {
+		if err := os.MkdirAll(filepath.Join(d, "run"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if pid {
+			if err := os.WriteFile(filepath.Join(d, "run", "etcd.pid"), []byte("1\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := stateDirsIn(def, tests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{def, filepath.Join(tests, "TestA")}; !slices.Equal(got, want) {
+		t.Errorf("stateDirsIn = %q, want %q", got, want)
+	}
+	if got, err := stateDirsIn(filepath.Join(root, "none"), filepath.Join(root, "none-test")); err != nil || len(got) != 0 {
+		t.Errorf("no state dirs: %q, %v", got, err)
 	}
 }
 
