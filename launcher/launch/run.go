@@ -459,7 +459,7 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 		return startHost(ctx, r, script, nonce, opts, out, events)
 	})
 	if err != nil {
-		stopErr := stopAll(runs, opts, out)
+		stopErr := stopAll(runs, opts, out, stopSignal(ctx))
 		return nil, errors.Join(fmt.Errorf("job %s: start (every rank started was stopped): %w", j.Name, err), stopErr)
 	}
 
@@ -680,12 +680,12 @@ func atois(fs []string) []int {
 	return out
 }
 
-// stopAll stops every started host's ranks at once: TERM to the process
-// group, KILL after the grace period, then waits for the agent sessions to
-// end. A host whose connection is lost is not dialled again but reported
+// stopAll stops every started host's ranks at once: sig (a shell signal
+// name: TERM, or the one that interrupted pipette-launch) to the ranks,
+// KILL after the grace period, then waits for the agent sessions to end. A host whose connection is lost is not dialled again but reported
 // (leftToAgentError): its agent's watchdog stops the ranks once its session
 // ends or the heartbeat falls silent, and removes the job's files.
-func stopAll(runs []*hostRun, opts Options, out *output) error {
+func stopAll(runs []*hostRun, opts Options, out *output, sig string) error {
 	var wg sync.WaitGroup
 	errs := &remote.HostErrors{}
 	var mu sync.Mutex
@@ -703,7 +703,7 @@ func stopAll(runs []*hostRun, opts Options, out *output) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := stopHost(r, sess, opts); err != nil {
+			if err := stopHost(r, sess, opts, sig); err != nil {
 				mu.Lock()
 				errs.Add(r.label(), err)
 				mu.Unlock()
@@ -726,13 +726,17 @@ func agentEndBound(grace time.Duration) time.Duration { return 2*grace + 20*time
 // stopHost stops one host and returns once every process of the job there
 // is gone (the agent, its helpers and the ranks' sessions), or says what
 // could not be confirmed.
-func stopHost(r *hostRun, sess agentSession, opts Options) error {
+func stopHost(r *hostRun, sess agentSession, opts Options, sig string) error {
 	// EOF on its stdin sets the agent's watchdog stopping the ranks at
-	// once (TERM, KILL after the grace): no new session, so no login
+	// once (sig, KILL after the grace): no new session, so no login
 	// shell's start-up (seconds on a busy host) before the ranks hear of
-	// it. An agent that reports "done" and ends has seen every rank end
+	// it. The watchdog takes the last name written before the EOF; TERM
+	// is its default, and a failed write leaves it that. An agent that reports "done" and ends has seen every rank end
 	// and everything it started gone: confirmed. Otherwise a stop command
 	// does it.
+	if sig != "TERM" && r.via.lost() == nil {
+		_ = sess.WriteStdin([]byte(sig + "\n"))
+	}
 	sess.CloseStdin()
 	ended := true
 	select {

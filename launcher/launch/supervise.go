@@ -30,6 +30,10 @@ type supervisor struct {
 	opts   Options
 	out    *output
 
+	// stopSig is the signal the stop sends the ranks (its shell name):
+	// TERM, or the one that interrupted pipette-launch.
+	stopSig string
+
 	exits     []rankExit
 	exited    map[*hostRun]map[int]bool
 	ended     map[*hostRun]bool
@@ -53,7 +57,7 @@ type hostFail struct {
 }
 
 func newSupervisor(job job.Job, runs []*hostRun, events <-chan event, opts Options, out *output) *supervisor {
-	return &supervisor{job: job, runs: runs, events: events, opts: opts, out: out,
+	return &supervisor{job: job, runs: runs, events: events, opts: opts, out: out, stopSig: "TERM",
 		exited: map[*hostRun]map[int]bool{}, ended: map[*hostRun]bool{}}
 }
 
@@ -68,6 +72,7 @@ func (s *supervisor) watch(ctx context.Context) *JobFailure {
 	for {
 		select {
 		case <-ctx.Done():
+			s.stopSig = stopSignal(ctx)
 			return &JobFailure{Job: s.job.Name, Time: s.opts.Now(), Rank: -1, ExitCode: -1,
 				Reason: "interrupted: " + context.Cause(ctx).Error(), interrupted: true}
 		case ev := <-s.events:
@@ -122,7 +127,7 @@ func (s *supervisor) record(ev event) *JobFailure {
 // the exits that race the first report are the evidence for rootCause.
 func (s *supervisor) stopAndCollect() error {
 	errc := make(chan error, 1)
-	go func() { errc <- stopAll(s.runs, s.opts, s.out) }()
+	go func() { errc <- stopAll(s.runs, s.opts, s.out, s.stopSig) }()
 	var stopErr error
 	var settle <-chan time.Time
 	for {

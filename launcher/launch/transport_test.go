@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,6 +127,36 @@ func TestLaunchLocal(t *testing.T) {
 		}
 		assertGone(t, dir)
 	})
+	// torchrun's agent passes on the signal that stopped it: ^C reaches
+	// the ranks as SIGINT (a KeyboardInterrupt in Python), SIGUSR1 from
+	// --signals-to-handle as SIGUSR1.
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1} {
+		name := job.StopSignalName(sig)
+		t.Run("SIG"+name+" reaches every rank", func(t *testing.T) {
+			dir := t.TempDir()
+			rank := `for s in TERM INT HUP USR1; do trap "echo got $s; exit 7" $s; done; echo up; while :; do sleep 0.1; done`
+			job := localJob(dir, rank, rank)
+			var out syncbuf.Buffer
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() {
+				for strings.Count(out.String(), ": up") < 2 {
+					time.Sleep(50 * time.Millisecond)
+				}
+				cancel(Signaled{Signal: sig})
+			}()
+			err := Launch(ctx, job, Options{Local: true, Out: &out, Grace: 2 * time.Second})
+			var jf *JobFailure
+			if !errors.As(err, &jf) || !jf.Interrupted() || !strings.Contains(err.Error(), sig.String()+" signal received") {
+				t.Fatalf("Launch = %v, want an interrupted *JobFailure naming the signal\n%s", err, out.String())
+			}
+			for r := range 2 {
+				if want := "localhost:" + strconv.Itoa(r) + ": got " + name; !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, out.String())
+				}
+			}
+			assertGone(t, dir)
+		})
+	}
 }
 
 // TestLaunchLocalRemovesFilesDir (issue 21): the job's own files directory

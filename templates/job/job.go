@@ -9,6 +9,8 @@ package job
 import (
 	"fmt"
 	"path"
+	"slices"
+	"syscall"
 	"time"
 )
 
@@ -56,6 +58,38 @@ func (j *Job) StopGraceSeconds() int {
 		return j.StopGrace
 	}
 	return DefaultStopGraceSeconds
+}
+
+// StopSignals are the signals a host script passes on to its ranks as it
+// got them (torchrun's agent forwards the signal that stopped it), by
+// their shell names: those that end a process by default and that it may
+// catch, the set torchrun's --signals-to-handle takes. SIGKILL and SIGSTOP
+// cannot be caught; SIGPIPE, SIGCHLD and the like are no request to stop.
+var StopSignals = map[string]syscall.Signal{
+	"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "PWR": syscall.SIGPWR,
+	"XCPU": syscall.SIGXCPU, "XFSZ": syscall.SIGXFSZ, "VTALRM": syscall.SIGVTALRM,
+}
+
+// StopSignalName is sig's name in StopSignals ("INT"), or TERM's for a
+// signal not there: what a stop by sig sends the ranks.
+func StopSignalName(sig syscall.Signal) string {
+	for name, s := range StopSignals {
+		if s == sig {
+			return name
+		}
+	}
+	return "TERM"
+}
+
+// stopSignalNames are StopSignals' names, sorted.
+func stopSignalNames() []string {
+	names := make([]string, 0, len(StopSignals))
+	for n := range StopSignals {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // GraceSeconds is d in whole seconds for a script's sleep, rounded up: a

@@ -25,6 +25,9 @@ var scriptTmpl = template.Must(template.New("host.sh.tmpl").Funcs(template.FuncM
 	"envArgv": EnvSafeArgv,
 	// Names a shell cannot export stay env(1) assignments in argv.
 	"validEnvName": ValidEnvName,
+	// The signals the wrapper outlives, and the names the watchdog takes.
+	"stopSignalList":    func() string { return strings.Join(stopSignalNames(), " ") },
+	"stopSignalPattern": func() string { return strings.Join(stopSignalNames(), " | ") },
 }).ParseFS(tmplFS, "tmpl/host.sh.tmpl"))
 
 // HostScript renders the standalone POSIX sh launch script of host i.

@@ -7,23 +7,14 @@ import (
 	"syscall"
 
 	"github.com/pipette-launch/pipette-launch/cmd/internal/cmdutil"
+	"github.com/pipette-launch/pipette-launch/templates/job"
 )
 
 // DefaultStopSignals are the signals that stop a job whatever the line
 // says: torchrun's default --signals-to-handle (SIGTERM, SIGINT, SIGHUP,
-// SIGQUIT), which its agent forwards to its workers.
+// SIGQUIT), which its agent forwards to its workers, as the host scripts
+// do.
 var DefaultStopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
-
-// stopSignalNames are the names --signals-to-handle takes: Python's signal
-// module names (torchrun looks each up with getattr(signal, name)) of the
-// signals that end a process by default and that a process may catch.
-// SIGKILL and SIGSTOP cannot be caught; SIGPIPE, SIGPROF, SIGCHLD and the
-// like are not a request to stop.
-var stopSignalNames = map[string]syscall.Signal{
-	"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT,
-	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGALRM": syscall.SIGALRM, "SIGPWR": syscall.SIGPWR,
-	"SIGXCPU": syscall.SIGXCPU, "SIGXFSZ": syscall.SIGXFSZ, "SIGVTALRM": syscall.SIGVTALRM,
-}
 
 // ParseStopSignals reads torchrun's --signals-to-handle: a comma-separated
 // list of signal names (SIGTERM,SIGUSR1). It returns the listed signals
@@ -38,8 +29,8 @@ func ParseStopSignals(flag, list string) ([]os.Signal, error) {
 		if name == "" {
 			continue
 		}
-		sig, ok := stopSignalNames[name]
-		if !ok {
+		sig, ok := job.StopSignals[strings.TrimPrefix(name, "SIG")]
+		if !ok || !strings.HasPrefix(name, "SIG") {
 			return nil, cmdutil.InputErrorf("%s %q: %q is not a signal that can stop the job; want a comma-separated list of %s", flag, list, name, strings.Join(stopSignalList(), ", "))
 		}
 		if !slices.Contains(DefaultStopSignals, os.Signal(sig)) && !slices.Contains(extra, os.Signal(sig)) {
@@ -49,10 +40,13 @@ func ParseStopSignals(flag, list string) ([]os.Signal, error) {
 	return extra, nil
 }
 
+// stopSignalList is the names --signals-to-handle takes: Python's signal
+// module names (torchrun looks each up with getattr(signal, name)) of the
+// signals a host script passes on (job.StopSignals).
 func stopSignalList() []string {
-	names := make([]string, 0, len(stopSignalNames))
-	for n := range stopSignalNames {
-		names = append(names, n)
+	names := make([]string, 0, len(job.StopSignals))
+	for n := range job.StopSignals {
+		names = append(names, "SIG"+n)
 	}
 	slices.Sort(names)
 	return names

@@ -265,12 +265,12 @@ func runAction(c *cli.Context, io *cmdutil.IOStreams, adjust func(*Options)) err
 		adjust(opts)
 	}
 	// SIGINT/SIGTERM/SIGHUP/SIGQUIT and --signals-to-handle's stop every
-	// rank on every host before exiting, as torchrun's agent forwards them
-	// to its workers.
+	// rank on every host before exiting, each rank getting the signal, as
+	// torchrun's agent forwards them to its workers.
 	ctx := c.Context
 	if sigs := stopSignals(opts.Line.StopSignals); len(sigs) > 0 { // none would mean every signal
 		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, sigs...)
+		ctx, stop = launch.NotifyContext(ctx, sigs...)
 		defer stop()
 	}
 	return cmdutil.ExitFor(Run(ctx, opts))

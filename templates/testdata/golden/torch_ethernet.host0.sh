@@ -6,9 +6,10 @@
 # the others as soon as one fails, as torchrun's agent does: SIGTERM, then
 # SIGKILL after PIPETTE_STOP_GRACE_S seconds (default 30: run's
 # --stop-grace; torchrun's is 30).
-# SIGTERM, SIGINT or SIGHUP to this script stops every rank the same way,
-# and what a rank leaves running in its session is stopped before the script
-# ends. Exit status: 0 when every rank succeeded, else the status of the rank
+# SIGTERM, SIGINT, SIGHUP or SIGQUIT to this script stops every rank the
+# same way, each rank getting the signal the script got (as torchrun's agent
+# passes it on), and what a rank leaves running in its session is stopped
+# before the script ends. Exit status: 0 when every rank succeeded, else the status of the rank
 # that failed first on its own (not one that was stopped), else 128+signal
 # when the script was stopped by one.
 # PIPETTE_RESTART_COUNT sets TORCHELASTIC_RESTART_COUNT (restarts are done by
@@ -19,7 +20,9 @@
 # rank's output lines and exit (status, the host's clock, whether we had
 # begun stopping), and "done" at the end; and a watchdog stops every rank
 # when the launcher goes silent: EOF on stdin, or no heartbeat byte on it for
-# PIPETTE_HEARTBEAT_S seconds (a network cut sends no EOF). The launcher does
+# PIPETTE_HEARTBEAT_S seconds (a network cut sends no EOF). The signal the
+# ranks get is SIGTERM, or the last signal name (INT, HUP, USR1, ...) the
+# launcher wrote on stdin before its EOF: the signal that stopped it. The launcher does
 # not reach a host it lost again: once the watchdog has stopped the ranks,
 # PIPETTE_REMOVE_FILES (a command) removes the job's files here (reported
 # before "done" as "files-removed"), and the agent its own.
@@ -36,6 +39,14 @@ say() { if [ -n "$T" ]; then echo "$T $*"; fi; }
 # only the watchdog reads it.
 if [ -n "$T" ]; then exec 3<&0 </dev/null; fi
 command -v setsid >/dev/null 2>&1 || { echo "pipette-launch: setsid (util-linux) is needed on $(uname -n)" >&2; exit 127; }
+# Ranks start with SIGINT and SIGQUIT at their defaults, as under torchrun.
+# A shell starts a background job with both ignored (POSIX, without job
+# control), an ignored signal stays ignored across exec, and Python leaves
+# an ignored SIGINT alone: a rank would never see a KeyboardInterrupt, nor
+# stop on the SIGINT passed on to it. GNU env 8.31 and later sets them back
+# ($DS); without it a stop by SIGINT or SIGQUIT sends the ranks SIGTERM.
+DS=
+if env --default-signal=INT true >/dev/null 2>&1; then DS=--default-signal=INT,QUIT; fi
 if [ "$HB" -gt 0 ] && ! command -v timeout >/dev/null 2>&1; then
 	echo "pipette-launch: timeout (coreutils) is needed on $(uname -n) for --heartbeat-timeout" >&2
 	exit 95
@@ -78,19 +89,28 @@ if [ -n "$T" ]; then
 	# status directory ($3) and its own directory ($6) as the script would).
 	setsid /bin/sh -c '
 		alive() { ps -e -o pgid= -o stat= | awk -v g="$1" '"'"'$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'"'"'; }
+		sig=TERM
 		if [ "$4" -gt 0 ]; then
-			while [ "$(timeout --foreground "$4" dd bs=4096 count=1 2>/dev/null <&3 | wc -c)" -gt 0 ]; do :; done
+			# The block, and a dot: $(...) drops trailing newlines.
+			while b=$(timeout --foreground "$4" dd bs=4096 count=1 2>/dev/null <&3; echo .) && [ "${#b}" -gt 1 ]; do
+				for w in ${b%.}; do sig=$w; done
+			done
 		else
-			while IFS= read -r _; do :; done <&3
+			while IFS= read -r w; do [ -z "$w" ] || sig=$w; done <&3
 		fi
+		case $sig in
+		INT | QUIT) [ -n "$7" ] || sig=TERM ;;
+		ALRM | HUP | INT | PWR | QUIT | TERM | USR1 | USR2 | VTALRM | XCPU | XFSZ) ;;
+		*) sig=TERM ;;
+		esac
 		: >"$3/released"
-		# TERM to each rank itself (the script, told so by the stopping
-		# file, does not repeat it), then to the script: not a group leader
-		# when Slurm started it (a task), then its pid. The grace is timed
+		# The signal to each rank itself (the script, told so by the
+		# stopping file, does not repeat it), then TERM to the script: not
+		# a group leader when Slurm started it (a task), then its pid. The grace is timed
 		# by the clock, in milliseconds (whole seconds would cut a 1 s grace
 		# to anything from 0 to 1 s): a ps scan takes seconds on a busy host.
 		: >"$3/stopping"
-		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -TERM -$g 2>/dev/null; done
+		for g in $(cat "$3"/*.pg 2>/dev/null); do kill -$sig -$g 2>/dev/null; done
 		kill -TERM -$1 2>/dev/null || kill -TERM $1 2>/dev/null
 		end=$(($(date +%s%N) / 1000000 + $2 * 1000))
 		while alive "$1" && [ $(($(date +%s%N) / 1000000)) -lt "$end" ]; do sleep 0.1; done
@@ -103,14 +123,15 @@ if [ -n "$T" ]; then
 		case "$6" in
 		*/pipette-agent.??????/agent.sh) rm -rf "${6%/agent.sh}" ;;
 		esac
-	' pipette-watchdog "$PG" "$G" "$S" "$HB" "$RMF" "$0" >/dev/null 2>&1 &
+	' pipette-watchdog "$PG" "$G" "$S" "$HB" "$RMF" "$0" "$DS" >/dev/null 2>&1 &
 	WDP=$!
 	exec 3<&-
 	say wd "$WDP"
 fi
 
 # Runs one rank: $0 is this script's pid, $1 its status file, $2 1 when the
-# rank's output goes to the reader (tagged), else 0, the rest the argv. It
+# rank's output goes to the reader (tagged), else 0, $3 env's option that
+# sets SIGINT and SIGQUIT back to their defaults ($DS), the rest the argv. It
 # leads the rank's session; its group lands in $1.pg before the rank
 # starts, and a stop that came first is seen (each side writes before it
 # reads the other's file). The rank's environment comes from $1.env
@@ -119,20 +140,21 @@ fi
 # (tokens, keys, passwords) are among those variables. They may have any
 # name, so nothing after they are read uses a variable of the wrapper's:
 # the paths of rm, the file and env go in front of the argv (env's "--":
-# a variable named -i is an assignment, not an option). It outlives a TERM
-# (a trap, which exec resets for the rank) to record the status. Its own
+# a variable named -i is an assignment, not an option). It outlives any
+# signal a stop sends (a trap, which exec resets for the rank) to record
+# the status. Its own
 # stderr is /dev/null (the rank's is restored in its subshell): the shell's
 # "Terminated" is not the rank's output. Once the status is written it
 # tells the reader through the output pipe (the ended marker): a child the
 # rank left holding the pipe open must not hold back the exit report until
 # it dies, behind the reports of the ranks that failed because of this one.
-rank_wrapper='trap : TERM INT HUP
+rank_wrapper='trap : ALRM HUP INT PWR QUIT TERM USR1 USR2 VTALRM XCPU XFSZ
 exec 3>&2 2>/dev/null
-f=$1 mark=$2; shift 2
+f=$1 mark=$2 ds=$3; shift 3
 echo $$ >"$f.pg"
 if [ -e "${f%/*}/stopping" ]; then rc=143; else
 	(exec 2>&3 3>&-
-	set -- "$(command -v rm)" "$f.env" "$(command -v env)" -- "$@"
+	set -- "$(command -v rm)" "$f.env" "$(command -v env)" ${ds:+"$ds"} -- "$@"
 	. "$2"; "$1" -f "$2"; shift 2; exec "$@"); rc=$?
 fi
 by=0; [ -e "${f%/*}/stopping" ] && by=1
@@ -172,23 +194,24 @@ start_rank() {
 		# Only the rank takes SIGTERM: the reader ignores it, so on a
 		# graceful stop the rank's last lines still arrive (no EPIPE
 		# while it checkpoints).
-		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 1 "$@" </dev/null 2>&1 | { trap '' TERM; tagged "$r" "$S/$l"; } &
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 1 "$DS" "$@" </dev/null 2>&1 | { trap '' TERM; tagged "$r" "$S/$l"; } &
 	elif [ -n "$o" ]; then
-		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 0 "$@" </dev/null >"$o" 2>"$e" &
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 0 "$DS" "$@" </dev/null >"$o" 2>"$e" &
 	else
-		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 0 "$@" </dev/null &
+		setsid /bin/sh -c "$rank_wrapper" "$$" "$S/$l" 0 "$DS" "$@" </dev/null &
 	fi
 	P="$P $!"
 }
 
+# stop_ranks SIG: SIG (default TERM) to every rank, KILL after the grace.
 stop_ranks() {
 	[ -n "$stopping" ] && return
 	stopping=1
-	# The watchdog may have sent the TERM already: once is enough (a
+	# The watchdog may have signalled them already: once is enough (a
 	# rank's shutdown handler must not run twice).
 	if [ ! -e "$S/stopping" ]; then
 		: >"$S/stopping"
-		for g in $(rank_groups); do kill -TERM -"$g" 2>/dev/null; done
+		for g in $(rank_groups); do kill -"${1:-TERM}" -"$g" 2>/dev/null; done
 	fi
 	# KILL after the grace period, from its own session with fds closed: a
 	# pending SIGKILL must neither keep the caller's pipes (an SSH session)
@@ -204,10 +227,16 @@ stop_ranks() {
 	say killer "$killer"
 }
 interrupted=
-trap stop_ranks USR1
-trap 'interrupted=143; stop_ranks' TERM
-trap 'interrupted=130; stop_ranks' INT
-trap 'interrupted=129; stop_ranks' HUP
+# A signal this script gets goes on to the ranks; a rank's own failure
+# (USR1 from its wrapper) stops the others with TERM, as torchrun's agent.
+# Without $DS the ranks ignore INT and QUIT: they get TERM.
+sig_int=TERM sig_quit=TERM
+if [ -n "$DS" ]; then sig_int=INT sig_quit=QUIT; fi
+trap 'stop_ranks TERM' USR1
+trap 'interrupted=143; stop_ranks TERM' TERM
+trap 'interrupted=130; stop_ranks $sig_int' INT
+trap 'interrupted=129; stop_ranks HUP' HUP
+trap 'interrupted=131; stop_ranks $sig_quit' QUIT
 
 # rank 0, local rank 0: its environment (printf is a
 # builtin: no command line shows it), then the rank
