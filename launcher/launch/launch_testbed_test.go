@@ -258,18 +258,20 @@ func TestLaunchCancelStopsEverything(t *testing.T) {
 	tb := newBed(t, 4)
 	job := allreduceJob(t, tb, "cancel", tb.Names(), 2, "--sleep", "120")
 	var out syncbuf.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// Cancel once every rank is sleeping, as SIGTERM to pipette-launch would.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	// Cancel once every rank is sleeping, as ^C to pipette-launch would:
+	// each Python rank gets the SIGINT (over SSH: its name on the agent's
+	// stdin), a KeyboardInterrupt.
 	go func() {
 		for range 600 {
 			if strings.Count(out.String(), "sleeping 120s") == 8 {
-				cancel()
+				cancel(Signaled{Signal: syscall.SIGINT})
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		cancel()
+		cancel(nil)
 	}()
 	err := Launch(ctx, job, Options{SSH: remotetest.SSH(tb), Out: &out, Grace: 5 * time.Second})
 	var jf *JobFailure
@@ -284,6 +286,9 @@ func TestLaunchCancelStopsEverything(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "interrupted") {
 		t.Errorf("summary %q does not say interrupted", err)
+	}
+	if n := strings.Count(out.String(), ": KeyboardInterrupt"); n != 8 {
+		t.Errorf("%d ranks raised KeyboardInterrupt, want all 8; output:\n%s", n, out.String())
 	}
 	tb.AssertNothingLeft(t)
 }
