@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,6 +173,46 @@ type Cluster struct {
 	// (BestLink): over a full matrix it is an n^2 scan (issue 23: a third
 	// of BenchmarkPlan1024GPUs). nil (a Cluster literal) scans each time.
 	fastest *lazyLink
+	// classes caches HostClasses, which every priced config asks for (a
+	// scan of every host). nil (a Cluster literal) scans each time.
+	classes *lazyClasses
+}
+
+// lazyClasses is HostClasses computed once, on first use.
+type lazyClasses struct {
+	once     sync.Once
+	of, reps []int
+}
+
+// HostClasses partitions the hosts by GPU and intra-host link, all a
+// stage's own time depends on: of[h] is host h's class, reps[k] the first
+// host of class k, classes numbered in the order they first appear. The
+// slices are shared: read them, never write.
+func (c *Cluster) HostClasses() (of, reps []int) {
+	if c.classes == nil {
+		return c.scanHostClasses()
+	}
+	c.classes.once.Do(func() { c.classes.of, c.classes.reps = c.scanHostClasses() })
+	return c.classes.of, c.classes.reps
+}
+
+func (c *Cluster) scanHostClasses() (of, reps []int) {
+	of = make([]int, len(c.Hosts))
+	type class struct {
+		gpu   gpu.Spec
+		intra Link
+	}
+	var seen []class
+	for h, host := range c.Hosts {
+		k := slices.Index(seen, class{host.GPU, c.LinkBetween(h, h)})
+		if k < 0 {
+			seen = append(seen, class{host.GPU, c.LinkBetween(h, h)})
+			reps = append(reps, h)
+			k = len(seen) - 1
+		}
+		of[h] = k
+	}
+	return of, reps
 }
 
 // lazyLink is a link computed once, on first use, by whichever goroutine
@@ -396,7 +437,12 @@ func (c *Cluster) Matrices() (bw, lat [][]float64) { return c.bw, c.lat }
 // SetIntraHostLatency gives each host an internal latency of its own: the
 // search's merged hosts stand for several real ones, whose slowest link
 // between members that is.
-func (c *Cluster) SetIntraHostLatency(lat []float64) { c.intraLat = lat }
+func (c *Cluster) SetIntraHostLatency(lat []float64) {
+	c.intraLat = lat
+	if c.classes != nil {
+		c.classes = &lazyClasses{} // the intra links changed
+	}
+}
 
 // PipelineLinkBetween is the link pipeline send/recv and the embedding
 // group use between hosts a and b: LinkBetween, except under
@@ -436,7 +482,8 @@ func BestLink(c *Cluster, tp int) Link {
 	if len(c.Hosts) < 2 {
 		best = Link{}
 	}
-	for h := range c.Hosts {
+	_, reps := c.HostClasses() // every host's intra link is its class's
+	for _, h := range reps {
 		l := c.LinkBetween(h, h)
 		best.BytesPerS = max(best.BytesPerS, l.BytesPerS)
 		if best.LatencyS == 0 || l.LatencyS < best.LatencyS {
@@ -450,5 +497,5 @@ func BestLink(c *Cluster, tp int) Link {
 // bandwidth (bytes/s) and latency (s) matrix. Islands are derived from
 // Host.Island. It is how tests and the YAML resolver construct clusters.
 func NewCluster(islands []Island, hosts []Host, bwBytesPerS, latencyS [][]float64) *Cluster {
-	return &Cluster{Islands: islands, Hosts: hosts, bw: bwBytesPerS, lat: latencyS, fastest: &lazyLink{}}
+	return &Cluster{Islands: islands, Hosts: hosts, bw: bwBytesPerS, lat: latencyS, fastest: &lazyLink{}, classes: &lazyClasses{}}
 }

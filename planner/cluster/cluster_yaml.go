@@ -441,7 +441,7 @@ func (f *File) ResolveFor(t fabric.Transport) (*Cluster, error) {
 	links := f.compactLinks(islands, hosts, socketsOnly(t, islands))
 	links.shares = f.shareTable(islands) // SenderShare reads them here only
 	f.applyCalibration(islands, hosts, links)
-	c := &Cluster{Islands: islands, Hosts: hosts, compact: links, pipe: pipe, fastest: &lazyLink{}}
+	c := &Cluster{Islands: islands, Hosts: hosts, compact: links, pipe: pipe, fastest: &lazyLink{}, classes: &lazyClasses{}}
 	c.fastestLink() // computed once, before any planner goroutine reads it
 	return c, nil
 }

@@ -9,7 +9,7 @@ package cluster
 // resolved; Keep narrows what is already resolved, without reading the
 // file again.
 func (c *Cluster) Keep(hosts []int) *Cluster {
-	out := &Cluster{Hosts: make([]Host, len(hosts)), fastest: &lazyLink{}}
+	out := &Cluster{Hosts: make([]Host, len(hosts)), fastest: &lazyLink{}, classes: &lazyClasses{}}
 	out.Islands = make([]Island, len(c.Islands))
 	for i, is := range c.Islands {
 		out.Islands[i] = Island{Spec: is.Spec, RDMA: is.RDMA}

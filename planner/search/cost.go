@@ -670,37 +670,27 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 	if len(cfg.StageLayers) != e.p*e.v {
 		e.cfg.StageLayers = evenLayers(m.NumLayers, e.p*e.v)
 	}
-	e.classOf = make([]int, len(c.Hosts))
-	for h, host := range c.Hosts {
-		intra := c.LinkBetween(h, h)
-		k := -1
-		for i, hc := range e.classes {
-			if hc.gpu == host.GPU && hc.intra == intra {
-				k = i
-				break
-			}
+	of, reps := c.HostClasses()
+	e.classOf = of // shared by every config priced on c: read only
+	for _, h := range reps {
+		host, intra := c.Hosts[h], c.LinkBetween(h, h)
+		hc := hostCost{gpu: host.GPU, intra: intra}
+		eng := engineLayerCost(f, e.cfg)
+		hc.layer = layerCompute(m, e.cfg, host.GPU).plus(eng)
+		hc.tpF, hc.tpB = tpCommPerLayer(m, e.cfg, intra)
+		if e.cfg.TPCommOverlap {
+			hc.tpF, hc.tpB = tpCommOverlapped(newLayerShape(m, e.cfg), e.cfg, host.GPU, gpu.CurveOf(host.GPU), intra)
 		}
-		if k < 0 {
-			hc := hostCost{gpu: host.GPU, intra: intra}
-			eng := engineLayerCost(f, e.cfg)
-			hc.layer = layerCompute(m, e.cfg, host.GPU).plus(eng)
-			hc.tpF, hc.tpB = tpCommPerLayer(m, e.cfg, intra)
-			if e.cfg.TPCommOverlap {
-				hc.tpF, hc.tpB = tpCommOverlapped(newLayerShape(m, e.cfg), e.cfg, host.GPU, gpu.CurveOf(host.GPU), intra)
-			}
-			hc.pipeGather = pipeGatherSeconds(m, e.cfg, f, intra)
-			hc.logits = logitsCompute(m, e.cfg, host.GPU)
-			hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB
-			if m.IsMoE() {
-				hc.moe = moeLayerCompute(m, e.cfg, e.f, host.GPU)
-				hc.moe.computeCost = hc.moe.computeCost.plus(eng)
-				nm := float64(m.MoELayers())
-				hc.layerTotal += nm / float64(m.NumLayers) * (hc.moe.Fwd + hc.moe.Bwd - hc.layer.Fwd - hc.layer.Bwd)
-			}
-			e.classes = append(e.classes, hc)
-			k = len(e.classes) - 1
+		hc.pipeGather = pipeGatherSeconds(m, e.cfg, f, intra)
+		hc.logits = logitsCompute(m, e.cfg, host.GPU)
+		hc.layerTotal = hc.layer.Fwd + hc.layer.Bwd + hc.tpF + hc.tpB
+		if m.IsMoE() {
+			hc.moe = moeLayerCompute(m, e.cfg, e.f, host.GPU)
+			hc.moe.computeCost = hc.moe.computeCost.plus(eng)
+			nm := float64(m.MoELayers())
+			hc.layerTotal += nm / float64(m.NumLayers) * (hc.moe.Fwd + hc.moe.Bwd - hc.layer.Fwd - hc.layer.Bwd)
 		}
-		e.classOf[h] = k
+		e.classes = append(e.classes, hc)
 	}
 	for i, hc := range e.classes {
 		if hc.layerTotal < e.classes[e.best].layerTotal {
@@ -721,7 +711,7 @@ func newPlanEvalKind(c *cluster.Cluster, m model.Model, cfg parallel.Config, f p
 		bh := make([]int, e.nBlocks)
 		e.sums = make([]stageSum, len(e.classes)*e.p)
 		for k := range e.classes {
-			h := slices.Index(e.classOf, k)
+			h := reps[k]
 			for i := range bh {
 				bh[i] = h
 			}

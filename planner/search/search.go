@@ -814,31 +814,39 @@ func (e *planEval) memory(blockHost []int) memory.Estimate {
 // hosts) restricts it to the hosts a placement uses. Capacity 0 means no
 // host states its memory; the need is then the largest.
 func worstHostMemory(m model.Model, cfg parallel.Config, f parallel.Framework, hosts []cluster.Host, only []int) (need, capacity float64) {
-	idx := only
-	if idx == nil {
-		idx = make([]int, len(hosts))
-		for i := range idx {
-			idx[i] = i
-		}
-	}
 	worst := math.Inf(-1)
-	needOf := map[int]float64{} // by GPU count: hosts of a kind repeat
-	for _, i := range idx {
-		h := hosts[i]
-		n, ok := needOf[h.GPUs]
-		if !ok {
-			n = memory.HostBytesPerNode(m, cfg, f, h.GPUs)
-			needOf[h.GPUs] = n
+	// By GPU count: hosts of a kind repeat, mostly in runs, so the last
+	// count is checked before the map.
+	needOf := map[int]float64{}
+	lastGPUs, lastNeed := -1, 0.0
+	visit := func(h *cluster.Host) {
+		n := lastNeed
+		if h.GPUs != lastGPUs {
+			var ok bool
+			if n, ok = needOf[h.GPUs]; !ok {
+				n = memory.HostBytesPerNode(m, cfg, f, h.GPUs)
+				needOf[h.GPUs] = n
+			}
+			lastGPUs, lastNeed = h.GPUs, n
 		}
 		if h.MemoryBytes <= 0 {
 			if capacity == 0 {
 				need = math.Max(need, n)
 			}
-			continue
+			return
 		}
 		if over := n - h.MemoryBytes; over > worst {
 			worst, need, capacity = over, n, h.MemoryBytes
 		}
+	}
+	if only == nil {
+		for i := range hosts {
+			visit(&hosts[i])
+		}
+		return need, capacity
+	}
+	for _, i := range only {
+		visit(&hosts[i])
 	}
 	return need, capacity
 }
