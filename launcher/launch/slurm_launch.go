@@ -28,7 +28,9 @@ import (
 // task number; each task's first line names its node, which maps task
 // numbers to hosts, so the job's rank order is ours, not Slurm's task
 // order. Stopping is Slurm's: scancel --signal=TERM on the step, KILL after
-// the grace period. A restart (--max-restarts) is a new step.
+// the grace period; a stop by a signal to pipette-launch goes through the
+// agents' stdin first, as over SSH (slurmStep.passOn). A restart
+// (--max-restarts) is a new step.
 
 // slurmDispatcher's first line is "<tag> node NAME STEPID".
 const slurmDispatcher = `d=$(mktemp -d "${TMPDIR:-/tmp}/pipette-agent.XXXXXX") || exit 98
@@ -203,11 +205,11 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 		demux.stepEnded(err)
 	}()
 	if _, err := st.stdin.Write(slurmBundle(names, scripts)); err != nil {
-		st.stop(opts, out)
+		st.stop(opts, out, "TERM")
 		return fmt.Errorf("job %s: send agents to srun: %w", job.Name, err)
 	}
 	if err := waitStarted(ctx, runs, st, opts); err != nil {
-		stopErr := st.stop(opts, out)
+		stopErr := st.stop(opts, out, stopSignal(ctx))
 		return errors.Join(fmt.Errorf("job %s: start through srun (every rank started was stopped): %w%s", job.Name, err, remote.StderrSuffix([]byte(st.stderr.String()))), stopErr)
 	}
 	watched := make(chan struct{})
@@ -229,10 +231,14 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 		// itself; srun waits on the lost node, and Slurm lists the step
 		// until that node is back: neither is worth waiting for.
 		st.afterKill = 2 * time.Second
-		failure.StopErr = st.stop(opts, out)
+		failure.StopErr = st.stop(opts, out, "TERM")
 		return failure
 	}
-	failure.StopErr = st.stop(opts, out)
+	sig := "TERM"
+	if failure.interrupted {
+		sig = stopSignal(ctx) // TERM unless a signal to pipette-launch ended ctx
+	}
+	failure.StopErr = st.stop(opts, out, sig)
 	st.waitStepGone(30 * time.Second)
 	return failure
 }
@@ -400,13 +406,18 @@ func waitStarted(ctx context.Context, runs []*hostRun, st *slurmStep, opts Optio
 }
 
 // stop ends the step: TERM to every process of the step (Slurm signals
-// them all), KILL after the grace period, and waits for srun to end.
-func (st *slurmStep) stop(opts Options, out *output) error {
+// them all), KILL after the grace period, and waits for srun to end. With
+// sig other than TERM (a signal that stopped pipette-launch) it first
+// passes sig on through the agents (passOn).
+func (st *slurmStep) stop(opts Options, out *output, sig string) error {
 	defer st.stdin.Close()
 	select {
 	case <-st.done:
 		return nil
 	default:
+	}
+	if sig != "TERM" && st.passOn(sig, opts.Grace) {
+		return nil
 	}
 	st.mu.Lock()
 	step := st.stepID
@@ -477,6 +488,26 @@ func watchSlurmNodes(ctx context.Context, st *slurmStep, nodes []string, d *slur
 		if len(failed) > 0 {
 			return
 		}
+	}
+}
+
+// passOn writes sig's name and EOF on srun's stdin, which srun broadcasts
+// (--input=all): each agent's watchdog sends its ranks sig, KILL after the
+// grace, as over SSH. A scancel would signal every process of the step,
+// each rank once from Slurm and again from its host script: a second
+// SIGINT interrupts the KeyboardInterrupt handler the first one started.
+// It reports whether the step ended within the agents' bound; else stop
+// goes on with scancel.
+func (st *slurmStep) passOn(sig string, grace time.Duration) bool {
+	if _, err := io.WriteString(st.stdin, sig+"\n"); err != nil {
+		return false
+	}
+	st.stdin.Close()
+	select {
+	case <-st.done:
+		return true
+	case <-time.After(agentEndBound(grace)):
+		return false
 	}
 }
 

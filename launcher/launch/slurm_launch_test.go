@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,6 +190,51 @@ func TestSlurmScancelStopsJob(t *testing.T) {
 		if !strings.Contains(l, "slurmstepd") {
 			t.Errorf("left running after scancel: %s", l)
 		}
+	}
+	tb.WaitSlurmStepsGone(30 * time.Second)
+	tb.AssertNothingLeft(t)
+}
+
+// ^C to pipette-launch inside an allocation reaches every rank as SIGINT
+// (a KeyboardInterrupt in each Python rank), once: through srun's stdin to
+// each agent, not a scancel that would signal every process of the step.
+func TestSlurmInterruptPassesTheSignal(t *testing.T) {
+	tb, s := slurmBed(t, 2)
+	job := allreduceJob(t, tb, "slurmint", tb.Names(), 2, "--sleep", "120")
+	var out syncbuf.Buffer
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var interruptedAt time.Time
+	go func() {
+		for range 900 {
+			if strings.Count(out.String(), "sleeping 120s") == 4 {
+				interruptedAt = time.Now()
+				cancel(Signaled{Signal: syscall.SIGINT})
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel(nil)
+	}()
+	grace := 5 * time.Second
+	err := Launch(ctx, job, Options{Slurm: &s, Out: &out, Grace: grace})
+	returned := time.Now()
+	var jf *JobFailure
+	if !errors.As(err, &jf) || !jf.Interrupted() || !strings.Contains(jf.Reason, "interrupt signal received") {
+		t.Fatalf("Launch = %v, want an interrupted failure naming the signal\noutput:\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), ": KeyboardInterrupt"); n != 4 {
+		t.Errorf("%d ranks raised KeyboardInterrupt, want all 4 once; output:\n%s", n, out.String())
+	}
+	// Well within the agents' bound (twice the grace and 20 s), after
+	// which stop falls back to scancel.
+	d := returned.Sub(interruptedAt)
+	t.Logf("Launch returned %s after the interrupt", d)
+	if interruptedAt.IsZero() || d > grace+20*time.Second {
+		t.Errorf("Launch returned %s after the interrupt", d)
+	}
+	if steps := slurmSteps(t, s); steps != "" {
+		t.Errorf("steps left in the allocation:\n%s", steps)
 	}
 	tb.WaitSlurmStepsGone(30 * time.Second)
 	tb.AssertNothingLeft(t)
