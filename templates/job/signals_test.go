@@ -24,6 +24,11 @@ var signalRank = RankJob{Argv: []string{"/bin/sh", "-c",
 // runs what --output-dir writes, under env with envArgs (--ignore-signal:
 // started as a shell's background job is), and returns its lines.
 func startScript(t *testing.T, envArgs ...string) (*exec.Cmd, *bufio.Scanner) {
+	return startScriptEnv(t, nil, envArgs...)
+}
+
+// startScriptEnv is startScript with environ added to the script's.
+func startScriptEnv(t *testing.T, environ []string, envArgs ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	script, err := HostScript(&Job{Name: "j", StopGrace: 5, Hosts: []HostJob{{Name: "h", Ranks: []RankJob{signalRank}}}}, 0)
 	if err != nil {
@@ -35,7 +40,7 @@ func startScript(t *testing.T, envArgs ...string) (*exec.Cmd, *bufio.Scanner) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("env", append(envArgs, "/bin/sh", path)...)
-	cmd.Dir = dir
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), environ...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +111,47 @@ func TestRanksStartWithIntAndQuitAtDefault(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostScriptWithoutEnvDefaultSignal: where env cannot reset a signal
+// (GNU coreutils before 8.31, busybox) the ranks keep ignoring SIGINT, so
+// a SIGINT to the script reaches them as SIGTERM rather than as a signal
+// they would ignore until the KILL. The env on PATH here refuses
+// --default-signal, as an old one does.
+func TestHostScriptWithoutEnvDefaultSignal(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	realEnv, err := exec.LookPath("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldEnv := "#!/bin/sh\ncase \"$1\" in --default-signal*) echo \"env: unrecognized option '$1'\" >&2; exit 125;; esac\nexec " + realEnv + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "env"), []byte(oldEnv), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd, sc := startScriptEnv(t, []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, "--default-signal")
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "ignored ") {
+		t.Fatalf("rank's first line %q: want its SigIgn mask", sc.Text())
+	}
+	if ign, err := strconv.ParseUint(strings.TrimPrefix(sc.Text(), "ignored "), 16, 64); err != nil || ign&(1<<(syscall.SIGINT-1)) == 0 {
+		t.Fatalf("rank's SigIgn %q: with the old env the rank should still ignore SIGINT (else this test tests nothing)", sc.Text())
+	}
+	waitUp(t, sc)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for sc.Scan() {
+		got = append(got, sc.Text())
+	}
+	err = cmd.Wait()
+	if len(got) != 1 || got[0] != "got TERM" {
+		t.Errorf("the rank said %q after the script got SIGINT, want \"got TERM\"", got)
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Errorf("script ended with %v, want status 130", err)
 	}
 }
 
