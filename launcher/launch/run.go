@@ -468,7 +468,7 @@ func runAgents(ctx context.Context, j job.Job, targets []remote.HostTarget, vias
 	if first == nil {
 		return nil, nil
 	}
-	stopErr := sv.stopAndCollect()
+	stopErr := sv.stopAndCollect(stopSignalFor(ctx, first))
 	failure := sv.rootCause(first)
 	failure.StopErr = stopErr
 	return nil, failure
@@ -682,7 +682,8 @@ func atois(fs []string) []int {
 
 // stopAll stops every started host's ranks at once: sig (a shell signal
 // name: TERM, or the one that interrupted pipette-launch) to the ranks,
-// KILL after the grace period, then waits for the agent sessions to end. A host whose connection is lost is not dialled again but reported
+// KILL after the grace period, then waits for the agent sessions to end.
+// A host whose connection is lost is not dialled again but reported
 // (leftToAgentError): its agent's watchdog stops the ranks once its session
 // ends or the heartbeat falls silent, and removes the job's files.
 func stopAll(runs []*hostRun, opts Options, out *output, sig string) error {
@@ -731,9 +732,9 @@ func stopHost(r *hostRun, sess agentSession, opts Options, sig string) error {
 	// once (sig, KILL after the grace): no new session, so no login
 	// shell's start-up (seconds on a busy host) before the ranks hear of
 	// it. The watchdog takes the last name written before the EOF; TERM
-	// is its default, and a failed write leaves it that. An agent that reports "done" and ends has seen every rank end
-	// and everything it started gone: confirmed. Otherwise a stop command
-	// does it.
+	// is its default, and a failed write leaves it that. An agent that
+	// reports "done" and ends has seen every rank end and everything it
+	// started gone: confirmed. Otherwise a stop command does it.
 	if sig != "TERM" && r.via.lost() == nil {
 		_ = sess.WriteStdin([]byte(sig + "\n"))
 	}

@@ -45,6 +45,16 @@ func NotifyContext(parent context.Context, sigs ...os.Signal) (ctx context.Conte
 	}
 }
 
+// stopSignalFor is the signal the stop after failure f sends the ranks:
+// TERM after a failure of the job's own, stopSignal(ctx) after an
+// interruption.
+func stopSignalFor(ctx context.Context, f *JobFailure) string {
+	if !f.interrupted {
+		return "TERM"
+	}
+	return stopSignal(ctx)
+}
+
 // stopSignal is the signal a stop for ctx's end sends the ranks, by its
 // shell name: the one that stopped pipette-launch, when one did and the
 // host script passes it on (job.StopSignals), else TERM.

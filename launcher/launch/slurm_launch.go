@@ -234,11 +234,7 @@ func runSlurmAttempt(ctx context.Context, s remote.Slurm, job job.Job, opts Opti
 		failure.StopErr = st.stop(opts, out, "TERM")
 		return failure
 	}
-	sig := "TERM"
-	if failure.interrupted {
-		sig = stopSignal(ctx) // TERM unless a signal to pipette-launch ended ctx
-	}
-	failure.StopErr = st.stop(opts, out, sig)
+	failure.StopErr = st.stop(opts, out, stopSignalFor(ctx, failure))
 	st.waitStepGone(30 * time.Second)
 	return failure
 }

@@ -30,10 +30,6 @@ type supervisor struct {
 	opts   Options
 	out    *output
 
-	// stopSig is the signal the stop sends the ranks (its shell name):
-	// TERM, or the one that interrupted pipette-launch.
-	stopSig string
-
 	exits     []rankExit
 	exited    map[*hostRun]map[int]bool
 	ended     map[*hostRun]bool
@@ -57,7 +53,7 @@ type hostFail struct {
 }
 
 func newSupervisor(job job.Job, runs []*hostRun, events <-chan event, opts Options, out *output) *supervisor {
-	return &supervisor{job: job, runs: runs, events: events, opts: opts, out: out, stopSig: "TERM",
+	return &supervisor{job: job, runs: runs, events: events, opts: opts, out: out,
 		exited: map[*hostRun]map[int]bool{}, ended: map[*hostRun]bool{}}
 }
 
@@ -72,7 +68,6 @@ func (s *supervisor) watch(ctx context.Context) *JobFailure {
 	for {
 		select {
 		case <-ctx.Done():
-			s.stopSig = stopSignal(ctx)
 			return &JobFailure{Job: s.job.Name, Time: s.opts.Now(), Rank: -1, ExitCode: -1,
 				Reason: "interrupted: " + context.Cause(ctx).Error(), interrupted: true}
 		case ev := <-s.events:
@@ -122,12 +117,13 @@ func (s *supervisor) record(ev event) *JobFailure {
 	return nil
 }
 
-// stopAndCollect stops every host and, meanwhile and until each host's
-// session has ended (or shortly after the stop), keeps recording events:
-// the exits that race the first report are the evidence for rootCause.
-func (s *supervisor) stopAndCollect() error {
+// stopAndCollect stops every host (sig to the ranks: stopSignalFor) and,
+// meanwhile and until each host's session has ended (or shortly after the
+// stop), keeps recording events: the exits that race the first report are
+// the evidence for rootCause.
+func (s *supervisor) stopAndCollect(sig string) error {
 	errc := make(chan error, 1)
-	go func() { errc <- stopAll(s.runs, s.opts, s.out, s.stopSig) }()
+	go func() { errc <- stopAll(s.runs, s.opts, s.out, sig) }()
 	var stopErr error
 	var settle <-chan time.Time
 	for {

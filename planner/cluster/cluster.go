@@ -204,10 +204,10 @@ func (c *Cluster) scanHostClasses() (of, reps []int) {
 	}
 	var seen []class
 	for h, host := range c.Hosts {
-		k := slices.Index(seen, class{host.GPU, c.LinkBetween(h, h)})
+		cl := class{host.GPU, c.LinkBetween(h, h)}
+		k := slices.Index(seen, cl)
 		if k < 0 {
-			seen = append(seen, class{host.GPU, c.LinkBetween(h, h)})
-			reps = append(reps, h)
+			seen, reps = append(seen, cl), append(reps, h)
 			k = len(seen) - 1
 		}
 		of[h] = k

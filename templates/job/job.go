@@ -82,8 +82,8 @@ func StopSignalName(sig syscall.Signal) string {
 	return "TERM"
 }
 
-// stopSignalNames are StopSignals' names, sorted.
-func stopSignalNames() []string {
+// StopSignalNames are StopSignals' names, sorted.
+func StopSignalNames() []string {
 	names := make([]string, 0, len(StopSignals))
 	for n := range StopSignals {
 		names = append(names, n)

@@ -26,8 +26,8 @@ var scriptTmpl = template.Must(template.New("host.sh.tmpl").Funcs(template.FuncM
 	// Names a shell cannot export stay env(1) assignments in argv.
 	"validEnvName": ValidEnvName,
 	// The signals the wrapper outlives, and the names the watchdog takes.
-	"stopSignalList":    func() string { return strings.Join(stopSignalNames(), " ") },
-	"stopSignalPattern": func() string { return strings.Join(stopSignalNames(), " | ") },
+	"stopSignalList":    func() string { return strings.Join(StopSignalNames(), " ") },
+	"stopSignalPattern": func() string { return strings.Join(StopSignalNames(), " | ") },
 }).ParseFS(tmplFS, "tmpl/host.sh.tmpl"))
 
 // HostScript renders the standalone POSIX sh launch script of host i.

@@ -23,7 +23,7 @@ func New(t testing.TB, mode Mode) *Stack {
 		t.Fatalf("kubernetes test-bed needs root (it runs in CI as root)")
 	}
 	var log strings.Builder
-	dir := filepath.Join(DefaultStateDir+"-test", strings.ReplaceAll(t.Name(), "/", "_"))
+	dir := filepath.Join(TestStateRoot, strings.ReplaceAll(t.Name(), "/", "_"))
 	s, err := Up(context.Background(), Options{Mode: mode, Dir: dir, Log: &log, Wait: 20 * time.Minute})
 	if err != nil {
 		t.Fatalf("kubernetes test-bed up: %v\n%s", err, log.String())

@@ -29,8 +29,9 @@ func ParseStopSignals(flag, list string) ([]os.Signal, error) {
 		if name == "" {
 			continue
 		}
-		sig, ok := job.StopSignals[strings.TrimPrefix(name, "SIG")]
-		if !ok || !strings.HasPrefix(name, "SIG") {
+		short, prefixed := strings.CutPrefix(name, "SIG")
+		sig, ok := job.StopSignals[short]
+		if !ok || !prefixed {
 			return nil, cmdutil.InputErrorf("%s %q: %q is not a signal that can stop the job; want a comma-separated list of %s", flag, list, name, strings.Join(stopSignalList(), ", "))
 		}
 		if !slices.Contains(DefaultStopSignals, os.Signal(sig)) && !slices.Contains(extra, os.Signal(sig)) {
@@ -44,10 +45,9 @@ func ParseStopSignals(flag, list string) ([]os.Signal, error) {
 // module names (torchrun looks each up with getattr(signal, name)) of the
 // signals a host script passes on (job.StopSignals).
 func stopSignalList() []string {
-	names := make([]string, 0, len(job.StopSignals))
-	for n := range job.StopSignals {
-		names = append(names, "SIG"+n)
+	names := job.StopSignalNames()
+	for i, n := range names {
+		names[i] = "SIG" + n
 	}
-	slices.Sort(names)
 	return names
 }
